@@ -1,0 +1,36 @@
+//! Batch mode: text and JSON reporters over the core's results, progress on stderr,
+//! exit codes (0 clean, 1 checks or `--strict` diagnostics, 2 errors).
+
+pub mod progress;
+pub mod scan;
+
+use std::io::{self, Write};
+
+/// Exit status: success.
+pub const EXIT_OK: i32 = 0;
+/// Exit status: a check failed, or `--strict` saw diagnostics.
+pub const EXIT_FINDINGS: i32 = 1;
+/// Exit status: the operation could not be carried out.
+pub const EXIT_ERROR: i32 = 2;
+
+/// Human-readable size (IEC units).
+pub fn size(n: u64) -> String {
+    humansize::format_size(n, humansize::BINARY)
+}
+
+/// Percentage of `part` in `whole`, "0%" for an empty whole.
+pub fn pct(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        return "0%".into();
+    }
+    format!("{:.0}%", part as f64 * 100.0 / whole as f64)
+}
+
+/// Write JSON to stdout with a trailing newline.
+pub fn print_json<T: serde::Serialize>(value: &T) -> io::Result<()> {
+    let out = io::stdout();
+    let mut out = io::BufWriter::new(out.lock());
+    serde_json::to_writer_pretty(&mut out, value).map_err(io::Error::other)?;
+    writeln!(out)?;
+    out.flush()
+}

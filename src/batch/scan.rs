@@ -1,0 +1,194 @@
+//! The scan report in text.
+
+use super::{pct, size};
+use kpack::elf::WrapperMagic;
+use kpack::scan::{FileKind, FileReport, Severity, TreeReport};
+use std::io::{self, Write};
+
+/// How many binaries the "top" list shows.
+const TOP: usize = 10;
+
+/// Print the text report of a scan. `long` prints every file with device code.
+pub fn print_text(out: &mut dyn Write, r: &TreeReport, long: bool) -> io::Result<()> {
+    let single = r.files.len() == 1 && r.totals.directories == 0 && !std::path::Path::new(&r.root).is_dir();
+    if single {
+        print_file(out, &r.files[0])?;
+        return print_diagnostics(out, r);
+    }
+    let t = &r.totals;
+    writeln!(out, "{}", r.root)?;
+    writeln!(
+        out,
+        "  {} entries in {} directories, {} in files; device code {} ({})",
+        t.entries,
+        t.directories,
+        size(t.bytes),
+        size(t.device_bytes),
+        pct(t.device_bytes, t.bytes)
+    )?;
+    writeln!(out)?;
+    writeln!(out, "Files by class")?;
+    for (kind, kt) in &t.by_kind {
+        writeln!(out, "  {:<18} {:>6}  {:>11}", kind.name(), kt.count, size(kt.bytes))?;
+    }
+    if !r.arch_totals.is_empty() {
+        writeln!(out)?;
+        writeln!(
+            out,
+            "Device code by arch     {:>11}  {:>11}  {:>7}  {:>11}",
+            "raw", "on disk", "objects", "kernel DBs"
+        )?;
+        for (arch, a) in &r.arch_totals {
+            writeln!(
+                out,
+                "  {:<21} {:>11}  {:>11}  {:>7}  {:>11}",
+                arch,
+                size(a.raw),
+                size(a.compressed),
+                a.code_objects,
+                if a.kernel_database > 0 { size(a.kernel_database) } else { "-".into() }
+            )?;
+        }
+    }
+    let mut fat: Vec<&FileReport> = r
+        .files
+        .iter()
+        .filter(|f| f.device_bytes > 0 && f.hard_link_of.is_none() && f.kind != FileKind::Symlink)
+        .collect();
+    if !fat.is_empty() {
+        fat.sort_by(|a, b| b.device_bytes.cmp(&a.device_bytes).then(a.path.cmp(&b.path)));
+        writeln!(out)?;
+        writeln!(out, "Top files by device bytes")?;
+        for f in fat.iter().take(TOP) {
+            let mut archs: Vec<&str> = f
+                .all_bundles()
+                .flat_map(|b| b.targets.iter().map(|t| t.arch.as_str()))
+                .chain(f.arch.as_deref())
+                .collect();
+            archs.sort_unstable();
+            archs.dedup();
+            let n = f.all_bundles().count();
+            writeln!(
+                out,
+                "  {:>11} of {:>11} ({:>4})  {:<16} {:>2} bundle{}  {}  {}",
+                size(f.device_bytes),
+                size(f.size),
+                pct(f.device_bytes, f.size),
+                f.kind.name(),
+                n,
+                if n == 1 { " " } else { "s" },
+                f.path,
+                archs.join(" ")
+            )?;
+        }
+        if fat.len() > TOP {
+            writeln!(out, "  … and {} more", fat.len() - TOP)?;
+        }
+    }
+    if long {
+        for f in r.files.iter().filter(|f| !f.bundles.is_empty() || !f.members.is_empty() || f.marker.is_some()) {
+            writeln!(out)?;
+            print_file(out, f)?;
+        }
+    }
+    print_diagnostics(out, r)
+}
+
+fn print_diagnostics(out: &mut dyn Write, r: &TreeReport) -> io::Result<()> {
+    if r.diagnostics.is_empty() {
+        return Ok(());
+    }
+    writeln!(out)?;
+    writeln!(out, "Diagnostics ({})", r.diagnostics.len())?;
+    for d in &r.diagnostics {
+        let sev = match d.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        writeln!(out, "  {sev}: {}: {}", d.path, d.message)?;
+    }
+    Ok(())
+}
+
+/// Print one file with its bundles, wrappers and marker.
+pub fn print_file(out: &mut dyn Write, f: &FileReport) -> io::Result<()> {
+    let what = match (f.kind, f.elf_kind, f.container) {
+        (_, _, Some("ar")) => format!("{} (static archive)", f.kind.name()),
+        (_, _, Some("pe")) => format!("{} (PE image)", f.kind.name()),
+        (k, Some(e), _) => format!("{} ({})", k.name(), e.name()),
+        (k, None, _) => k.name().to_string(),
+    };
+    write!(out, "{}: {what}, {}", f.path, size(f.size))?;
+    if let Some(h) = f.host_bytes {
+        write!(out, " (host {}, device {})", size(h), size(f.device_bytes))?;
+    }
+    if let Some(a) = &f.arch {
+        write!(out, ", arch {a}")?;
+    }
+    if let Some(d) = f.database {
+        write!(out, ", {} database", d.name())?;
+    }
+    if let Some(t) = &f.target {
+        write!(out, " -> {t}")?;
+    }
+    if let Some(h) = &f.hard_link_of {
+        write!(out, ", hard link of {h}")?;
+    }
+    writeln!(out)?;
+    if f.rdc_object {
+        writeln!(out, "  -fgpu-rdc object: device bitcode in __CLANG_OFFLOAD_BUNDLE__ sections")?;
+    }
+    let print_bundles = |out: &mut dyn Write, bundles: &[kpack::scan::BundleReport], indent: &str| -> io::Result<()> {
+        for b in bundles {
+            let comp = match b.ccob_version {
+                Some(v) => format!("{} (CCOB v{v})", b.compression.name()),
+                None => b.compression.name().to_string(),
+            };
+            writeln!(
+                out,
+                "{indent}bundle {} at {:#x}: {comp}, {} stored, {} uncompressed",
+                b.index,
+                b.offset,
+                size(b.stored_size),
+                size(b.uncompressed_size)
+            )?;
+            if let Some(h) = &b.host_triple {
+                writeln!(out, "{indent}  {:<24} {h}", "host")?;
+            }
+            for t in &b.targets {
+                let ratio = if t.compressed_size > 0 && t.compressed_size != t.size {
+                    format!("  ({} compressed, {:.1}×)", size(t.compressed_size), t.size as f64 / t.compressed_size as f64)
+                } else {
+                    String::new()
+                };
+                writeln!(out, "{indent}  {:<24} {:>11}  {}{ratio}", t.arch, size(t.size), t.triple)?;
+            }
+        }
+        Ok(())
+    };
+    print_bundles(out, &f.bundles, "  ")?;
+    for m in &f.members {
+        writeln!(out, "  member {} ({})", m.name, size(m.size))?;
+        print_bundles(out, &m.bundles, "    ")?;
+    }
+    if !f.wrappers.is_empty() {
+        let desc: Vec<String> = f
+            .wrappers
+            .iter()
+            .map(|w| match (w.magic, w.bundle) {
+                (WrapperMagic::Hipf, Some(b)) => format!("HIPF→bundle {b}"),
+                (WrapperMagic::Hipf, None) => "HIPF→?".to_string(),
+                (WrapperMagic::Hipk, _) => format!("HIPK co_index {}", w.reserved & 0xffff_ffff),
+                (WrapperMagic::Unknown, _) => format!("unknown magic {:#010x}", w.magic_value),
+            })
+            .collect();
+        writeln!(out, "  wrappers ({}): {}", f.wrappers.len(), desc.join(", "))?;
+    }
+    if let Some(m) = &f.marker {
+        writeln!(out, "  marker: kernel_name {:?}", m.kernel_name)?;
+        for p in &m.kpack_search_paths {
+            writeln!(out, "    search {p}")?;
+        }
+    }
+    Ok(())
+}

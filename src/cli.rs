@@ -1,0 +1,77 @@
+//! Command-line arguments.
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+/// Inspect ROCm fat binaries and install trees; pack device code into .kpack archives.
+///
+/// `kpack-tui PATH` inspects PATH: a directory (every file classified, bundles,
+/// architectures, sizes), a single binary or bundle file. `--no-tui` prints a report
+/// instead of opening the terminal UI; `--json` prints the full model.
+#[derive(Debug, Parser)]
+#[command(name = "kpack-tui", version, args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    /// What to open: an install tree, a binary, a bundle file. Default: the bundled demo tree.
+    pub path: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub common: Common,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Options of every command.
+#[derive(Debug, Args, Clone)]
+pub struct Common {
+    /// Print a report instead of opening the terminal UI.
+    #[arg(long, global = true, env = "KPACK_NO_TUI")]
+    pub no_tui: bool,
+
+    /// Print machine-readable JSON on stdout (implies --no-tui).
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// Exit with status 1 when any diagnostic was raised.
+    #[arg(long, global = true)]
+    pub strict: bool,
+
+    /// Worker threads (default: all cores).
+    #[arg(short = 'j', long, global = true, env = "KPACK_JOBS", default_value_t = 0)]
+    pub jobs: usize,
+
+    /// Print every file's bundles, not only the summary.
+    #[arg(short, long, global = true)]
+    pub long: bool,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Scan a tree or file (the same as `kpack-tui PATH`).
+    Scan {
+        /// Directory or file to scan.
+        path: PathBuf,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn path_and_flags_parse() {
+        let c = Cli::try_parse_from(["kpack-tui", "assets/demo", "--no-tui", "--json"]).unwrap();
+        assert_eq!(c.path.unwrap(), PathBuf::from("assets/demo"));
+        assert!(c.common.no_tui && c.common.json);
+        let c = Cli::try_parse_from(["kpack-tui", "scan", "x", "--strict"]).unwrap();
+        assert!(matches!(c.command, Some(Command::Scan { .. })));
+        assert!(c.common.strict);
+    }
+}

@@ -1,0 +1,83 @@
+//! PE/COFF DLLs with HIP device code: section `.hip_fat` (bundles) and `.hipFatB`
+//! (wrappers), names truncated to 8 characters. Parsed with goblin.
+
+use crate::bundle::{self, BundleInfo};
+use crate::error::{FormatError, FormatResult};
+
+/// The PE section holding the bundles.
+pub const FATBIN_SECTION: &str = ".hip_fat";
+/// The PE section holding the wrappers.
+pub const WRAPPER_SECTION: &str = ".hipFatB";
+/// The PE marker section.
+pub const MARKER_SECTION: &str = ".kpackrf";
+
+/// Device code of a PE image.
+#[derive(Debug, Clone)]
+pub struct PeFatBinary {
+    /// Bundles of `.hip_fat`.
+    pub bundles: Vec<BundleInfo>,
+    /// Bytes of `.hip_fat` in the file.
+    pub device_bytes: u64,
+    /// Number of wrapper records in `.hipFatB`.
+    pub wrapper_count: usize,
+    /// Has a `.kpackrf` marker (already host-only).
+    pub host_only: bool,
+    /// Problems that did not stop the inspection.
+    pub problems: Vec<String>,
+}
+
+/// Whether `data` starts like a PE image (`MZ`).
+pub fn is_pe(data: &[u8]) -> bool {
+    data.starts_with(b"MZ")
+}
+
+/// Inspect a PE image; `Ok(None)` when it has no `.hip_fat` section.
+pub fn inspect(data: &[u8]) -> FormatResult<Option<PeFatBinary>> {
+    let pe = goblin::pe::PE::parse(data)
+        .map_err(|e| FormatError::new(0, format!("malformed PE image: {e}")))?;
+    let mut fat = None;
+    let mut wrapper_count = 0;
+    let mut host_only = false;
+    for s in &pe.sections {
+        let name = s.name().unwrap_or_default();
+        let start = s.pointer_to_raw_data as usize;
+        // Raw data is padded to FileAlignment; the virtual size is the real content.
+        let len = if s.virtual_size == 0 {
+            s.size_of_raw_data
+        } else {
+            s.virtual_size.min(s.size_of_raw_data)
+        } as usize;
+        match name {
+            FATBIN_SECTION => fat = Some((start, len)),
+            WRAPPER_SECTION => wrapper_count = s.virtual_size as usize / 24,
+            MARKER_SECTION => host_only = true,
+            _ => {}
+        }
+    }
+    let Some((start, len)) = fat else {
+        return Ok(None);
+    };
+    let mut problems = Vec::new();
+    let bytes = start
+        .checked_add(len)
+        .and_then(|end| data.get(start..end))
+        .ok_or_else(|| FormatError::new(start as u64, format!("{FATBIN_SECTION} section passes the end of the file")))?;
+    let bundles = if host_only && bytes.iter().all(|&b| b == 0) {
+        Vec::new()
+    } else {
+        match bundle::walk_section(bytes) {
+            Ok(b) => b,
+            Err(e) => {
+                problems.push(format!("{FATBIN_SECTION}: {}", e.shifted(start as u64)));
+                Vec::new()
+            }
+        }
+    };
+    Ok(Some(PeFatBinary {
+        bundles,
+        device_bytes: len as u64,
+        wrapper_count,
+        host_only,
+        problems,
+    }))
+}

@@ -1,0 +1,65 @@
+//! Progress events from long operations, and the sink that receives them.
+//!
+//! The core pushes events into a `&dyn EventSink`; the TUI forwards them to its
+//! channel, the batch mode prints them. Events are small and `Send`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// An event of the tree scan.
+#[derive(Debug, Clone)]
+pub enum ScanEvent {
+    /// The walk finished listing entries: `files` regular files, `bytes` in total.
+    Discovered {
+        /// Regular files to inspect.
+        files: u64,
+        /// Their total size.
+        bytes: u64,
+    },
+    /// One file was inspected.
+    FileDone {
+        /// Path relative to the root.
+        path: PathBuf,
+        /// Its size.
+        bytes: u64,
+    },
+}
+
+/// Receiver of progress events. Must be cheap: it is called from worker threads.
+pub trait EventSink<E>: Sync {
+    /// Handle one event.
+    fn event(&self, event: E);
+}
+
+/// A sink that drops everything.
+pub struct NoEvents;
+
+impl<E> EventSink<E> for NoEvents {
+    fn event(&self, _: E) {}
+}
+
+impl<E, F: Fn(E) + Sync> EventSink<E> for F {
+    fn event(&self, event: E) {
+        self(event)
+    }
+}
+
+/// A cancellation flag shared between a caller and a running operation.
+#[derive(Debug, Clone, Default)]
+pub struct CancelToken(Arc<AtomicBool>);
+
+impl CancelToken {
+    /// A token that is not cancelled.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Ask the operation to stop.
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+    /// Whether cancellation was asked.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,26 @@
+//! kpack: the core of kpack-tui.
+//!
+//! Reads HIP fat binaries and the formats around them, with no terminal code:
+//! the TUI and the batch mode are two consumers of the same operations.
+//!
+//! | module | what |
+//! |---|---|
+//! | [`bundle`] | clang offload bundles (plain and CCOB) inside `.hip_fatbin` |
+//! | [`elf`] | ELF fat binaries, objects and static archives: bundles, wrappers, markers |
+//! | [`coff`] | PE/COFF DLLs with `.hip_fat` sections |
+//! | [`kpack`] | the `.rocm_kpack_ref` marker |
+//! | [`scan`] | walking an install tree and classifying every file |
+//! | [`kerneldb`] | kernel-database file patterns (rocBLAS, hipBLASLt, MIOpen, AOTriton) |
+#![deny(clippy::unwrap_used, clippy::panic)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::panic))]
+
+pub mod bundle;
+pub mod coff;
+pub mod elf;
+pub mod error;
+pub mod event;
+pub mod kerneldb;
+pub mod kpack;
+pub mod scan;
+
+pub use error::{Error, FormatError, Result};
