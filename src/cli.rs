@@ -37,7 +37,13 @@ pub struct Common {
     pub strict: bool,
 
     /// Worker threads (default: all cores).
-    #[arg(short = 'j', long, global = true, env = "KPACK_JOBS", default_value_t = 0)]
+    #[arg(
+        short = 'j',
+        long,
+        global = true,
+        env = "KPACK_JOBS",
+        default_value_t = 0
+    )]
     pub jobs: usize,
 
     /// Print every file's bundles, not only the summary.

@@ -61,7 +61,12 @@ pub fn inspect(data: &[u8]) -> FormatResult<Option<PeFatBinary>> {
     let bytes = start
         .checked_add(len)
         .and_then(|end| data.get(start..end))
-        .ok_or_else(|| FormatError::new(start as u64, format!("{FATBIN_SECTION} section passes the end of the file")))?;
+        .ok_or_else(|| {
+            FormatError::new(
+                start as u64,
+                format!("{FATBIN_SECTION} section passes the end of the file"),
+            )
+        })?;
     let bundles = if host_only && bytes.iter().all(|&b| b == 0) {
         Vec::new()
     } else {

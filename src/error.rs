@@ -108,9 +108,17 @@ mod tests {
 
     #[test]
     fn messages_name_file_problem_and_offset() {
-        let e = Error::format("lib/libx.so", FormatError::new(0x18, "entry count too large"));
-        assert_eq!(e.to_string(), "lib/libx.so: entry count too large (at byte 0x18)");
-        let e = FormatError::new(4, "bad magic").shifted(0x1000).context("bundle 2: ");
+        let e = Error::format(
+            "lib/libx.so",
+            FormatError::new(0x18, "entry count too large"),
+        );
+        assert_eq!(
+            e.to_string(),
+            "lib/libx.so: entry count too large (at byte 0x18)"
+        );
+        let e = FormatError::new(4, "bad magic")
+            .shifted(0x1000)
+            .context("bundle 2: ");
         assert_eq!(e.to_string(), "bundle 2: bad magic (at byte 0x1004)");
     }
 }

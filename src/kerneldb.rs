@@ -72,7 +72,10 @@ pub fn arch_in_name(name: &str) -> Option<String> {
                 return Some(name[start..i + 1 + d2 + 8].to_string());
             }
         }
-        i += bytes[i..].iter().take_while(|b| b.is_ascii_lowercase()).count();
+        i += bytes[i..]
+            .iter()
+            .take_while(|b| b.is_ascii_lowercase())
+            .count();
         return Some(name[start..i].to_string());
     }
     None
@@ -103,7 +106,10 @@ pub fn classify(rel_path: &str) -> Option<DatabaseFile> {
             arch: arch_in_name(name),
         });
     }
-    if let Some(p) = dirs.windows(2).position(|w| w[0] == "aotriton" && w[1] == "kernels") {
+    if let Some(p) = dirs
+        .windows(2)
+        .position(|w| w[0] == "aotriton" && w[1] == "kernels")
+    {
         if let Some(dir) = dirs.get(p + 2) {
             return Some(DatabaseFile {
                 database: Database::Aotriton,
@@ -124,25 +130,46 @@ mod tests {
 
     #[test]
     fn spec_examples() {
-        assert_eq!(arch("lib/rocblas/library/TensileLibrary_gfx90a.dat"), Some(Some("gfx90a".into())));
+        assert_eq!(
+            arch("lib/rocblas/library/TensileLibrary_gfx90a.dat"),
+            Some(Some("gfx90a".into()))
+        );
         assert_eq!(arch("lib/rocblas/library/TensileLibrary.dat"), Some(None));
-        assert_eq!(arch("lib/aotriton/kernels/gfx942/sub/x.hsaco"), Some(Some("gfx942".into())));
+        assert_eq!(
+            arch("lib/aotriton/kernels/gfx942/sub/x.hsaco"),
+            Some(Some("gfx942".into()))
+        );
         assert_eq!(arch("lib/aotriton/gfx1100/x"), None);
-        assert_eq!(arch("share/miopen/db/gfx950_3d.tn.model"), Some(Some("gfx950".into())));
+        assert_eq!(
+            arch("share/miopen/db/gfx950_3d.tn.model"),
+            Some(Some("gfx950".into()))
+        );
         assert_eq!(arch("share/miopen/db/generic.tn.model"), Some(None));
-        assert_eq!(arch("lib/hipblaslt/library/extop_gfx1100.co"), Some(Some("gfx1100".into())));
+        assert_eq!(
+            arch("lib/hipblaslt/library/extop_gfx1100.co"),
+            Some(Some("gfx1100".into()))
+        );
     }
 
     #[test]
     fn negatives_and_edges() {
         assert_eq!(classify("lib/rocblas/library/readme.txt"), None);
         assert_eq!(classify("lib/foo_rocblas/library/x_gfx90a.co"), None);
-        assert_eq!(classify("rocblas/library/x_gfx90a.co").unwrap().database, Database::Rocblas);
+        assert_eq!(
+            classify("rocblas/library/x_gfx90a.co").unwrap().database,
+            Database::Rocblas
+        );
         assert_eq!(arch("lib/aotriton/kernels/common/x.bin"), Some(None));
         assert_eq!(classify("lib/aotriton/kernels"), None);
         assert_eq!(classify("share/miopen/db/gfx950.txt"), None);
-        assert_eq!(arch_in_name("Kernels_gfx9-4-generic.co").as_deref(), Some("gfx9-4-generic"));
-        assert_eq!(arch_in_name("k_gfx11-generic.co").as_deref(), Some("gfx11-generic"));
+        assert_eq!(
+            arch_in_name("Kernels_gfx9-4-generic.co").as_deref(),
+            Some("gfx9-4-generic")
+        );
+        assert_eq!(
+            arch_in_name("k_gfx11-generic.co").as_deref(),
+            Some("gfx11-generic")
+        );
         assert_eq!(arch_in_name("gfxgfx1030x.co").as_deref(), Some("gfx1030x"));
         assert_eq!(arch_in_name("nothing"), None);
     }

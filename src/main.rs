@@ -18,7 +18,10 @@ fn main() {
         Ok(code) => code,
         Err(e) => {
             // A closed pipe (`| head`) is not an error.
-            if e.chain().any(|c| c.downcast_ref::<io::Error>().is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)) {
+            if e.chain().any(|c| {
+                c.downcast_ref::<io::Error>()
+                    .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+            }) {
                 EXIT_OK
             } else {
                 eprintln!("kpack-tui: error: {e:#}");
@@ -47,11 +50,16 @@ fn run(cli: Cli) -> Result<i32> {
 
 fn run_scan(path: &Path, common: &Common) -> Result<i32> {
     if !common.no_tui && !common.json {
-        eprintln!("kpack-tui: the terminal UI is not built yet; printing the batch report (--no-tui)");
+        eprintln!(
+            "kpack-tui: the terminal UI is not built yet; printing the batch report (--no-tui)"
+        );
     }
     let progress = batch::progress::ScanProgress::new();
-    let opts = ScanOptions { threads: common.jobs };
-    let report = scan::scan(path, &opts, &progress).with_context(|| format!("cannot scan {}", path.display()))?;
+    let opts = ScanOptions {
+        threads: common.jobs,
+    };
+    let report = scan::scan(path, &opts, &progress)
+        .with_context(|| format!("cannot scan {}", path.display()))?;
     progress.finish();
     if common.json {
         batch::print_json(&report)?;

@@ -123,7 +123,11 @@ impl BundleReport {
             offset: b.offset,
             stored_size: b.stored_size,
             uncompressed_size: b.uncompressed_size,
-            host_triple: b.entries.iter().find(|e| e.id.is_host()).map(|e| e.id.triple.clone()),
+            host_triple: b
+                .entries
+                .iter()
+                .find(|e| e.id.is_host())
+                .map(|e| e.id.triple.clone()),
             targets: b
                 .device_entries()
                 .map(|e| TargetReport {
@@ -360,7 +364,11 @@ fn rel_string(p: &Path) -> String {
 }
 
 /// Scan a directory tree, or a single file.
-pub fn scan(root: &Path, opts: &ScanOptions, sink: &dyn EventSink<ScanEvent>) -> Result<TreeReport> {
+pub fn scan(
+    root: &Path,
+    opts: &ScanOptions,
+    sink: &dyn EventSink<ScanEvent>,
+) -> Result<TreeReport> {
     let root_meta = std::fs::metadata(root).map_err(|e| Error::io(root, e))?;
     let mut diagnostics = Vec::new();
     let mut entries = Vec::new();
@@ -393,7 +401,9 @@ pub fn scan(root: &Path, opts: &ScanOptions, sink: &dyn EventSink<ScanEvent>) ->
                         .path()
                         .map(|p| rel_string(p.strip_prefix(root).unwrap_or(p)))
                         .unwrap_or_default();
-                    let msg = e.io_error().map_or_else(|| e.to_string(), ToString::to_string);
+                    let msg = e
+                        .io_error()
+                        .map_or_else(|| e.to_string(), ToString::to_string);
                     diagnostics.push(Diagnostic {
                         path,
                         severity: Severity::Error,
@@ -403,9 +413,10 @@ pub fn scan(root: &Path, opts: &ScanOptions, sink: &dyn EventSink<ScanEvent>) ->
             }
         }
     } else {
-        let name = root
-            .file_name()
-            .map_or_else(|| root.display().to_string(), |n| n.to_string_lossy().into_owned());
+        let name = root.file_name().map_or_else(
+            || root.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
         let meta = std::fs::symlink_metadata(root).map_err(|e| Error::io(root, e))?;
         entries.push(Entry {
             rel: name,
@@ -440,7 +451,12 @@ pub fn scan(root: &Path, opts: &ScanOptions, sink: &dyn EventSink<ScanEvent>) ->
     let work = |(i, e): (usize, &Entry)| -> FileReport {
         let r = match link_of[i] {
             Some(first) => {
-                let mut r = FileReport::new(e.rel.clone(), FileKind::Opaque, e.meta.len(), e.meta.mode() & 0o7777);
+                let mut r = FileReport::new(
+                    e.rel.clone(),
+                    FileKind::Opaque,
+                    e.meta.len(),
+                    e.meta.mode() & 0o7777,
+                );
                 r.hard_link_of = Some(entries[first].rel.clone());
                 r
             }
@@ -471,7 +487,12 @@ pub fn scan(root: &Path, opts: &ScanOptions, sink: &dyn EventSink<ScanEvent>) ->
             reports[i].kind = reports[first].kind;
         }
     }
-    Ok(build_report(root.display().to_string(), reports, diagnostics, directories))
+    Ok(build_report(
+        root.display().to_string(),
+        reports,
+        diagnostics,
+        directories,
+    ))
 }
 
 fn build_report(
@@ -639,7 +660,8 @@ pub fn classify_bytes(r: &mut FileReport, data: &[u8], is_db: bool) {
                     r.device_bytes = r.size;
                 }
                 if t.is_none() {
-                    r.problems.push("AMDGPU code object for an unknown processor".into());
+                    r.problems
+                        .push("AMDGPU code object for an unknown processor".into());
                 }
             }
             Ok(ElfContent::Plain(kind)) => r.elf_kind = Some(kind),
@@ -660,8 +682,12 @@ pub fn classify_bytes(r: &mut FileReport, data: &[u8], is_db: bool) {
                     r.device_bytes = ar.members.iter().map(|m| m.fat.device_bytes).sum();
                     r.host_bytes = Some(r.size.saturating_sub(r.device_bytes));
                     for m in ar.members {
-                        r.problems
-                            .extend(m.fat.problems.iter().map(|p| format!("member {}: {p}", m.name)));
+                        r.problems.extend(
+                            m.fat
+                                .problems
+                                .iter()
+                                .map(|p| format!("member {}: {p}", m.name)),
+                        );
                         r.members.push(MemberReport {
                             name: m.name,
                             size: m.size,

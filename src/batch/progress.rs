@@ -71,7 +71,8 @@ impl EventSink<ScanEvent> for ScanProgress {
         };
         let now = Instant::now();
         // Nothing for quick scans; then at most one line per period.
-        if now - self.start < Duration::from_millis(300) || s.last.is_some_and(|l| now - l < every) {
+        if now - self.start < Duration::from_millis(300) || s.last.is_some_and(|l| now - l < every)
+        {
             return;
         }
         s.last = Some(now);

@@ -10,7 +10,8 @@ const TOP: usize = 10;
 
 /// Print the text report of a scan. `long` prints every file with device code.
 pub fn print_text(out: &mut dyn Write, r: &TreeReport, long: bool) -> io::Result<()> {
-    let single = r.files.len() == 1 && r.totals.directories == 0 && !std::path::Path::new(&r.root).is_dir();
+    let single =
+        r.files.len() == 1 && r.totals.directories == 0 && !std::path::Path::new(&r.root).is_dir();
     if single {
         print_file(out, &r.files[0])?;
         return print_diagnostics(out, r);
@@ -29,7 +30,13 @@ pub fn print_text(out: &mut dyn Write, r: &TreeReport, long: bool) -> io::Result
     writeln!(out)?;
     writeln!(out, "Files by class")?;
     for (kind, kt) in &t.by_kind {
-        writeln!(out, "  {:<18} {:>6}  {:>11}", kind.name(), kt.count, size(kt.bytes))?;
+        writeln!(
+            out,
+            "  {:<18} {:>6}  {:>11}",
+            kind.name(),
+            kt.count,
+            size(kt.bytes)
+        )?;
     }
     if !r.arch_totals.is_empty() {
         writeln!(out)?;
@@ -46,7 +53,11 @@ pub fn print_text(out: &mut dyn Write, r: &TreeReport, long: bool) -> io::Result
                 size(a.raw),
                 size(a.compressed),
                 a.code_objects,
-                if a.kernel_database > 0 { size(a.kernel_database) } else { "-".into() }
+                if a.kernel_database > 0 {
+                    size(a.kernel_database)
+                } else {
+                    "-".into()
+                }
             )?;
         }
     }
@@ -56,7 +67,11 @@ pub fn print_text(out: &mut dyn Write, r: &TreeReport, long: bool) -> io::Result
         .filter(|f| f.device_bytes > 0 && f.hard_link_of.is_none() && f.kind != FileKind::Symlink)
         .collect();
     if !fat.is_empty() {
-        fat.sort_by(|a, b| b.device_bytes.cmp(&a.device_bytes).then(a.path.cmp(&b.path)));
+        fat.sort_by(|a, b| {
+            b.device_bytes
+                .cmp(&a.device_bytes)
+                .then(a.path.cmp(&b.path))
+        });
         writeln!(out)?;
         writeln!(out, "Top files by device bytes")?;
         for f in fat.iter().take(TOP) {
@@ -86,7 +101,11 @@ pub fn print_text(out: &mut dyn Write, r: &TreeReport, long: bool) -> io::Result
         }
     }
     if long {
-        for f in r.files.iter().filter(|f| !f.bundles.is_empty() || !f.members.is_empty() || f.marker.is_some()) {
+        for f in r
+            .files
+            .iter()
+            .filter(|f| !f.bundles.is_empty() || !f.members.is_empty() || f.marker.is_some())
+        {
             writeln!(out)?;
             print_file(out, f)?;
         }
@@ -136,9 +155,15 @@ pub fn print_file(out: &mut dyn Write, f: &FileReport) -> io::Result<()> {
     }
     writeln!(out)?;
     if f.rdc_object {
-        writeln!(out, "  -fgpu-rdc object: device bitcode in __CLANG_OFFLOAD_BUNDLE__ sections")?;
+        writeln!(
+            out,
+            "  -fgpu-rdc object: device bitcode in __CLANG_OFFLOAD_BUNDLE__ sections"
+        )?;
     }
-    let print_bundles = |out: &mut dyn Write, bundles: &[kpack::scan::BundleReport], indent: &str| -> io::Result<()> {
+    let print_bundles = |out: &mut dyn Write,
+                         bundles: &[kpack::scan::BundleReport],
+                         indent: &str|
+     -> io::Result<()> {
         for b in bundles {
             let comp = match b.ccob_version {
                 Some(v) => format!("{} (CCOB v{v})", b.compression.name()),
@@ -157,11 +182,21 @@ pub fn print_file(out: &mut dyn Write, f: &FileReport) -> io::Result<()> {
             }
             for t in &b.targets {
                 let ratio = if t.compressed_size > 0 && t.compressed_size != t.size {
-                    format!("  ({} compressed, {:.1}×)", size(t.compressed_size), t.size as f64 / t.compressed_size as f64)
+                    format!(
+                        "  ({} compressed, {:.1}×)",
+                        size(t.compressed_size),
+                        t.size as f64 / t.compressed_size as f64
+                    )
                 } else {
                     String::new()
                 };
-                writeln!(out, "{indent}  {:<24} {:>11}  {}{ratio}", t.arch, size(t.size), t.triple)?;
+                writeln!(
+                    out,
+                    "{indent}  {:<24} {:>11}  {}{ratio}",
+                    t.arch,
+                    size(t.size),
+                    t.triple
+                )?;
             }
         }
         Ok(())
@@ -182,7 +217,12 @@ pub fn print_file(out: &mut dyn Write, f: &FileReport) -> io::Result<()> {
                 (WrapperMagic::Unknown, _) => format!("unknown magic {:#010x}", w.magic_value),
             })
             .collect();
-        writeln!(out, "  wrappers ({}): {}", f.wrappers.len(), desc.join(", "))?;
+        writeln!(
+            out,
+            "  wrappers ({}): {}",
+            f.wrappers.len(),
+            desc.join(", ")
+        )?;
     }
     if let Some(m) = &f.marker {
         writeln!(out, "  marker: kernel_name {:?}", m.kernel_name)?;

@@ -75,13 +75,21 @@ pub const MAX_UNCOMPRESSED: u64 = 8 << 30;
 /// Parse the CCOB header at the start of `data`, checking it against the bytes present.
 pub fn parse_header(data: &[u8]) -> FormatResult<CcobHeader> {
     if data.len() < 8 || &data[..4] != CCOB_MAGIC {
-        return Err(FormatError::new(0, "not a compressed bundle (bad CCOB magic)"));
+        return Err(FormatError::new(
+            0,
+            "not a compressed bundle (bad CCOB magic)",
+        ));
     }
     let version = u16_at(data, 4);
     let method = match u16_at(data, 6) {
         0 => Compression::Zlib,
         1 => Compression::Zstd,
-        m => return Err(FormatError::new(6, format!("unknown CCOB compression method {m}"))),
+        m => {
+            return Err(FormatError::new(
+                6,
+                format!("unknown CCOB compression method {m}"),
+            ));
+        }
     };
     let header_len = match version {
         1 => 20,
@@ -92,7 +100,10 @@ pub fn parse_header(data: &[u8]) -> FormatResult<CcobHeader> {
     if data.len() < header_len {
         return Err(FormatError::new(
             data.len() as u64,
-            format!("truncated CCOB v{version} header ({} of {header_len} bytes)", data.len()),
+            format!(
+                "truncated CCOB v{version} header ({} of {header_len} bytes)",
+                data.len()
+            ),
         ));
     }
     let (total_size, uncompressed_size, hash) = match version {
@@ -102,19 +113,27 @@ pub fn parse_header(data: &[u8]) -> FormatResult<CcobHeader> {
     };
     if let Some(t) = total_size {
         if t < header_len as u64 {
-            return Err(FormatError::new(8, format!("CCOB total size {t} is smaller than its header")));
+            return Err(FormatError::new(
+                8,
+                format!("CCOB total size {t} is smaller than its header"),
+            ));
         }
         if t > data.len() as u64 {
             return Err(FormatError::new(
                 8,
-                format!("CCOB total size {t} passes the end of the data ({} bytes)", data.len()),
+                format!(
+                    "CCOB total size {t} passes the end of the data ({} bytes)",
+                    data.len()
+                ),
             ));
         }
     }
     if uncompressed_size > MAX_UNCOMPRESSED {
         return Err(FormatError::new(
             if version == 3 { 16 } else { 12 },
-            format!("CCOB uncompressed size {uncompressed_size} is above the {MAX_UNCOMPRESSED}-byte bound"),
+            format!(
+                "CCOB uncompressed size {uncompressed_size} is above the {MAX_UNCOMPRESSED}-byte bound"
+            ),
         ));
     }
     Ok(CcobHeader {
@@ -160,7 +179,10 @@ pub fn decoder<'a>(method: Compression, payload: &'a [u8]) -> Box<dyn Read + 'a>
 struct FailingReader(Option<std::io::Error>);
 impl Read for FailingReader {
     fn read(&mut self, _: &mut [u8]) -> std::io::Result<usize> {
-        Err(self.0.take().unwrap_or_else(|| std::io::Error::other("decoder failed")))
+        Err(self
+            .0
+            .take()
+            .unwrap_or_else(|| std::io::Error::other("decoder failed")))
     }
 }
 
@@ -178,15 +200,27 @@ pub fn decompress(data: &[u8], header: &CcobHeader, limit: u64) -> FormatResult<
     let stored = header.stored_size(data) as usize;
     let payload = &data[header.header_len..stored];
     // Grow as data arrives rather than trusting the declared size for one allocation.
-    let mut out = Vec::with_capacity((want as usize).min(payload.len().saturating_mul(8)).min(64 << 20));
+    let mut out = Vec::with_capacity(
+        (want as usize)
+            .min(payload.len().saturating_mul(8))
+            .min(64 << 20),
+    );
     decoder(header.method, payload)
         .take(want)
         .read_to_end(&mut out)
-        .map_err(|e| FormatError::new(header.header_len as u64, format!("corrupt {} payload: {e}", header.method.name())))?;
+        .map_err(|e| {
+            FormatError::new(
+                header.header_len as u64,
+                format!("corrupt {} payload: {e}", header.method.name()),
+            )
+        })?;
     if (out.len() as u64) != want {
         return Err(FormatError::new(
             header.header_len as u64,
-            format!("CCOB payload decompresses to {} bytes, header says {want}", out.len()),
+            format!(
+                "CCOB payload decompresses to {} bytes, header says {want}",
+                out.len()
+            ),
         ));
     }
     Ok(out)
@@ -198,7 +232,8 @@ pub fn encode(uncompressed: &[u8], version: u16, method: Compression) -> Vec<u8>
         Compression::Zstd => zstd::bulk::compress(uncompressed, 3).unwrap_or_default(),
         Compression::Zlib => {
             use std::io::Write;
-            let mut enc = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+            let mut enc =
+                flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
             let _ = enc.write_all(uncompressed);
             enc.finish().unwrap_or_default()
         }
@@ -250,8 +285,8 @@ mod tests {
     #[test]
     fn spec_v3_header_example() {
         let bytes: [u8; 32] = [
-            b'C', b'C', b'O', b'B', 3, 0, 1, 0, 0x0c, 0x8b, 0x12, 0, 0, 0, 0, 0, 0x38, 0x7f, 0xc6, 0,
-            0, 0, 0, 0, 0xde, 0x30, 0xdc, 0xec, 0xea, 0x03, 0x74, 0xc3,
+            b'C', b'C', b'O', b'B', 3, 0, 1, 0, 0x0c, 0x8b, 0x12, 0, 0, 0, 0, 0, 0x38, 0x7f, 0xc6,
+            0, 0, 0, 0, 0, 0xde, 0x30, 0xdc, 0xec, 0xea, 0x03, 0x74, 0xc3,
         ];
         let mut data = bytes.to_vec();
         data.resize(1_215_244, 0);
@@ -289,14 +324,22 @@ mod tests {
         let mut sec = encode(&raw, 3, Compression::Zstd);
         sec.extend(encode(&raw, 2, Compression::Zlib));
         sec.resize(sec.len().next_multiple_of(4096), 0);
-        sec.extend(plain_bundle(&[("hipv4-amdgcn-amd-amdhsa--gfx900", b"abc")], 8));
+        sec.extend(plain_bundle(
+            &[("hipv4-amdgcn-amd-amdhsa--gfx900", b"abc")],
+            8,
+        ));
         sec.resize(sec.len().next_multiple_of(4096), 0);
         sec.extend(encode(&raw, 1, Compression::Zstd));
         let b = walk_section(&sec).unwrap();
         assert_eq!(b.len(), 4);
         assert_eq!(
             b.iter().map(|x| x.compression).collect::<Vec<_>>(),
-            vec![Compression::Zstd, Compression::Zlib, Compression::None, Compression::Zstd]
+            vec![
+                Compression::Zstd,
+                Compression::Zlib,
+                Compression::None,
+                Compression::Zstd
+            ]
         );
         assert_eq!(b[3].ccob_version, Some(1));
     }

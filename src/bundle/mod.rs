@@ -60,14 +60,12 @@ struct Counted<R> {
 impl<R: Read> Counted<R> {
     fn exact(&mut self, buf: &mut [u8], what: &'static str) -> FormatResult<()> {
         let at = self.pos;
-        self.inner
-            .read_exact(buf)
-            .map_err(|e| match e.kind() {
-                std::io::ErrorKind::UnexpectedEof => {
-                    FormatError::new(at, format!("truncated: {what} runs past the end"))
-                }
-                _ => FormatError::new(at, format!("cannot decode {what}: {e}")),
-            })?;
+        self.inner.read_exact(buf).map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => {
+                FormatError::new(at, format!("truncated: {what} runs past the end"))
+            }
+            _ => FormatError::new(at, format!("cannot decode {what}: {e}")),
+        })?;
         self.pos += buf.len() as u64;
         Ok(())
     }
@@ -205,7 +203,9 @@ impl BundleInfo {
 
 fn slice(data: &[u8], offset: u64, len: u64) -> FormatResult<&[u8]> {
     let start = usize::try_from(offset).ok();
-    let end = offset.checked_add(len).and_then(|e| usize::try_from(e).ok());
+    let end = offset
+        .checked_add(len)
+        .and_then(|e| usize::try_from(e).ok());
     match (start, end) {
         (Some(s), Some(e)) if e <= data.len() => Ok(&data[s..e]),
         _ => Err(FormatError::new(
@@ -255,7 +255,10 @@ pub(crate) fn tables_in_stream<R: Read>(reader: R, total: u64) -> FormatResult<V
         let copied = std::io::copy(&mut (&mut r).take(skip), &mut std::io::sink())
             .map_err(|e| FormatError::new(pos, format!("cannot decode payload: {e}")))?;
         if copied != skip {
-            return Err(FormatError::new(pos, "truncated: payloads run past the end"));
+            return Err(FormatError::new(
+                pos,
+                "truncated: payloads run past the end",
+            ));
         }
         pos += skip;
     }
@@ -321,7 +324,10 @@ pub fn walk_section(data: &[u8]) -> FormatResult<Vec<BundleInfo>> {
         bundles.push(info);
     }
     if bundles.is_empty() {
-        return Err(FormatError::new(0, "no offload bundle found (empty or all zero)"));
+        return Err(FormatError::new(
+            0,
+            "no offload bundle found (empty or all zero)",
+        ));
     }
     Ok(bundles)
 }

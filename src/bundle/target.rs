@@ -66,7 +66,10 @@ impl TargetId {
     pub fn parse(s: &str) -> TargetId {
         let mut parts = s.split(':');
         let processor = parts.next().unwrap_or_default().to_string();
-        let features = parts.filter(|p| !p.is_empty()).map(str::to_string).collect();
+        let features = parts
+            .filter(|p| !p.is_empty())
+            .map(str::to_string)
+            .collect();
         TargetId {
             processor,
             features,
@@ -201,15 +204,22 @@ mod tests {
     #[test]
     fn host_entries_and_odd_ids_have_no_target() {
         assert!(EntryId::parse("host-x86_64-unknown-linux-gnu-").is_host());
-        assert_eq!(EntryId::parse("host-x86_64-unknown-linux-gnu-").arch(), None);
+        assert_eq!(
+            EntryId::parse("host-x86_64-unknown-linux-gnu-").arch(),
+            None
+        );
         assert_eq!(EntryId::parse("test-triple").arch(), None);
         assert_eq!(EntryId::parse("hip-amdgcn-amd-amdhsa--").arch(), None);
         assert_eq!(
-            EntryId::parse("hip-amdgcn-amd-amdhsa-gfx906").arch().as_deref(),
+            EntryId::parse("hip-amdgcn-amd-amdhsa-gfx906")
+                .arch()
+                .as_deref(),
             Some("gfx906")
         );
         assert_eq!(
-            EntryId::parse("hip-amdgcn-amd-amdhsa--gfx9-4-generic").arch().as_deref(),
+            EntryId::parse("hip-amdgcn-amd-amdhsa--gfx9-4-generic")
+                .arch()
+                .as_deref(),
             Some("gfx9-4-generic")
         );
     }
@@ -217,13 +227,25 @@ mod tests {
     #[test]
     fn code_object_flags_map_to_target_ids() {
         // gfx90a, v4 (abi 2), xnack on
-        assert_eq!(target_from_elf_flags(0x33f, 2).unwrap().to_string(), "gfx90a:xnack+");
+        assert_eq!(
+            target_from_elf_flags(0x33f, 2).unwrap().to_string(),
+            "gfx90a:xnack+"
+        );
         // gfx942, sramecc on, xnack off
-        assert_eq!(target_from_elf_flags(0xe4c, 3).unwrap().to_string(), "gfx942:sramecc+:xnack-");
+        assert_eq!(
+            target_from_elf_flags(0xe4c, 3).unwrap().to_string(),
+            "gfx942:sramecc+:xnack-"
+        );
         // gfx900 with "any" settings
-        assert_eq!(target_from_elf_flags(0x12c, 2).unwrap().to_string(), "gfx900");
+        assert_eq!(
+            target_from_elf_flags(0x12c, 2).unwrap().to_string(),
+            "gfx900"
+        );
         // v3 bits
-        assert_eq!(target_from_elf_flags(0x13f, 1).unwrap().to_string(), "gfx90a:xnack+");
+        assert_eq!(
+            target_from_elf_flags(0x13f, 1).unwrap().to_string(),
+            "gfx90a:xnack+"
+        );
         assert!(target_from_elf_flags(0x0ff, 2).is_none());
     }
 }

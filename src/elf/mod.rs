@@ -177,7 +177,10 @@ pub fn inspect(data: &[u8]) -> FormatResult<ElfContent> {
         return Err(FormatError::new(0, "not an ELF file"));
     }
     if data.len() < 16 {
-        return Err(FormatError::new(data.len() as u64, "truncated ELF identification"));
+        return Err(FormatError::new(
+            data.len() as u64,
+            "truncated ELF identification",
+        ));
     }
     match (data[4], data[5]) {
         (2, 1) => {}
@@ -201,10 +204,9 @@ pub fn inspect(data: &[u8]) -> FormatResult<ElfContent> {
     let endian = header.endian().map_err(ferr)?;
     let machine = header.e_machine(endian);
     if machine == EM_AMDGPU {
-        return Ok(ElfContent::CodeObject(bundle::target::target_from_elf_flags(
-            header.e_flags(endian),
-            data[8],
-        )));
+        return Ok(ElfContent::CodeObject(
+            bundle::target::target_from_elf_flags(header.e_flags(endian), data[8]),
+        ));
     }
     let sections = header.sections(endian, data).map_err(ferr)?;
     let segments = header.program_headers(endian, data).map_err(ferr)?;
@@ -234,8 +236,12 @@ pub fn inspect(data: &[u8]) -> FormatResult<ElfContent> {
             };
             let id = String::from_utf8_lossy(id);
             let (off, size) = (s.sh_offset(endian), s.sh_size(endian));
-            if s.sh_type(endian) == elf::SHT_NOBITS || off.checked_add(size).is_none_or(|e| e > data.len() as u64) {
-                problems.push(format!("section {i} ({OBJECT_BUNDLE_PREFIX}{id}) lies outside the file"));
+            if s.sh_type(endian) == elf::SHT_NOBITS
+                || off.checked_add(size).is_none_or(|e| e > data.len() as u64)
+            {
+                problems.push(format!(
+                    "section {i} ({OBJECT_BUNDLE_PREFIX}{id}) lies outside the file"
+                ));
                 continue;
             }
             total += size;
@@ -297,10 +303,7 @@ pub fn inspect(data: &[u8]) -> FormatResult<ElfContent> {
         match fb.data(endian, data) {
             Ok(sec) => match bundle::walk_section(sec) {
                 Ok(b) => bundles = b,
-                Err(e) => problems.push(format!(
-                    "{FATBIN_SECTION}: {}",
-                    e.shifted(span.offset)
-                )),
+                Err(e) => problems.push(format!("{FATBIN_SECTION}: {}", e.shifted(span.offset))),
             },
             Err(_) => problems.push(format!(
                 "{FATBIN_SECTION}: section of {:#x} bytes at {:#x} passes the end of the file",
@@ -309,9 +312,19 @@ pub fn inspect(data: &[u8]) -> FormatResult<ElfContent> {
         }
     }
 
-    let wrappers = read_wrappers(data, endian, header, &sections, kind, &span, &bundles, &mut problems);
+    let wrappers = read_wrappers(
+        data,
+        endian,
+        header,
+        &sections,
+        kind,
+        &span,
+        &bundles,
+        &mut problems,
+    );
     let marker = read_marker(data, endian, marker_sec, &mut problems);
-    let host_only = span.nobits || marker.is_some() || wrappers.iter().any(|w| w.magic == WrapperMagic::Hipk);
+    let host_only =
+        span.nobits || marker.is_some() || wrappers.iter().any(|w| w.magic == WrapperMagic::Hipk);
     Ok(ElfContent::Fat(Box::new(FatBinary {
         elf_kind: kind,
         machine,
@@ -342,7 +355,9 @@ fn read_marker(
             }
         },
         Err(_) => {
-            problems.push(format!("{MARKER_SECTION}: section passes the end of the file"));
+            problems.push(format!(
+                "{MARKER_SECTION}: section passes the end of the file"
+            ));
             None
         }
     }
@@ -359,16 +374,23 @@ fn read_wrappers(
     bundles: &[BundleInfo],
     problems: &mut Vec<String>,
 ) -> Vec<WrapperInfo> {
-    let Some((seg_index, seg)) = sections.section_by_name(endian, WRAPPER_SECTION.as_bytes()) else {
-        problems.push(format!("no {WRAPPER_SECTION} section: nothing registers the device code"));
+    let Some((seg_index, seg)) = sections.section_by_name(endian, WRAPPER_SECTION.as_bytes())
+    else {
+        problems.push(format!(
+            "no {WRAPPER_SECTION} section: nothing registers the device code"
+        ));
         return Vec::new();
     };
     let size = seg.sh_size(endian);
     if size % WRAPPER_SIZE as u64 != 0 {
-        problems.push(format!("{WRAPPER_SECTION}: size {size} is not a multiple of {WRAPPER_SIZE}"));
+        problems.push(format!(
+            "{WRAPPER_SECTION}: size {size} is not a multiple of {WRAPPER_SIZE}"
+        ));
     }
     let Ok(bytes) = seg.data(endian, data) else {
-        problems.push(format!("{WRAPPER_SECTION}: section passes the end of the file"));
+        problems.push(format!(
+            "{WRAPPER_SECTION}: section passes the end of the file"
+        ));
         return Vec::new();
     };
     let seg_addr = seg.sh_addr(endian);
@@ -400,10 +422,10 @@ fn read_wrappers(
                 R_X86_64_RELATIVE | R_AARCH64_RELATIVE => addend,
                 // Absolute: symbol value + addend (`__hip_fatbin + 0` in -fgpu-rdc links).
                 R_X86_64_64 | R_AARCH64_ABS64 => {
-                    let Some(sym) = symbols
-                        .as_ref()
-                        .and_then(|t| t.symbol(object::SymbolIndex(r.r_sym(endian, is_mips) as usize)).ok())
-                    else {
+                    let Some(sym) = symbols.as_ref().and_then(|t| {
+                        t.symbol(object::SymbolIndex(r.r_sym(endian, is_mips) as usize))
+                            .ok()
+                    }) else {
                         continue;
                     };
                     if rel_obj {
@@ -411,7 +433,10 @@ fn read_wrappers(
                         if sym.st_shndx(endian) as usize != fatbin.index {
                             continue;
                         }
-                        fatbin.addr.wrapping_add(sym.st_value(endian)).wrapping_add(addend)
+                        fatbin
+                            .addr
+                            .wrapping_add(sym.st_value(endian))
+                            .wrapping_add(addend)
                     } else {
                         sym.st_value(endian).wrapping_add(addend)
                     }
@@ -512,12 +537,21 @@ pub fn inspect_static_archive(data: &[u8]) -> FormatResult<StaticArchive> {
         out.member_count += 1;
         let name = String::from_utf8_lossy(m.name()).into_owned();
         let Ok(bytes) = m.data(data) else {
-            out.problems.push(format!("member {name}: data passes the end of the archive"));
+            out.problems
+                .push(format!("member {name}: data passes the end of the archive"));
             continue;
         };
         if !is_elf(bytes) {
             continue;
         }
+        // Members are only 2-byte aligned in the archive; ELF structs need 8.
+        let aligned;
+        let bytes = if bytes.as_ptr().align_offset(8) == 0 {
+            bytes
+        } else {
+            aligned = AlignedBytes::copy_of(bytes);
+            aligned.as_slice()
+        };
         match inspect(bytes) {
             Ok(ElfContent::Fat(fat)) => out.members.push(ArchiveMember {
                 name,
@@ -529,4 +563,31 @@ pub fn inspect_static_archive(data: &[u8]) -> FormatResult<StaticArchive> {
         }
     }
     Ok(out)
+}
+
+/// An 8-byte-aligned copy of some bytes (for ELF headers found at odd offsets).
+pub struct AlignedBytes {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl AlignedBytes {
+    /// Copy `bytes` into aligned storage.
+    pub fn copy_of(bytes: &[u8]) -> Self {
+        let mut words = vec![0u64; bytes.len().div_ceil(8)];
+        for (w, chunk) in words.iter_mut().zip(bytes.chunks(8)) {
+            let mut b = [0u8; 8];
+            b[..chunk.len()].copy_from_slice(chunk);
+            *w = u64::from_ne_bytes(b);
+        }
+        AlignedBytes {
+            words,
+            len: bytes.len(),
+        }
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        &object::pod::bytes_of_slice(&self.words)[..self.len]
+    }
 }

@@ -37,7 +37,11 @@ impl Marker {
         let map = value
             .as_map()
             .ok_or_else(|| FormatError::new(0, "marker is not a MessagePack map"))?;
-        let get = |k: &str| map.iter().find(|(key, _)| key.as_str() == Some(k)).map(|(_, v)| v);
+        let get = |k: &str| {
+            map.iter()
+                .find(|(key, _)| key.as_str() == Some(k))
+                .map(|(_, v)| v)
+        };
         let kernel_name = get("kernel_name")
             .ok_or_else(|| FormatError::new(0, "marker has no kernel_name"))?
             .as_str()
@@ -52,7 +56,10 @@ impl Marker {
             .filter_map(|p| p.as_str().map(str::to_string))
             .collect();
         if kpack_search_paths.is_empty() {
-            return Err(FormatError::new(0, "marker lists no usable kpack_search_paths"));
+            return Err(FormatError::new(
+                0,
+                "marker lists no usable kpack_search_paths",
+            ));
         }
         Ok(Marker {
             kpack_search_paths,
@@ -68,7 +75,10 @@ mod tests {
     #[test]
     fn round_trip_and_reference_layout() {
         let m = Marker {
-            kpack_search_paths: vec!["../.kpack/g_gfx90X.kpack".into(), "/opt/x_@GFXARCH@.kpack".into()],
+            kpack_search_paths: vec![
+                "../.kpack/g_gfx90X.kpack".into(),
+                "/opt/x_@GFXARCH@.kpack".into(),
+            ],
             kernel_name: "bin/my-binary_v2.exe".into(),
         };
         let b = m.encode();
@@ -80,13 +90,40 @@ mod tests {
     #[test]
     fn runtime_rules_for_bad_markers() {
         assert!(Marker::decode(b"").is_err());
-        assert!(Marker::decode(b"\x92\x01\x02").unwrap_err().what.contains("not a MessagePack map"));
+        assert!(
+            Marker::decode(b"\x92\x01\x02")
+                .unwrap_err()
+                .what
+                .contains("not a MessagePack map")
+        );
         // {kernel_name: 1, kpack_search_paths: ["a"]}
-        let bad = rmp_serde::to_vec_named(&serde_json::json!({"kernel_name": 1, "kpack_search_paths": ["a"]})).unwrap();
-        assert!(Marker::decode(&bad).unwrap_err().what.contains("not a string"));
-        let empty = rmp_serde::to_vec_named(&serde_json::json!({"kernel_name": "k", "kpack_search_paths": [1, 2]})).unwrap();
-        assert!(Marker::decode(&empty).unwrap_err().what.contains("no usable"));
-        let extra = rmp_serde::to_vec_named(&serde_json::json!({"kernel_name": "k", "x": 3, "kpack_search_paths": [1, "p"]})).unwrap();
-        assert_eq!(Marker::decode(&extra).unwrap().kpack_search_paths, vec!["p"]);
+        let bad = rmp_serde::to_vec_named(
+            &serde_json::json!({"kernel_name": 1, "kpack_search_paths": ["a"]}),
+        )
+        .unwrap();
+        assert!(
+            Marker::decode(&bad)
+                .unwrap_err()
+                .what
+                .contains("not a string")
+        );
+        let empty = rmp_serde::to_vec_named(
+            &serde_json::json!({"kernel_name": "k", "kpack_search_paths": [1, 2]}),
+        )
+        .unwrap();
+        assert!(
+            Marker::decode(&empty)
+                .unwrap_err()
+                .what
+                .contains("no usable")
+        );
+        let extra = rmp_serde::to_vec_named(
+            &serde_json::json!({"kernel_name": "k", "x": 3, "kpack_search_paths": [1, "p"]}),
+        )
+        .unwrap();
+        assert_eq!(
+            Marker::decode(&extra).unwrap().kpack_search_paths,
+            vec!["p"]
+        );
     }
 }

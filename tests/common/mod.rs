@@ -1,0 +1,61 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The committed fixture binaries.
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bin")
+}
+
+/// The bundled demo tree.
+pub fn demo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo")
+}
+
+/// The shared reference material (`../shared` from the project root).
+pub fn shared() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared")
+}
+
+/// Whether we run in CI, where every external tool must be present.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false")
+}
+
+/// Path of an external tool, or `None` (a test failure in CI, a skip note elsewhere).
+pub fn tool(name: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|p| p.join(name))
+            .find(|p| p.is_file())
+    });
+    if found.is_none() {
+        assert!(
+            !in_ci(),
+            "{name} is required in CI (see .ci/run) but is not installed"
+        );
+        eprintln!("note: {name} not installed; skipping the part of this test that needs it");
+    }
+    found
+}
+
+/// Run the kpack-tui binary.
+pub fn kpack(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kpack-tui"))
+        .args(args)
+        .env_remove("KPACK_NO_TUI")
+        .output()
+        .expect("run kpack-tui")
+}
+
+/// Stdout as a string.
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Stderr as a string.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
