@@ -59,6 +59,29 @@ pub enum Command {
         /// Directory or file to scan.
         path: PathBuf,
     },
+    /// Extract kernels from a .kpack archive.
+    Extract {
+        /// The archive.
+        archive: PathBuf,
+        /// Binary key, e.g. `lib/libfoo.so#0`.
+        #[arg(required_unless_present = "all")]
+        key: Option<String>,
+        /// Target ID, e.g. `gfx90a:xnack+`.
+        #[arg(required_unless_present = "all")]
+        arch: Option<String>,
+        /// Extract every kernel to DIR/<path>#<TU>/<arch>.hsaco.
+        #[arg(long, conflicts_with_all = ["key", "arch"])]
+        all: bool,
+        /// Output file (one kernel) or directory (--all).
+        #[arg(short, long)]
+        output: PathBuf,
+    },
+    /// Check a .kpack archive: every frame decodes to its size, ordinals dense,
+    /// ranges inside the file; exit 0 when sound, 1 with the list of faults.
+    Verify {
+        /// The archive.
+        path: PathBuf,
+    },
 }
 
 #[cfg(test)]
@@ -79,5 +102,26 @@ mod tests {
         let c = Cli::try_parse_from(["kpack-tui", "scan", "x", "--strict"]).unwrap();
         assert!(matches!(c.command, Some(Command::Scan { .. })));
         assert!(c.common.strict);
+        let c =
+            Cli::try_parse_from(["kpack-tui", "extract", "a.kpack", "--all", "-o", "d"]).unwrap();
+        assert!(matches!(
+            c.command,
+            Some(Command::Extract { all: true, .. })
+        ));
+        assert!(Cli::try_parse_from(["kpack-tui", "extract", "a.kpack", "-o", "d"]).is_err());
+        let c = Cli::try_parse_from([
+            "kpack-tui",
+            "extract",
+            "a.kpack",
+            "k#0",
+            "gfx900",
+            "-o",
+            "f",
+        ])
+        .unwrap();
+        assert!(matches!(
+            c.command,
+            Some(Command::Extract { all: false, .. })
+        ));
     }
 }

@@ -41,11 +41,44 @@ fn run(cli: Cli) -> Result<i32> {
     let common = cli.common.clone();
     match cli.command {
         Some(Command::Scan { path }) => run_scan(&path, &common),
+        Some(Command::Extract {
+            archive,
+            key,
+            arch,
+            all,
+            output,
+        }) => batch::archive::extract(&archive, key.as_deref(), arch.as_deref(), all, &output),
+        Some(Command::Verify { path }) => {
+            with_stdout(|out| batch::archive::verify(&path, common.json, out))
+        }
         None => {
             let path = cli.path.unwrap_or_else(demo_path);
+            if is_kpack(&path) {
+                return with_stdout(|out| batch::archive::inspect(&path, common.json, out));
+            }
             run_scan(&path, &common)
         }
     }
+}
+
+/// Whether `path` is a file that starts with the `.kpack` magic.
+fn is_kpack(path: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    path.is_file()
+        && std::fs::File::open(path)
+            .and_then(|mut f| f.read_exact(&mut magic))
+            .is_ok()
+        && &magic == kpack::kpack::archive::MAGIC
+}
+
+/// Run `f` with a buffered stdout, flushing at the end.
+fn with_stdout(f: impl FnOnce(&mut dyn Write) -> Result<i32>) -> Result<i32> {
+    let out = io::stdout();
+    let mut out = io::BufWriter::new(out.lock());
+    let code = f(&mut out)?;
+    out.flush()?;
+    Ok(code)
 }
 
 fn run_scan(path: &Path, common: &Common) -> Result<i32> {

@@ -19,8 +19,7 @@ use std::fs::{File, Metadata};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-/// Magic of a `.kpack` archive.
-pub const KPACK_MAGIC: &[u8; 4] = b"KPAK";
+use crate::kpack::archive::MAGIC as KPACK_MAGIC;
 
 /// The class of a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -208,9 +207,29 @@ pub struct FileReport {
     /// `fifo`, `socket`, `char_device`, `block_device` for kind `other`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub file_type: Option<&'static str>,
+    /// Summary of a `.kpack` archive.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kpack: Option<KpackSummary>,
     /// Problems found in this file.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<String>,
+}
+
+/// What the scan reports of a `.kpack` archive.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KpackSummary {
+    /// Group name.
+    pub group_name: String,
+    /// Family.
+    pub gfx_arch_family: String,
+    /// Arches served.
+    pub gfx_arches: Vec<String>,
+    /// `none` or `zstd-per-kernel`.
+    pub compression_scheme: &'static str,
+    /// Number of kernels.
+    pub kernels: u64,
+    /// Sum of kernel sizes.
+    pub raw_bytes: u64,
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -239,6 +258,7 @@ impl FileReport {
             target: None,
             hard_link_of: None,
             file_type: None,
+            kpack: None,
             problems: Vec::new(),
         }
     }
@@ -709,6 +729,19 @@ pub fn classify_bytes(r: &mut FileReport, data: &[u8], is_db: bool) {
         }
     } else if data.starts_with(KPACK_MAGIC) {
         r.kind = FileKind::Kpack;
+        match crate::kpack::archive::parse_index(data) {
+            Ok(idx) => {
+                r.kpack = Some(KpackSummary {
+                    compression_scheme: idx.compression_scheme.name(),
+                    kernels: idx.kernels.len() as u64,
+                    raw_bytes: idx.kernels.iter().map(|k| k.size).sum(),
+                    group_name: idx.meta.group_name,
+                    gfx_arch_family: idx.meta.gfx_arch_family,
+                    gfx_arches: idx.meta.gfx_arches,
+                })
+            }
+            Err(e) => r.problems.push(e.to_string()),
+        }
     } else if coff::is_pe(data) && data.len() >= 0x40 {
         // Many files start with "MZ" by chance; only a real PE header counts.
         let lfanew = u32::from_le_bytes([data[0x3c], data[0x3d], data[0x3e], data[0x3f]]) as usize;

@@ -1,6 +1,7 @@
 //! Batch mode: text and JSON reporters over the core's results, progress on stderr,
 //! exit codes (0 clean, 1 checks or `--strict` diagnostics, 2 errors).
 
+pub mod archive;
 pub mod progress;
 pub mod scan;
 

@@ -101,11 +101,12 @@ pub fn print_text(out: &mut dyn Write, r: &TreeReport, long: bool) -> io::Result
         }
     }
     if long {
-        for f in r
-            .files
-            .iter()
-            .filter(|f| !f.bundles.is_empty() || !f.members.is_empty() || f.marker.is_some())
-        {
+        for f in r.files.iter().filter(|f| {
+            !f.bundles.is_empty()
+                || !f.members.is_empty()
+                || f.marker.is_some()
+                || f.kpack.is_some()
+        }) {
             writeln!(out)?;
             print_file(out, f)?;
         }
@@ -222,6 +223,18 @@ pub fn print_file(out: &mut dyn Write, f: &FileReport) -> io::Result<()> {
             "  wrappers ({}): {}",
             f.wrappers.len(),
             desc.join(", ")
+        )?;
+    }
+    if let Some(k) = &f.kpack {
+        writeln!(
+            out,
+            "  archive: group {}, family {}, arches {}, {}, {} kernels ({} raw)",
+            k.group_name,
+            k.gfx_arch_family,
+            k.gfx_arches.join(" "),
+            k.compression_scheme,
+            k.kernels,
+            size(k.raw_bytes)
         )?;
     }
     if let Some(m) = &f.marker {

@@ -1,5 +1,7 @@
-//! kpack's own formats: the `.rocm_kpack_ref` marker (and, later, `.kpack` archives).
+//! kpack's own formats: `.kpack` archives and the `.rocm_kpack_ref` marker.
 
+pub mod archive;
 pub mod marker;
 
+pub use archive::{Archive, ArchiveMeta, ArchiveWriter, Scheme};
 pub use marker::Marker;

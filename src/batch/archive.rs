@@ -1,0 +1,280 @@
+//! `.kpack` inspect, extract and verify in batch mode.
+
+use super::{EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, size};
+use anyhow::{Context, Result, bail};
+use kpack::kpack::archive::{Archive, KernelEntry, safe_relative_path};
+use serde::Serialize;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// JSON view of an archive.
+#[derive(Serialize)]
+struct ArchiveJson<'a> {
+    path: String,
+    version: u32,
+    file_size: u64,
+    toc_offset: u64,
+    group_name: &'a str,
+    gfx_arch_family: &'a str,
+    gfx_arches: &'a [String],
+    compression_scheme: &'static str,
+    kernels: &'a [KernelEntry],
+    totals: Totals,
+}
+
+#[derive(Serialize)]
+struct Totals {
+    kernels: u64,
+    size: u64,
+    compressed_size: u64,
+}
+
+fn ratio(raw: u64, stored: u64) -> String {
+    if stored == 0 {
+        "-".into()
+    } else {
+        format!("{:.2}×", raw as f64 / stored as f64)
+    }
+}
+
+/// Print an archive's header and TOC.
+pub fn inspect(path: &Path, json: bool, out: &mut dyn Write) -> Result<i32> {
+    let a = Archive::open(path)?;
+    let idx = &a.index;
+    let totals = Totals {
+        kernels: idx.kernels.len() as u64,
+        size: idx.kernels.iter().map(|k| k.size).sum(),
+        compressed_size: idx.kernels.iter().map(|k| k.compressed_size).sum(),
+    };
+    if json {
+        let j = ArchiveJson {
+            path: path.display().to_string(),
+            version: idx.version,
+            file_size: idx.file_size,
+            toc_offset: idx.toc_offset,
+            group_name: &idx.meta.group_name,
+            gfx_arch_family: &idx.meta.gfx_arch_family,
+            gfx_arches: &idx.meta.gfx_arches,
+            compression_scheme: idx.compression_scheme.name(),
+            kernels: &idx.kernels,
+            totals,
+        };
+        serde_json::to_writer_pretty(&mut *out, &j)?;
+        writeln!(out)?;
+        return Ok(EXIT_OK);
+    }
+    writeln!(
+        out,
+        "{}: kpack v{}, {}",
+        path.display(),
+        idx.version,
+        size(idx.file_size)
+    )?;
+    writeln!(out, "  group     {}", idx.meta.group_name)?;
+    writeln!(out, "  family    {}", idx.meta.gfx_arch_family)?;
+    writeln!(out, "  arches    {}", idx.meta.gfx_arches.join(" "))?;
+    writeln!(out, "  scheme    {}", idx.compression_scheme.name())?;
+    writeln!(
+        out,
+        "  TOC       at {:#x}, {}",
+        idx.toc_offset,
+        size(idx.file_size - idx.toc_offset)
+    )?;
+    writeln!(out)?;
+    let kw = idx
+        .kernels
+        .iter()
+        .map(|k| k.key.len())
+        .max()
+        .unwrap_or(3)
+        .max(3);
+    let aw = idx
+        .kernels
+        .iter()
+        .map(|k| k.arch.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    writeln!(
+        out,
+        "  {:<kw$}  {:<aw$}  {:>7}  {:>11}  {:>11}  {:>7}",
+        "key", "arch", "ordinal", "size", "stored", "ratio"
+    )?;
+    for k in &idx.kernels {
+        writeln!(
+            out,
+            "  {:<kw$}  {:<aw$}  {:>7}  {:>11}  {:>11}  {:>7}",
+            k.key,
+            k.arch,
+            k.ordinal,
+            size(k.size),
+            size(k.compressed_size),
+            ratio(k.size, k.compressed_size)
+        )?;
+    }
+    writeln!(
+        out,
+        "  {:<kw$}  {:<aw$}  {:>7}  {:>11}  {:>11}  {:>7}",
+        format!("{} kernels", totals.kernels),
+        "",
+        "",
+        size(totals.size),
+        size(totals.compressed_size),
+        ratio(totals.size, totals.compressed_size)
+    )?;
+    Ok(EXIT_OK)
+}
+
+/// Verify an archive: 0 sound, 1 faults (listed), 2 cannot read at all.
+pub fn verify(path: &Path, json: bool, out: &mut dyn Write) -> Result<i32> {
+    if !path.exists() {
+        bail!("{}: no such file", path.display());
+    }
+    let (faults, kernels) = match Archive::open(path) {
+        Ok(a) => (a.verify(), a.index.kernels.len()),
+        Err(e) => (vec![e.to_string()], 0),
+    };
+    if json {
+        serde_json::to_writer_pretty(
+            &mut *out,
+            &serde_json::json!({"path": path.display().to_string(), "sound": faults.is_empty(), "kernels": kernels, "faults": faults}),
+        )?;
+        writeln!(out)?;
+    } else if faults.is_empty() {
+        writeln!(
+            out,
+            "{}: sound ({kernels} kernels, every frame decodes to its size)",
+            path.display()
+        )?;
+    } else {
+        writeln!(
+            out,
+            "{}: {} fault{}",
+            path.display(),
+            faults.len(),
+            if faults.len() == 1 { "" } else { "s" }
+        )?;
+        for f in &faults {
+            writeln!(out, "  {f}")?;
+        }
+    }
+    Ok(if faults.is_empty() {
+        EXIT_OK
+    } else {
+        EXIT_FINDINGS
+    })
+}
+
+fn safe_arch(arch: &str) -> Result<&str> {
+    if arch.is_empty() || arch == "." || arch == ".." || arch.contains(['/', '\\', '\0']) {
+        bail!("arch {arch:?} cannot be used as a file name");
+    }
+    Ok(arch)
+}
+
+/// Write `bytes` to `path` atomically (temp file in the same directory, then rename).
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".kpack-extract-")
+        .tempfile_in(dir)
+        .with_context(|| format!("cannot write in {}", dir.display()))?;
+    tmp.write_all(bytes)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    tmp.persist(path)
+        .with_context(|| format!("cannot create {}", path.display()))?;
+    Ok(())
+}
+
+/// Extract one kernel (`key`, `arch`) or all of them (`all`).
+pub fn extract(
+    path: &Path,
+    key: Option<&str>,
+    arch: Option<&str>,
+    all: bool,
+    out_path: &Path,
+) -> Result<i32> {
+    let a = Archive::open(path)?;
+    if all {
+        // Plan every output path first: nothing is written if any key is unsafe.
+        let root = out_path;
+        let mut plan: Vec<(PathBuf, &KernelEntry)> = Vec::new();
+        let mut refused = Vec::new();
+        for k in &a.index.kernels {
+            match (safe_relative_path(&k.key), safe_arch(&k.arch)) {
+                (Ok(rel), Ok(arch)) => {
+                    let tu = k.key.rsplit_once('#').map_or("0", |(_, n)| n);
+                    let mut dir = rel.clone();
+                    let name = format!(
+                        "{}#{tu}",
+                        dir.file_name()
+                            .map(|n| n.to_string_lossy().into_owned())
+                            .unwrap_or_default()
+                    );
+                    dir.set_file_name(name);
+                    plan.push((root.join(dir).join(format!("{arch}.hsaco")), k));
+                }
+                (Err(e), _) => refused.push(format!("key {:?}: {e}", k.key)),
+                (_, Err(e)) => refused.push(format!("key {:?}: {e}", k.key)),
+            }
+        }
+        if !refused.is_empty() {
+            bail!(
+                "{}: refusing to extract, {} key(s) would write outside {}:\n  {}",
+                path.display(),
+                refused.len(),
+                root.display(),
+                refused.join("\n  ")
+            );
+        }
+        std::fs::create_dir_all(root)
+            .with_context(|| format!("cannot create {}", root.display()))?;
+        let canon_root = root.canonicalize()?;
+        for (dest, k) in &plan {
+            let parent = dest.parent().unwrap_or(root);
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("cannot create {}", parent.display()))?;
+            // A symlink already inside the output must not lead the write elsewhere.
+            if !parent.canonicalize()?.starts_with(&canon_root) {
+                bail!(
+                    "{} leads outside {} (through a symlink); not writing",
+                    parent.display(),
+                    root.display()
+                );
+            }
+            let bytes = a.kernel(k)?;
+            write_atomic(dest, &bytes)?;
+        }
+        eprintln!("extracted {} kernels to {}", plan.len(), root.display());
+        return Ok(EXIT_OK);
+    }
+    let (Some(key), Some(arch)) = (key, arch) else {
+        bail!("give KEY and ARCH, or --all");
+    };
+    let key = key.strip_prefix("./").unwrap_or(key);
+    let Some(e) = a.entry(key, arch) else {
+        let keys: Vec<String> = a
+            .index
+            .kernels
+            .iter()
+            .map(|k| format!("{} @ {}", k.key, k.arch))
+            .collect();
+        eprintln!(
+            "kpack-tui: {}: no kernel {key} @ {arch}; the archive has:\n  {}",
+            path.display(),
+            keys.join("\n  ")
+        );
+        return Ok(EXIT_ERROR);
+    };
+    let bytes = a.kernel(e)?;
+    write_atomic(out_path, &bytes)?;
+    eprintln!(
+        "extracted {key} @ {arch} ({}) to {}",
+        size(bytes.len() as u64),
+        out_path.display()
+    );
+    Ok(EXIT_OK)
+}
