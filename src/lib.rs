@@ -19,6 +19,8 @@ pub mod coff;
 pub mod elf;
 pub mod error;
 pub mod event;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod kerneldb;
 pub mod kpack;
 pub mod scan;

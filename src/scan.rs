@@ -263,6 +263,11 @@ impl FileReport {
         }
     }
 
+    /// An empty report for bytes that did not come from a tree (fuzzing, tests).
+    pub fn for_bytes(name: &str, size: u64) -> Self {
+        FileReport::new(name.to_string(), FileKind::Opaque, size, 0o644)
+    }
+
     /// Every bundle of the file, members included.
     pub fn all_bundles(&self) -> impl Iterator<Item = &BundleReport> {
         self.bundles

@@ -337,40 +337,37 @@ pub fn looks_like_bundle(data: &[u8]) -> bool {
     data.starts_with(BUNDLE_MAGIC) || data.starts_with(ccob::CCOB_MAGIC)
 }
 
+/// Build an uncompressed bundle from `(entry ID, payload)` pairs, payloads aligned
+/// to `align` bytes from the bundle start as clang does (`-bundle-align`, 4096 for HIP).
+pub fn write_plain(entries: &[(&str, &[u8])], align: usize) -> Vec<u8> {
+    let table_len: usize = 32 + entries.iter().map(|(id, _)| 24 + id.len()).sum::<usize>();
+    let mut offsets = Vec::with_capacity(entries.len());
+    let mut pos = table_len;
+    for (_, p) in entries {
+        pos = pos.next_multiple_of(align.max(1));
+        offsets.push(pos);
+        pos += p.len();
+    }
+    let mut out = Vec::with_capacity(pos);
+    out.extend_from_slice(BUNDLE_MAGIC);
+    out.extend_from_slice(&(entries.len() as u64).to_le_bytes());
+    for ((id, p), off) in entries.iter().zip(&offsets) {
+        out.extend_from_slice(&(*off as u64).to_le_bytes());
+        out.extend_from_slice(&(p.len() as u64).to_le_bytes());
+        out.extend_from_slice(&(id.len() as u64).to_le_bytes());
+        out.extend_from_slice(id.as_bytes());
+    }
+    for ((_, p), off) in entries.iter().zip(&offsets) {
+        out.resize(*off, 0);
+        out.extend_from_slice(p);
+    }
+    out
+}
+
 #[cfg(test)]
 pub(crate) mod testutil {
     //! Builders for synthetic bundles used by unit tests across the crate.
-    use super::BUNDLE_MAGIC;
-
-    /// An uncompressed bundle with the given `(id, payload)` entries, payloads aligned
-    /// to `align` bytes like clang does.
-    pub fn plain_bundle(entries: &[(&str, &[u8])], align: usize) -> Vec<u8> {
-        let mut table_len = 32;
-        for (id, _) in entries {
-            table_len += 24 + id.len();
-        }
-        let mut offsets = Vec::new();
-        let mut pos = table_len;
-        for (_, p) in entries {
-            pos = pos.next_multiple_of(align.max(1));
-            offsets.push(pos);
-            pos += p.len();
-        }
-        let mut out = Vec::new();
-        out.extend_from_slice(BUNDLE_MAGIC);
-        out.extend_from_slice(&(entries.len() as u64).to_le_bytes());
-        for ((id, p), off) in entries.iter().zip(&offsets) {
-            out.extend_from_slice(&(*off as u64).to_le_bytes());
-            out.extend_from_slice(&(p.len() as u64).to_le_bytes());
-            out.extend_from_slice(&(id.len() as u64).to_le_bytes());
-            out.extend_from_slice(id.as_bytes());
-        }
-        for ((_, p), off) in entries.iter().zip(&offsets) {
-            out.resize(*off, 0);
-            out.extend_from_slice(p);
-        }
-        out
-    }
+    pub use super::write_plain as plain_bundle;
 }
 
 #[cfg(test)]

@@ -843,6 +843,9 @@ impl ArchiveWriter {
         let mut f = w.into_inner().map_err(|e| io(e.into_error()))?;
         f.seek(SeekFrom::Start(8)).map_err(io)?;
         f.write_all(&toc_offset.to_le_bytes()).map_err(io)?;
+        // Temp files are created 0600; an archive is ordinary package content.
+        f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
+            .map_err(io)?;
         f.sync_all().map_err(io)?;
         let file_size = toc_offset + toc.len() as u64;
         tmp.persist(&self.path)
@@ -1004,6 +1007,11 @@ mod tests {
             }
             assert!(a.entry("lib/libx.so#2", "gfx900").is_none());
             assert_eq!(a.verify(), Vec::<String>::new());
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(
+                std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+                0o644
+            );
             // Only spool files could be left behind: none are.
             let left: Vec<_> = std::fs::read_dir(d.path())
                 .unwrap()

@@ -1,0 +1,401 @@
+//! Generate a realistic install tree of a chosen size for benchmarks.
+//!
+//! ```text
+//! cargo run --release --example gen_tree -- OUT --size-mb 1024 [--seed 1] [--fixtures tests/fixtures/bin]
+//! ```
+//!
+//! The device code is made from the real code objects of the fixture binaries
+//! (compiled here by hipcc/clang-19): each generated code object starts with a real
+//! code-object header of its arch and continues with chunks of real machine code,
+//! lightly mutated, so that every object differs and compresses like code does
+//! (about 3-4x with zstd -3), rather than one file copied N times. Fat binaries are
+//! linked for real by `cc` (shared libraries and PIE executables) from a `.incbin` of
+//! their bundles, one bundle and one `.hipFatBinSegment` wrapper per translation
+//! unit, some bundles compressed (CCOB v2 zstd) and most not. Around them: `.so`
+//! version symlinks, rocBLAS-style kernel databases, many small text files and a
+//! few large data files.
+
+use kpack::bundle::{self, Compression, ccob};
+use kpack::elf::{self, ElfContent};
+use rayon::prelude::*;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    fn range(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.below(hi - lo + 1)
+    }
+    /// Log-uniform in [lo, hi].
+    fn log_range(&mut self, lo: u64, hi: u64) -> u64 {
+        let (l, h) = ((lo as f64).ln(), (hi as f64).ln());
+        let f = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
+        (l + (h - l) * f).exp() as u64
+    }
+}
+
+/// Arches of generated binaries, with the processor's EF_AMDGPU_MACH and feature bits.
+const ARCHES: &[(&str, u32)] = &[
+    ("gfx900", 0x02c),
+    ("gfx906", 0x02f),
+    ("gfx908", 0x030),
+    ("gfx90a", 0x03f),
+    ("gfx90a:xnack+", 0x33f),
+    ("gfx942", 0x04c),
+    ("gfx1030", 0x036),
+    ("gfx1100", 0x041),
+    ("gfx1101", 0x046),
+    ("gfx1201", 0x04e),
+];
+
+struct Pool {
+    headers: Vec<Vec<u8>>,
+    bytes: Vec<u8>,
+}
+
+fn load_pool(fixtures: &Path) -> Pool {
+    let mut headers = Vec::new();
+    let mut bytes = Vec::new();
+    for name in [
+        "libvadd.so",
+        "app_pie",
+        "app_nopie",
+        "librdc.so",
+        "libzkern.so",
+    ] {
+        let data = std::fs::read(fixtures.join(name))
+            .unwrap_or_else(|e| panic!("{name}: {e} (run scripts/make-fixtures.sh)"));
+        let Ok(ElfContent::Fat(fat)) = elf::inspect(&data) else {
+            panic!("{name} is not a fat binary")
+        };
+        let span = fat.fatbin.unwrap();
+        let sec = &data[span.offset as usize..(span.offset + span.size) as usize];
+        for b in &fat.bundles {
+            let un = b.uncompressed(sec, 1 << 30).unwrap();
+            for (_, co) in b.code_objects(&un).unwrap() {
+                headers.push(co[..co.len().min(4096)].to_vec());
+                bytes.extend_from_slice(co);
+            }
+        }
+    }
+    Pool { headers, bytes }
+}
+
+/// A code object of `size` bytes for `mach`: a real header, then mutated real code.
+fn code_object(pool: &Pool, mach: u32, size: usize, rng: &mut Rng) -> Vec<u8> {
+    let mut out = pool.headers[rng.below(pool.headers.len() as u64) as usize].clone();
+    if out.len() >= 0x34 {
+        let flags = u32::from_le_bytes(out[0x30..0x34].try_into().unwrap());
+        out[0x30..0x34].copy_from_slice(&((flags & !0xfff) | mach).to_le_bytes());
+    }
+    out.truncate(size);
+    while out.len() < size {
+        let len = rng.range(24, 400) as usize;
+        let at = rng.below((pool.bytes.len() - len) as u64) as usize;
+        let start = out.len();
+        out.extend_from_slice(&pool.bytes[at..at + len]);
+        // Mutate a few bytes so no two objects share long runs.
+        for _ in 0..len / 12 {
+            let i = start + rng.below(len as u64) as usize;
+            out[i] = rng.next() as u8;
+        }
+    }
+    out.truncate(size);
+    out
+}
+
+fn text_file(rng: &mut Rng, size: usize) -> Vec<u8> {
+    const WORDS: &[&str] = &[
+        "hip",
+        "kernel",
+        "device",
+        "memory",
+        "stream",
+        "launch",
+        "grid",
+        "block",
+        "rocm",
+        "arch",
+        "#include",
+        "int",
+        "float",
+        "return",
+        "void",
+        "const",
+        "struct",
+        "template",
+        "namespace",
+        "{",
+        "}",
+        ";",
+        "\n",
+    ];
+    let mut s = Vec::with_capacity(size);
+    while s.len() < size {
+        s.extend_from_slice(WORDS[rng.below(WORDS.len() as u64) as usize].as_bytes());
+        s.push(if rng.below(9) == 0 { b'\n' } else { b' ' });
+    }
+    s.truncate(size);
+    s
+}
+
+struct BinarySpec {
+    rel: String,
+    exe: bool,
+    tus: Vec<(Compression, Vec<(String, usize)>)>,
+    host_size: usize,
+    seed: u64,
+}
+
+fn build_binary(pool: &Pool, out: &Path, spec: &BinarySpec, work: &Path) {
+    let mut rng = Rng(spec.seed);
+    let dir = work.join(format!("b{}", spec.seed));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut asm = String::from(
+        ".section .note.GNU-stack,\"\",@progbits\n.section .hip_fatbin,\"a\",@progbits\n",
+    );
+    for (i, (comp, targets)) in spec.tus.iter().enumerate() {
+        let objects: Vec<(String, Vec<u8>)> = targets
+            .iter()
+            .map(|(arch, size)| {
+                let mach = ARCHES
+                    .iter()
+                    .find(|(a, _)| a == arch)
+                    .map_or(0x02c, |(_, m)| *m);
+                (
+                    format!("hipv4-amdgcn-amd-amdhsa--{arch}"),
+                    code_object(pool, mach, *size, &mut rng),
+                )
+            })
+            .collect();
+        let mut entries: Vec<(&str, &[u8])> = vec![("host-x86_64-unknown-linux-gnu-", &[])];
+        entries.extend(objects.iter().map(|(id, b)| (id.as_str(), b.as_slice())));
+        let plain = bundle::write_plain(&entries, 4096);
+        let bytes = if *comp == Compression::Zstd {
+            ccob::encode(&plain, 2, Compression::Zstd)
+        } else {
+            plain
+        };
+        std::fs::write(dir.join(format!("tu{i}.bin")), bytes).unwrap();
+        asm += &format!(".p2align 12\n__kpack_gen_fatbin_{i}:\n.incbin \"tu{i}.bin\"\n");
+    }
+    asm += ".section .hipFatBinSegment,\"aw\",@progbits\n.p2align 3\n";
+    for i in 0..spec.tus.len() {
+        asm += &format!(".long 0x48495046, 1\n.quad __kpack_gen_fatbin_{i}\n.quad 0\n");
+    }
+    std::fs::write(
+        dir.join("host.bin"),
+        code_object(pool, 0, spec.host_size, &mut rng),
+    )
+    .unwrap();
+    asm += ".section .rodata\n.p2align 4\n.globl kpack_gen_host_blob\nkpack_gen_host_blob:\n.incbin \"host.bin\"\n";
+    std::fs::write(dir.join("fatbin.S"), asm).unwrap();
+    let c = if spec.exe {
+        "extern const char kpack_gen_host_blob[];\nint main(void) { return kpack_gen_host_blob[0] == 0x7e; }\n"
+    } else {
+        "extern const char kpack_gen_host_blob[];\nint kpack_gen_entry(int i) { return kpack_gen_host_blob[i]; }\n"
+    };
+    std::fs::write(dir.join("host.c"), c).unwrap();
+    let dest = out.join(&spec.rel);
+    std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
+    let mut cmd = Command::new("cc");
+    cmd.current_dir(&dir)
+        .args([
+            "-O1",
+            "-fPIC",
+            "-Wl,--build-id=none",
+            "host.c",
+            "fatbin.S",
+            "-o",
+        ])
+        .arg(&dest);
+    if spec.exe {
+        cmd.arg("-pie");
+    } else {
+        cmd.arg("-shared");
+    }
+    let st = cmd.status().expect("run cc");
+    assert!(st.success(), "cc failed for {}", spec.rel);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut out = None;
+    let mut size_mb = 1024u64;
+    let mut seed = 1u64;
+    let mut fixtures = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/bin"));
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--size-mb" => size_mb = it.next().and_then(|v| v.parse().ok()).expect("--size-mb N"),
+            "--seed" => seed = it.next().and_then(|v| v.parse().ok()).expect("--seed N"),
+            "--fixtures" => fixtures = PathBuf::from(it.next().expect("--fixtures DIR")),
+            s if !s.starts_with('-') && out.is_none() => out = Some(PathBuf::from(s)),
+            s => panic!(
+                "unknown argument {s}; usage: gen_tree OUT --size-mb N [--seed S] [--fixtures DIR]"
+            ),
+        }
+    }
+    let out = out.expect("usage: gen_tree OUT --size-mb N [--seed S]");
+    assert!(
+        !out.exists() || std::fs::read_dir(&out).unwrap().next().is_none(),
+        "{} exists and is not empty",
+        out.display()
+    );
+    std::fs::create_dir_all(&out).unwrap();
+    let work = out.with_extension("gen-work");
+    std::fs::create_dir_all(&work).unwrap();
+    let pool = load_pool(&fixtures);
+    let target = size_mb << 20;
+    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+
+    // ~75% fat binaries, ~12% kernel databases, ~8% large data files, the rest small files.
+    let mut specs = Vec::new();
+    let mut planned = 0u64;
+    let mut n = 0u64;
+    while planned < target * 75 / 100 {
+        let exe = rng.below(5) == 0;
+        let n_tus = [1, 1, 1, 2, 2, 3, 4, 6][rng.below(8) as usize];
+        let n_arch = rng.range(4, ARCHES.len() as u64) as usize;
+        let mut archs: Vec<&str> = ARCHES.iter().map(|(a, _)| *a).collect();
+        for i in (1..archs.len()).rev() {
+            archs.swap(i, rng.below(i as u64 + 1) as usize);
+        }
+        archs.truncate(n_arch);
+        archs.sort();
+        let per_object = rng.log_range(16 << 10, 3 << 20);
+        let tus: Vec<(Compression, Vec<(String, usize)>)> = (0..n_tus)
+            .map(|_| {
+                let comp = if rng.below(10) < 3 {
+                    Compression::Zstd
+                } else {
+                    Compression::None
+                };
+                let t = archs
+                    .iter()
+                    .map(|a| {
+                        (
+                            a.to_string(),
+                            (per_object as f64 * (0.6 + rng.below(80) as f64 / 100.0)) as usize,
+                        )
+                    })
+                    .collect();
+                (comp, t)
+            })
+            .collect();
+        let device: usize = tus
+            .iter()
+            .flat_map(|(_, t)| t.iter().map(|(_, s)| *s))
+            .sum();
+        let host_size = rng.log_range(64 << 10, (device as u64 / 2).max(128 << 10)) as usize;
+        planned += (device + host_size) as u64;
+        let rel = if exe {
+            format!("bin/app{n:03}")
+        } else {
+            format!("lib/libgen{n:03}.so.1.{}", rng.below(9))
+        };
+        specs.push(BinarySpec {
+            rel,
+            exe,
+            tus,
+            host_size,
+            seed: seed.wrapping_mul(1000).wrapping_add(n),
+        });
+        n += 1;
+    }
+    specs
+        .par_iter()
+        .for_each(|s| build_binary(&pool, &out, s, &work));
+    for s in specs.iter().filter(|s| !s.exe) {
+        // libgenNNN.so.1.X <- libgenNNN.so.1 <- libgenNNN.so
+        let file = Path::new(&s.rel)
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_string();
+        let base = file.rsplitn(3, '.').nth(2).unwrap().to_string();
+        std::os::unix::fs::symlink(&file, out.join("lib").join(format!("{base}.1"))).unwrap();
+        std::os::unix::fs::symlink(format!("{base}.1"), out.join("lib").join(base)).unwrap();
+    }
+    // Kernel databases: per-arch code objects and text data.
+    let db = out.join("lib/rocblas/library");
+    std::fs::create_dir_all(&db).unwrap();
+    let mut db_bytes = 0u64;
+    let mut i = 0;
+    while db_bytes < target * 12 / 100 {
+        let (arch, mach) = ARCHES[i % ARCHES.len()];
+        let arch = arch.split(':').next().unwrap();
+        let size = rng.log_range(256 << 10, 4 << 20) as usize;
+        std::fs::write(
+            db.join(format!("Kernels.so-{:03}-{arch}.hsaco", i / ARCHES.len())),
+            code_object(&pool, mach, size, &mut rng),
+        )
+        .unwrap();
+        let dat = text_file(&mut rng, size / 8);
+        std::fs::write(
+            db.join(format!("TensileLibrary_{:03}_{arch}.dat", i / ARCHES.len())),
+            &dat,
+        )
+        .unwrap();
+        db_bytes += (size + dat.len()) as u64;
+        i += 1;
+    }
+    // Large data files.
+    let data = out.join("share/data");
+    std::fs::create_dir_all(&data).unwrap();
+    let mut data_bytes = 0u64;
+    let mut j = 0;
+    while data_bytes < target * 8 / 100 {
+        let size = rng.log_range(4 << 20, 32 << 20) as usize;
+        // Model weights: code-like bytes behind a non-ELF header.
+        let mut blob = b"KPGENDATA\n".to_vec();
+        blob.extend(code_object(&pool, 0, size, &mut rng).into_iter().skip(4096));
+        std::fs::write(data.join(format!("model{j:02}.bin")), blob).unwrap();
+        data_bytes += size as u64;
+        j += 1;
+    }
+    // Many small files: headers and docs.
+    let mut small = 0u64;
+    let mut k = 0;
+    let mut dirs: BTreeMap<u64, PathBuf> = BTreeMap::new();
+    while small < target * 5 / 100 && k < 200_000 {
+        let d = dirs
+            .entry(k / 200)
+            .or_insert_with(|| {
+                let p = out.join(format!("include/gen{:03}/detail", k / 200));
+                std::fs::create_dir_all(&p).unwrap();
+                p
+            })
+            .clone();
+        let size = rng.log_range(200, 64 << 10) as usize;
+        std::fs::write(
+            d.join(format!("header{k:05}.hpp")),
+            text_file(&mut rng, size),
+        )
+        .unwrap();
+        small += size as u64;
+        k += 1;
+    }
+    std::fs::create_dir_all(out.join("share/empty")).unwrap();
+    let _ = std::fs::remove_dir_all(&work);
+    println!(
+        "gen_tree: {} binaries, {} kernel DB files, {} data files, {} small files in {}",
+        specs.len(),
+        2 * i,
+        j,
+        k,
+        out.display()
+    );
+}

@@ -1,0 +1,64 @@
+//! Entry points for the fuzz targets (`fuzz/`) and the corpus replay test
+//! (`tests/fuzz_replay.rs`). Each takes arbitrary bytes and must never panic; where a
+//! parse succeeds it also checks properties that must hold for any input.
+
+use crate::bundle;
+use crate::elf;
+use crate::kpack::Marker;
+use crate::kpack::archive;
+use crate::scan;
+
+/// Offload bundle and CCOB walk; a successful walk's code objects are in range.
+pub fn bundle_walk(data: &[u8]) {
+    if let Ok(bundles) = bundle::walk_section(data) {
+        for b in &bundles {
+            assert!(b.offset + b.stored_size <= data.len() as u64);
+            if let Ok(un) = b.uncompressed(data, 1 << 24) {
+                assert_eq!(un.len() as u64, b.uncompressed_size);
+                let _ = b.code_objects(&un);
+            }
+        }
+    }
+}
+
+/// ELF fat-binary reader (and static archives).
+pub fn elf_inspect(data: &[u8]) {
+    let data = elf::AlignedBytes::copy_of(data);
+    let data = data.as_slice();
+    if let Ok(elf::ElfContent::Fat(fat)) = elf::inspect(data) {
+        for w in &fat.wrappers {
+            if let Some(b) = w.bundle {
+                assert!(b < fat.bundles.len());
+            }
+        }
+    }
+    let _ = elf::inspect_static_archive(data);
+}
+
+/// Whole-file classification, as the scan does it.
+pub fn classify(data: &[u8]) {
+    let data = elf::AlignedBytes::copy_of(data);
+    let mut r = scan::FileReport::for_bytes("fuzz", data.as_slice().len() as u64);
+    scan::classify_bytes(&mut r, data.as_slice(), false);
+}
+
+/// `.kpack` reader: index, then every kernel decodes or errors; verify never panics.
+pub fn kpack_reader(data: &[u8]) {
+    if let Ok(idx) = archive::parse_index(data) {
+        for k in &idx.kernels {
+            assert!(k.offset + k.compressed_size <= data.len() as u64);
+        }
+        if let Ok(a) =
+            archive::Archive::from_bytes(std::path::Path::new("fuzz.kpack"), data.to_vec())
+        {
+            let _ = a.verify();
+        }
+    }
+}
+
+/// Marker decoding; a decoded marker re-encodes to something that decodes equal.
+pub fn marker(data: &[u8]) {
+    if let Ok(m) = Marker::decode(data) {
+        assert_eq!(Marker::decode(&m.encode()).ok(), Some(m));
+    }
+}
