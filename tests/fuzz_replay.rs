@@ -106,7 +106,7 @@ fn corpus(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
 fn replay(target: &str, iterations: usize, f: fn(&[u8])) {
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ target.len() as u64);
     for (path, seed) in corpus(target) {
-        let mut run = |what: String, input: Vec<u8>| {
+        let run = |what: String, input: Vec<u8>| {
             if std::panic::catch_unwind(|| f(&input)).is_err() {
                 let out = Path::new(env!("CARGO_MANIFEST_DIR"))
                     .join(format!("target/fuzz-replay-crash-{target}"));
