@@ -622,23 +622,29 @@ fn inspect_entry(e: &Entry) -> FileReport {
 }
 
 /// Open a regular file for reading without following a symlink or blocking on a
-/// fifo swapped in after the walk, and map it.
-pub fn map_file(path: &Path) -> std::io::Result<Option<memmap2::Mmap>> {
+/// fifo swapped in after the walk.
+pub fn open_regular(path: &Path) -> std::io::Result<File> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)?;
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Err(std::io::Error::other("not a regular file any more"));
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
     }
-    if meta.len() == 0 {
-        return Ok(None);
-    }
-    map(&file).map(Some)
+    Ok(file)
 }
 
-fn map(file: &File) -> std::io::Result<memmap2::Mmap> {
+/// Open a regular file as [`open_regular`] does and map it (`None` when empty).
+pub fn map_file(path: &Path) -> std::io::Result<Option<memmap2::Mmap>> {
+    let file = open_regular(path)?;
+    if file.metadata()?.len() == 0 {
+        return Ok(None);
+    }
+    map_open_file(&file).map(Some)
+}
+
+/// Map an open file read-only.
+pub fn map_open_file(file: &File) -> std::io::Result<memmap2::Mmap> {
     // SAFETY: the map is read-only and private to this process. kpack never writes
     // to its inputs; if another process truncates the file while it is mapped, reads
     // past the new end fault (SIGBUS) — the same risk every mmap-based reader takes,
@@ -655,16 +661,55 @@ pub fn inspect_file(abs: &Path, rel: &str, size: u64, mode: u32) -> FileReport {
         r.database = Some(d.database);
         r.arch = d.arch.clone();
     }
-    let map = match map_file(abs) {
-        Ok(Some(m)) => m,
-        Ok(None) => return r,
+    let file = match open_regular(abs) {
+        Ok(f) => f,
         Err(e) => {
             r.problems.push(format!("cannot read: {e}"));
             return r;
         }
     };
-    classify_bytes(&mut r, &map, db.is_some());
+    // Sniff the magic with one small read: most files of a tree (headers, docs,
+    // data) are settled by it and never mapped.
+    let mut head = [0u8; 64];
+    let n = match read_head(&file, &mut head) {
+        Ok(n) => n,
+        Err(e) => {
+            r.problems.push(format!("cannot read: {e}"));
+            return r;
+        }
+    };
+    if n == 0 || !worth_mapping(&head[..n]) {
+        return r;
+    }
+    match map_open_file(&file) {
+        Ok(map) => classify_bytes(&mut r, &map, db.is_some()),
+        Err(e) => r.problems.push(format!("cannot map: {e}")),
+    }
     r
+}
+
+fn read_head(file: &File, buf: &mut [u8]) -> std::io::Result<usize> {
+    use std::os::unix::fs::FileExt;
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read_at(&mut buf[n..], n as u64) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// Whether a file starting with `head` can be anything but opaque.
+fn worth_mapping(head: &[u8]) -> bool {
+    elf::is_elf(head)
+        || elf::is_static_archive(head)
+        || head.starts_with(&bundle::BUNDLE_MAGIC[..head.len().min(24)])
+        || head.starts_with(b"CCOB")
+        || head.starts_with(KPACK_MAGIC)
+        || coff::is_pe(head)
 }
 
 /// Classify a file from its bytes (exposed for the fuzz targets and tests).

@@ -250,7 +250,12 @@ pub(crate) fn tables_in_stream<R: Read>(reader: R, total: u64) -> FormatResult<V
             e
         }));
         pos = start + table.table_end;
-        // Skip this bundle's payloads.
+        if start + table.logical_end == total {
+            // The table accounts for every byte: nothing can follow, and the payloads
+            // need not be decoded (this is what keeps listing cheap).
+            return Ok(entries);
+        }
+        // Skip this bundle's payloads to look for another bundle behind them.
         let skip = table.logical_end - table.table_end;
         let copied = std::io::copy(&mut (&mut r).take(skip), &mut std::io::sink())
             .map_err(|e| FormatError::new(pos, format!("cannot decode payload: {e}")))?;

@@ -15,8 +15,8 @@
 //! [`Archive`] opens an archive in O(TOC) over an mmap; fetching one kernel touches
 //! only its own frame, and decoding stops at its `original_size`.
 
+use super::msgpack;
 use crate::error::{Error, FormatError, FormatResult, Result};
-use rmpv::Value;
 use serde::Serialize;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -118,57 +118,79 @@ fn err(offset: u64, what: impl Into<Cow<'static, str>>) -> FormatError {
     FormatError::new(offset, what)
 }
 
-fn get<'v>(map: &'v [(Value, Value)], key: &str) -> Option<&'v Value> {
-    map.iter()
-        .find(|(k, _)| k.as_str() == Some(key))
-        .map(|(_, v)| v)
+/// Positioned reads: archive bytes in memory, or a file read with `pread` (opening an
+/// archive reads its header, TOC and one 4-byte length per frame, scattered over the
+/// file; `pread` avoids a page fault and a mapping per frame).
+pub trait ReadAt {
+    /// Total size.
+    fn size(&self) -> u64;
+    /// Fill `buf` from `offset`.
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()>;
 }
 
-fn as_uint(v: &Value, what: &str, at: u64) -> FormatResult<u64> {
-    v.as_u64()
-        .ok_or_else(|| err(at, format!("TOC field {what} is not an unsigned integer")))
-}
-
-fn as_string(v: &Value, what: &str, at: u64) -> FormatResult<String> {
-    match v {
-        Value::String(s) => s
-            .as_str()
-            .map(str::to_string)
-            .ok_or_else(|| err(at, format!("TOC field {what} is not valid UTF-8"))),
-        Value::Binary(_) => Err(err(at, format!("TOC field {what} is binary, not a string"))),
-        _ => Err(err(at, format!("TOC field {what} is not a string"))),
+impl ReadAt for [u8] {
+    fn size(&self) -> u64 {
+        self.len() as u64
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        let start = usize::try_from(offset).map_err(std::io::Error::other)?;
+        let src = start
+            .checked_add(buf.len())
+            .and_then(|end| self.get(start..end))
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::UnexpectedEof))?;
+        buf.copy_from_slice(src);
+        Ok(())
     }
 }
 
-fn as_map<'v>(v: &'v Value, what: &str, at: u64) -> FormatResult<&'v [(Value, Value)]> {
-    v.as_map()
-        .map(Vec::as_slice)
-        .ok_or_else(|| err(at, format!("TOC field {what} is not a map")))
+struct FileAt {
+    file: File,
+    size: u64,
 }
 
-fn key_string(k: &Value, what: &str, at: u64) -> FormatResult<String> {
-    match k {
-        Value::String(s) => s
-            .as_str()
-            .map(str::to_string)
-            .ok_or_else(|| err(at, format!("{what} key is not valid UTF-8"))),
-        Value::Binary(_) => Err(err(at, format!("{what} key is binary, not a string"))),
-        _ => Err(err(at, format!("{what} key is not a string"))),
+impl ReadAt for FileAt {
+    fn size(&self) -> u64 {
+        self.size
     }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.file.read_exact_at(buf, offset)
+    }
+}
+
+fn read_vec(src: &(impl ReadAt + ?Sized), offset: u64, len: u64) -> FormatResult<Vec<u8>> {
+    let mut v = vec![0u8; len as usize];
+    src.read_at(offset, &mut v)
+        .map_err(|e| err(offset, format!("cannot read {len} bytes: {e}")))?;
+    Ok(v)
+}
+
+/// A TOC entry read before the blob ranges are known.
+struct PendingEntry {
+    key_index: usize,
+    arch: String,
+    ordinal: u64,
+    original: Option<u64>,
+    metadata: BTreeMap<String, String>,
 }
 
 /// Parse an archive's header, TOC and frame index from its bytes.
 pub fn parse_index(data: &[u8]) -> FormatResult<ArchiveIndex> {
-    let file_size = data.len() as u64;
-    if data.is_empty() {
+    parse_index_at(data)
+}
+
+/// Parse an archive's header, TOC and frame index from any positioned source.
+pub fn parse_index_at(src: &(impl ReadAt + ?Sized)) -> FormatResult<ArchiveIndex> {
+    let file_size = src.size();
+    if file_size == 0 {
         return Err(err(0, "empty file"));
     }
-    if data.len() < 16 {
+    if file_size < 16 {
         return Err(err(
             0,
-            format!("truncated header ({} of 16 bytes)", data.len()),
+            format!("truncated header ({file_size} of 16 bytes)"),
         ));
     }
+    let data = read_vec(src, 0, 16)?;
     if &data[..4] != MAGIC {
         return Err(err(0, "not a .kpack archive (bad magic)"));
     }
@@ -191,168 +213,212 @@ pub fn parse_index(data: &[u8]) -> FormatResult<ArchiveIndex> {
     if file_size - toc_offset > MAX_TOC_SIZE {
         return Err(err(8, "TOC is larger than 1 GiB"));
     }
-    let mut rd = &data[toc_offset as usize..];
-    let toc = rmpv::decode::read_value(&mut rd)
-        .map_err(|e| err(toc_offset, format!("TOC is not valid MessagePack: {e}")))?;
+    let toc_bytes = read_vec(src, toc_offset, file_size - toc_offset)?;
     let at = toc_offset;
-    let top = toc
-        .as_map()
-        .ok_or_else(|| err(at, "TOC is not a MessagePack map"))?;
-    let required = |k: &str| get(top, k).ok_or_else(|| err(at, format!("TOC has no {k}")));
-    let format_version = get(top, "format_version")
-        .map(|v| as_uint(v, "format_version", at))
-        .transpose()?;
-    let group_name = as_string(required("group_name")?, "group_name", at)?;
-    let gfx_arch_family = as_string(required("gfx_arch_family")?, "gfx_arch_family", at)?;
-    let gfx_arches = required("gfx_arches")?
-        .as_array()
-        .ok_or_else(|| err(at, "TOC field gfx_arches is not an array"))?
-        .iter()
-        .map(|a| as_string(a, "gfx_arches[]", at))
-        .collect::<FormatResult<Vec<_>>>()?;
-    let scheme = match get(top, "compression_scheme") {
-        None => Scheme::None,
-        Some(v) => match as_string(v, "compression_scheme", at)?.as_str() {
-            "none" => Scheme::None,
-            "zstd-per-kernel" => Scheme::ZstdPerKernel,
-            other => return Err(err(at, format!("unknown compression_scheme {other:?}"))),
-        },
+    let mut r = msgpack::Reader::new(&toc_bytes, toc_offset);
+    let top_len = r.map_len("TOC")?;
+    let (mut format_version, mut group_name, mut gfx_arch_family, mut gfx_arches) =
+        (None, None, None, None);
+    let (mut scheme_name, mut blobs, mut zstd_range) = (None, None, (None, None));
+    // (key, arch, ordinal, original_size, metadata), resolved against the ranges below
+    // (the TOC map's key order is free, so `toc` may come before `blobs`).
+    let mut pending: Vec<PendingEntry> = Vec::new();
+    let mut keys: Vec<String> = Vec::new();
+    let mut seen_toc = false;
+    for _ in 0..top_len {
+        let name = r.str("TOC key")?;
+        match name {
+            "format_version" => format_version = Some(r.uint("format_version")?),
+            "group_name" => group_name = Some(r.str("group_name")?.to_string()),
+            "gfx_arch_family" => gfx_arch_family = Some(r.str("gfx_arch_family")?.to_string()),
+            "gfx_arches" => {
+                let n = r.array_len("gfx_arches")?;
+                let mut v = Vec::with_capacity(n);
+                for _ in 0..n {
+                    v.push(r.str("gfx_arches[]")?.to_string());
+                }
+                gfx_arches = Some(v);
+            }
+            "compression_scheme" => scheme_name = Some(r.str("compression_scheme")?.to_string()),
+            "blobs" => {
+                let n = r.array_len("blobs")?;
+                if n as u64 > MAX_KERNELS {
+                    return Err(err(
+                        at,
+                        format!("{n} blobs is above the {MAX_KERNELS} bound"),
+                    ));
+                }
+                let mut v = Vec::with_capacity(n);
+                for i in 0..n {
+                    let (mut off, mut size) = (None, None);
+                    for _ in 0..r.map_len("blobs[]")? {
+                        match r.str("blobs[] key")? {
+                            "offset" => off = Some(r.uint("blobs[].offset")?),
+                            "size" => size = Some(r.uint("blobs[].size")?),
+                            _ => r.skip()?,
+                        }
+                    }
+                    let off = off.ok_or_else(|| err(at, format!("blobs[{i}] has no offset")))?;
+                    let size = size.ok_or_else(|| err(at, format!("blobs[{i}] has no size")))?;
+                    v.push((off, size));
+                }
+                blobs = Some(v);
+            }
+            "zstd_offset" => zstd_range.0 = Some(r.uint("zstd_offset")?),
+            "zstd_size" => zstd_range.1 = Some(r.uint("zstd_size")?),
+            "toc" => {
+                seen_toc = true;
+                for _ in 0..r.map_len("toc")? {
+                    let key = r.str("toc key")?.to_string();
+                    let key_index = keys.len();
+                    let n_arch = r
+                        .map_len("arch map")
+                        .map_err(|e| e.context(&format!("toc[{key:?}]: ")))?;
+                    for _ in 0..n_arch {
+                        let arch = r
+                            .str("arch key")
+                            .map_err(|e| e.context(&format!("toc[{key:?}]: ")))?
+                            .to_string();
+                        let ctx = |e: FormatError| e.context(&format!("toc[{key:?}][{arch:?}]: "));
+                        let (mut ordinal, mut original, mut metadata) =
+                            (None, None, BTreeMap::new());
+                        for _ in 0..r.map_len("entry").map_err(ctx)? {
+                            match r.str("entry key").map_err(ctx)? {
+                                "type" => {
+                                    let t = r.str("type").map_err(ctx)?;
+                                    if t != "hsaco" {
+                                        return Err(ctx(err(
+                                            at,
+                                            format!("type is {t:?}, expected \"hsaco\""),
+                                        )));
+                                    }
+                                }
+                                "ordinal" => ordinal = Some(r.uint("ordinal").map_err(ctx)?),
+                                "original_size" => {
+                                    original = Some(r.uint("original_size").map_err(ctx)?)
+                                }
+                                "metadata" if r.peek()? == msgpack::Kind::Map => {
+                                    for _ in 0..r.map_len("metadata").map_err(ctx)? {
+                                        let mk = r.str("metadata key").map_err(ctx)?.to_string();
+                                        if r.peek()? == msgpack::Kind::Str {
+                                            metadata
+                                                .insert(mk, r.str("metadata value")?.to_string());
+                                        } else {
+                                            r.skip()?;
+                                        }
+                                    }
+                                }
+                                _ => r.skip()?,
+                            }
+                        }
+                        let ordinal = ordinal.ok_or_else(|| ctx(err(at, "no ordinal")))?;
+                        pending.push(PendingEntry {
+                            key_index,
+                            arch,
+                            ordinal,
+                            original,
+                            metadata,
+                        });
+                    }
+                    keys.push(key);
+                }
+            }
+            _ => r.skip()?,
+        }
+    }
+    let required = |v: Option<String>, k: &str| v.ok_or_else(|| err(at, format!("TOC has no {k}")));
+    let group_name = required(group_name, "group_name")?;
+    let gfx_arch_family = required(gfx_arch_family, "gfx_arch_family")?;
+    let gfx_arches = gfx_arches.ok_or_else(|| err(at, "TOC has no gfx_arches"))?;
+    if !seen_toc {
+        return Err(err(at, "TOC has no toc"));
+    }
+    let scheme = match scheme_name.as_deref() {
+        None | Some("none") => Scheme::None,
+        Some("zstd-per-kernel") => Scheme::ZstdPerKernel,
+        Some(other) => return Err(err(at, format!("unknown compression_scheme {other:?}"))),
     };
-
     // Stored ranges per ordinal.
     let ranges: Vec<(u64, u64)> = match scheme {
         Scheme::None => {
-            let blobs = get(top, "blobs")
-                .ok_or_else(|| err(at, "TOC has no blobs (scheme none)"))?
-                .as_array()
-                .ok_or_else(|| err(at, "TOC field blobs is not an array"))?;
-            if blobs.len() as u64 > MAX_KERNELS {
-                return Err(err(
-                    at,
-                    format!("{} blobs is above the {MAX_KERNELS} bound", blobs.len()),
-                ));
+            let blobs = blobs.ok_or_else(|| err(at, "TOC has no blobs (scheme none)"))?;
+            for (i, &(off, size)) in blobs.iter().enumerate() {
+                if off.checked_add(size).is_none_or(|e| e > toc_offset) {
+                    return Err(err(
+                        at,
+                        format!("blobs[{i}] ({off:#x} + {size:#x}) runs past the blob area"),
+                    ));
+                }
             }
             blobs
-                .iter()
-                .enumerate()
-                .map(|(i, b)| {
-                    let m = as_map(b, "blobs[]", at)?;
-                    let off = as_uint(
-                        get(m, "offset")
-                            .ok_or_else(|| err(at, format!("blobs[{i}] has no offset")))?,
-                        "blobs[].offset",
-                        at,
-                    )?;
-                    let size = as_uint(
-                        get(m, "size").ok_or_else(|| err(at, format!("blobs[{i}] has no size")))?,
-                        "blobs[].size",
-                        at,
-                    )?;
-                    if off.checked_add(size).is_none_or(|e| e > toc_offset) {
-                        return Err(err(
-                            at,
-                            format!("blobs[{i}] ({off:#x} + {size:#x}) runs past the blob area"),
-                        ));
-                    }
-                    Ok((off, size))
-                })
-                .collect::<FormatResult<_>>()?
         }
         Scheme::ZstdPerKernel => {
-            let zoff = as_uint(
-                get(top, "zstd_offset").ok_or_else(|| err(at, "TOC has no zstd_offset"))?,
-                "zstd_offset",
-                at,
-            )?;
-            let zsize = as_uint(
-                get(top, "zstd_size").ok_or_else(|| err(at, "TOC has no zstd_size"))?,
-                "zstd_size",
-                at,
-            )?;
+            let zoff = zstd_range
+                .0
+                .ok_or_else(|| err(at, "TOC has no zstd_offset"))?;
+            let zsize = zstd_range
+                .1
+                .ok_or_else(|| err(at, "TOC has no zstd_size"))?;
             if zoff.checked_add(zsize).is_none_or(|e| e > toc_offset) || zsize < 4 {
                 return Err(err(
                     at,
                     format!("zstd blob ({zoff:#x} + {zsize:#x}) runs past the blob area"),
                 ));
             }
-            frame_index(&data[zoff as usize..(zoff + zsize) as usize])
+            frame_index(src, zoff, zsize)
                 .map_err(|e| e.shifted(zoff))?
                 .into_iter()
                 .map(|(o, l)| (o + zoff, l))
                 .collect()
         }
     };
-
-    let toc_map = as_map(required("toc")?, "toc", at)?;
-    let mut kernels = Vec::new();
-    for (k, arches) in toc_map {
-        let key = key_string(k, "toc", at)?;
-        for (a, entry) in as_map(arches, &format!("toc[{key:?}]"), at)? {
-            let arch = key_string(a, &format!("toc[{key:?}]"), at)?;
-            let where_ = format!("toc[{key:?}][{arch:?}]");
-            let e = as_map(entry, &where_, at)?;
-            if let Some(t) = get(e, "type") {
-                let t = as_string(t, &format!("{where_}.type"), at)?;
-                if t != "hsaco" {
-                    return Err(err(
-                        at,
-                        format!("{where_}.type is {t:?}, expected \"hsaco\""),
-                    ));
-                }
-            }
-            let ordinal = as_uint(
-                get(e, "ordinal").ok_or_else(|| err(at, format!("{where_} has no ordinal")))?,
-                "ordinal",
+    let mut kernels = Vec::with_capacity(pending.len());
+    for PendingEntry {
+        key_index,
+        arch,
+        ordinal,
+        original,
+        metadata,
+    } in pending
+    {
+        let key = &keys[key_index];
+        let ctx = |e: FormatError| e.context(&format!("toc[{key:?}][{arch:?}]: "));
+        let Some(&(offset, stored)) = usize::try_from(ordinal).ok().and_then(|o| ranges.get(o))
+        else {
+            return Err(ctx(err(
                 at,
-            )?;
-            let Some(&(offset, stored)) = usize::try_from(ordinal).ok().and_then(|o| ranges.get(o))
-            else {
-                return Err(err(
+                format!("ordinal {ordinal} is out of range ({} blobs)", ranges.len()),
+            )));
+        };
+        let size = match (original, scheme) {
+            (Some(v), _) => v,
+            (None, Scheme::None) => stored,
+            (None, Scheme::ZstdPerKernel) => {
+                return Err(ctx(err(
                     at,
-                    format!(
-                        "{where_}: ordinal {ordinal} is out of range ({} blobs)",
-                        ranges.len()
-                    ),
-                ));
-            };
-            let size = match (get(e, "original_size"), scheme) {
-                (Some(v), _) => as_uint(v, "original_size", at)?,
-                (None, Scheme::None) => stored,
-                (None, Scheme::ZstdPerKernel) => {
-                    return Err(err(
-                        at,
-                        format!("{where_} has no original_size (required for zstd-per-kernel)"),
-                    ));
-                }
-            };
-            if size > MAX_KERNEL_SIZE {
-                return Err(err(
-                    at,
-                    format!(
-                        "{where_}: original_size {size} is above the {MAX_KERNEL_SIZE}-byte bound"
-                    ),
-                ));
+                    "no original_size (required for zstd-per-kernel)",
+                )));
             }
-            let mut metadata = BTreeMap::new();
-            if let Some(m) = get(e, "metadata").and_then(Value::as_map) {
-                for (mk, mv) in m {
-                    if let (Some(mk), Some(mv)) = (mk.as_str(), mv.as_str()) {
-                        metadata.insert(mk.to_string(), mv.to_string());
-                    }
-                }
-            }
-            kernels.push(KernelEntry {
-                key: key.clone(),
-                arch,
-                ordinal: ordinal as u32,
-                size,
-                compressed_size: stored,
-                offset,
-                metadata,
-            });
+        };
+        if size > MAX_KERNEL_SIZE {
+            return Err(ctx(err(
+                at,
+                format!("original_size {size} is above the {MAX_KERNEL_SIZE}-byte bound"),
+            )));
         }
+        kernels.push(KernelEntry {
+            key: key.clone(),
+            arch,
+            ordinal: ordinal as u32,
+            size,
+            compressed_size: stored,
+            offset,
+            metadata,
+        });
     }
-    kernels.sort_by(|a, b| a.key.cmp(&b.key).then(a.arch.cmp(&b.arch)));
+    if !kernels.is_sorted_by(|a, b| (&a.key, &a.arch) <= (&b.key, &b.arch)) {
+        kernels.sort_by(|a, b| a.key.cmp(&b.key).then(a.arch.cmp(&b.arch)));
+    }
     Ok(ArchiveIndex {
         version,
         toc_offset,
@@ -368,9 +434,16 @@ pub fn parse_index(data: &[u8]) -> FormatResult<ArchiveIndex> {
     })
 }
 
-/// The frame list of a zstd blob: `(offset within blob, length)` per ordinal.
-fn frame_index(blob: &[u8]) -> FormatResult<Vec<(u64, u64)>> {
-    let n = u64::from(u32::from_le_bytes([blob[0], blob[1], blob[2], blob[3]]));
+/// The frame list of the zstd blob at `base` (`len` bytes): `(offset within blob,
+/// length)` per ordinal. Reads only the count and the 4-byte frame lengths.
+fn frame_index(src: &(impl ReadAt + ?Sized), base: u64, len: u64) -> FormatResult<Vec<(u64, u64)>> {
+    let mut word = [0u8; 4];
+    let mut u32_at = |pos: u64, what: &str| -> FormatResult<u64> {
+        src.read_at(base + pos, &mut word)
+            .map_err(|e| err(pos, format!("cannot read {what}: {e}")))?;
+        Ok(u64::from(u32::from_le_bytes(word)))
+    };
+    let n = u32_at(0, "frame count")?;
     if n > MAX_KERNELS {
         return Err(err(
             0,
@@ -378,25 +451,24 @@ fn frame_index(blob: &[u8]) -> FormatResult<Vec<(u64, u64)>> {
         ));
     }
     let mut pos = 4u64;
-    let mut out = Vec::with_capacity(n.min(blob.len() as u64 / 4) as usize);
+    let mut out = Vec::with_capacity(n.min(len / 4) as usize);
     for i in 0..n {
-        let p = pos as usize;
-        let Some(len) = blob.get(p..p + 4) else {
+        if pos + 4 > len {
             return Err(err(
                 pos,
                 format!("frame {i}: length runs past the zstd blob"),
             ));
-        };
-        let len = u64::from(u32::from_le_bytes([len[0], len[1], len[2], len[3]]));
+        }
+        let flen = u32_at(pos, "frame length")?;
         pos += 4;
-        if pos + len > blob.len() as u64 {
+        if pos + flen > len {
             return Err(err(
                 pos - 4,
-                format!("frame {i}: {len} bytes run past the zstd blob"),
+                format!("frame {i}: {flen} bytes run past the zstd blob"),
             ));
         }
-        out.push((pos, len));
-        pos += len;
+        out.push((pos, flen));
+        pos += flen;
     }
     Ok(out)
 }
@@ -427,12 +499,19 @@ pub struct Archive {
 impl Archive {
     /// Open and index an archive (mmap; reads the header, TOC and frame lengths only).
     pub fn open(path: &Path) -> Result<Archive> {
-        let map = crate::scan::map_file(path).map_err(|e| Error::io(path, e))?;
-        let bytes = match map {
-            Some(m) => Bytes::Map(m),
-            None => Bytes::Owned(Vec::new()),
+        let file = crate::scan::open_regular(path).map_err(|e| Error::io(path, e))?;
+        let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        let src = FileAt { file, size };
+        let index = parse_index_at(&src).map_err(|e| Error::format(path, e))?;
+        // Kernels are read through a map; only the frames fetched are touched, and
+        // without read-ahead beyond them.
+        let bytes = if size == 0 {
+            Bytes::Owned(Vec::new())
+        } else {
+            let m = crate::scan::map_open_file(&src.file).map_err(|e| Error::io(path, e))?;
+            let _ = m.advise(memmap2::Advice::Random);
+            Bytes::Map(m)
         };
-        let index = parse_index(&bytes).map_err(|e| Error::format(path, e))?;
         Ok(Archive {
             path: path.to_path_buf(),
             bytes,
@@ -466,6 +545,14 @@ impl Archive {
 
     /// The stored bytes of a kernel (a zstd frame, or the raw kernel).
     pub fn stored(&self, e: &KernelEntry) -> &[u8] {
+        if let Bytes::Map(m) = &self.bytes {
+            // One sequential read of this frame rather than a fault per page.
+            let _ = m.advise_range(
+                memmap2::Advice::WillNeed,
+                e.offset as usize,
+                e.compressed_size as usize,
+            );
+        }
         &self.bytes[e.offset as usize..(e.offset + e.compressed_size) as usize]
     }
 
@@ -577,8 +664,41 @@ impl Archive {
     }
 }
 
+/// Largest compression ratio for which a frame is decoded in one shot into a buffer
+/// of its declared size; above it the TOC's size is not trusted for an allocation
+/// and the frame is streamed instead (it still stops at the declared size).
+const MAX_TRUSTED_RATIO: u64 = 64;
+
 /// Decode one zstd frame into exactly `size` bytes (no more are ever produced).
 pub fn decompress_frame(frame: &[u8], size: u64) -> FormatResult<Vec<u8>> {
+    if size
+        <= (frame.len() as u64)
+            .saturating_mul(MAX_TRUSTED_RATIO)
+            .max(1 << 20)
+    {
+        // One shot into an exactly-sized buffer: a frame that holds more fails with
+        // "destination too small", one that holds less is caught below.
+        let mut out = vec![0u8; size as usize];
+        let n = zstd::bulk::Decompressor::new()
+            .and_then(|mut d| d.decompress_to_buffer(frame, &mut out))
+            .map_err(|e| {
+                if e.to_string().contains("Destination buffer is too small") {
+                    err(
+                        0,
+                        format!("zstd frame holds more than original_size ({size}) bytes"),
+                    )
+                } else {
+                    err(0, format!("corrupt zstd frame: {e}"))
+                }
+            })?;
+        if n as u64 != size {
+            return Err(err(
+                0,
+                format!("zstd frame decodes to {n} bytes, original_size is {size}"),
+            ));
+        }
+        return Ok(out);
+    }
     let mut out = Vec::with_capacity(
         (size as usize)
             .min(frame.len().saturating_mul(16))
@@ -1133,7 +1253,7 @@ mod tests {
         check(&b, "MessagePack");
         let mut b = good.clone();
         b[toc] = 0x93; // array, not map
-        check(&b, "not a MessagePack map");
+        check(&b, "TOC is an array, expected a map");
         // Frame count above the bound.
         let mut b = good.clone();
         b[0x40..0x44].copy_from_slice(&2_000_000u32.to_le_bytes());
@@ -1186,7 +1306,7 @@ mod tests {
                 serde_json::json!({"a#0": {"gfx900": {"ordinal": -1}}}),
                 "none"
             ))
-            .contains("unsigned")
+            .contains("negative")
         );
         assert!(
             e(base(
@@ -1210,7 +1330,7 @@ mod tests {
             .contains("hsaco")
         );
         assert!(e(serde_json::json!({"group_name": "g"})).contains("no gfx_arch_family"));
-        assert!(e(serde_json::json!({"group_name": 3, "gfx_arch_family": "f", "gfx_arches": [], "toc": {}})).contains("not a string"));
+        assert!(e(serde_json::json!({"group_name": 3, "gfx_arch_family": "f", "gfx_arches": [], "toc": {}})).contains("group_name is an integer, expected a string"));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 pub mod archive;
 pub mod marker;
+pub mod msgpack;
 
 pub use archive::{Archive, ArchiveMeta, ArchiveWriter, Scheme};
 pub use marker::Marker;

@@ -1,0 +1,50 @@
+"""Render bench/work/results.jsonl as bench/RESULTS.md (called by bench/run.sh)."""
+import json, os, platform, subprocess, sys
+
+
+def sh(cmd):
+    try:
+        return subprocess.run(cmd, shell=True, capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return "?"
+
+
+def size(n):
+    for unit in ["B", "KiB", "MiB", "GiB"]:
+        if n < 1024 or unit == "GiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{n} B"
+        n /= 1024
+
+
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+cpu = sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2").strip()
+print("# Benchmark results\n")
+print("Regenerate with `bench/run.sh` (see the header of that script). Every figure is")
+print("a median of at least 5 runs next to a reference measured in the same run.\n")
+mem = sh("free -g | awk '/Mem:/{print $2}'")
+rustc = sh("rustc --version")
+print(f"Machine: {os.cpu_count()} cores ({cpu}), {mem} GiB RAM, Linux {platform.release()}, {rustc}.")
+print()
+print("| benchmark | what | ours | reference | ratio (ours/ref) | goal | peak RSS |")
+print("|---|---|---|---|---|---|---|")
+for r in rows:
+    b = r["bench"]
+    if b == "scan":
+        ratio = r["ref_s"] / r["ours_s"]
+        print(f"| scan | {size(r['tree_bytes'])} tree, {r['files']} files, {r['fat_binaries']} fat binaries "
+              f"| {r['ours_s']*1000:.0f} ms (-j1: {float(r['ours_j1_s'])*1000:.0f} ms) "
+              f"| {r['ref_s']*1000:.0f} ms (objcopy + clang-offload-bundler -list per fat binary) "
+              f"| 1/{ratio:.0f} ({ratio:.0f}× faster) | ≥ 20× faster | {size(int(r['peak_rss_kb'])*1024)} |")
+    elif b == "archive_write":
+        print(f"| archive write | {r['kernels']} kernels, {size(r['raw_bytes'])} raw, zstd-per-kernel level 3 "
+              f"| {r['ours_s']:.2f} s → {size(r['ours_bytes'])} | {r['zstd_s']:.2f} s → {size(r['zstd_bytes'])} (zstd -3 -T2, one stream) "
+              f"| {r['ratio']:.2f} | ≤ 1.3 | |")
+    elif b == "archive_random_access":
+        print(f"| archive random access | {size(r['archive_bytes'])} archive, {r['kernels']} frames of {r['kernel_kb']} KiB raw "
+              f"| open {r['warm_open_ms']:.1f} ms + fetch {r['warm_fetch_ms']:.1f} ms warm; cold: open {r['cold_open_ms']:.0f} ms + fetch {r['cold_fetch_ms']:.1f} ms, "
+              f"{size(r['cold_bytes_read'])} read from storage | | | < 5 ms, without reading the rest | |")
+print()
+print("Notes:")
+print("- The zstd-per-kernel layout has no frame offset table: opening an archive reads one")
+print("  4-byte length per frame (cold: one page per frame). Fetching then reads only that frame.")
+print("- `fetch` includes decompressing the kernel, which dominates for large kernels.")

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Regenerate bench/RESULTS.md: every figure next to a reference measured in the same
+# run (medians of >= 5 runs, peak RSS, machine description).
+#
+#   bench/run.sh                 all sections
+#   bench/run.sh scan archive    only these sections
+#
+# Needs: the README's setup, hyperfine, zstd, clang-offload-bundler-19, objcopy
+# (apt-get install hyperfine zstd clang-19 binutils). Work files go to bench/work/
+# (generated trees are kept and reused; delete the folder to regenerate).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+work=$root/bench/work
+mkdir -p "$work"
+results=$work/results.jsonl
+sections=("$@")
+[ ${#sections[@]} -gt 0 ] || sections=(scan archive)
+want() { local s; for s in "${sections[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+for t in hyperfine zstd clang-offload-bundler-19 objcopy python3 /usr/bin/time; do
+  command -v "$t" >/dev/null || { echo "bench: missing $t" >&2; exit 1; }
+done
+RUNS=${RUNS:-5}
+SCAN_MB=${SCAN_MB:-600}
+
+echo "bench: building (release)"
+cargo build --release --quiet --bins --examples
+kp=$root/target/release/kpack-tui
+
+record() { echo "$1" >> "$results.new"; }
+: > "$results.new"
+# Keep earlier results of sections not rerun.
+if [ -f "$results" ]; then
+  python3 - "$results" "${sections[@]}" >> "$results.new" <<'PY'
+import json, sys
+keep = {"scan": "scan", "archive_write": "archive", "archive_random_access": "archive"}
+rerun = set(sys.argv[2:])
+for line in open(sys.argv[1]):
+    b = json.loads(line)
+    if keep.get(b["bench"].split(":")[0], b["bench"]) not in rerun:
+        print(line, end="")
+PY
+fi
+
+# Median seconds of a hyperfine JSON export.
+median() { python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"]; print(" ".join(str(x["median"]) for x in r))' "$1"; }
+peak_rss_kb() { /usr/bin/time -f %M "$@" 2>&1 >/dev/null | tail -1; }
+
+tree=$work/tree-$SCAN_MB
+if want scan || want pack; then
+  if [ ! -d "$tree" ]; then
+    echo "bench: generating a ${SCAN_MB} MB tree in $tree"
+    "$root/target/release/examples/gen_tree" "$tree" --size-mb "$SCAN_MB" --seed 1
+  fi
+fi
+
+if want scan; then
+  echo "bench: scan vs objcopy + clang-offload-bundler -list loop"
+  "$kp" scan "$tree" --no-tui --json > "$work/scan.json"
+  python3 -c '
+import json,sys
+r=json.load(open(sys.argv[1]))
+fat=[f["path"] for f in r["files"] if f["kind"]=="fat_binary" and not f.get("hard_link_of") and f.get("container") is None]
+open(sys.argv[2],"w").write("\n".join(fat)+"\n")
+print(len(fat), r["totals"]["bytes"], len(r["files"]))' "$work/scan.json" "$work/fat.txt" > "$work/scan.counts"
+  read -r nfat tree_bytes nfiles < "$work/scan.counts"
+  cat > "$work/ref-list.sh" <<REF
+#!/usr/bin/env bash
+# The reference tools' way to list a binary's bundles: dump .hip_fatbin, run the bundler.
+tmp=\$(mktemp); trap 'rm -f \$tmp' EXIT
+while read -r f; do
+  objcopy --dump-section .hip_fatbin=\$tmp "$tree/\$f" /dev/null 2>/dev/null || true
+  clang-offload-bundler-19 -list -type=o -input=\$tmp >/dev/null 2>&1 || true
+done < "$work/fat.txt"
+REF
+  chmod +x "$work/ref-list.sh"
+  hyperfine -N --warmup 1 --runs "$RUNS" --export-json "$work/hf-scan.json" \
+    "$kp scan $tree --no-tui --json" "$work/ref-list.sh" > "$work/hf-scan.log"
+  read -r ours ref <<< "$(median "$work/hf-scan.json")"
+  rss=$(peak_rss_kb "$kp" scan "$tree" --no-tui --json)
+  t1=$( { /usr/bin/time -f %e "$kp" scan "$tree" --no-tui --json -j 1 >/dev/null; } 2>&1 | tail -1)
+  record "{\"bench\":\"scan\",\"tree_bytes\":$tree_bytes,\"files\":$nfiles,\"fat_binaries\":$nfat,\"ours_s\":$ours,\"ref_s\":$ref,\"ours_j1_s\":$t1,\"peak_rss_kb\":$rss}"
+fi
+
+if want archive; then
+  echo "bench: archive write vs zstd -3 -T2; random access in a >1 GB archive"
+  "$root/target/release/examples/bench_archive" "$work/archive" --runs "$RUNS" --big-kernel-kb 1024 >> "$results.new"
+  "$root/target/release/examples/bench_archive" "$work/archive" --runs "$RUNS" --skip-write --big-kernel-kb 256 >> "$results.new"
+fi
+
+mv "$results.new" "$results"
+python3 "$root/bench/report.py" "$results" > "$root/bench/RESULTS.md"
+echo "bench: wrote bench/RESULTS.md"
