@@ -146,7 +146,6 @@ fn main() {
 }
 
 fn random_access(work: &Path, pool: &synth::Pool, big_gb: f64, big_kernel_kb: usize, runs: usize) {
-    let pool = pool;
     // A ≥ 1 GB archive (file size), kernels generated on the fly and streamed.
     let big = work.join("big.kpack");
     let per = big_kernel_kb << 10;
@@ -159,7 +158,7 @@ fn random_access(work: &Path, pool: &synth::Pool, big_gb: f64, big_kernel_kb: us
         w.add(
             &format!("lib/libbig{:05}.so#0", i / ARCHES.len()),
             arch,
-            &code_object(&pool, mach, per, &mut r),
+            &code_object(pool, mach, per, &mut r),
         )
         .unwrap();
     });
