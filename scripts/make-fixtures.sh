@@ -54,7 +54,7 @@ clang19=(clang++-19 -x hip --rocm-path=/usr --rocm-device-lib-path=/usr/lib/x86_
   -O2 -g0 -fPIC --offload-compress --offload-arch=gfx900 --offload-arch=gfx1030)
 "${clang19[@]}" -c vadd.hip -o vadd_z.o
 "${clang19[@]}" -c saxpy.hip -o saxpy_z.o
-clang++-19 -fuse-ld=lld-19 -shared -Wl,--build-id=none vadd_z.o saxpy_z.o -o libzkern.so
+clang++-19 -fuse-ld=lld-19 -shared -Wl,--build-id=none vadd_z.o saxpy_z.o -L/usr/lib/x86_64-linux-gnu -lamdhip64 -o libzkern.so
 
 # 6. Build-tree shapes: a relocatable object and a static archive.
 cp vadd_b.o vadd.o

@@ -76,12 +76,43 @@ pub enum Command {
         #[arg(short, long)]
         output: PathBuf,
     },
+    /// Show the host-only rewrite of a binary without writing anything: sections and
+    /// program headers before and after, bytes removed, the marker, the wrappers.
+    Preview {
+        /// The fat binary.
+        binary: PathBuf,
+        #[command(flatten)]
+        marker: MarkerArgs,
+    },
+    /// Rewrite a fat binary host-only: device code removed, wrappers pointed at a
+    /// .rocm_kpack_ref marker naming where the kernels are.
+    Rewrite {
+        /// The fat binary.
+        binary: PathBuf,
+        /// Output file (written atomically, with the input's mode).
+        #[arg(short, long)]
+        output: PathBuf,
+        #[command(flatten)]
+        marker: MarkerArgs,
+    },
     /// Check a .kpack archive: every frame decodes to its size, ordinals dense,
     /// ranges inside the file; exit 0 when sound, 1 with the list of faults.
     Verify {
         /// The archive.
         path: PathBuf,
     },
+}
+
+/// The marker written by preview and rewrite.
+#[derive(Debug, Args, Clone)]
+pub struct MarkerArgs {
+    /// TOC key of the binary without `#N` (default: the binary's file name).
+    #[arg(long)]
+    pub kernel_name: Option<String>,
+    /// Archive path or pattern, relative to the binary or absolute; `@GFXARCH@` is
+    /// replaced by the device's target ID at run time. Repeat for several.
+    #[arg(long = "search-path")]
+    pub search_paths: Vec<String>,
 }
 
 #[cfg(test)]

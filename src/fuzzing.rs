@@ -2,6 +2,8 @@
 //! (`tests/fuzz_replay.rs`). Each takes arbitrary bytes and must never panic; where a
 //! parse succeeds it also checks properties that must hold for any input.
 
+#![allow(clippy::panic)] // Property failures must crash the fuzzer.
+
 use crate::bundle;
 use crate::elf;
 use crate::kpack::Marker;
@@ -60,5 +62,30 @@ pub fn kpack_reader(data: &[u8]) {
 pub fn marker(data: &[u8]) {
     if let Ok(m) = Marker::decode(data) {
         assert_eq!(Marker::decode(&m.encode()).ok(), Some(m));
+    }
+}
+
+/// Host-only rewrite: parse, plan and verify; a successful rewrite re-parses as a
+/// host-only binary whose wrappers all say HIPK.
+pub fn rewrite(data: &[u8]) {
+    let marker = Marker {
+        kpack_search_paths: vec!["../.kpack/fuzz_@GFXARCH@.kpack".into()],
+        kernel_name: "lib/fuzz.so".into(),
+    };
+    if let Ok(r) = elf::rewrite::plan_rewrite(data, &marker) {
+        let out = elf::AlignedBytes::copy_of(&r.bytes);
+        match elf::inspect(out.as_slice()) {
+            Ok(elf::ElfContent::Fat(fat)) => {
+                assert!(fat.host_only);
+                assert!(
+                    fat.wrappers
+                        .iter()
+                        .all(|w| w.magic == elf::WrapperMagic::Hipk)
+                );
+            }
+            other => panic!("rewritten image is not a host-only binary: {other:?}"),
+        }
+        // A second rewrite must refuse.
+        assert!(elf::rewrite::plan_rewrite(&r.bytes, &marker).is_err());
     }
 }

@@ -19,6 +19,7 @@ pub mod coff;
 pub mod elf;
 pub mod error;
 pub mod event;
+pub mod fsutil;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod kerneldb;

@@ -48,6 +48,14 @@ fn run(cli: Cli) -> Result<i32> {
             all,
             output,
         }) => batch::archive::extract(&archive, key.as_deref(), arch.as_deref(), all, &output),
+        Some(Command::Preview { binary, marker }) => {
+            with_stdout(|out| batch::rewrite::preview(&binary, &marker, common.json, out))
+        }
+        Some(Command::Rewrite {
+            binary,
+            output,
+            marker,
+        }) => batch::rewrite::rewrite(&binary, &output, &marker),
         Some(Command::Verify { path }) => {
             with_stdout(|out| batch::archive::verify(&path, common.json, out))
         }

@@ -149,3 +149,8 @@ fn kpack_reader() {
 fn marker() {
     replay("marker", 3000, kpack::fuzzing::marker);
 }
+
+#[test]
+fn rewrite_plan_apply_verify() {
+    replay("rewrite", 600, kpack::fuzzing::rewrite);
+}

@@ -3,6 +3,7 @@
 
 pub mod archive;
 pub mod progress;
+pub mod rewrite;
 pub mod scan;
 
 use std::io::{self, Write};

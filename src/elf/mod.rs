@@ -10,6 +10,8 @@
 //! as unsupported rather than guessed at. Parsing is zero-copy over the caller's
 //! bytes (usually an mmap) and reads headers, entry tables and wrappers only.
 
+pub mod rewrite;
+
 use crate::bundle::{self, BundleEntry, BundleInfo, Compression, EntryId, TargetId};
 use crate::error::{FormatError, FormatResult};
 use crate::kpack::marker::{MARKER_SECTION, Marker};

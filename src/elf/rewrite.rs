@@ -1,0 +1,1268 @@
+//! The host-only rewrite of an ELF fat binary (spec §5).
+//!
+//! A packed binary keeps its host code and loses its device code. The rewrite:
+//!
+//! 1. adds the `.rocm_kpack_ref` marker (MessagePack `{kpack_search_paths,
+//!    kernel_name}`), mapped by one new read-only `PT_LOAD` at a fresh page-aligned
+//!    address above every segment; when the program-header table has no room to grow
+//!    in place it moves into that same segment (`PT_PHDR` follows it, `PT_INTERP`
+//!    data never moves);
+//! 2. points every `.hipFatBinSegment` wrapper at the marker (RELA addend for PIE
+//!    executables and shared libraries, converting a symbol-based `R_X86_64_64` to
+//!    `R_X86_64_RELATIVE`; the stored pointer for non-PIE executables, never zeroed),
+//!    writes magic `HIPK` and stores in the reserved field the index of the bundle the
+//!    wrapper pointed to (its co_index; `-fgpu-rdc` wrappers share one);
+//! 3. checks that no relocation still targets `.hip_fatbin`;
+//! 4. removes the whole pages of `.hip_fatbin` from the file, splitting its `PT_LOAD`
+//!    into head / prefix / hole (no file bytes) / tail pieces and marking the section
+//!    `SHT_NOBITS`; when the section ends on a page boundary one page is kept so the
+//!    hole and the tail never share a file offset;
+//! 5. verifies the result before anything is written.
+//!
+//! Everything happens on an in-memory image: [`plan_rewrite`] computes the output
+//! bytes and a [`RewritePlan`] describing them (read back from those bytes), which
+//! both the preview and the TUI show; [`apply_rewrite`] writes the same bytes
+//! atomically with the input's mode.
+
+use crate::bundle;
+use crate::elf::{FATBIN_SECTION, MAGIC_HIPF, MAGIC_HIPK, WRAPPER_SECTION, WRAPPER_SIZE};
+use crate::error::FormatError;
+use crate::kpack::marker::{MARKER_SECTION, Marker};
+use object::elf;
+use serde::Serialize;
+use std::collections::HashMap;
+use std::path::Path;
+
+/// The page size the layout is computed for (as the reference and x86-64 Linux).
+pub const PAGE: u64 = 4096;
+const PHENT: u64 = 56;
+const SHENT: u64 = 64;
+const EHDR: usize = 64;
+const R_X86_64_64: u32 = 1;
+const R_X86_64_RELATIVE: u32 = 8;
+const DT_RELR: u64 = 36;
+const SHT_RELR: u32 = 19;
+
+/// Why a binary cannot be rewritten.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RewriteError {
+    /// Not an ELF file.
+    #[error("not an ELF file")]
+    NotElf,
+    /// A valid ELF of a kind the rewrite does not handle.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// No `.hip_fatbin` section.
+    #[error("not a fat binary (no .hip_fatbin section)")]
+    NotFatBinary,
+    /// The device code was already moved out.
+    #[error("already host-only ({0})")]
+    AlreadyHostOnly(String),
+    /// Headers or tables are malformed.
+    #[error("malformed ELF: {0}")]
+    Malformed(FormatError),
+    /// The binary is well-formed, but the rewrite could not be done faithfully.
+    #[error("cannot rewrite: {0}")]
+    Refused(String),
+    /// The computed output failed verification (nothing was written).
+    #[error("the rewritten image fails verification: {}", .0.join("; "))]
+    VerifyFailed(Vec<String>),
+}
+
+type Result<T> = std::result::Result<T, RewriteError>;
+
+fn malformed(offset: u64, what: impl Into<String>) -> RewriteError {
+    RewriteError::Malformed(FormatError::new(offset, what.into()))
+}
+
+/// A program header, as plain numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Segment {
+    /// `p_type`.
+    pub p_type: u32,
+    /// `p_flags` (PF_R = 4, PF_W = 2, PF_X = 1).
+    pub p_flags: u32,
+    /// File offset.
+    pub p_offset: u64,
+    /// Virtual address.
+    pub p_vaddr: u64,
+    /// Physical address.
+    pub p_paddr: u64,
+    /// Bytes in the file.
+    pub p_filesz: u64,
+    /// Bytes in memory.
+    pub p_memsz: u64,
+    /// Alignment.
+    pub p_align: u64,
+}
+
+impl Segment {
+    /// `PT_LOAD`, `PT_PHDR`… or the number.
+    pub fn type_name(&self) -> String {
+        match self.p_type {
+            elf::PT_NULL => "NULL".into(),
+            elf::PT_LOAD => "LOAD".into(),
+            elf::PT_DYNAMIC => "DYNAMIC".into(),
+            elf::PT_INTERP => "INTERP".into(),
+            elf::PT_NOTE => "NOTE".into(),
+            elf::PT_PHDR => "PHDR".into(),
+            elf::PT_TLS => "TLS".into(),
+            elf::PT_GNU_EH_FRAME => "GNU_EH_FRAME".into(),
+            elf::PT_GNU_STACK => "GNU_STACK".into(),
+            elf::PT_GNU_RELRO => "GNU_RELRO".into(),
+            elf::PT_GNU_PROPERTY => "GNU_PROPERTY".into(),
+            t => format!("{t:#x}"),
+        }
+    }
+
+    /// `R`, `RW`, `R E`…
+    pub fn flags_name(&self) -> String {
+        let f = self.p_flags;
+        format!(
+            "{}{}{}",
+            if f & elf::PF_R != 0 { "R" } else { " " },
+            if f & elf::PF_W != 0 { "W" } else { " " },
+            if f & elf::PF_X != 0 { "E" } else { " " }
+        )
+        .trim_end()
+        .to_string()
+    }
+
+    fn file_end(&self) -> u64 {
+        self.p_offset.saturating_add(self.p_filesz)
+    }
+
+    fn mem_end(&self) -> u64 {
+        self.p_vaddr.saturating_add(self.p_memsz)
+    }
+}
+
+/// A section header, as plain numbers, with its name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Section {
+    /// Name from `.shstrtab`.
+    pub name: String,
+    /// `sh_name`.
+    pub sh_name: u32,
+    /// `sh_type`.
+    pub sh_type: u32,
+    /// `sh_flags`.
+    pub sh_flags: u64,
+    /// `sh_addr`.
+    pub sh_addr: u64,
+    /// `sh_offset`.
+    pub sh_offset: u64,
+    /// `sh_size`.
+    pub sh_size: u64,
+    /// `sh_link`.
+    pub sh_link: u32,
+    /// `sh_info`.
+    pub sh_info: u32,
+    /// `sh_addralign`.
+    pub sh_addralign: u64,
+    /// `sh_entsize`.
+    pub sh_entsize: u64,
+}
+
+impl Section {
+    fn nobits(&self) -> bool {
+        self.sh_type == elf::SHT_NOBITS
+    }
+    fn alloc(&self) -> bool {
+        self.sh_flags & u64::from(elf::SHF_ALLOC) != 0
+    }
+    /// Bytes the section occupies in the file.
+    pub fn file_size(&self) -> u64 {
+        if self.nobits() { 0 } else { self.sh_size }
+    }
+    /// `PROGBITS`, `NOBITS`…
+    pub fn type_name(&self) -> String {
+        match self.sh_type {
+            elf::SHT_NULL => "NULL".into(),
+            elf::SHT_PROGBITS => "PROGBITS".into(),
+            elf::SHT_SYMTAB => "SYMTAB".into(),
+            elf::SHT_STRTAB => "STRTAB".into(),
+            elf::SHT_RELA => "RELA".into(),
+            elf::SHT_HASH => "HASH".into(),
+            elf::SHT_DYNAMIC => "DYNAMIC".into(),
+            elf::SHT_NOTE => "NOTE".into(),
+            elf::SHT_NOBITS => "NOBITS".into(),
+            elf::SHT_REL => "REL".into(),
+            elf::SHT_DYNSYM => "DYNSYM".into(),
+            elf::SHT_INIT_ARRAY => "INIT_ARRAY".into(),
+            elf::SHT_FINI_ARRAY => "FINI_ARRAY".into(),
+            elf::SHT_GNU_HASH => "GNU_HASH".into(),
+            elf::SHT_GNU_VERSYM => "VERSYM".into(),
+            elf::SHT_GNU_VERNEED => "VERNEED".into(),
+            elf::SHT_GNU_VERDEF => "VERDEF".into(),
+            SHT_RELR => "RELR".into(),
+            t => format!("{t:#x}"),
+        }
+    }
+}
+
+/// The parsed headers of an ELF64 little-endian image.
+#[derive(Debug, Clone)]
+pub struct ElfLayout {
+    /// `e_type`.
+    pub e_type: u16,
+    /// `e_machine`.
+    pub e_machine: u16,
+    /// `e_phoff`.
+    pub e_phoff: u64,
+    /// `e_shoff`.
+    pub e_shoff: u64,
+    /// `e_shstrndx`.
+    pub e_shstrndx: u16,
+    /// Program headers.
+    pub segments: Vec<Segment>,
+    /// Section headers (names resolved).
+    pub sections: Vec<Section>,
+}
+
+fn rd_u16(d: &[u8], o: usize) -> u16 {
+    u16::from_le_bytes([d[o], d[o + 1]])
+}
+fn rd_u32(d: &[u8], o: usize) -> u32 {
+    u32::from_le_bytes([d[o], d[o + 1], d[o + 2], d[o + 3]])
+}
+fn rd_u64(d: &[u8], o: usize) -> u64 {
+    u64::from(rd_u32(d, o)) | (u64::from(rd_u32(d, o + 4)) << 32)
+}
+fn wr_u32(d: &mut [u8], o: usize, v: u32) {
+    d[o..o + 4].copy_from_slice(&v.to_le_bytes());
+}
+fn wr_u64(d: &mut [u8], o: usize, v: u64) {
+    d[o..o + 8].copy_from_slice(&v.to_le_bytes());
+}
+fn wr_u16(d: &mut [u8], o: usize, v: u16) {
+    d[o..o + 2].copy_from_slice(&v.to_le_bytes());
+}
+
+fn range(data: &[u8], off: u64, len: u64, what: &str) -> Result<std::ops::Range<usize>> {
+    let end = off.checked_add(len).filter(|&e| e <= data.len() as u64);
+    match end {
+        Some(e) => Ok(off as usize..e as usize),
+        None => Err(malformed(
+            off,
+            format!("{what} ({len:#x} bytes at {off:#x}) passes the end of the file"),
+        )),
+    }
+}
+
+/// Parse the headers of an ELF64 little-endian x86-64 executable or shared object.
+pub fn parse_layout(data: &[u8]) -> Result<ElfLayout> {
+    if !data.starts_with(b"\x7fELF") {
+        return Err(RewriteError::NotElf);
+    }
+    if data.len() < EHDR {
+        return Err(malformed(data.len() as u64, "truncated ELF header"));
+    }
+    match (data[4], data[5]) {
+        (2, 1) => {}
+        (1, _) => return Err(RewriteError::Unsupported("32-bit ELF".into())),
+        (_, 2) => return Err(RewriteError::Unsupported("big-endian ELF".into())),
+        (c, d) => {
+            return Err(RewriteError::Unsupported(format!(
+                "ELF class {c}, data encoding {d}"
+            )));
+        }
+    }
+    if data[6] != 1 {
+        return Err(malformed(
+            6,
+            format!("ELF identification version {} (expected 1)", data[6]),
+        ));
+    }
+    let e_type = rd_u16(data, 16);
+    let e_machine = rd_u16(data, 18);
+    let e_phoff = rd_u64(data, 32);
+    let e_shoff = rd_u64(data, 40);
+    let e_phentsize = u64::from(rd_u16(data, 54));
+    let e_phnum = u64::from(rd_u16(data, 56));
+    let e_shentsize = u64::from(rd_u16(data, 58));
+    let e_shnum = u64::from(rd_u16(data, 60));
+    let e_shstrndx = rd_u16(data, 62);
+    if e_phnum > 0 && e_phentsize != PHENT {
+        return Err(malformed(
+            54,
+            format!("program header size {e_phentsize}, expected {PHENT}"),
+        ));
+    }
+    if e_shnum > 0 && e_shentsize != SHENT {
+        return Err(malformed(
+            58,
+            format!("section header size {e_shentsize}, expected {SHENT}"),
+        ));
+    }
+    if e_shnum == 0 && e_shoff != 0 {
+        return Err(RewriteError::Unsupported(
+            "extended section numbering (e_shnum = 0)".into(),
+        ));
+    }
+    if e_phnum == 0xffff {
+        return Err(RewriteError::Unsupported(
+            "extended program header numbering (PN_XNUM)".into(),
+        ));
+    }
+    let ph = range(data, e_phoff, e_phnum * PHENT, "program header table")?;
+    let segments: Vec<Segment> = ph
+        .clone()
+        .step_by(PHENT as usize)
+        .map(|o| Segment {
+            p_type: rd_u32(data, o),
+            p_flags: rd_u32(data, o + 4),
+            p_offset: rd_u64(data, o + 8),
+            p_vaddr: rd_u64(data, o + 16),
+            p_paddr: rd_u64(data, o + 24),
+            p_filesz: rd_u64(data, o + 32),
+            p_memsz: rd_u64(data, o + 40),
+            p_align: rd_u64(data, o + 48),
+        })
+        .collect();
+    let sh = range(data, e_shoff, e_shnum * SHENT, "section header table")?;
+    let mut sections: Vec<Section> = sh
+        .step_by(SHENT as usize)
+        .map(|o| Section {
+            name: String::new(),
+            sh_name: rd_u32(data, o),
+            sh_type: rd_u32(data, o + 4),
+            sh_flags: rd_u64(data, o + 8),
+            sh_addr: rd_u64(data, o + 16),
+            sh_offset: rd_u64(data, o + 24),
+            sh_size: rd_u64(data, o + 32),
+            sh_link: rd_u32(data, o + 40),
+            sh_info: rd_u32(data, o + 44),
+            sh_addralign: rd_u64(data, o + 48),
+            sh_entsize: rd_u64(data, o + 56),
+        })
+        .collect();
+    // Bound every offset, address and size here, so that no later sum can overflow:
+    // addresses stay in the 47-bit x86-64 user space, file ranges inside the file.
+    const ADDR_LIMIT: u64 = 1 << 47;
+    let len = data.len() as u64;
+    for (i, p) in segments.iter().enumerate() {
+        let at = e_phoff + i as u64 * PHENT;
+        if p.p_vaddr.saturating_add(p.p_memsz.max(p.p_filesz)) > ADDR_LIMIT {
+            return Err(malformed(
+                at,
+                format!("program header {i}: address range beyond the 47-bit user space"),
+            ));
+        }
+        if p.p_filesz > 0 && p.p_offset.saturating_add(p.p_filesz) > len {
+            return Err(malformed(
+                at,
+                format!("program header {i}: file range passes the end of the file"),
+            ));
+        }
+        if (p.p_filesz > 0 && p.p_offset > len) || p.p_offset > ADDR_LIMIT || p.p_align > ADDR_LIMIT
+        {
+            return Err(malformed(
+                at,
+                format!("program header {i}: offset or alignment out of range"),
+            ));
+        }
+    }
+    for (i, s) in sections.iter().enumerate() {
+        let at = e_shoff + i as u64 * SHENT;
+        if s.sh_addr.saturating_add(s.sh_size) > ADDR_LIMIT
+            || s.sh_offset > ADDR_LIMIT
+            || s.sh_size > ADDR_LIMIT
+        {
+            return Err(malformed(
+                at,
+                format!("section header {i}: address or size out of range"),
+            ));
+        }
+        if s.file_size() > 0 && s.sh_type != elf::SHT_NULL && s.sh_offset + s.sh_size > len {
+            return Err(malformed(
+                at,
+                format!("section header {i}: file range passes the end of the file"),
+            ));
+        }
+    }
+    if !sections.is_empty() {
+        let strtab = sections
+            .get(usize::from(e_shstrndx))
+            .filter(|_| e_shstrndx != elf::SHN_XINDEX)
+            .ok_or_else(|| malformed(62, format!("e_shstrndx {e_shstrndx} is out of range")))?;
+        let strs = range(data, strtab.sh_offset, strtab.file_size(), ".shstrtab")?;
+        let strs = &data[strs];
+        for s in &mut sections {
+            let start = s.sh_name as usize;
+            if start >= strs.len() && s.sh_type != elf::SHT_NULL {
+                return Err(malformed(
+                    e_shoff,
+                    format!("section name offset {start} is outside .shstrtab"),
+                ));
+            }
+            let bytes = strs.get(start..).unwrap_or_default();
+            let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+            s.name = String::from_utf8_lossy(&bytes[..end]).into_owned();
+        }
+    }
+    Ok(ElfLayout {
+        e_type,
+        e_machine,
+        e_phoff,
+        e_shoff,
+        e_shstrndx,
+        segments,
+        sections,
+    })
+}
+
+impl ElfLayout {
+    fn section(&self, name: &str) -> Option<(usize, &Section)> {
+        self.sections
+            .iter()
+            .enumerate()
+            .find(|(_, s)| s.name == name)
+    }
+
+    /// File offset of a virtual address, through the `PT_LOAD` that maps it from the file.
+    pub fn vaddr_to_offset(&self, vaddr: u64) -> Option<u64> {
+        self.segments
+            .iter()
+            .filter(|p| p.p_type == elf::PT_LOAD)
+            .find(|p| vaddr >= p.p_vaddr && vaddr < p.p_vaddr + p.p_filesz)
+            .map(|p| p.p_offset + (vaddr - p.p_vaddr))
+    }
+}
+
+/// What happens to one wrapper.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WrapperChange {
+    /// Position in `.hipFatBinSegment`.
+    pub index: usize,
+    /// Where its pointer pointed (a bundle start in `.hip_fatbin`).
+    pub old_pointer: u64,
+    /// The marker's address.
+    pub new_pointer: u64,
+    /// The bundle it pointed to: stored as co_index.
+    pub co_index: u32,
+    /// How the pointer is set: `rela-relative`, `rela-abs64→relative`, `in-place`.
+    pub via: &'static str,
+}
+
+/// The rewrite, computed: what changes, and the bytes to write.
+#[derive(Debug, Clone, Serialize)]
+pub struct RewritePlan {
+    /// Input size.
+    pub input_size: u64,
+    /// Output size.
+    pub output_size: u64,
+    /// Bytes of `.hip_fatbin` removed from the file (whole pages).
+    pub bytes_removed: u64,
+    /// Size of `.hip_fatbin`.
+    pub fatbin_size: u64,
+    /// Number of bundles in `.hip_fatbin`.
+    pub bundles: usize,
+    /// The marker written.
+    pub marker: Marker,
+    /// Its encoded size.
+    pub marker_size: u64,
+    /// Its virtual address.
+    pub marker_vaddr: u64,
+    /// Whether the program-header table moved into the new segment.
+    pub phdr_relocated: bool,
+    /// The wrappers redirected.
+    pub wrappers: Vec<WrapperChange>,
+    /// Program headers before.
+    pub segments_before: Vec<Segment>,
+    /// Program headers after.
+    pub segments_after: Vec<Segment>,
+    /// Sections before.
+    pub sections_before: Vec<Section>,
+    /// Sections after.
+    pub sections_after: Vec<Section>,
+}
+
+/// A computed rewrite: the plan and the output bytes.
+pub struct Rewritten {
+    /// What changes.
+    pub plan: RewritePlan,
+    /// The output image.
+    pub bytes: Vec<u8>,
+}
+
+struct RelaSlot {
+    /// File offset of the Elf64_Rela entry.
+    entry_offset: usize,
+    r_type: u32,
+    sym: u32,
+    addend: i64,
+    symtab: u32,
+}
+
+fn round_up(v: u64, a: u64) -> u64 {
+    v.div_ceil(a).saturating_mul(a)
+}
+
+/// Compute the host-only rewrite of `data` with `marker`. Nothing is written.
+pub fn plan_rewrite(data: &[u8], marker: &Marker) -> Result<Rewritten> {
+    let lay = parse_layout(data)?;
+    if lay.e_machine != elf::EM_X86_64 {
+        return Err(RewriteError::Unsupported(format!(
+            "machine {} (only x86-64 relocations are handled)",
+            lay.e_machine
+        )));
+    }
+    let kind_ok = matches!(lay.e_type, elf::ET_EXEC | elf::ET_DYN);
+    if !kind_ok {
+        return Err(RewriteError::Unsupported(match lay.e_type {
+            elf::ET_REL => {
+                "relocatable object: only linked executables and shared libraries are rewritten"
+                    .into()
+            }
+            t => format!("ELF type {t}"),
+        }));
+    }
+    if lay.sections.is_empty() {
+        return Err(RewriteError::Unsupported("no section headers".into()));
+    }
+    let Some((fb_idx, fb)) = lay.section(FATBIN_SECTION) else {
+        return Err(RewriteError::NotFatBinary);
+    };
+    let fb = fb.clone();
+    if fb.nobits() {
+        return Err(RewriteError::AlreadyHostOnly(
+            ".hip_fatbin is NOBITS".into(),
+        ));
+    }
+    if lay.section(MARKER_SECTION).is_some() {
+        return Err(RewriteError::AlreadyHostOnly(
+            "it has a .rocm_kpack_ref marker".into(),
+        ));
+    }
+    let Some((_, seg_sec)) = lay.section(WRAPPER_SECTION) else {
+        return Err(RewriteError::Refused(format!(
+            "no {WRAPPER_SECTION} section"
+        )));
+    };
+    let seg_sec = seg_sec.clone();
+    if seg_sec.sh_size % WRAPPER_SIZE as u64 != 0 {
+        return Err(RewriteError::Refused(format!(
+            "{WRAPPER_SECTION} size {} is not a multiple of {WRAPPER_SIZE}",
+            seg_sec.sh_size
+        )));
+    }
+    if seg_sec.nobits() {
+        return Err(RewriteError::Refused(format!(
+            "{WRAPPER_SECTION} has no file bytes"
+        )));
+    }
+    let fb_range = range(data, fb.sh_offset, fb.sh_size, FATBIN_SECTION)?;
+    let bundles = bundle::walk_section(&data[fb_range])
+        .map_err(|e| RewriteError::Malformed(e.shifted(fb.sh_offset)))?;
+    let seg_range = range(data, seg_sec.sh_offset, seg_sec.sh_size, WRAPPER_SECTION)?;
+    let n_wrappers = (seg_sec.sh_size / WRAPPER_SIZE as u64) as usize;
+    if n_wrappers == 0 {
+        return Err(RewriteError::Refused(format!("{WRAPPER_SECTION} is empty")));
+    }
+
+    // Relocation index: slot vaddr -> RELA entry (one pass, hashed).
+    let mut relas: HashMap<u64, RelaSlot> = HashMap::new();
+    let mut fatbin_refs = Vec::new();
+    let fb_lo = fb.sh_addr;
+    let fb_hi = fb.sh_addr + fb.sh_size;
+    let mut has_rel_or_relr = false;
+    for (si, s) in lay.sections.iter().enumerate() {
+        if s.sh_type == elf::SHT_REL || s.sh_type == SHT_RELR {
+            has_rel_or_relr = true;
+            continue;
+        }
+        if s.sh_type != elf::SHT_RELA || s.nobits() {
+            continue;
+        }
+        let r = range(
+            data,
+            s.sh_offset,
+            s.sh_size,
+            &format!("relocation section {}", s.name),
+        )?;
+        if s.sh_size % 24 != 0 {
+            return Err(malformed(
+                s.sh_offset,
+                format!("{}: size is not a multiple of 24", s.name),
+            ));
+        }
+        for e in r.step_by(24) {
+            let r_offset = rd_u64(data, e);
+            let info = rd_u64(data, e + 8);
+            let slot = RelaSlot {
+                entry_offset: e,
+                r_type: info as u32,
+                sym: (info >> 32) as u32,
+                addend: rd_u64(data, e + 16) as i64,
+                symtab: s.sh_link,
+            };
+            let _ = si;
+            if slot.r_type == R_X86_64_RELATIVE && (fb_lo..fb_hi).contains(&(slot.addend as u64)) {
+                fatbin_refs.push((r_offset, slot.addend as u64));
+            }
+            relas.insert(r_offset, slot);
+        }
+    }
+    // DT_RELR in the dynamic section also means packed relocations.
+    if let Some((_, dynamic)) = lay
+        .sections
+        .iter()
+        .enumerate()
+        .find(|(_, s)| s.sh_type == elf::SHT_DYNAMIC)
+    {
+        if let Ok(r) = range(data, dynamic.sh_offset, dynamic.file_size(), ".dynamic") {
+            has_rel_or_relr |= r
+                .step_by(16)
+                .any(|o| o + 16 <= data.len() && rd_u64(data, o) == DT_RELR);
+        }
+    }
+
+    let symbol_value = |symtab: u32, sym: u32| -> Option<u64> {
+        let t = lay.sections.get(symtab as usize)?;
+        let off = t.sh_offset.checked_add(u64::from(sym) * 24)?;
+        if off + 24 > t.sh_offset + t.file_size() || off + 24 > data.len() as u64 {
+            return None;
+        }
+        Some(rd_u64(data, off as usize + 8))
+    };
+
+    // Where each wrapper points, and so its co_index.
+    let mut targets = Vec::with_capacity(n_wrappers);
+    for i in 0..n_wrappers {
+        let w = seg_range.start + i * WRAPPER_SIZE;
+        let magic = rd_u32(data, w);
+        if magic == MAGIC_HIPK {
+            return Err(RewriteError::AlreadyHostOnly(format!(
+                "wrapper {i} already says HIPK"
+            )));
+        }
+        if magic != MAGIC_HIPF {
+            return Err(RewriteError::Refused(format!(
+                "wrapper {i} has unknown magic {magic:#010x}"
+            )));
+        }
+        let slot_vaddr = seg_sec.sh_addr + (i * WRAPPER_SIZE) as u64 + 8;
+        let (target, via) = if lay.e_type == elf::ET_DYN {
+            match relas.get(&slot_vaddr) {
+                Some(r) if r.r_type == R_X86_64_RELATIVE && r.sym == 0 => {
+                    (r.addend as u64, "rela-relative")
+                }
+                Some(r) if r.r_type == R_X86_64_64 => {
+                    let v = symbol_value(r.symtab, r.sym).ok_or_else(|| {
+                        RewriteError::Refused(format!(
+                            "wrapper {i}: relocation symbol {} cannot be read",
+                            r.sym
+                        ))
+                    })?;
+                    (v.wrapping_add(r.addend as u64), "rela-abs64→relative")
+                }
+                Some(r) => {
+                    return Err(RewriteError::Refused(format!(
+                        "wrapper {i}: pointer relocated by unsupported type {}",
+                        r.r_type
+                    )));
+                }
+                None if has_rel_or_relr => {
+                    return Err(RewriteError::Refused(format!(
+                        "wrapper {i}: pointer has no RELA relocation and the binary uses packed DT_RELR/REL relocations, which are not supported"
+                    )));
+                }
+                None => {
+                    return Err(RewriteError::Refused(format!(
+                        "wrapper {i}: pointer at {slot_vaddr:#x} has no relocation in a position-independent binary"
+                    )));
+                }
+            }
+        } else {
+            (rd_u64(data, w + 8), "in-place")
+        };
+        let co_index = target
+            .checked_sub(fb.sh_addr)
+            .and_then(|o| bundles.iter().position(|b| b.offset == o))
+            .ok_or_else(|| {
+                RewriteError::Refused(format!(
+                    "wrapper {i} points at {target:#x}, which is not the start of a bundle in {FATBIN_SECTION} ({:#x}..{fb_hi:#x})",
+                    fb.sh_addr
+                ))
+            })?;
+        targets.push((slot_vaddr, co_index as u32, target, via));
+    }
+    // Relocations into .hip_fatbin other than the wrappers' would dangle.
+    let wrapper_slots: Vec<u64> = targets.iter().map(|t| t.0).collect();
+    let stray: Vec<String> = fatbin_refs
+        .iter()
+        .filter(|(off, _)| !wrapper_slots.contains(off))
+        .map(|(off, a)| format!("{off:#x} -> {a:#x}"))
+        .collect();
+    if !stray.is_empty() {
+        return Err(RewriteError::Refused(format!(
+            "relocations other than the wrappers' point into {FATBIN_SECTION}: {}",
+            stray.join(", ")
+        )));
+    }
+
+    // --- Zero-paging: which file bytes go.
+    let (v, s, o) = (fb.sh_addr, fb.sh_size, fb.sh_offset);
+    let t_index = lay
+        .segments
+        .iter()
+        .position(|p| p.p_type == elf::PT_LOAD && p.p_vaddr <= v && v + s <= p.p_vaddr + p.p_filesz)
+        .ok_or_else(|| {
+            RewriteError::Refused(format!(
+                "{FATBIN_SECTION} is not inside one PT_LOAD's file bytes"
+            ))
+        })?;
+    let t = lay.segments[t_index];
+    if t.p_offset + (v - t.p_vaddr) != o {
+        return Err(RewriteError::Refused(format!(
+            "{FATBIN_SECTION} offset does not match its segment's mapping"
+        )));
+    }
+    let a = round_up(v, PAGE);
+    let e = (v + s) / PAGE * PAGE;
+    let mut removed = e.saturating_sub(a);
+    if removed > 0 && (v + s) % PAGE == 0 {
+        // Keep one page: otherwise the hole and the tail share a file offset.
+        removed -= PAGE;
+    }
+    let a_off = o + (a.min(v + s) - v);
+    let cut = a_off..a_off + removed;
+    if removed > 0 {
+        for (i, p) in lay.segments.iter().enumerate() {
+            if i != t_index && p.p_filesz > 0 && p.p_offset < cut.end && cut.start < p.file_end() {
+                return Err(RewriteError::Refused(format!(
+                    "segment {i} ({}) overlaps the bytes of {FATBIN_SECTION}",
+                    p.type_name()
+                )));
+            }
+        }
+    }
+    let shift = |off: u64| {
+        if removed > 0 && off >= cut.end {
+            off - removed
+        } else {
+            off
+        }
+    };
+
+    // --- New program headers.
+    let mut segs: Vec<Segment> = Vec::with_capacity(lay.segments.len() + 4);
+    for (i, p) in lay.segments.iter().enumerate() {
+        if i == t_index && removed > 0 {
+            let mk = |vaddr: u64, offset: u64, filesz: u64, memsz: u64| Segment {
+                p_vaddr: vaddr,
+                p_paddr: vaddr,
+                p_offset: offset,
+                p_filesz: filesz,
+                p_memsz: memsz,
+                ..t
+            };
+            if t.p_vaddr < v {
+                segs.push(mk(
+                    t.p_vaddr,
+                    t.p_offset,
+                    (v - t.p_vaddr).min(t.p_filesz),
+                    v - t.p_vaddr,
+                ));
+            }
+            if v < a {
+                segs.push(mk(v, o, a - v, a - v));
+            }
+            segs.push(mk(a, a_off, 0, v + s - a));
+            if v + s < t.mem_end() && o + s < t.file_end() {
+                segs.push(mk(
+                    v + s,
+                    o + s - removed,
+                    t.file_end() - (o + s),
+                    t.mem_end() - (v + s),
+                ));
+            } else if v + s < t.mem_end() {
+                // Only zero-initialised memory follows: extend the hole over it.
+                if let Some(h) = segs.last_mut() {
+                    h.p_memsz = t.mem_end() - a;
+                }
+            }
+            continue;
+        }
+        let mut q = *p;
+        q.p_offset = shift(q.p_offset);
+        if q.p_type == elf::PT_LOAD
+            && q.p_align > PAGE
+            && (q.p_vaddr.wrapping_sub(q.p_offset)) % q.p_align != 0
+        {
+            // Removing whole pages keeps page congruence, not larger alignments.
+            q.p_align = PAGE;
+        }
+        segs.push(q);
+    }
+    let last_load = segs
+        .iter()
+        .rposition(|p| p.p_type == elf::PT_LOAD)
+        .unwrap_or(segs.len() - 1);
+    let max_end = lay
+        .segments
+        .iter()
+        .filter(|p| p.p_type == elf::PT_LOAD)
+        .map(|p| p.mem_end())
+        .max()
+        .unwrap_or(0);
+    let new_vaddr = round_up(max_end, PAGE);
+    let marker_bytes = marker.encode();
+    let n_phdr = segs.len() as u64 + 1;
+    // Room for the table where it is? Up to the first content after it.
+    let phoff = lay.e_phoff;
+    let next_content = lay
+        .sections
+        .iter()
+        .filter(|s| s.sh_type != elf::SHT_NULL && s.file_size() > 0 && s.sh_offset > phoff)
+        .map(|s| s.sh_offset)
+        .chain(
+            lay.segments
+                .iter()
+                .filter(|p| p.p_filesz > 0 && p.p_offset > phoff)
+                .map(|p| p.p_offset),
+        )
+        .min()
+        .unwrap_or(data.len() as u64);
+    let covering_load = lay
+        .segments
+        .iter()
+        .find(|p| p.p_type == elf::PT_LOAD && p.p_offset <= phoff && phoff < p.file_end());
+    let fits_in_place = phoff + n_phdr * PHENT <= next_content
+        && covering_load.is_some_and(|p| phoff + n_phdr * PHENT <= p.file_end())
+        && phoff < cut.start;
+    let table_bytes = if fits_in_place { 0 } else { n_phdr * PHENT };
+
+    // --- Output image.
+    let mut img = data.to_vec();
+    let marker_vaddr = new_vaddr + table_bytes;
+    let mut changes = Vec::with_capacity(n_wrappers);
+    for (i, (slot_vaddr, co_index, target, via)) in targets.iter().enumerate() {
+        let w = seg_range.start + i * WRAPPER_SIZE;
+        wr_u32(&mut img, w, MAGIC_HIPK);
+        wr_u64(&mut img, w + 8, marker_vaddr);
+        wr_u32(&mut img, w + 16, *co_index);
+        if let Some(r) = relas.get(slot_vaddr) {
+            wr_u64(&mut img, r.entry_offset + 8, u64::from(R_X86_64_RELATIVE));
+            wr_u64(&mut img, r.entry_offset + 16, marker_vaddr);
+        }
+        changes.push(WrapperChange {
+            index: i,
+            old_pointer: *target,
+            new_pointer: marker_vaddr,
+            co_index: *co_index,
+            via,
+        });
+    }
+    let mut out = Vec::with_capacity(data.len() - removed as usize + 3 * PAGE as usize);
+    out.extend_from_slice(&img[..cut.start as usize]);
+    out.extend_from_slice(&img[cut.end as usize..]);
+    drop(img);
+    out.resize(round_up(out.len() as u64, PAGE) as usize, 0);
+    let new_off = out.len() as u64;
+    out.resize(out.len() + table_bytes as usize, 0);
+    let marker_off = out.len() as u64;
+    out.extend_from_slice(&marker_bytes);
+    let new_load = Segment {
+        p_type: elf::PT_LOAD,
+        p_flags: elf::PF_R,
+        p_offset: new_off,
+        p_vaddr: new_vaddr,
+        p_paddr: new_vaddr,
+        p_filesz: table_bytes + marker_bytes.len() as u64,
+        p_memsz: table_bytes + marker_bytes.len() as u64,
+        p_align: PAGE,
+    };
+    segs.insert(last_load + 1, new_load);
+    let e_phoff = if fits_in_place { phoff } else { new_off };
+    for p in segs.iter_mut().filter(|p| p.p_type == elf::PT_PHDR) {
+        if !fits_in_place {
+            p.p_offset = new_off;
+            p.p_vaddr = new_vaddr;
+            p.p_paddr = new_vaddr;
+        }
+        p.p_filesz = n_phdr * PHENT;
+        p.p_memsz = n_phdr * PHENT;
+    }
+    // Section headers: shifted offsets, .hip_fatbin NOBITS, the marker appended.
+    let mut sections = lay.sections.clone();
+    for (i, sec) in sections.iter_mut().enumerate() {
+        // Every section, empty and NOBITS ones too: tools match them to segments by offset.
+        if i != fb_idx && sec.sh_type != elf::SHT_NULL {
+            sec.sh_offset = shift(sec.sh_offset);
+        }
+    }
+    if removed > 0 {
+        sections[fb_idx].sh_type = elf::SHT_NOBITS;
+        // The hole has no file bytes, so its offset only has to be page-congruent. Tools
+        // (eu-elflint) place NOBITS sections in segments by offset over p_memsz: choose
+        // an offset whose range holds no other NOBITS section and no other segment.
+        let hole_i = segs
+            .iter()
+            .position(|p| p.p_type == elf::PT_LOAD && p.p_vaddr == a && p.p_filesz == 0);
+        if let Some(hi) = hole_i {
+            let memsz = segs[hi].p_memsz;
+            let taken = |c: u64| {
+                sections.iter().enumerate().any(|(i, x)| {
+                    i != fb_idx
+                        && x.nobits()
+                        && x.sh_size > 0
+                        && (c..c.saturating_add(memsz)).contains(&x.sh_offset)
+                }) || segs
+                    .iter()
+                    .enumerate()
+                    .any(|(j, p)| j != hi && p.p_type == elf::PT_LOAD && p.p_offset == c)
+            };
+            let mut c = segs[hi].p_offset;
+            while taken(c) {
+                c += PAGE;
+            }
+            segs[hi].p_offset = c;
+            if v == a {
+                sections[fb_idx].sh_offset = c;
+            }
+        }
+    }
+    let shstr = &lay.sections[usize::from(lay.e_shstrndx)];
+    let mut strtab = data[range(data, shstr.sh_offset, shstr.sh_size, ".shstrtab")?].to_vec();
+    let marker_name = strtab.len() as u32;
+    strtab.extend_from_slice(MARKER_SECTION.as_bytes());
+    strtab.push(0);
+    let str_off = out.len() as u64;
+    out.extend_from_slice(&strtab);
+    let si = usize::from(lay.e_shstrndx);
+    sections[si].sh_offset = str_off;
+    sections[si].sh_size = strtab.len() as u64;
+    sections.push(Section {
+        name: MARKER_SECTION.into(),
+        sh_name: marker_name,
+        sh_type: elf::SHT_PROGBITS,
+        sh_flags: u64::from(elf::SHF_ALLOC),
+        sh_addr: marker_vaddr,
+        sh_offset: marker_off,
+        sh_size: marker_bytes.len() as u64,
+        sh_link: 0,
+        sh_info: 0,
+        sh_addralign: 1,
+        sh_entsize: 0,
+    });
+    out.resize(round_up(out.len() as u64, 8) as usize, 0);
+    let e_shoff = out.len() as u64;
+    for sec in &sections {
+        let mut h = [0u8; SHENT as usize];
+        wr_u32(&mut h, 0, sec.sh_name);
+        wr_u32(&mut h, 4, sec.sh_type);
+        wr_u64(&mut h, 8, sec.sh_flags);
+        wr_u64(&mut h, 16, sec.sh_addr);
+        wr_u64(&mut h, 24, sec.sh_offset);
+        wr_u64(&mut h, 32, sec.sh_size);
+        wr_u32(&mut h, 40, sec.sh_link);
+        wr_u32(&mut h, 44, sec.sh_info);
+        wr_u64(&mut h, 48, sec.sh_addralign);
+        wr_u64(&mut h, 56, sec.sh_entsize);
+        out.extend_from_slice(&h);
+    }
+    for (i, p) in segs.iter().enumerate() {
+        let at = (e_phoff + i as u64 * PHENT) as usize;
+        wr_u32(&mut out, at, p.p_type);
+        wr_u32(&mut out, at + 4, p.p_flags);
+        wr_u64(&mut out, at + 8, p.p_offset);
+        wr_u64(&mut out, at + 16, p.p_vaddr);
+        wr_u64(&mut out, at + 24, p.p_paddr);
+        wr_u64(&mut out, at + 32, p.p_filesz);
+        wr_u64(&mut out, at + 40, p.p_memsz);
+        wr_u64(&mut out, at + 48, p.p_align);
+    }
+    wr_u64(&mut out, 32, e_phoff);
+    wr_u64(&mut out, 40, e_shoff);
+    wr_u16(&mut out, 56, segs.len() as u16);
+    wr_u16(&mut out, 60, sections.len() as u16);
+
+    let faults = verify_rewritten(data, &out, marker, bundles.len());
+    if !faults.is_empty() {
+        return Err(RewriteError::VerifyFailed(faults));
+    }
+    let after = parse_layout(&out)?;
+    let plan = RewritePlan {
+        input_size: data.len() as u64,
+        output_size: out.len() as u64,
+        bytes_removed: removed,
+        fatbin_size: fb.sh_size,
+        bundles: bundles.len(),
+        marker: marker.clone(),
+        marker_size: marker_bytes.len() as u64,
+        marker_vaddr,
+        phdr_relocated: !fits_in_place,
+        wrappers: changes,
+        segments_before: lay.segments.clone(),
+        segments_after: after.segments,
+        sections_before: lay.sections.clone(),
+        sections_after: after.sections,
+    };
+    Ok(Rewritten { plan, bytes: out })
+}
+
+/// Structural checks of an ELF image (shared by the rewrite's before/after comparison).
+pub fn structural_faults(data: &[u8]) -> Vec<String> {
+    let mut f = Vec::new();
+    let lay = match parse_layout(data) {
+        Ok(l) => l,
+        Err(e) => return vec![e.to_string()],
+    };
+    let len = data.len() as u64;
+    let loads: Vec<&Segment> = lay
+        .segments
+        .iter()
+        .filter(|p| p.p_type == elf::PT_LOAD)
+        .collect();
+    for (i, p) in loads.iter().enumerate() {
+        if p.p_offset % PAGE != p.p_vaddr % PAGE {
+            f.push(format!(
+                "LOAD {i} at {:#x}: offset {:#x} not congruent with its address",
+                p.p_vaddr, p.p_offset
+            ));
+        }
+        if p.p_align > 1 && (p.p_vaddr.wrapping_sub(p.p_offset)) % p.p_align != 0 {
+            f.push(format!(
+                "LOAD {i} at {:#x}: offset/address not congruent modulo p_align {:#x}",
+                p.p_vaddr, p.p_align
+            ));
+        }
+        if p.p_filesz > p.p_memsz {
+            f.push(format!("LOAD {i} at {:#x}: filesz > memsz", p.p_vaddr));
+        }
+        if p.p_filesz > 0 && p.file_end() > len {
+            f.push(format!(
+                "LOAD {i} at {:#x}: file bytes pass the end of the file",
+                p.p_vaddr
+            ));
+        }
+    }
+    for w in loads.windows(2) {
+        if w[1].p_vaddr < w[0].p_vaddr {
+            f.push(format!(
+                "LOAD segments not sorted by address ({:#x} after {:#x})",
+                w[1].p_vaddr, w[0].p_vaddr
+            ));
+        }
+        if w[1].p_vaddr < w[0].mem_end() {
+            f.push(format!(
+                "LOAD segments overlap in memory at {:#x}",
+                w[1].p_vaddr
+            ));
+        }
+    }
+    for (i, a) in loads.iter().enumerate() {
+        for b in loads.iter().skip(i + 1) {
+            if a.p_filesz > 0
+                && b.p_filesz > 0
+                && a.p_offset < b.file_end()
+                && b.p_offset < a.file_end()
+            {
+                f.push(format!(
+                    "LOAD segments at {:#x} and {:#x} share file bytes",
+                    a.p_vaddr, b.p_vaddr
+                ));
+            }
+            if a.p_offset == b.p_offset && (a.p_filesz == 0 || b.p_filesz == 0) {
+                f.push(format!(
+                    "LOAD segments at {:#x} and {:#x} share file offset {:#x} (NOBITS collision)",
+                    a.p_vaddr, b.p_vaddr, a.p_offset
+                ));
+            }
+        }
+    }
+    if let Some(ph) = lay.segments.iter().find(|p| p.p_type == elf::PT_PHDR) {
+        if ph.p_offset != lay.e_phoff {
+            f.push("PT_PHDR does not describe the program header table's offset".into());
+        }
+        if ph.p_filesz < (lay.segments.len() as u64).saturating_mul(PHENT) {
+            f.push("PT_PHDR is smaller than the program header table".into());
+        }
+        if !loads.iter().any(|l| {
+            l.p_offset <= ph.p_offset
+                && ph.file_end() <= l.file_end()
+                && ph.p_vaddr.wrapping_sub(l.p_vaddr) == ph.p_offset - l.p_offset
+        }) {
+            f.push("no PT_LOAD maps the program header table where PT_PHDR says".into());
+        }
+    }
+    for s in lay
+        .sections
+        .iter()
+        .filter(|s| s.alloc() && s.sh_type != elf::SHT_NULL)
+    {
+        if s.file_size() > 0 {
+            let inside = loads.iter().any(|l| {
+                l.p_offset <= s.sh_offset
+                    && s.sh_offset + s.sh_size <= l.file_end()
+                    && s.sh_addr.wrapping_sub(l.p_vaddr) == s.sh_offset - l.p_offset
+            });
+            if !inside {
+                f.push(format!(
+                    "section {} is not mapped by a PT_LOAD as its address says",
+                    s.name
+                ));
+            }
+        } else if s.sh_size > 0
+            && !loads
+                .iter()
+                .any(|l| l.p_vaddr <= s.sh_addr && s.sh_addr + s.sh_size <= l.mem_end())
+        {
+            f.push(format!(
+                "NOBITS section {} is not inside a PT_LOAD's memory",
+                s.name
+            ));
+        }
+        if s.file_size() > 0 && s.sh_offset.saturating_add(s.file_size()) > len {
+            f.push(format!("section {} passes the end of the file", s.name));
+        }
+    }
+    f
+}
+
+fn flags_of_load(lay: &ElfLayout, s: &Section) -> Option<u32> {
+    lay.segments
+        .iter()
+        .filter(|p| p.p_type == elf::PT_LOAD)
+        .find(|p| p.p_vaddr <= s.sh_addr && s.sh_addr + s.sh_size.max(1) <= p.mem_end())
+        .map(|p| p.p_flags)
+}
+
+/// Check a rewritten image against its input: no structural problem the input did
+/// not have, every alloc section mapped with the same permissions as before (but
+/// `.hip_fatbin`), wrappers HIPK pointing at the marker with co_indexes covering
+/// every bundle, no relocation into `.hip_fatbin`. Returns the faults.
+pub fn verify_rewritten(
+    input: &[u8],
+    output: &[u8],
+    marker: &Marker,
+    n_bundles: usize,
+) -> Vec<String> {
+    let before = structural_faults(input);
+    let mut faults: Vec<String> = structural_faults(output)
+        .into_iter()
+        .filter(|f| !before.contains(f))
+        .collect();
+    let (Ok(a), Ok(b)) = (parse_layout(input), parse_layout(output)) else {
+        faults.push("cannot parse the rewritten headers".into());
+        return faults;
+    };
+    for s in a
+        .sections
+        .iter()
+        .filter(|s| s.alloc() && s.name != FATBIN_SECTION && s.sh_size > 0)
+    {
+        let Some(t) = b
+            .sections
+            .iter()
+            .find(|t| t.name == s.name && t.sh_addr == s.sh_addr)
+        else {
+            faults.push(format!("section {} disappeared", s.name));
+            continue;
+        };
+        if flags_of_load(&a, s) != flags_of_load(&b, t) {
+            faults.push(format!("section {} changed segment permissions", s.name));
+        }
+        if t.sh_type != s.sh_type || t.sh_size != s.sh_size {
+            faults.push(format!("section {} changed type or size", s.name));
+        }
+        if s.file_size() > 0 {
+            let (ra, rb) = (
+                s.sh_offset as usize..(s.sh_offset + s.sh_size) as usize,
+                t.sh_offset as usize..(t.sh_offset + t.sh_size) as usize,
+            );
+            let same = match (input.get(ra), output.get(rb)) {
+                (Some(x), Some(y)) => {
+                    s.name == WRAPPER_SECTION || s.sh_type == elf::SHT_RELA || x == y
+                }
+                _ => false,
+            };
+            if !same {
+                faults.push(format!("section {} changed content", s.name));
+            }
+        }
+    }
+    let Some(m) = b.sections.iter().find(|s| s.name == MARKER_SECTION) else {
+        faults.push("no marker section".into());
+        return faults;
+    };
+    match output
+        .get(m.sh_offset as usize..(m.sh_offset + m.sh_size) as usize)
+        .map(Marker::decode)
+    {
+        Some(Ok(got)) if &got == marker => {}
+        _ => faults.push("marker section does not decode to the marker".into()),
+    }
+    if b.vaddr_to_offset(m.sh_addr) != Some(m.sh_offset) {
+        faults.push("marker is not mapped at its address".into());
+    }
+    let Some(seg) = b.sections.iter().find(|s| s.name == WRAPPER_SECTION) else {
+        faults.push("no wrapper section".into());
+        return faults;
+    };
+    let mut seen = vec![false; n_bundles];
+    let words = output
+        .get(seg.sh_offset as usize..(seg.sh_offset + seg.sh_size) as usize)
+        .unwrap_or_default();
+    for (i, w) in words.chunks_exact(WRAPPER_SIZE).enumerate() {
+        if rd_u32(w, 0) != MAGIC_HIPK {
+            faults.push(format!("wrapper {i} is not HIPK"));
+        }
+        if rd_u64(w, 8) != m.sh_addr {
+            faults.push(format!("wrapper {i} does not point at the marker"));
+        }
+        match seen.get_mut(rd_u32(w, 16) as usize) {
+            Some(s) => *s = true,
+            None => faults.push(format!(
+                "wrapper {i}: co_index {} is not a bundle",
+                rd_u32(w, 16)
+            )),
+        }
+    }
+    if let Some(k) = seen.iter().position(|s| !s) {
+        faults.push(format!("bundle {k} is referenced by no wrapper"));
+    }
+    let fb = b.sections.iter().find(|s| s.name == FATBIN_SECTION);
+    for s in b.sections.iter().filter(|s| s.sh_type == elf::SHT_RELA) {
+        let Some(r) = output.get(s.sh_offset as usize..(s.sh_offset + s.sh_size) as usize) else {
+            continue;
+        };
+        for e in r.chunks_exact(24) {
+            let (off, typ, add) = (rd_u64(e, 0), rd_u32(e, 8), rd_u64(e, 16));
+            if typ == R_X86_64_RELATIVE {
+                if let Some(fb) = fb {
+                    if (fb.sh_addr..fb.sh_addr + fb.sh_size).contains(&add) {
+                        faults.push(format!(
+                            "relocation at {off:#x} still points into {FATBIN_SECTION}"
+                        ));
+                    }
+                }
+                if (seg.sh_addr..seg.sh_addr + seg.sh_size).contains(&off)
+                    && (off - seg.sh_addr) % 24 == 8
+                    && add != m.sh_addr
+                {
+                    faults.push(format!(
+                        "wrapper relocation at {off:#x} does not point at the marker"
+                    ));
+                }
+            }
+        }
+    }
+    faults
+}
+
+/// Rewrite `input` to `output` atomically (temp file in the output's directory, then
+/// rename), with the input's permission bits. Returns the plan.
+pub fn apply_rewrite(input: &Path, output: &Path, marker: &Marker) -> crate::Result<RewritePlan> {
+    let map = crate::scan::map_file(input).map_err(|e| crate::Error::io(input, e))?;
+    let data: &[u8] = map.as_deref().unwrap_or_default();
+    let rewritten = plan_rewrite(data, marker)
+        .map_err(|e| crate::Error::Invalid(format!("{}: {e}", input.display())))?;
+    let mode = std::fs::metadata(input)
+        .map_err(|e| crate::Error::io(input, e))?
+        .permissions();
+    crate::fsutil::write_atomic(output, &rewritten.bytes, Some(mode))?;
+    Ok(rewritten.plan)
+}

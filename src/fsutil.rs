@@ -1,0 +1,27 @@
+//! Atomic output files: written to a temporary sibling, then renamed into place, so
+//! a reader never sees a half-written file and a failure leaves nothing behind.
+
+use crate::error::{Error, Result};
+use std::fs::Permissions;
+use std::io::Write;
+use std::path::Path;
+
+/// Write `bytes` to `path` atomically, with `mode` (default 0644).
+pub fn write_atomic(path: &Path, bytes: &[u8], mode: Option<Permissions>) -> Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".kpack-tmp-")
+        .tempfile_in(dir)
+        .map_err(|e| Error::io(dir, e))?;
+    tmp.write_all(bytes).map_err(|e| Error::io(path, e))?;
+    let mode = mode.unwrap_or_else(|| std::os::unix::fs::PermissionsExt::from_mode(0o644));
+    tmp.as_file()
+        .set_permissions(mode)
+        .map_err(|e| Error::io(path, e))?;
+    tmp.as_file().sync_all().map_err(|e| Error::io(path, e))?;
+    tmp.persist(path).map_err(|e| Error::io(path, e.error))?;
+    Ok(())
+}
