@@ -15,7 +15,7 @@ work=$root/bench/work
 mkdir -p "$work"
 results=$work/results.jsonl
 sections=("$@")
-[ ${#sections[@]} -gt 0 ] || sections=(scan archive)
+[ ${#sections[@]} -gt 0 ] || sections=(scan rewrite archive)
 want() { local s; for s in "${sections[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 for t in hyperfine zstd clang-offload-bundler-19 objcopy python3 /usr/bin/time; do
   command -v "$t" >/dev/null || { echo "bench: missing $t" >&2; exit 1; }
@@ -33,7 +33,7 @@ record() { echo "$1" >> "$results.new"; }
 if [ -f "$results" ]; then
   python3 - "$results" "${sections[@]}" >> "$results.new" <<'PY'
 import json, sys
-keep = {"scan": "scan", "archive_write": "archive", "archive_random_access": "archive"}
+keep = {"scan": "scan", "rewrite": "rewrite", "archive_write": "archive", "archive_random_access": "archive"}
 rerun = set(sys.argv[2:])
 for line in open(sys.argv[1]):
     b = json.loads(line)
@@ -80,6 +80,18 @@ REF
   rss=$(peak_rss_kb "$kp" scan "$tree" --no-tui --json)
   t1=$( { /usr/bin/time -f %e "$kp" scan "$tree" --no-tui --json -j 1 >/dev/null; } 2>&1 | tail -1)
   record "{\"bench\":\"scan\",\"tree_bytes\":$tree_bytes,\"files\":$nfiles,\"fat_binaries\":$nfat,\"ours_s\":$ours,\"ref_s\":$ref,\"ours_j1_s\":$t1,\"peak_rss_kb\":$rss}"
+fi
+
+if want rewrite; then
+  echo "bench: rewrite of an ~80 MB binary with 14 bundles vs cp"
+  big=$work/big80.so
+  [ -f "$big" ] || "$root/target/release/examples/gen_tree" --single "$big" --tus 14 --size-mb 100
+  hyperfine -N --warmup 1 --runs "$RUNS" --export-json "$work/hf-rewrite.json" \
+    "$kp rewrite $big -o $work/big80.rw.so --search-path ../.kpack/bench_@GFXARCH@.kpack" "cp $big $work/big80.cp.so" > "$work/hf-rewrite.log"
+  read -r ours ref <<< "$(median "$work/hf-rewrite.json")"
+  rss=$(peak_rss_kb "$kp" rewrite "$big" -o "$work/big80.rw.so" --search-path x)
+  record "{\"bench\":\"rewrite\",\"input_bytes\":$(stat -c %s "$big"),\"output_bytes\":$(stat -c %s "$work/big80.rw.so"),\"bundles\":14,\"ours_s\":$ours,\"ref_s\":$ref,\"peak_rss_kb\":$rss}"
+  rm -f "$work/big80.rw.so" "$work/big80.cp.so"
 fi
 
 if want archive; then

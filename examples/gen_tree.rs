@@ -110,6 +110,7 @@ fn main() {
     let mut out = None;
     let mut size_mb = 1024u64;
     let mut seed = 1u64;
+    let mut single_tus: Option<usize> = None;
     let mut fixtures = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/bin"));
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -117,13 +118,39 @@ fn main() {
             "--size-mb" => size_mb = it.next().and_then(|v| v.parse().ok()).expect("--size-mb N"),
             "--seed" => seed = it.next().and_then(|v| v.parse().ok()).expect("--seed N"),
             "--fixtures" => fixtures = PathBuf::from(it.next().expect("--fixtures DIR")),
+            "--single" => out = Some(PathBuf::from(it.next().expect("--single FILE"))),
+            "--tus" => single_tus = Some(it.next().and_then(|v| v.parse().ok()).expect("--tus N")),
             s if !s.starts_with('-') && out.is_none() => out = Some(PathBuf::from(s)),
             s => panic!(
                 "unknown argument {s}; usage: gen_tree OUT --size-mb N [--seed S] [--fixtures DIR]"
             ),
         }
     }
-    let out = out.expect("usage: gen_tree OUT --size-mb N [--seed S]");
+    let out = out.expect("usage: gen_tree OUT --size-mb N [--seed S] | gen_tree --single FILE --tus N --size-mb M");
+    let out = std::path::absolute(&out).expect("absolute output path");
+    if let Some(n_tus) = single_tus {
+        // One shared library of about `size_mb`, `n_tus` bundles over every arch.
+        let pool = load_pool(&fixtures);
+        let per = ((size_mb << 20) as usize * 9 / 10) / (n_tus * ARCHES.len());
+        let tus = (0..n_tus)
+            .map(|i| {
+                let comp = if i % 3 == 2 { Compression::Zstd } else { Compression::None };
+                (comp, ARCHES.iter().map(|(a, _)| (a.to_string(), per)).collect())
+            })
+            .collect();
+        let spec = BinarySpec {
+            rel: out.file_name().unwrap().to_string_lossy().into_owned(),
+            exe: false,
+            tus,
+            host_size: (size_mb << 20) as usize / 10,
+            seed,
+        };
+        let dir = out.parent().unwrap_or(Path::new("."));
+        let work = dir.join(".gen-work");
+        build_binary(&pool, dir, &spec, &work);
+        let _ = std::fs::remove_dir_all(&work);
+        return;
+    }
     assert!(
         !out.exists() || std::fs::read_dir(&out).unwrap().next().is_none(),
         "{} exists and is not empty",

@@ -1,5 +1,7 @@
 //! Atomic output files: written to a temporary sibling, then renamed into place, so
 //! a reader never sees a half-written file and a failure leaves nothing behind.
+//! (No fsync: the rename is atomic against a crashed or killed process; durability
+//! against power loss is the packaging system's business, as for `cp` or `cargo`.)
 
 use crate::error::{Error, Result};
 use std::fs::Permissions;
@@ -21,7 +23,6 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: Option<Permissions>) -> Res
     tmp.as_file()
         .set_permissions(mode)
         .map_err(|e| Error::io(path, e))?;
-    tmp.as_file().sync_all().map_err(|e| Error::io(path, e))?;
     tmp.persist(path).map_err(|e| Error::io(path, e.error))?;
     Ok(())
 }

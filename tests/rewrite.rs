@@ -221,7 +221,18 @@ int main(void) {{
 }
 
 fn run_lines(exe: &Path) -> Vec<Vec<String>> {
-    let o = Command::new(exe).output().unwrap();
+    // A file just written may be briefly "busy" while a concurrently forked test
+    // process still holds the writer's descriptor (until its exec closes it).
+    let mut tries = 0;
+    let o = loop {
+        match Command::new(exe).output() {
+            Err(e) if e.raw_os_error() == Some(26) && tries < 50 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            r => break r.unwrap(),
+        }
+    };
     assert!(o.status.success(), "{}: {}", exe.display(), stderr(&o));
     stdout(&o)
         .lines()

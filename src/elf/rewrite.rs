@@ -834,18 +834,22 @@ pub fn plan_rewrite(data: &[u8], marker: &Marker) -> Result<Rewritten> {
         && phoff < cut.start;
     let table_bytes = if fits_in_place { 0 } else { n_phdr * PHENT };
 
-    // --- Output image.
-    let mut img = data.to_vec();
+    // --- Output image: the input without the removed pages, then the patches at
+    // their shifted offsets (one copy of the bytes kept; removed pages never read).
     let marker_vaddr = new_vaddr + table_bytes;
+    let mut out = Vec::with_capacity(data.len() - removed as usize + 3 * PAGE as usize);
+    out.extend_from_slice(&data[..cut.start as usize]);
+    out.extend_from_slice(&data[cut.end as usize..]);
+    let at = |off: usize| shift(off as u64) as usize;
     let mut changes = Vec::with_capacity(n_wrappers);
     for (i, (slot_vaddr, co_index, target, via)) in targets.iter().enumerate() {
         let w = seg_range.start + i * WRAPPER_SIZE;
-        wr_u32(&mut img, w, MAGIC_HIPK);
-        wr_u64(&mut img, w + 8, marker_vaddr);
-        wr_u32(&mut img, w + 16, *co_index);
+        wr_u32(&mut out, at(w), MAGIC_HIPK);
+        wr_u64(&mut out, at(w + 8), marker_vaddr);
+        wr_u32(&mut out, at(w + 16), *co_index);
         if let Some(r) = relas.get(slot_vaddr) {
-            wr_u64(&mut img, r.entry_offset + 8, u64::from(R_X86_64_RELATIVE));
-            wr_u64(&mut img, r.entry_offset + 16, marker_vaddr);
+            wr_u64(&mut out, at(r.entry_offset + 8), u64::from(R_X86_64_RELATIVE));
+            wr_u64(&mut out, at(r.entry_offset + 16), marker_vaddr);
         }
         changes.push(WrapperChange {
             index: i,
@@ -855,10 +859,6 @@ pub fn plan_rewrite(data: &[u8], marker: &Marker) -> Result<Rewritten> {
             via,
         });
     }
-    let mut out = Vec::with_capacity(data.len() - removed as usize + 3 * PAGE as usize);
-    out.extend_from_slice(&img[..cut.start as usize]);
-    out.extend_from_slice(&img[cut.end as usize..]);
-    drop(img);
     out.resize(round_up(out.len() as u64, PAGE) as usize, 0);
     let new_off = out.len() as u64;
     out.resize(out.len() + table_bytes as usize, 0);
