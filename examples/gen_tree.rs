@@ -126,7 +126,9 @@ fn main() {
             ),
         }
     }
-    let out = out.expect("usage: gen_tree OUT --size-mb N [--seed S] | gen_tree --single FILE --tus N --size-mb M");
+    let out = out.expect(
+        "usage: gen_tree OUT --size-mb N [--seed S] | gen_tree --single FILE --tus N --size-mb M",
+    );
     let out = std::path::absolute(&out).expect("absolute output path");
     if let Some(n_tus) = single_tus {
         // One shared library of about `size_mb`, `n_tus` bundles over every arch.
@@ -134,8 +136,15 @@ fn main() {
         let per = ((size_mb << 20) as usize * 9 / 10) / (n_tus * ARCHES.len());
         let tus = (0..n_tus)
             .map(|i| {
-                let comp = if i % 3 == 2 { Compression::Zstd } else { Compression::None };
-                (comp, ARCHES.iter().map(|(a, _)| (a.to_string(), per)).collect())
+                let comp = if i % 3 == 2 {
+                    Compression::Zstd
+                } else {
+                    Compression::None
+                };
+                (
+                    comp,
+                    ARCHES.iter().map(|(a, _)| (a.to_string(), per)).collect(),
+                )
             })
             .collect();
         let spec = BinarySpec {

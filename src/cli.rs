@@ -95,12 +95,83 @@ pub enum Command {
         #[command(flatten)]
         marker: MarkerArgs,
     },
-    /// Check a .kpack archive: every frame decodes to its size, ordinals dense,
-    /// ranges inside the file; exit 0 when sound, 1 with the list of faults.
+    /// Pack a tree: device code into per-family .kpack archives, binaries rewritten
+    /// host-only, everything else copied; written to a temporary directory, verified,
+    /// then renamed to OUT.
+    Pack(PackArgs),
+    /// Check a .kpack archive (every frame decodes to its size, ordinals dense, ranges
+    /// inside the file) or a packed tree (archives sound, every host-only binary's
+    /// marker resolves to archives holding its kernels). Exit 0 when sound, 1 with
+    /// the list of faults.
     Verify {
-        /// The archive.
+        /// An archive or a packed tree.
         path: PathBuf,
     },
+}
+
+/// Arguments of `pack`.
+#[derive(Debug, Args, Clone)]
+pub struct PackArgs {
+    /// The install tree to pack.
+    pub tree: PathBuf,
+    /// Output directory (must not be inside TREE).
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Group name: archives are `<group>_<family>.kpack`.
+    #[arg(long)]
+    pub group: String,
+    /// A family preset (gfx90X, gfx94X, gfx950, gfx101X, gfx103X, gfx110X, gfx115X,
+    /// gfx120X, gfx125X) or NAME=arch,arch. Repeat for several.
+    #[arg(long = "family", required = true)]
+    pub families: Vec<String>,
+    /// combined: one tree with .kpack/ at its root; split: OUT/generic plus OUT/<family> overlays.
+    #[arg(long, value_enum, default_value_t = LayoutArg::Combined)]
+    pub layout: LayoutArg,
+    /// Code for archs outside every family: error (stop before writing) or drop.
+    #[arg(long, value_enum, default_value_t = UnassignedArg::Error)]
+    pub unassigned: UnassignedArg,
+    /// Kernel compression in the archives.
+    #[arg(long, value_enum, default_value_t = CompressionArg::Zstd)]
+    pub compression: CompressionArg,
+    /// zstd level (1-22).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(i32).range(1..=22))]
+    pub level: i32,
+    /// Print the plan without writing anything.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Skip verifying the output.
+    #[arg(long)]
+    pub no_verify: bool,
+    /// Replace OUT if it exists and is not empty.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// `--layout` values.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum LayoutArg {
+    /// One tree.
+    Combined,
+    /// Generic tree plus per-family overlays.
+    Split,
+}
+
+/// `--unassigned` values.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum UnassignedArg {
+    /// Stop before writing anything.
+    Error,
+    /// Leave such code out and report it.
+    Drop,
+}
+
+/// `--compression` values.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum CompressionArg {
+    /// Raw kernels.
+    None,
+    /// One zstd frame per kernel.
+    Zstd,
 }
 
 /// The marker written by preview and rewrite.

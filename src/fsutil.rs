@@ -26,3 +26,16 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: Option<Permissions>) -> Res
     tmp.persist(path).map_err(|e| Error::io(path, e.error))?;
     Ok(())
 }
+
+/// Create a new file at `path` (inside a staging directory that is renamed as a
+/// whole later) with `bytes`, the permissions and the modification time of `like`.
+pub fn write_new(path: &Path, bytes: &[u8], like: &std::fs::Metadata) -> Result<()> {
+    let mut f = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
+    f.write_all(bytes).map_err(|e| Error::io(path, e))?;
+    f.set_permissions(like.permissions())
+        .map_err(|e| Error::io(path, e))?;
+    if let Ok(m) = like.modified() {
+        let _ = f.set_times(std::fs::FileTimes::new().set_modified(m));
+    }
+    Ok(())
+}

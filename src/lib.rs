@@ -19,11 +19,13 @@ pub mod coff;
 pub mod elf;
 pub mod error;
 pub mod event;
+pub mod family;
 pub mod fsutil;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod kerneldb;
 pub mod kpack;
+pub mod pack;
 pub mod scan;
 
 pub use error::{Error, FormatError, Result};

@@ -56,6 +56,10 @@ fn run(cli: Cli) -> Result<i32> {
             output,
             marker,
         }) => batch::rewrite::rewrite(&binary, &output, &marker),
+        Some(Command::Pack(args)) => batch::pack::run(&args, &common),
+        Some(Command::Verify { path }) if path.is_dir() => {
+            with_stdout(|out| batch::pack::verify(&path, common.json, out))
+        }
         Some(Command::Verify { path }) => {
             with_stdout(|out| batch::archive::verify(&path, common.json, out))
         }

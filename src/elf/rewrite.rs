@@ -848,7 +848,11 @@ pub fn plan_rewrite(data: &[u8], marker: &Marker) -> Result<Rewritten> {
         wr_u64(&mut out, at(w + 8), marker_vaddr);
         wr_u32(&mut out, at(w + 16), *co_index);
         if let Some(r) = relas.get(slot_vaddr) {
-            wr_u64(&mut out, at(r.entry_offset + 8), u64::from(R_X86_64_RELATIVE));
+            wr_u64(
+                &mut out,
+                at(r.entry_offset + 8),
+                u64::from(R_X86_64_RELATIVE),
+            );
             wr_u64(&mut out, at(r.entry_offset + 16), marker_vaddr);
         }
         changes.push(WrapperChange {
