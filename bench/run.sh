@@ -15,7 +15,7 @@ work=$root/bench/work
 mkdir -p "$work"
 results=$work/results.jsonl
 sections=("$@")
-[ ${#sections[@]} -gt 0 ] || sections=(scan rewrite archive)
+[ ${#sections[@]} -gt 0 ] || sections=(scan rewrite pack archive)
 want() { local s; for s in "${sections[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 for t in hyperfine zstd clang-offload-bundler-19 objcopy python3 /usr/bin/time; do
   command -v "$t" >/dev/null || { echo "bench: missing $t" >&2; exit 1; }
@@ -33,7 +33,7 @@ record() { echo "$1" >> "$results.new"; }
 if [ -f "$results" ]; then
   python3 - "$results" "${sections[@]}" >> "$results.new" <<'PY'
 import json, sys
-keep = {"scan": "scan", "rewrite": "rewrite", "archive_write": "archive", "archive_random_access": "archive"}
+keep = {"scan": "scan", "rewrite": "rewrite", "pack": "pack", "archive_write": "archive", "archive_random_access": "archive"}
 rerun = set(sys.argv[2:])
 for line in open(sys.argv[1]):
     b = json.loads(line)
@@ -92,6 +92,30 @@ if want rewrite; then
   rss=$(peak_rss_kb "$kp" rewrite "$big" -o "$work/big80.rw.so" --search-path x)
   record "{\"bench\":\"rewrite\",\"input_bytes\":$(stat -c %s "$big"),\"output_bytes\":$(stat -c %s "$work/big80.rw.so"),\"bundles\":14,\"ours_s\":$ours,\"ref_s\":$ref,\"peak_rss_kb\":$rss}"
   rm -f "$work/big80.rw.so" "$work/big80.cp.so"
+fi
+
+if want pack; then
+  PACK_MB=${PACK_MB:-1100}
+  ptree=$work/tree-$PACK_MB
+  [ -d "$ptree" ] || "$root/target/release/examples/gen_tree" "$ptree" --size-mb "$PACK_MB" --seed 2
+  big=$work/tree-$((PACK_MB * 2))
+  [ -d "$big" ] || "$root/target/release/examples/gen_tree" "$big" --size-mb $((PACK_MB * 2)) --seed 3
+  fams=(--family gfx90X --family gfx94X --family gfx103X --family gfx110X --family gfx120X)
+  echo "bench: pack vs cp -a + zstd -3 -T2 over the device bytes"
+  dev_bytes=$("$root/target/release/examples/device_bytes" "$ptree" "$work/device.bin")
+  tree_bytes=$(du -sb "$ptree" | cut -f1)
+  hyperfine --warmup 1 --runs "$RUNS" --export-json "$work/hf-pack.json" \
+    --prepare "rm -rf $work/packed $work/cpa $work/device.zst" \
+    "$kp pack $ptree -o $work/packed --group bench ${fams[*]} --force" \
+    "cp -a $ptree $work/cpa && zstd -3 -T2 -q -f $work/device.bin -o $work/device.zst" > "$work/hf-pack.log"
+  read -r ours ref <<< "$(median "$work/hf-pack.json")"
+  rm -rf "$work/cpa" "$work/device.zst"
+  rss1=$(peak_rss_kb "$kp" pack "$ptree" -o "$work/packed" --group bench "${fams[@]}" --force)
+  out_bytes=$(du -sb "$work/packed" | cut -f1)
+  rss2=$(peak_rss_kb "$kp" pack "$big" -o "$work/packed2" --group bench "${fams[@]}" --force)
+  big_bytes=$(du -sb "$big" | cut -f1)
+  rm -rf "$work/packed" "$work/packed2" "$work/device.bin"
+  record "{\"bench\":\"pack\",\"tree_bytes\":$tree_bytes,\"device_bytes\":$dev_bytes,\"out_bytes\":$out_bytes,\"ours_s\":$ours,\"ref_s\":$ref,\"peak_rss_kb\":$rss1,\"big_tree_bytes\":$big_bytes,\"big_peak_rss_kb\":$rss2}"
 fi
 
 if want archive; then

@@ -18,13 +18,21 @@ fn main() {
     let report = scan::scan(&tree, &ScanOptions::default(), &NoEvents).expect("scan");
     let mut w = std::io::BufWriter::new(std::fs::File::create(&out).expect("create"));
     let mut total = 0u64;
-    for f in report.files.iter().filter(|f| f.kind == FileKind::FatBinary && f.hard_link_of.is_none() && f.container.is_none()) {
-        let Ok(Some(map)) = scan::map_file(&tree.join(&f.path)) else { continue };
-        let Ok(ElfContent::Fat(fat)) = elf::inspect(&map) else { continue };
+    for f in report.files.iter().filter(|f| {
+        f.kind == FileKind::FatBinary && f.hard_link_of.is_none() && f.container.is_none()
+    }) {
+        let Ok(Some(map)) = scan::map_file(&tree.join(&f.path)) else {
+            continue;
+        };
+        let Ok(ElfContent::Fat(fat)) = elf::inspect(&map) else {
+            continue;
+        };
         let Some(span) = fat.fatbin else { continue };
         let sec = &map[span.offset as usize..(span.offset + span.size) as usize];
         for b in &fat.bundles {
-            let Ok(un) = b.uncompressed(sec, 1 << 34) else { continue };
+            let Ok(un) = b.uncompressed(sec, 1 << 34) else {
+                continue;
+            };
             for (_, bytes) in b.code_objects(&un).unwrap_or_default() {
                 w.write_all(bytes).expect("write");
                 total += bytes.len() as u64;

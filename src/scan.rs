@@ -643,6 +643,25 @@ pub fn map_file(path: &Path) -> std::io::Result<Option<memmap2::Mmap>> {
     map_open_file(&file).map(Some)
 }
 
+/// Tell the kernel this process no longer needs the pages of `len` bytes at
+/// `offset` of a read-only file map: they leave the process's resident set (and are
+/// read again from the page cache if touched later). Used after consuming large
+/// inputs so that peak memory does not grow with the files processed.
+pub fn release_range(map: &memmap2::Mmap, offset: usize, len: usize) {
+    let page = 4096;
+    let start = offset.div_ceil(page) * page;
+    let end = (offset.saturating_add(len) / page * page).min(map.len() / page * page);
+    if end > start {
+        // SAFETY: `map` is a read-only, file-backed mapping (memmap2's Mmap), so
+        // dropping its pages loses nothing: a later access faults them back in from
+        // the file. No reference into the range is used after this call by callers
+        // (they pass ranges they are done with; a later read would still be valid).
+        let _ = unsafe {
+            map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
+        };
+    }
+}
+
 /// Map an open file read-only.
 pub fn map_open_file(file: &File) -> std::io::Result<memmap2::Mmap> {
     // SAFETY: the map is read-only and private to this process. kpack never writes

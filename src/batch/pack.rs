@@ -200,10 +200,10 @@ fn print_plan(out: &mut dyn Write, plan: &PackPlan) -> std::io::Result<()> {
 pub fn run(args: &PackArgs, common: &Common) -> Result<i32> {
     let opts = options(args, common)?;
     let mut plan = pack::plan_pack(&args.tree, &args.output, &opts)?;
-    pack::estimate(&mut plan, &args.tree, &opts);
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     if args.dry_run {
+        pack::estimate(&mut plan, &args.tree, &opts);
         if common.json {
             serde_json::to_writer_pretty(&mut out, &plan)?;
             writeln!(out)?;

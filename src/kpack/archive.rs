@@ -621,6 +621,35 @@ impl Archive {
                 ));
             }
         }
+        // Decoding every frame is the expensive part: do it in parallel.
+        let decode_faults: Vec<String> = {
+            use rayon::prelude::*;
+            idx.kernels
+                .par_iter()
+                .filter_map(|k| {
+                    let verdict = match self.kernel(k) {
+                        Ok(b) if b.len() as u64 == k.size => None,
+                        Ok(b) => Some(format!(
+                            "{} @ {}: is {} bytes, TOC says {}",
+                            k.key,
+                            k.arch,
+                            b.len(),
+                            k.size
+                        )),
+                        Err(e) => Some(format!("{} @ {}: {e}", k.key, k.arch)),
+                    };
+                    if let Bytes::Map(m) = &self.bytes {
+                        crate::scan::release_range(
+                            m,
+                            k.offset as usize,
+                            k.compressed_size as usize,
+                        );
+                    }
+                    verdict
+                })
+                .collect()
+        };
+        faults.extend(decode_faults);
         for k in &idx.kernels {
             if k.offset < BLOB_START {
                 faults.push(format!(
@@ -646,18 +675,6 @@ impl Archive {
             }
             if let Err(e) = safe_relative_path(&k.key) {
                 faults.push(format!("{}: {e}", k.key));
-            }
-            if let Err(e) = self.kernel(k).map(|b| b.len() as u64).and_then(|len| {
-                if len == k.size {
-                    Ok(())
-                } else {
-                    Err(Error::Invalid(format!(
-                        "is {len} bytes, TOC says {}",
-                        k.size
-                    )))
-                }
-            }) {
-                faults.push(format!("{} @ {}: {e}", k.key, k.arch));
             }
         }
         faults
@@ -763,10 +780,24 @@ pub fn encode_kernel(data: &[u8], scheme: Scheme, level: i32) -> std::io::Result
     match scheme {
         Scheme::None => Ok(data.to_vec()),
         Scheme::ZstdPerKernel => {
-            let mut c = zstd::bulk::Compressor::new(level)?;
-            c.include_contentsize(true)?;
-            c.include_checksum(false)?;
-            c.compress(data)
+            // One compression context per thread and level, reused across kernels.
+            thread_local! {
+                static CTX: std::cell::RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>> =
+                    const { std::cell::RefCell::new(None) };
+            }
+            CTX.with(|cell| {
+                let mut slot = cell.borrow_mut();
+                if slot.as_ref().is_none_or(|(l, _)| *l != level) {
+                    let mut c = zstd::bulk::Compressor::new(level)?;
+                    c.include_contentsize(true)?;
+                    c.include_checksum(false)?;
+                    *slot = Some((level, c));
+                }
+                match slot.as_mut() {
+                    Some((_, c)) => c.compress(data),
+                    None => Err(std::io::Error::other("no zstd context")),
+                }
+            })
         }
     }
 }
