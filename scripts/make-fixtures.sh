@@ -15,7 +15,7 @@ out=$(cd "$out" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-for tool in hipcc clang++-19 ld.lld-19 clang-offload-bundler-15 objcopy cc ar; do
+for tool in hipcc clang++-19 clang-19 ld.lld-19 lld-link-19 clang-offload-bundler-15 objcopy cc ar; do
   command -v "$tool" >/dev/null || { echo "make-fixtures: missing $tool" >&2; exit 3; }
 done
 
@@ -65,11 +65,32 @@ objcopy -O binary --only-section=.hip_fatbin libvadd.so kernels.hipfb
 clang-offload-bundler-15 -unbundle -type=o -input=kernels.hipfb \
   -targets=hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+ -output=vadd-gfx90a.co
 
-# 8. A host-only (kpack'd) shape from a plain C compiler.
+# 8. A PE/COFF DLL with a .hip_fat section and a .hipFatB wrapper, built with
+#    clang-19 for Windows and lld-link-19 (no Windows libraries needed).
+cat > fat_pe.s <<'ASM'
+.section .hip_fat,"dr"
+.p2align 12
+.globl __hip_fatbin
+__hip_fatbin:
+.incbin "kernels.hipfb"
+.section .hipFatB,"dw"
+.p2align 3
+.globl __hip_fatbin_wrapper
+__hip_fatbin_wrapper:
+.long 0x48495046, 1
+.quad __hip_fatbin
+.quad 0
+ASM
+echo 'int __declspec(dllexport) kpack_pe_fixture(void) { return 42; }' > dll.c
+clang-19 --target=x86_64-pc-windows-msvc -c dll.c -o dll.obj
+clang-19 --target=x86_64-pc-windows-msvc -c fat_pe.s -o fat_pe.obj
+lld-link-19 /dll /noentry /Brepro dll.obj fat_pe.obj /out:kfat.dll >/dev/null
+
+# 9. A host-only (kpack'd) shape from a plain C compiler.
 cc -O2 -g0 -Wl,--build-id=none hostonly.c -o hostonly
 
-for f in libvadd.so app_pie app_nopie librdc.so libzkern.so vadd.o libkern.a kernels.hipfb vadd-gfx90a.co hostonly; do
+for f in libvadd.so app_pie app_nopie librdc.so libzkern.so vadd.o libkern.a kernels.hipfb vadd-gfx90a.co hostonly kfat.dll; do
   cp "$f" "$out/$f"
 done
-chmod 0644 "$out"/*.o "$out"/*.a "$out"/*.hipfb "$out"/*.co
+chmod 0644 "$out"/*.o "$out"/*.a "$out"/*.hipfb "$out"/*.co "$out"/*.dll
 echo "make-fixtures: wrote $(ls "$out" | wc -l) files to $out ($(du -sh "$out" | cut -f1))"

@@ -30,6 +30,7 @@ fn fixture_kinds_and_shapes() {
     assert_eq!(kinds["kernels.hipfb"], FileKind::Bundle);
     assert_eq!(kinds["vadd-gfx90a.co"], FileKind::CodeObject);
     assert_eq!(kinds["hostonly"], FileKind::HostOnlyBinary);
+    assert_eq!(kinds["kfat.dll"], FileKind::FatBinary);
     assert!(r.diagnostics.is_empty(), "{:?}", r.diagnostics);
 
     let get = |p: &str| r.files.iter().find(|f| f.path == p).unwrap();
@@ -75,6 +76,13 @@ fn fixture_kinds_and_shapes() {
     assert_eq!(m.kpack_search_paths, vec!["../.kpack/demo_gfx90X.kpack"]);
     assert_eq!(h.wrappers[0].magic, WrapperMagic::Hipk);
     assert_eq!(h.device_bytes, 0);
+    // PE DLL (clang-19 + lld-link): its .hip_fat bundle, listed like an ELF one.
+    let dll = get("kfat.dll");
+    assert_eq!(dll.container, Some("pe"));
+    assert_eq!(dll.bundles.len(), 1);
+    let dll_archs: Vec<&str> = dll.bundles[0].targets.iter().map(|t| t.arch.as_str()).collect();
+    assert_eq!(dll_archs, vec!["gfx900", "gfx90a:xnack+"]);
+    assert_eq!(dll.bundles, get("kernels.hipfb").bundles, "same bundle as the ELF it came from");
     // Archive members.
     let a = get("libkern.a");
     assert_eq!(a.members.len(), 2);
