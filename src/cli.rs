@@ -95,6 +95,18 @@ pub enum Command {
         #[command(flatten)]
         marker: MarkerArgs,
     },
+    /// Analyse a compile trace (ninja log v5-v7, or a phc trace): wall time,
+    /// parallelism, per-arch device time, critical paths; or export it for Perfetto.
+    Trace {
+        /// The trace file.
+        file: PathBuf,
+        /// Export format.
+        #[arg(long, value_enum)]
+        export: Option<ExportArg>,
+        /// Output file of the export.
+        #[arg(short, long, requires = "export")]
+        output: Option<PathBuf>,
+    },
     /// Pack a tree: device code into per-family .kpack archives, binaries rewritten
     /// host-only, everything else copied; written to a temporary directory, verified,
     /// then renamed to OUT.
@@ -145,6 +157,13 @@ pub struct PackArgs {
     /// Replace OUT if it exists and is not empty.
     #[arg(long)]
     pub force: bool,
+}
+
+/// `--export` values.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ExportArg {
+    /// Chrome trace-event JSON (Perfetto, chrome://tracing).
+    Chrome,
 }
 
 /// `--layout` values.

@@ -89,3 +89,22 @@ pub fn rewrite(data: &[u8]) {
         assert!(elf::rewrite::plan_rewrite(&r.bytes, &marker).is_err());
     }
 }
+
+/// Ninja log / phc trace parser, analysis and export; feeding the bytes in two pieces
+/// gives the same trace as feeding them at once.
+pub fn ninja_log(data: &[u8]) {
+    let t = crate::trace::parse(data);
+    for b in &t.builds {
+        let a = crate::trace::analysis::analyse(b);
+        assert!(a.peak_parallelism <= b.jobs.len());
+        let lanes = crate::trace::analysis::lanes(&b.jobs);
+        assert_eq!(lanes.len(), b.jobs.len());
+    }
+    let _ = crate::trace::chrome::export(&t);
+    let mid = data.len() / 2;
+    let mut p = crate::trace::TraceParser::new();
+    p.feed(&data[..mid]);
+    p.feed(&data[mid..]);
+    p.finish();
+    assert_eq!(p.trace().builds, t.builds);
+}

@@ -27,5 +27,6 @@ pub mod kerneldb;
 pub mod kpack;
 pub mod pack;
 pub mod scan;
+pub mod trace;
 
 pub use error::{Error, FormatError, Result};

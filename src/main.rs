@@ -57,6 +57,11 @@ fn run(cli: Cli) -> Result<i32> {
             marker,
         }) => batch::rewrite::rewrite(&binary, &output, &marker),
         Some(Command::Pack(args)) => batch::pack::run(&args, &common),
+        Some(Command::Trace {
+            file,
+            export,
+            output,
+        }) => batch::trace::run(&file, export.is_some(), output.as_deref(), &common),
         Some(Command::Verify { path }) if path.is_dir() => {
             with_stdout(|out| batch::pack::verify(&path, common.json, out))
         }
@@ -67,6 +72,9 @@ fn run(cli: Cli) -> Result<i32> {
             let path = cli.path.unwrap_or_else(demo_path);
             if is_kpack(&path) {
                 return with_stdout(|out| batch::archive::inspect(&path, common.json, out));
+            }
+            if is_trace(&path) {
+                return batch::trace::run(&path, false, None, &common);
             }
             run_scan(&path, &common)
         }
@@ -82,6 +90,16 @@ fn is_kpack(path: &Path) -> bool {
             .and_then(|mut f| f.read_exact(&mut magic))
             .is_ok()
         && &magic == kpack::kpack::archive::MAGIC
+}
+
+/// Whether `path` is a file that looks like a ninja log or phc trace.
+fn is_trace(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = vec![0u8; 4096];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| f.read(&mut head))
+        .unwrap_or(0);
+    path.is_file() && kpack::trace::looks_like_trace(&head[..n])
 }
 
 /// Run `f` with a buffered stdout, flushing at the end.

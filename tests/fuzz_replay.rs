@@ -154,3 +154,8 @@ fn marker() {
 fn rewrite_plan_apply_verify() {
     replay("rewrite", 600, kpack::fuzzing::rewrite);
 }
+
+#[test]
+fn ninja_log_parser() {
+    replay("ninja_log", 3000, kpack::fuzzing::ninja_log);
+}

@@ -80,9 +80,17 @@ fn fixture_kinds_and_shapes() {
     let dll = get("kfat.dll");
     assert_eq!(dll.container, Some("pe"));
     assert_eq!(dll.bundles.len(), 1);
-    let dll_archs: Vec<&str> = dll.bundles[0].targets.iter().map(|t| t.arch.as_str()).collect();
+    let dll_archs: Vec<&str> = dll.bundles[0]
+        .targets
+        .iter()
+        .map(|t| t.arch.as_str())
+        .collect();
     assert_eq!(dll_archs, vec!["gfx900", "gfx90a:xnack+"]);
-    assert_eq!(dll.bundles, get("kernels.hipfb").bundles, "same bundle as the ELF it came from");
+    assert_eq!(
+        dll.bundles,
+        get("kernels.hipfb").bundles,
+        "same bundle as the ELF it came from"
+    );
     // Archive members.
     let a = get("libkern.a");
     assert_eq!(a.members.len(), 2);

@@ -6,6 +6,7 @@ pub mod pack;
 pub mod progress;
 pub mod rewrite;
 pub mod scan;
+pub mod trace;
 
 use std::io::{self, Write};
 

@@ -1,0 +1,384 @@
+//! Where build time goes: the analysis of one build's jobs. Pure computation.
+
+use super::{Build, Job, JobKind};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Buckets of the parallelism timeline.
+pub const TIMELINE_BUCKETS: usize = 60;
+/// Length of the top lists.
+pub const TOP: usize = 10;
+
+/// Device-compile time of one arch.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct ArchTime {
+    /// Total ms.
+    pub total_ms: i64,
+    /// Number of compiles.
+    pub compiles: u64,
+    /// Mean ms.
+    pub mean_ms: f64,
+}
+
+/// One object's steps.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ObjectTime {
+    /// The object.
+    pub object: String,
+    /// Slowest device compile + bundle + host: its critical path.
+    pub critical_path_ms: i64,
+    /// Slowest device compile, ms, and its arch.
+    pub slowest_device_ms: i64,
+    /// Arch of the slowest device compile.
+    pub slowest_arch: String,
+    /// Sum of device compiles.
+    pub device_total_ms: i64,
+    /// Bundling.
+    pub bundle_ms: i64,
+    /// Host compile.
+    pub host_ms: i64,
+    /// First start to last end of its steps.
+    pub span_ms: i64,
+}
+
+/// A step in a top list.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepTime {
+    /// Names.
+    pub name: String,
+    /// `device`, `bundle`, `host`, `other`.
+    pub kind: &'static str,
+    /// Duration.
+    pub ms: i64,
+    /// Start.
+    pub start_ms: i64,
+}
+
+/// The analysis of a build.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BuildAnalysis {
+    /// First start to last end.
+    pub wall_ms: i64,
+    /// Jobs.
+    pub jobs: usize,
+    /// Sum of job durations.
+    pub job_ms: i64,
+    /// job_ms / wall_ms.
+    pub average_parallelism: f64,
+    /// Most jobs running at once.
+    pub peak_parallelism: usize,
+    /// Mean number of running jobs in each of [`TIMELINE_BUCKETS`] equal slices of the wall time.
+    pub parallelism_timeline: Vec<f64>,
+    /// Number of running jobs → ms spent at that level.
+    pub time_at_parallelism: BTreeMap<usize, i64>,
+    /// Arch → total device-compile ms.
+    pub per_arch: BTreeMap<String, i64>,
+    /// Arch → totals and means.
+    pub per_arch_detail: BTreeMap<String, ArchTime>,
+    /// Objects with device steps, slowest critical path first.
+    pub objects: Vec<ObjectTime>,
+    /// Slowest steps.
+    pub slowest_steps: Vec<StepTime>,
+    /// Longest per-object chain (slowest device + bundle + host), or the longest
+    /// single other step: a lower bound of the wall time with unlimited slots.
+    pub critical_path_ms: i64,
+    /// Object whose chain is the critical path.
+    pub critical_object: Option<String>,
+    /// ∫ (peak − running) dt: slot-ms left idle below the peak.
+    pub idle_capacity_ms: i64,
+    /// What a plain driver would have spent: each object's device compiles one after
+    /// another in one process, then bundle and host; plus every other step.
+    pub serial_driver_ms: i64,
+    /// That serial work spread over the peak number of slots (never below the longest
+    /// single object): an estimate of the wall time without phc.
+    pub estimated_plain_wall_ms: i64,
+}
+
+/// Lanes as ninjatracing assigns them: each job goes to the first lane that is free
+/// at its start (jobs taken by start time); a lane's jobs never overlap.
+pub fn lanes(jobs: &[Job]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by(|&a, &b| {
+        jobs[a]
+            .start
+            .cmp(&jobs[b].start)
+            .then(jobs[b].end.cmp(&jobs[a].end))
+            .then(a.cmp(&b))
+    });
+    let mut lane_end: Vec<i64> = Vec::new();
+    let mut out = vec![0; jobs.len()];
+    for i in order {
+        let j = &jobs[i];
+        match lane_end.iter().position(|&e| e <= j.start) {
+            Some(l) => {
+                lane_end[l] = j.end;
+                out[i] = l;
+            }
+            None => {
+                out[i] = lane_end.len();
+                lane_end.push(j.end);
+            }
+        }
+    }
+    out
+}
+
+/// Analyse one build.
+pub fn analyse(build: &Build) -> BuildAnalysis {
+    let jobs = &build.jobs;
+    let t0 = jobs.iter().map(|j| j.start).min().unwrap_or(0);
+    let t1 = jobs.iter().map(|j| j.end).max().unwrap_or(0);
+    let wall = t1 - t0;
+    let job_ms: i64 = jobs
+        .iter()
+        .map(Job::duration)
+        .fold(0i64, i64::saturating_add);
+    // Sweep: +1 at each start, −1 at each end (ends first at equal times).
+    let mut events: Vec<(i64, i32)> = jobs
+        .iter()
+        .flat_map(|j| [(j.start, 1), (j.end, -1)])
+        .collect();
+    events.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+    let mut running = 0i64;
+    let mut peak = 0i64;
+    let mut at_level: BTreeMap<usize, i64> = BTreeMap::new();
+    let mut prev = t0;
+    let mut segments: Vec<(i64, i64, i64)> = Vec::new(); // (from, to, running)
+    for (t, d) in &events {
+        if *t > prev {
+            let e = at_level.entry(running as usize).or_default();
+            *e = e.saturating_add(t - prev);
+            segments.push((prev, *t, running));
+            prev = *t;
+        }
+        running += i64::from(*d);
+        peak = peak.max(running);
+    }
+    let idle: i64 = segments
+        .iter()
+        .map(|(a, b, r)| (peak - r).saturating_mul(b - a))
+        .fold(0i64, i64::saturating_add);
+    let mut timeline = vec![0.0; if wall > 0 { TIMELINE_BUCKETS } else { 0 }];
+    if wall > 0 {
+        let width = wall as f64 / TIMELINE_BUCKETS as f64;
+        for (a, b, r) in &segments {
+            let (a, b) = ((a - t0) as f64, (b - t0) as f64);
+            let first = (a / width) as usize;
+            let last = ((b / width).ceil() as usize).min(TIMELINE_BUCKETS);
+            for (k, slot) in timeline.iter_mut().enumerate().take(last).skip(first) {
+                let lo = a.max(k as f64 * width);
+                let hi = b.min((k + 1) as f64 * width);
+                if hi > lo {
+                    *slot += *r as f64 * (hi - lo) / width;
+                }
+            }
+        }
+    }
+    let mut per_arch_detail: BTreeMap<String, ArchTime> = BTreeMap::new();
+    #[derive(Default)]
+    struct Obj {
+        slowest: i64,
+        slowest_arch: String,
+        device: i64,
+        bundle: i64,
+        host: i64,
+        first: Option<i64>,
+        last: i64,
+    }
+    let mut objs: BTreeMap<&str, Obj> = BTreeMap::new();
+    let mut other_serial = 0i64;
+    let mut longest_other = 0i64;
+    for j in jobs {
+        let d = j.duration();
+        if let Some(o) = j.kind.object() {
+            let e = objs.entry(o).or_default();
+            e.first = Some(e.first.map_or(j.start, |f| f.min(j.start)));
+            e.last = e.last.max(j.end);
+            match &j.kind {
+                JobKind::Device { arch, .. } => {
+                    e.device = e.device.saturating_add(d);
+                    if d > e.slowest || e.slowest_arch.is_empty() {
+                        e.slowest = d;
+                        e.slowest_arch = arch.clone();
+                    }
+                    let a = per_arch_detail.entry(arch.clone()).or_default();
+                    a.total_ms = a.total_ms.saturating_add(d);
+                    a.compiles += 1;
+                }
+                JobKind::Bundle { .. } => e.bundle = e.bundle.saturating_add(d),
+                JobKind::Host { .. } => e.host = e.host.saturating_add(d),
+                JobKind::Other => {}
+            }
+        } else {
+            other_serial = other_serial.saturating_add(d);
+            longest_other = longest_other.max(d);
+        }
+    }
+    for a in per_arch_detail.values_mut() {
+        a.mean_ms = if a.compiles > 0 {
+            a.total_ms as f64 / a.compiles as f64
+        } else {
+            0.0
+        };
+    }
+    let mut objects: Vec<ObjectTime> = objs
+        .iter()
+        .map(|(o, e)| ObjectTime {
+            object: o.to_string(),
+            critical_path_ms: e.slowest.saturating_add(e.bundle).saturating_add(e.host),
+            slowest_device_ms: e.slowest,
+            slowest_arch: e.slowest_arch.clone(),
+            device_total_ms: e.device,
+            bundle_ms: e.bundle,
+            host_ms: e.host,
+            span_ms: e.last - e.first.unwrap_or(e.last),
+        })
+        .collect();
+    objects.sort_by(|a, b| {
+        b.critical_path_ms
+            .cmp(&a.critical_path_ms)
+            .then(a.object.cmp(&b.object))
+    });
+    let (critical_path_ms, critical_object) = match objects.first() {
+        Some(o) if o.critical_path_ms >= longest_other => {
+            (o.critical_path_ms, Some(o.object.clone()))
+        }
+        _ => (longest_other, None),
+    };
+    let serial = |e: &Obj| e.device.saturating_add(e.bundle).saturating_add(e.host);
+    let serial_driver_ms = objs
+        .values()
+        .map(serial)
+        .fold(other_serial, i64::saturating_add);
+    let longest_serial_object = objs.values().map(serial).max().unwrap_or(0);
+    let slots = peak.max(1);
+    let estimated_plain_wall_ms = (serial_driver_ms / slots)
+        .max(longest_serial_object)
+        .max(longest_other);
+    let mut slowest_steps: Vec<StepTime> = jobs
+        .iter()
+        .map(|j| StepTime {
+            name: j.names.join(", "),
+            kind: j.kind.category(),
+            ms: j.duration(),
+            start_ms: j.start,
+        })
+        .collect();
+    slowest_steps.sort_by(|a, b| b.ms.cmp(&a.ms).then(a.name.cmp(&b.name)));
+    slowest_steps.truncate(TOP);
+    BuildAnalysis {
+        wall_ms: wall,
+        jobs: jobs.len(),
+        job_ms,
+        average_parallelism: if wall > 0 {
+            job_ms as f64 / wall as f64
+        } else {
+            0.0
+        },
+        peak_parallelism: peak as usize,
+        parallelism_timeline: timeline,
+        time_at_parallelism: at_level,
+        per_arch: per_arch_detail
+            .iter()
+            .map(|(a, t)| (a.clone(), t.total_ms))
+            .collect(),
+        per_arch_detail,
+        objects,
+        slowest_steps,
+        critical_path_ms,
+        critical_object,
+        idle_capacity_ms: idle,
+        serial_driver_ms,
+        estimated_plain_wall_ms,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::parse;
+    use super::*;
+
+    fn trace() -> Build {
+        // Hand-computed example (ms from 0):
+        //   a.o::gfx900 0-40, a.o::gfx942 0-60, a.o::bundle 60-65, a.o 65-100
+        //   b.o::gfx900 10-30, b.o::gfx942 30-50, b.o::bundle 50-52, b.o 52-70
+        //   link 100-120
+        // Lines in completion order, as ninja writes them.
+        parse(
+            b"10\t30\t0\tb.o::gfx900\t5\n0\t40\t0\ta.o::gfx900\t1\n30\t50\t0\tb.o::gfx942\t6\n\
+              50\t52\t0\tb.o::bundle\t7\n0\t60\t0\ta.o::gfx942\t2\n60\t65\t0\ta.o::bundle\t3\n\
+              52\t70\t0\tb.o\t8\n65\t100\t0\ta.o\t4\n100\t120\t0\tlink\t9\n",
+        )
+        .builds
+        .remove(0)
+    }
+
+    #[test]
+    fn hand_computed_figures() {
+        let a = analyse(&trace());
+        assert_eq!(a.wall_ms, 120);
+        assert_eq!(a.jobs, 9);
+        assert_eq!(a.job_ms, 40 + 60 + 5 + 35 + 20 + 20 + 2 + 18 + 20);
+        // 0-10: 2, 10-40: 3, 40-50: 2, 50-52: 2, 52-60: 2, 60-65: 2, 65-70: 2, 70-100: 1, 100-120: 1
+        assert_eq!(a.peak_parallelism, 3);
+        assert_eq!(a.time_at_parallelism[&3], 30);
+        assert_eq!(a.time_at_parallelism[&2], 40);
+        assert_eq!(a.time_at_parallelism[&1], 50);
+        // 40 ms at 2 running (1 slot idle) + 50 ms at 1 running (2 idle).
+        assert_eq!(a.idle_capacity_ms, 40 + 50 * 2);
+        assert_eq!(a.per_arch["gfx900"], 60);
+        assert_eq!(a.per_arch["gfx942"], 80);
+        assert_eq!(a.per_arch_detail["gfx942"].mean_ms, 40.0);
+        // a.o: 60 + 5 + 35 = 100; b.o: 20 + 2 + 18 = 40; link 20.
+        assert_eq!(a.objects[0].object, "a.o");
+        assert_eq!(a.objects[0].critical_path_ms, 100);
+        assert_eq!(a.objects[0].slowest_arch, "gfx942");
+        assert_eq!(a.critical_path_ms, 100);
+        // Serial driver: a.o 40+60+5+35 = 140, b.o 20+20+2+18 = 60, link 20.
+        assert_eq!(a.serial_driver_ms, 220);
+        assert_eq!(a.estimated_plain_wall_ms, 140, "max(220/3, 140)");
+        assert_eq!(a.slowest_steps[0].name, "a.o::gfx942");
+        let mean: f64 =
+            a.parallelism_timeline.iter().sum::<f64>() / a.parallelism_timeline.len() as f64;
+        assert!((mean - a.average_parallelism).abs() < 1e-9);
+    }
+
+    #[test]
+    fn lanes_hand_computed() {
+        let b = trace();
+        let l = lanes(&b.jobs);
+        let by_name: BTreeMap<String, usize> = b
+            .jobs
+            .iter()
+            .zip(&l)
+            .map(|(j, l)| (j.names[0].clone(), *l))
+            .collect();
+        // By start: a942(0-60) L0, a900(0-40) L1, b900(10-30) L2, b942(30-50) L2, a940 ends 40,
+        // b.bundle(50-52) L1, b.o(52-70) L1, a.bundle(60-65) L0, a.o(65-100) L0, link(100-120) L0.
+        assert_eq!(by_name["a.o::gfx942"], 0);
+        assert_eq!(by_name["a.o::gfx900"], 1);
+        assert_eq!(by_name["b.o::gfx900"], 2);
+        assert_eq!(by_name["b.o::gfx942"], 2);
+        assert_eq!(by_name["b.o::bundle"], 1);
+        assert_eq!(by_name["a.o"], 0);
+        assert_eq!(by_name["link"], 0);
+        for i in 0..b.jobs.len() {
+            for k in i + 1..b.jobs.len() {
+                if l[i] == l[k] {
+                    assert!(
+                        b.jobs[i].end <= b.jobs[k].start || b.jobs[k].end <= b.jobs[i].start,
+                        "lane overlap"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn empty_build() {
+        let a = analyse(&Build::default());
+        assert_eq!(a.wall_ms, 0);
+        assert_eq!(a.peak_parallelism, 0);
+        assert!(a.parallelism_timeline.is_empty());
+    }
+}

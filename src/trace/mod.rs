@@ -1,0 +1,522 @@
+//! Compile traces: ninja logs (v5, v6, v7, with or without the header) and the
+//! headerless v7 lines `phc` writes (`PHC_NINJA_TRACE`).
+//!
+//! A line is `start \t end \t mtime \t name \t hash`. Times are integer milliseconds:
+//! relative to the build start in real ninja logs, Unix epoch in phc traces (values
+//! ≥ 10¹¹; normalised to the earliest start). Lines are parsed streaming; a bad line
+//! becomes a diagnostic with its line number and the rest is still read; an
+//! unterminated last line (a file still being written) is held back until its newline
+//! arrives ([`TraceParser::finish`] takes it when the file is complete).
+//!
+//! Builds: in build-relative logs a line whose end is smaller than the previous end
+//! starts a new build (ninja's restart); in epoch logs, whose writers append out of
+//! order, that heuristic is wrong, so a new build starts when a name already built in
+//! the current build appears again. Lines with the same hash, start and end are one
+//! job with several outputs. Names `obj::gfx942` are device compiles, `obj::bundle`
+//! bundling, and `obj` the host compile of an object that has device steps.
+
+pub mod analysis;
+pub mod chrome;
+
+use serde::Serialize;
+use std::collections::HashSet;
+
+/// Epoch-millisecond times are at least this large.
+pub const EPOCH_THRESHOLD: i64 = 100_000_000_000;
+/// Largest time accepted, ms (about 8,900 years: epoch values are far below).
+pub const MAX_TIME: i64 = 1 << 48;
+/// Longest line accepted (as ninja's loader).
+pub const MAX_LINE: usize = 256 * 1024;
+/// Diagnostics kept in full (the rest are counted).
+pub const MAX_DIAGNOSTICS: usize = 50;
+
+/// What a job did.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum JobKind {
+    /// Device compile of `object` for `arch`.
+    Device {
+        /// The object.
+        object: String,
+        /// Target ID.
+        arch: String,
+    },
+    /// Bundling of `object`'s device code.
+    Bundle {
+        /// The object.
+        object: String,
+    },
+    /// Host compile of `object` (which has device steps).
+    Host {
+        /// The object.
+        object: String,
+    },
+    /// Any other build step.
+    Other,
+}
+
+impl JobKind {
+    /// `device`, `bundle`, `host`, `other`.
+    pub fn category(&self) -> &'static str {
+        match self {
+            JobKind::Device { .. } => "device",
+            JobKind::Bundle { .. } => "bundle",
+            JobKind::Host { .. } => "host",
+            JobKind::Other => "other",
+        }
+    }
+
+    /// The object this step belongs to, if any.
+    pub fn object(&self) -> Option<&str> {
+        match self {
+            JobKind::Device { object, .. }
+            | JobKind::Bundle { object }
+            | JobKind::Host { object } => Some(object),
+            JobKind::Other => None,
+        }
+    }
+}
+
+/// One job: one line, or several lines of a multi-output edge.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Job {
+    /// Output names.
+    pub names: Vec<String>,
+    /// Start, ms (normalised: the build's first start is 0 for epoch logs).
+    pub start: i64,
+    /// End, ms.
+    pub end: i64,
+    /// The log's hash field.
+    pub hash: String,
+    /// What it did.
+    pub kind: JobKind,
+    /// Line number of its first line.
+    pub line: u64,
+}
+
+impl Job {
+    /// Duration in ms.
+    pub fn duration(&self) -> i64 {
+        self.end - self.start
+    }
+}
+
+/// One build (a ninja run, or a phc build session).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Build {
+    /// Jobs sorted by start, then end, then name.
+    pub jobs: Vec<Job>,
+    /// Offset subtracted from epoch times (0 for build-relative logs).
+    pub epoch_base_ms: i64,
+}
+
+/// A problem with one line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LineDiagnostic {
+    /// 1-based line number.
+    pub line: u64,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// The parsed trace.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Trace {
+    /// Log version from the header (7 for headerless phc files).
+    pub version: u32,
+    /// Whether the file had a header.
+    pub header: bool,
+    /// Whether times are epoch milliseconds.
+    pub epoch: bool,
+    /// Builds in file order.
+    pub builds: Vec<Build>,
+    /// The first [`MAX_DIAGNOSTICS`] problems.
+    pub diagnostics: Vec<LineDiagnostic>,
+    /// Number of problems in all.
+    pub diagnostic_count: u64,
+    /// Lines read.
+    pub lines: u64,
+    /// Bytes of an unterminated last line held back.
+    pub pending_bytes: usize,
+}
+
+struct RawLine {
+    start: i64,
+    end: i64,
+    name: String,
+    hash: String,
+    line: u64,
+}
+
+/// A streaming parser: feed bytes as they arrive, read the trace at any time.
+#[derive(Default)]
+pub struct TraceParser {
+    carry: Vec<u8>,
+    line_no: u64,
+    version: Option<u32>,
+    header: bool,
+    raw_builds: Vec<Vec<RawLine>>,
+    seen_names: HashSet<String>,
+    last_end: Option<i64>,
+    epoch: Option<bool>,
+    diagnostics: Vec<LineDiagnostic>,
+    diagnostic_count: u64,
+    skipping_long: bool,
+}
+
+impl TraceParser {
+    /// A new parser.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn diag(&mut self, line: u64, message: String) {
+        self.diagnostic_count += 1;
+        if self.diagnostics.len() < MAX_DIAGNOSTICS {
+            self.diagnostics.push(LineDiagnostic { line, message });
+        }
+    }
+
+    /// Feed more bytes of the file.
+    pub fn feed(&mut self, bytes: &[u8]) {
+        let mut rest = bytes;
+        while let Some(nl) = rest.iter().position(|&b| b == b'\n') {
+            let (piece, tail) = rest.split_at(nl);
+            rest = &tail[1..];
+            if self.skipping_long {
+                self.skipping_long = false;
+                self.carry.clear();
+                continue;
+            }
+            if self.carry.is_empty() {
+                self.line(piece);
+            } else {
+                let mut l = std::mem::take(&mut self.carry);
+                l.extend_from_slice(piece);
+                self.line(&l);
+            }
+        }
+        if !self.skipping_long {
+            self.carry.extend_from_slice(rest);
+            if self.carry.len() > MAX_LINE {
+                self.line_no += 1;
+                let n = self.line_no;
+                self.diag(n, format!("line longer than {MAX_LINE} bytes, skipped"));
+                self.carry.clear();
+                self.skipping_long = true;
+            }
+        }
+    }
+
+    /// The file is complete: an unterminated last line is parsed too.
+    pub fn finish(&mut self) {
+        if !self.carry.is_empty() && !self.skipping_long {
+            let l = std::mem::take(&mut self.carry);
+            self.line(&l);
+        }
+    }
+
+    fn line(&mut self, raw: &[u8]) {
+        self.line_no += 1;
+        let n = self.line_no;
+        let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+        let Ok(text) = std::str::from_utf8(raw) else {
+            self.diag(n, "not UTF-8 text".into());
+            return;
+        };
+        if text.trim().is_empty() {
+            return;
+        }
+        if let Some(h) = text.strip_prefix('#') {
+            if let Some(v) = h.trim().strip_prefix("ninja log v") {
+                match v.trim().parse::<u32>() {
+                    Ok(v @ 5..=7) => {
+                        if self.version.is_some_and(|old| old != v) {
+                            self.diag(
+                                n,
+                                format!(
+                                    "header says v{v} after v{}: mixed versions",
+                                    self.version.unwrap_or(0)
+                                ),
+                            );
+                        }
+                        self.version = Some(v);
+                        self.header = true;
+                    }
+                    _ => self.diag(
+                        n,
+                        format!("unsupported log version {:?} (5 to 7 are read)", v.trim()),
+                    ),
+                }
+            }
+            return;
+        }
+        let fields: Vec<&str> = text.split('\t').collect();
+        if fields.len() != 5 {
+            self.diag(
+                n,
+                format!("expected 5 tab-separated fields, found {}", fields.len()),
+            );
+            return;
+        }
+        let num = |s: &str| s.trim().parse::<i64>();
+        let (start, end) = match (num(fields[0]), num(fields[1])) {
+            (Ok(s), Ok(e)) => (s, e),
+            _ => {
+                self.diag(
+                    n,
+                    format!(
+                        "start {:?} or end {:?} is not an integer",
+                        fields[0], fields[1]
+                    ),
+                );
+                return;
+            }
+        };
+        if end < start {
+            self.diag(n, format!("ends ({end}) before it starts ({start})"));
+            return;
+        }
+        if start < 0 {
+            self.diag(n, format!("negative start {start}"));
+            return;
+        }
+        if end > MAX_TIME {
+            self.diag(n, format!("time {end} is out of range"));
+            return;
+        }
+        if num(fields[2]).is_err() {
+            self.diag(n, format!("mtime {:?} is not an integer", fields[2]));
+            return;
+        }
+        let name = fields[3].to_string();
+        if name.is_empty() {
+            self.diag(n, "empty output name".into());
+            return;
+        }
+        let is_epoch = start >= EPOCH_THRESHOLD;
+        match self.epoch {
+            None => self.epoch = Some(is_epoch),
+            Some(e) if e != is_epoch => {
+                self.diag(n, "mixes epoch and build-relative times; skipped".into());
+                return;
+            }
+            _ => {}
+        }
+        // New build?
+        let restart = if is_epoch {
+            self.seen_names.contains(&name)
+        } else {
+            self.last_end.is_some_and(|last| end < last)
+        };
+        if restart || self.raw_builds.is_empty() {
+            self.raw_builds.push(Vec::new());
+            self.seen_names.clear();
+        }
+        self.seen_names.insert(name.clone());
+        self.last_end = Some(
+            self.last_end
+                .map_or(end, |l| if restart { end } else { l.max(end) }),
+        );
+        if let Some(b) = self.raw_builds.last_mut() {
+            b.push(RawLine {
+                start,
+                end,
+                name,
+                hash: fields[4].trim().to_string(),
+                line: n,
+            });
+        }
+    }
+
+    /// The trace as parsed so far.
+    pub fn trace(&self) -> Trace {
+        let epoch = self.epoch.unwrap_or(false);
+        let builds = self
+            .raw_builds
+            .iter()
+            .map(|raw| build_from(raw, epoch))
+            .collect();
+        Trace {
+            version: self.version.unwrap_or(7),
+            header: self.header,
+            epoch,
+            builds,
+            diagnostics: self.diagnostics.clone(),
+            diagnostic_count: self.diagnostic_count,
+            lines: self.line_no,
+            pending_bytes: self.carry.len(),
+        }
+    }
+}
+
+fn build_from(raw: &[RawLine], epoch: bool) -> Build {
+    let base = if epoch {
+        raw.iter().map(|l| l.start).min().unwrap_or(0)
+    } else {
+        0
+    };
+    // Lines with the same hash, start and end are one multi-output job.
+    let mut jobs: Vec<Job> = Vec::with_capacity(raw.len());
+    let mut index: std::collections::HashMap<(&str, i64, i64), usize> =
+        std::collections::HashMap::new();
+    for l in raw {
+        match index.get(&(l.hash.as_str(), l.start, l.end)) {
+            Some(&i) if !l.hash.is_empty() => jobs[i].names.push(l.name.clone()),
+            _ => {
+                index.insert((l.hash.as_str(), l.start, l.end), jobs.len());
+                jobs.push(Job {
+                    names: vec![l.name.clone()],
+                    start: l.start - base,
+                    end: l.end - base,
+                    hash: l.hash.clone(),
+                    kind: JobKind::Other,
+                    line: l.line,
+                });
+            }
+        }
+    }
+    // Objects with device steps make their plain-named job the host compile.
+    let objects: HashSet<String> = jobs
+        .iter()
+        .filter_map(|j| j.names[0].rsplit_once("::").map(|(o, _)| o.to_string()))
+        .collect();
+    for j in &mut jobs {
+        let name = &j.names[0];
+        j.kind = match name.rsplit_once("::") {
+            Some((o, "bundle")) => JobKind::Bundle {
+                object: o.to_string(),
+            },
+            Some((o, arch)) => JobKind::Device {
+                object: o.to_string(),
+                arch: arch.to_string(),
+            },
+            None if objects.contains(name) => JobKind::Host {
+                object: name.clone(),
+            },
+            None => JobKind::Other,
+        };
+    }
+    jobs.sort_by(|a, b| {
+        a.start
+            .cmp(&b.start)
+            .then(a.end.cmp(&b.end))
+            .then(a.names.cmp(&b.names))
+    });
+    Build {
+        jobs,
+        epoch_base_ms: base,
+    }
+}
+
+/// Parse a whole file's bytes.
+pub fn parse(bytes: &[u8]) -> Trace {
+    let mut p = TraceParser::new();
+    p.feed(bytes);
+    p.finish();
+    p.trace()
+}
+
+/// Whether `head` (the first bytes of a file) looks like a ninja log or phc trace.
+pub fn looks_like_trace(head: &[u8]) -> bool {
+    if head.starts_with(b"# ninja log v") {
+        return true;
+    }
+    let text = String::from_utf8_lossy(head);
+    let Some(first) = text
+        .lines()
+        .find(|l| !l.starts_with('#') && !l.trim().is_empty())
+    else {
+        return false;
+    };
+    let f: Vec<&str> = first.split('\t').collect();
+    f.len() == 5 && f[..3].iter().all(|x| x.trim().parse::<i64>().is_ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headerless_phc_lines_with_epoch_times_and_kinds() {
+        let t = parse(
+            b"1700000000000\t1700000002000\t1700000002000\ta.o::gfx900\th1\n\
+              1700000000000\t1700000003000\t1700000003000\ta.o::gfx942\th2\n\
+              1700000003000\t1700000003100\t1700000003100\ta.o::bundle\th3\n\
+              1700000003100\t1700000004000\t1700000004000\ta.o\th4\n\
+              1700000000500\t1700000001500\t1700000001500\tlink.exe\th5\n",
+        );
+        assert!(t.epoch && !t.header && t.version == 7);
+        assert_eq!(t.builds.len(), 1);
+        let b = &t.builds[0];
+        assert_eq!(b.jobs[0].start, 0);
+        let kinds: Vec<&str> = b.jobs.iter().map(|j| j.kind.category()).collect();
+        assert_eq!(kinds, vec!["device", "device", "other", "bundle", "host"]);
+        assert_eq!(
+            b.jobs[1].kind,
+            JobKind::Device {
+                object: "a.o".into(),
+                arch: "gfx942".into()
+            }
+        );
+    }
+
+    #[test]
+    fn ninjatracing_vectors_restart_and_multi_output() {
+        // end goes backwards in a build-relative log: a new build.
+        let t = parse(b"# ninja log v5\n100\t200\t0\tmy_output\tdeadbeef\n50\t120\t0\tmy_first_output\t0afef\n");
+        assert_eq!(t.builds.len(), 2);
+        assert_eq!(t.builds[1].jobs[0].names, vec!["my_first_output"]);
+        let t =
+            parse(b"# ninja log v6\n1\t5\t0\toutput\tab\n1\t5\t0\tother_output\tab\n# comment\n");
+        assert_eq!(t.builds[0].jobs.len(), 1);
+        assert_eq!(t.builds[0].jobs[0].names, vec!["output", "other_output"]);
+    }
+
+    #[test]
+    fn epoch_logs_split_builds_on_repeated_names_not_on_end_order() {
+        let t = parse(
+            b"1700000000000\t1700000005000\t0\ta.o\th\n\
+              1700000000000\t1700000004000\t0\tb.o\th2\n\
+              1700000100000\t1700000105000\t0\ta.o\th\n",
+        );
+        assert_eq!(
+            t.builds.len(),
+            2,
+            "out-of-order ends stay one build; a repeated name starts another"
+        );
+        assert_eq!(t.builds[1].jobs[0].start, 0);
+    }
+
+    #[test]
+    fn bad_lines_are_numbered_diagnostics_and_the_rest_is_read() {
+        let t = parse(b"# ninja log v7\n1\t2\t0\ta\th\nx\t2\t0\tb\th\n5\t3\t0\tc\th\n1\t2\t0\n\xff\xfe\n7\t9\t0\td\th\r\n# ninja log v9\n");
+        assert_eq!(t.builds[0].jobs.len(), 2);
+        let lines: Vec<u64> = t.diagnostics.iter().map(|d| d.line).collect();
+        assert_eq!(lines, vec![3, 4, 5, 6, 8]);
+        assert!(t.diagnostics[1].message.contains("before it starts"));
+        assert!(t.diagnostics[4].message.contains("unsupported log version"));
+    }
+
+    #[test]
+    fn partial_last_line_waits_for_its_newline() {
+        let mut p = TraceParser::new();
+        p.feed(b"1\t2\t0\ta\th\n3\t4\t0\tb");
+        assert_eq!(p.trace().builds[0].jobs.len(), 1);
+        assert!(p.trace().pending_bytes > 0);
+        p.feed(b"b\th\n");
+        let t = p.trace();
+        assert_eq!(t.builds[0].jobs[1].names, vec!["bb"]);
+        assert_eq!(t.pending_bytes, 0);
+    }
+
+    #[test]
+    fn detection() {
+        assert!(looks_like_trace(b"# ninja log v5\n"));
+        assert!(looks_like_trace(
+            b"1700000000000\t1700000002000\t1700000002000\ta.o::gfx900\th1\n"
+        ));
+        assert!(!looks_like_trace(b"hello\tworld\n"));
+        assert!(!looks_like_trace(b"\x7fELF"));
+    }
+}

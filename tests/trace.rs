@@ -1,0 +1,157 @@
+//! Compile traces: a trace recorded from real hipcc steps, JSON analysis, Chrome
+//! export checked against the trace-event schema, and bad inputs.
+
+mod common;
+
+use common::*;
+use serde_json::Value;
+use std::path::PathBuf;
+
+fn fixture() -> PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/traces/hipcc-2obj-4arch.trace")
+}
+
+#[test]
+fn recorded_trace_analysis_json() {
+    let o = kpack(&["trace", fixture().to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let b = &v["builds"][0];
+    assert_eq!(v["builds"].as_array().unwrap().len(), 1);
+    assert_eq!(b["jobs"], 13);
+    assert!(b["wall_ms"].as_i64().unwrap() > 0);
+    assert!(
+        b["peak_parallelism"].as_u64().unwrap() >= 4,
+        "device compiles ran in parallel"
+    );
+    assert!(b["critical_path_ms"].as_i64().unwrap() <= b["wall_ms"].as_i64().unwrap());
+    let per_arch = b["per_arch"].as_object().unwrap();
+    assert_eq!(
+        per_arch.keys().cloned().collect::<Vec<_>>(),
+        vec!["gfx1030", "gfx900", "gfx906", "gfx908"]
+    );
+    assert!(per_arch.values().all(|t| t.as_i64().unwrap() > 0));
+    assert_eq!(b["objects"].as_array().unwrap().len(), 2);
+    // The same analysis is what `kpack-tui FILE --no-tui` prints.
+    let o = kpack(&[fixture().to_str().unwrap(), "--no-tui"]);
+    assert!(
+        stdout(&o).contains("device compile time per arch"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn chrome_export_matches_the_trace_event_schema() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("t.json");
+    let o = kpack(&[
+        "trace",
+        fixture().to_str().unwrap(),
+        "--export",
+        "chrome",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(v["displayTimeUnit"], "ms");
+    let events = v["traceEvents"].as_array().unwrap();
+    let complete: Vec<&Value> = events.iter().filter(|e| e["ph"] == "X").collect();
+    assert_eq!(complete.len(), 13);
+    for e in &complete {
+        assert!(e["name"].is_string() && e["cat"].is_string());
+        assert!(e["ts"].as_i64().unwrap() >= 0 && e["dur"].as_i64().unwrap() >= 0);
+        assert!(e["pid"].is_u64() && e["tid"].is_u64());
+        assert!(e["args"].is_object());
+    }
+    for e in events.iter().filter(|e| e["ph"] == "M") {
+        assert!(["process_name", "thread_name"].contains(&e["name"].as_str().unwrap()));
+        assert!(e["args"]["name"].is_string());
+    }
+    let dev = complete
+        .iter()
+        .find(|e| e["name"] == "vadd.o::gfx906")
+        .unwrap();
+    assert_eq!(dev["args"]["step"], "device");
+    assert_eq!(dev["args"]["arch"], "gfx906");
+    assert_eq!(dev["cat"], "device,gfx906");
+    // Slices on one (pid, tid) never overlap (Perfetto needs them disjoint).
+    for a in &complete {
+        for b in &complete {
+            if std::ptr::eq(*a, *b) || a["tid"] != b["tid"] {
+                continue;
+            }
+            let (sa, ea) = (
+                a["ts"].as_i64().unwrap(),
+                a["ts"].as_i64().unwrap() + a["dur"].as_i64().unwrap(),
+            );
+            let (sb, eb) = (
+                b["ts"].as_i64().unwrap(),
+                b["ts"].as_i64().unwrap() + b["dur"].as_i64().unwrap(),
+            );
+            assert!(ea <= sb || eb <= sa, "overlap in lane {}", a["tid"]);
+        }
+    }
+    // Round trip through a JSON parser is exact.
+    let again: Value = serde_json::from_str(&serde_json::to_string(&v).unwrap()).unwrap();
+    assert_eq!(again, v);
+}
+
+#[test]
+fn bad_inputs_are_line_diagnostics_and_the_rest_is_analysed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let good = std::fs::read(fixture()).unwrap();
+    let check = |name: &str, bytes: &[u8], jobs: u64, needle: &str| {
+        let p = tmp.path().join(name);
+        std::fs::write(&p, bytes).unwrap();
+        let o = kpack(&["trace", p.to_str().unwrap(), "--json"]);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let got: u64 = v["builds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["jobs"].as_u64().unwrap())
+            .sum();
+        assert_eq!(got, jobs, "{name}");
+        let msgs = v["diagnostics"].to_string();
+        assert!(msgs.contains(needle), "{name}: {msgs}");
+    };
+    let mut garbage = good.clone();
+    garbage.extend_from_slice(b"\x00\x01\x02garbage\xff\xfe\n");
+    check("garbage.trace", &garbage, 13, "not UTF-8");
+    let mut bad = good.clone();
+    bad.extend_from_slice(b"12\tabc\t0\tx\th\n1795979080000\t1795979070000\t0\ty\th\n1\t2\n");
+    check("fields.trace", &bad, 13, "before it starts");
+    let mut mixed = b"# ninja log v5\n".to_vec();
+    mixed.extend_from_slice(b"1\t2\t0\ta\th\n# ninja log v6\n3\t4\t0\tb\th\n");
+    check("mixed.trace", &mixed, 2, "mixed versions");
+    // Truncated mid-line: the complete lines are analysed.
+    let cut = &good[..good.len() - 20];
+    let p = tmp.path().join("cut.trace");
+    std::fs::write(&p, cut).unwrap();
+    let o = kpack(&["trace", p.to_str().unwrap(), "--json"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["builds"][0]["jobs"].as_u64().unwrap() >= 12);
+}
+
+#[test]
+fn a_two_gigabyte_file_is_read_in_bounded_memory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("huge.trace");
+    let f = std::fs::File::create(&p).unwrap();
+    f.set_len(2 << 30).unwrap(); // sparse: 2 GiB of zero bytes, no newline
+    let o = std::process::Command::new("/usr/bin/time")
+        .args(["-f", "%M"])
+        .arg(env!("CARGO_BIN_EXE_kpack-tui"))
+        .args(["trace", p.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["diagnostics"].to_string().contains("longer than"));
+    let rss_kb: u64 = stderr(&o).lines().last().unwrap().trim().parse().unwrap();
+    assert!(rss_kb < 64 * 1024, "peak RSS {rss_kb} KiB");
+}
