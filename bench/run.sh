@@ -15,7 +15,7 @@ work=$root/bench/work
 mkdir -p "$work"
 results=$work/results.jsonl
 sections=("$@")
-[ ${#sections[@]} -gt 0 ] || sections=(scan rewrite pack archive)
+[ ${#sections[@]} -gt 0 ] || sections=(scan rewrite pack trace archive)
 want() { local s; for s in "${sections[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 for t in hyperfine zstd clang-offload-bundler-19 objcopy python3 /usr/bin/time; do
   command -v "$t" >/dev/null || { echo "bench: missing $t" >&2; exit 1; }
@@ -33,7 +33,7 @@ record() { echo "$1" >> "$results.new"; }
 if [ -f "$results" ]; then
   python3 - "$results" "${sections[@]}" >> "$results.new" <<'PY'
 import json, sys
-keep = {"scan": "scan", "rewrite": "rewrite", "pack": "pack", "archive_write": "archive", "archive_random_access": "archive"}
+keep = {"scan": "scan", "rewrite": "rewrite", "pack": "pack", "trace": "trace", "archive_write": "archive", "archive_random_access": "archive"}
 rerun = set(sys.argv[2:])
 for line in open(sys.argv[1]):
     b = json.loads(line)
@@ -116,6 +116,21 @@ if want pack; then
   big_bytes=$(du -sb "$big" | cut -f1)
   rm -rf "$work/packed" "$work/packed2" "$work/device.bin"
   record "{\"bench\":\"pack\",\"tree_bytes\":$tree_bytes,\"device_bytes\":$dev_bytes,\"out_bytes\":$out_bytes,\"ours_s\":$ours,\"ref_s\":$ref,\"peak_rss_kb\":$rss1,\"big_tree_bytes\":$big_bytes,\"big_peak_rss_kb\":$rss2}"
+fi
+
+if want trace; then
+  echo "bench: parse + analyse 1,000,000 trace lines on one core vs awk"
+  big_trace=$work/million.trace
+  [ -f "$big_trace" ] || awk 'BEGIN { srand(7); t = 1700000000000;
+      for (i = 0; i < 1000000; i++) { o = int(i / 6); s = t + int(i / 2) * 37; d = 200 + int(rand() * 4000);
+        step = i % 6; n = (step < 4) ? sprintf("obj%06d.o::gfx9%02d", o, step) : (step == 4 ? sprintf("obj%06d.o::bundle", o) : sprintf("obj%06d.o", o));
+        printf "%d\t%d\t%d\t%s\t%016x\n", s, s + d, s + d, n, i } }' > "$big_trace"
+  hyperfine -N --warmup 1 --runs "$RUNS" --export-json "$work/hf-trace.json" \
+    "taskset -c 0 $kp trace $big_trace --json" \
+    "taskset -c 0 awk -F'\t' '{ s += \$2 - \$1 } END { print s }' $big_trace" > "$work/hf-trace.log"
+  read -r ours ref <<< "$(median "$work/hf-trace.json")"
+  rss=$(peak_rss_kb taskset -c 0 "$kp" trace "$big_trace" --json)
+  record "{\"bench\":\"trace\",\"lines\":1000000,\"ours_s\":$ours,\"ref_s\":$ref,\"peak_rss_kb\":$rss}"
 fi
 
 if want archive; then

@@ -56,7 +56,7 @@ pub fn run(file: &Path, export: bool, output: Option<&Path>, common: &Common) ->
         parser.feed(&buf[..n]);
     }
     parser.finish();
-    let t = parser.trace();
+    let t = parser.into_trace();
     if export {
         let out = output.context("give -o FILE for the export")?;
         let doc = trace::chrome::export(&t);

@@ -138,7 +138,7 @@ pub fn analyse(build: &Build) -> BuildAnalysis {
         .iter()
         .flat_map(|j| [(j.start, 1), (j.end, -1)])
         .collect();
-    events.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
+    events.sort_unstable();
     let mut running = 0i64;
     let mut peak = 0i64;
     let mut at_level: BTreeMap<usize, i64> = BTreeMap::new();
@@ -255,17 +255,28 @@ pub fn analyse(build: &Build) -> BuildAnalysis {
     let estimated_plain_wall_ms = (serial_driver_ms / slots)
         .max(longest_serial_object)
         .max(longest_other);
-    let mut slowest_steps: Vec<StepTime> = jobs
+    // Only the top few are named: pick them by index, then build their entries.
+    let mut idx: Vec<usize> = (0..jobs.len()).collect();
+    let by_duration = |&a: &usize, &b: &usize| {
+        jobs[b]
+            .duration()
+            .cmp(&jobs[a].duration())
+            .then_with(|| jobs[a].names.cmp(&jobs[b].names))
+    };
+    if idx.len() > TOP {
+        idx.select_nth_unstable_by(TOP, by_duration);
+        idx.truncate(TOP);
+    }
+    idx.sort_by(by_duration);
+    let slowest_steps: Vec<StepTime> = idx
         .iter()
-        .map(|j| StepTime {
-            name: j.names.join(", "),
-            kind: j.kind.category(),
-            ms: j.duration(),
-            start_ms: j.start,
+        .map(|&i| StepTime {
+            name: jobs[i].names.join(", "),
+            kind: jobs[i].kind.category(),
+            ms: jobs[i].duration(),
+            start_ms: jobs[i].start,
         })
         .collect();
-    slowest_steps.sort_by(|a, b| b.ms.cmp(&a.ms).then(a.name.cmp(&b.name)));
-    slowest_steps.truncate(TOP);
     BuildAnalysis {
         wall_ms: wall,
         jobs: jobs.len(),

@@ -104,7 +104,7 @@ impl Job {
 /// One build (a ninja run, or a phc build session).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Build {
-    /// Jobs sorted by start, then end, then name.
+    /// Jobs sorted by start, then end, then line number.
     pub jobs: Vec<Job>,
     /// Offset subtracted from epoch times (0 for build-relative logs).
     pub epoch_base_ms: i64,
@@ -156,7 +156,7 @@ pub struct TraceParser {
     version: Option<u32>,
     header: bool,
     raw_builds: Vec<Vec<RawLine>>,
-    seen_names: HashSet<String>,
+    seen_names: HashSet<u64>,
     last_end: Option<i64>,
     epoch: Option<bool>,
     diagnostics: Vec<LineDiagnostic>,
@@ -304,8 +304,14 @@ impl TraceParser {
             _ => {}
         }
         // New build?
+        let name_hash = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            name.hash(&mut h);
+            h.finish()
+        };
         let restart = if is_epoch {
-            self.seen_names.contains(&name)
+            self.seen_names.contains(&name_hash)
         } else {
             self.last_end.is_some_and(|last| end < last)
         };
@@ -313,7 +319,7 @@ impl TraceParser {
             self.raw_builds.push(Vec::new());
             self.seen_names.clear();
         }
-        self.seen_names.insert(name.clone());
+        self.seen_names.insert(name_hash);
         self.last_end = Some(
             self.last_end
                 .map_or(end, |l| if restart { end } else { l.max(end) }),
@@ -326,6 +332,26 @@ impl TraceParser {
                 hash: fields[4].trim().to_string(),
                 line: n,
             });
+        }
+    }
+
+    /// The trace, consuming the parser (no copies of the lines).
+    pub fn into_trace(mut self) -> Trace {
+        let epoch = self.epoch.unwrap_or(false);
+        let raw = std::mem::take(&mut self.raw_builds);
+        let builds = raw
+            .into_iter()
+            .map(|r| build_from_owned(r, epoch))
+            .collect();
+        Trace {
+            version: self.version.unwrap_or(7),
+            header: self.header,
+            epoch,
+            builds,
+            diagnostics: self.diagnostics,
+            diagnostic_count: self.diagnostic_count,
+            lines: self.line_no,
+            pending_bytes: self.carry.len(),
         }
     }
 
@@ -351,6 +377,20 @@ impl TraceParser {
 }
 
 fn build_from(raw: &[RawLine], epoch: bool) -> Build {
+    let owned = raw
+        .iter()
+        .map(|l| RawLine {
+            start: l.start,
+            end: l.end,
+            name: l.name.clone(),
+            hash: l.hash.clone(),
+            line: l.line,
+        })
+        .collect();
+    build_from_owned(owned, epoch)
+}
+
+fn build_from_owned(raw: Vec<RawLine>, epoch: bool) -> Build {
     let base = if epoch {
         raw.iter().map(|l| l.start).min().unwrap_or(0)
     } else {
@@ -358,18 +398,24 @@ fn build_from(raw: &[RawLine], epoch: bool) -> Build {
     };
     // Lines with the same hash, start and end are one multi-output job.
     let mut jobs: Vec<Job> = Vec::with_capacity(raw.len());
-    let mut index: std::collections::HashMap<(&str, i64, i64), usize> =
+    let mut index: std::collections::HashMap<(u64, i64, i64), usize> =
         std::collections::HashMap::new();
     for l in raw {
-        match index.get(&(l.hash.as_str(), l.start, l.end)) {
-            Some(&i) if !l.hash.is_empty() => jobs[i].names.push(l.name.clone()),
+        let key = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            l.hash.hash(&mut h);
+            (h.finish(), l.start, l.end)
+        };
+        match index.get(&key) {
+            Some(&i) if !l.hash.is_empty() && jobs[i].hash == l.hash => jobs[i].names.push(l.name),
             _ => {
-                index.insert((l.hash.as_str(), l.start, l.end), jobs.len());
+                index.insert(key, jobs.len());
                 jobs.push(Job {
-                    names: vec![l.name.clone()],
+                    names: vec![l.name],
                     start: l.start - base,
                     end: l.end - base,
-                    hash: l.hash.clone(),
+                    hash: l.hash,
                     kind: JobKind::Other,
                     line: l.line,
                 });
@@ -377,32 +423,34 @@ fn build_from(raw: &[RawLine], epoch: bool) -> Build {
         }
     }
     // Objects with device steps make their plain-named job the host compile.
-    let objects: HashSet<String> = jobs
+    let objects: HashSet<&str> = jobs
         .iter()
-        .filter_map(|j| j.names[0].rsplit_once("::").map(|(o, _)| o.to_string()))
+        .filter_map(|j| j.names[0].rsplit_once("::").map(|(o, _)| o))
         .collect();
-    for j in &mut jobs {
-        let name = &j.names[0];
-        j.kind = match name.rsplit_once("::") {
-            Some((o, "bundle")) => JobKind::Bundle {
-                object: o.to_string(),
-            },
-            Some((o, arch)) => JobKind::Device {
-                object: o.to_string(),
-                arch: arch.to_string(),
-            },
-            None if objects.contains(name) => JobKind::Host {
-                object: name.clone(),
-            },
-            None => JobKind::Other,
-        };
+    let kinds: Vec<JobKind> = jobs
+        .iter()
+        .map(|j| {
+            let name = &j.names[0];
+            match name.rsplit_once("::") {
+                Some((o, "bundle")) => JobKind::Bundle {
+                    object: o.to_string(),
+                },
+                Some((o, arch)) => JobKind::Device {
+                    object: o.to_string(),
+                    arch: arch.to_string(),
+                },
+                None if objects.contains(name.as_str()) => JobKind::Host {
+                    object: name.clone(),
+                },
+                None => JobKind::Other,
+            }
+        })
+        .collect();
+    for (j, k) in jobs.iter_mut().zip(kinds) {
+        j.kind = k;
     }
-    jobs.sort_by(|a, b| {
-        a.start
-            .cmp(&b.start)
-            .then(a.end.cmp(&b.end))
-            .then(a.names.cmp(&b.names))
-    });
+    // Line numbers are unique: an unstable sort is deterministic and moves less.
+    jobs.sort_unstable_by_key(|j| (j.start, j.end, j.line));
     Build {
         jobs,
         epoch_base_ms: base,
@@ -414,7 +462,7 @@ pub fn parse(bytes: &[u8]) -> Trace {
     let mut p = TraceParser::new();
     p.feed(bytes);
     p.finish();
-    p.trace()
+    p.into_trace()
 }
 
 /// Whether `head` (the first bytes of a file) looks like a ninja log or phc trace.
