@@ -3,13 +3,14 @@
 
 mod batch;
 mod cli;
+mod tui;
 
 use anyhow::{Context, Result};
 use batch::{EXIT_ERROR, EXIT_FINDINGS, EXIT_OK};
 use clap::Parser;
 use cli::{Cli, Command, Common};
 use kpack::scan::{self, ScanOptions};
-use std::io::{self, Write};
+use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 fn main() {
@@ -71,6 +72,11 @@ fn run(cli: Cli) -> Result<i32> {
         None => {
             let path = cli.path.unwrap_or_else(demo_path);
             if is_kpack(&path) {
+                if !common.no_tui && !common.json && io::stdout().is_terminal() {
+                    let a = kpack::kpack::Archive::open(&path)?;
+                    tui::run(path, Some(a.index))?;
+                    return Ok(EXIT_OK);
+                }
                 return with_stdout(|out| batch::archive::inspect(&path, common.json, out));
             }
             if is_trace(&path) {
@@ -112,10 +118,12 @@ fn with_stdout(f: impl FnOnce(&mut dyn Write) -> Result<i32>) -> Result<i32> {
 }
 
 fn run_scan(path: &Path, common: &Common) -> Result<i32> {
-    if !common.no_tui && !common.json {
-        eprintln!(
-            "kpack-tui: the terminal UI is not built yet; printing the batch report (--no-tui)"
-        );
+    if !common.no_tui && !common.json && io::stdout().is_terminal() && io::stdin().is_terminal() {
+        if !path.exists() {
+            anyhow::bail!("{}: no such file or directory", path.display());
+        }
+        tui::run(path.to_path_buf(), None)?;
+        return Ok(EXIT_OK);
     }
     let progress = batch::progress::ScanProgress::new();
     let opts = ScanOptions {

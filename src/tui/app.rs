@@ -1,0 +1,353 @@
+//! The UI's state and how input changes it. No I/O here: work runs on background
+//! threads and comes back as [`AppEvent`]s.
+
+use super::tree::{Row, Sort, Tree};
+use kpack::elf::rewrite::RewritePlan;
+use kpack::family::{Family, PRESETS};
+use kpack::kpack::archive::ArchiveIndex;
+use kpack::scan::TreeReport;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKind};
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+/// Results and input arriving at the UI thread.
+#[derive(Debug)]
+pub enum AppEvent {
+    /// A key press.
+    Key(KeyEvent),
+    /// Mouse input.
+    Mouse(MouseEvent),
+    /// The terminal was resized.
+    Resize,
+    /// Scan progress: files done of total.
+    ScanProgress(u64, u64),
+    /// The scan finished.
+    ScanDone(Box<Result<TreeReport, String>>),
+    /// A rewrite preview finished.
+    Preview(String, Box<Result<RewritePlan, String>>),
+    /// Time passed.
+    Tick,
+}
+
+/// Screens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum View {
+    /// The tree and the selected file's detail.
+    Explorer,
+    /// Per-arch bytes, families, projected output.
+    Families,
+    /// The rewrite preview of the selected binary.
+    Preview,
+    /// A `.kpack` archive's TOC.
+    Inspector,
+}
+
+impl View {
+    /// Tab title.
+    pub fn title(self) -> &'static str {
+        match self {
+            View::Explorer => "Explorer",
+            View::Families => "Architectures",
+            View::Preview => "Rewrite preview",
+            View::Inspector => "Archive",
+        }
+    }
+}
+
+/// What a background request the app wants started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// Compute the rewrite preview of this relative path.
+    Preview(String),
+}
+
+/// The whole UI state.
+pub struct App {
+    /// What was opened.
+    pub root: PathBuf,
+    /// Views available.
+    pub views: Vec<View>,
+    /// Current view.
+    pub view: View,
+    /// The scan, when done.
+    pub report: Option<TreeReport>,
+    /// Its tree.
+    pub tree: Option<Tree>,
+    /// Open folders.
+    pub expanded: HashSet<usize>,
+    /// Row selected in the explorer.
+    pub selected: usize,
+    /// First row shown.
+    pub scroll: usize,
+    /// Order of children.
+    pub sort: Sort,
+    /// Explorer filter.
+    pub filter: String,
+    /// Typing the filter.
+    pub filtering: bool,
+    /// Scan progress (done, total).
+    pub progress: (u64, u64),
+    /// A fatal error to show.
+    pub error: Option<String>,
+    /// Help overlay shown.
+    pub help: bool,
+    /// Family presets selected (Families view).
+    pub families: Vec<bool>,
+    /// Cursor in the family list.
+    pub family_cursor: usize,
+    /// The archive shown by the inspector.
+    pub archive: Option<ArchiveIndex>,
+    /// Row selected in the inspector.
+    pub archive_cursor: usize,
+    /// Preview result, for the path it was computed for.
+    pub preview: Option<(String, Result<RewritePlan, String>)>,
+    /// Preview scroll.
+    pub preview_scroll: u16,
+    /// Background requests to start.
+    pub requests: Vec<Request>,
+    /// Leave the loop.
+    pub quit: bool,
+    /// Last height of the explorer list, for paging.
+    pub page: usize,
+}
+
+impl App {
+    /// A new app for a tree (scan pending) or an archive.
+    pub fn new(root: PathBuf, archive: Option<ArchiveIndex>) -> App {
+        let views = if archive.is_some() {
+            vec![View::Inspector]
+        } else {
+            vec![View::Explorer, View::Families, View::Preview]
+        };
+        App {
+            root,
+            view: views[0],
+            views,
+            report: None,
+            tree: None,
+            expanded: HashSet::new(),
+            selected: 0,
+            scroll: 0,
+            sort: Sort::Size,
+            filter: String::new(),
+            filtering: false,
+            progress: (0, 0),
+            error: None,
+            help: false,
+            families: vec![false; PRESETS.len()],
+            family_cursor: 0,
+            archive,
+            archive_cursor: 0,
+            preview: None,
+            preview_scroll: 0,
+            requests: Vec::new(),
+            quit: false,
+            page: 10,
+        }
+    }
+
+    /// Rows of the explorer.
+    pub fn rows(&self) -> Vec<Row> {
+        match (&self.tree, &self.report) {
+            (Some(t), Some(r)) => t.rows(&self.expanded, self.sort, &self.filter, r),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Selected family presets.
+    pub fn selected_families(&self) -> Vec<Family> {
+        PRESETS
+            .iter()
+            .zip(&self.families)
+            .filter(|(_, on)| **on)
+            .filter_map(|((n, _), _)| Family::parse(n).ok())
+            .collect()
+    }
+
+    /// Handle one event.
+    pub fn update(&mut self, ev: AppEvent) {
+        match ev {
+            AppEvent::Key(k) => self.key(k),
+            AppEvent::Mouse(m) => match m.kind {
+                MouseEventKind::ScrollDown => self.move_by(3),
+                MouseEventKind::ScrollUp => self.move_by(-3),
+                MouseEventKind::Down(_) if self.view == View::Explorer && m.row >= 3 => {
+                    let row = self.scroll + (m.row as usize - 3);
+                    if row < self.rows().len() {
+                        self.selected = row;
+                    }
+                }
+                _ => {}
+            },
+            AppEvent::Resize | AppEvent::Tick => {}
+            AppEvent::ScanProgress(done, total) => self.progress = (done, total),
+            AppEvent::ScanDone(r) => match *r {
+                Ok(report) => {
+                    let tree = Tree::build(&report);
+                    // Open the first level.
+                    self.expanded = tree.nodes[0]
+                        .children
+                        .iter()
+                        .copied()
+                        .filter(|&c| tree.nodes[c].file.is_none())
+                        .collect();
+                    // Preselect the families with code in the tree.
+                    for (i, (name, _)) in PRESETS.iter().enumerate() {
+                        if let Ok(f) = Family::parse(name) {
+                            self.families[i] = report.archs.keys().any(|a| f.contains(a));
+                        }
+                    }
+                    self.tree = Some(tree);
+                    self.report = Some(report);
+                }
+                Err(e) => self.error = Some(e),
+            },
+            AppEvent::Preview(path, r) => self.preview = Some((path, *r)),
+        }
+    }
+
+    fn move_by(&mut self, d: isize) {
+        match self.view {
+            View::Explorer => {
+                let n = self.rows().len();
+                if n > 0 {
+                    self.selected = (self.selected as isize + d).clamp(0, n as isize - 1) as usize;
+                }
+            }
+            View::Families => {
+                self.family_cursor =
+                    (self.family_cursor as isize + d).clamp(0, PRESETS.len() as isize - 1) as usize;
+            }
+            View::Inspector => {
+                let n = self.archive.as_ref().map_or(0, |a| a.kernels.len());
+                if n > 0 {
+                    self.archive_cursor =
+                        (self.archive_cursor as isize + d).clamp(0, n as isize - 1) as usize;
+                }
+            }
+            View::Preview => self.preview_scroll = (self.preview_scroll as isize + d).max(0) as u16,
+        }
+    }
+
+    fn key(&mut self, k: KeyEvent) {
+        if k.modifiers.contains(KeyModifiers::CONTROL) && k.code == KeyCode::Char('c') {
+            self.quit = true;
+            return;
+        }
+        if self.filtering {
+            match k.code {
+                KeyCode::Enter => self.filtering = false,
+                KeyCode::Esc => {
+                    self.filtering = false;
+                    self.filter.clear();
+                }
+                KeyCode::Backspace => {
+                    self.filter.pop();
+                }
+                KeyCode::Char(c) => self.filter.push(c),
+                _ => {}
+            }
+            self.selected = 0;
+            self.scroll = 0;
+            return;
+        }
+        if self.help {
+            if matches!(
+                k.code,
+                KeyCode::Esc | KeyCode::Char('?') | KeyCode::Char('q')
+            ) {
+                self.help = false;
+            }
+            return;
+        }
+        let i = self.views.iter().position(|v| *v == self.view).unwrap_or(0);
+        match k.code {
+            KeyCode::Char('q') => self.quit = true,
+            KeyCode::Char('?') => self.help = true,
+            KeyCode::Tab => self.view = self.views[(i + 1) % self.views.len()],
+            KeyCode::BackTab => {
+                self.view = self.views[(i + self.views.len() - 1) % self.views.len()]
+            }
+            KeyCode::Char(c @ '1'..='4') => {
+                if let Some(v) = self.views.get(c as usize - '1' as usize) {
+                    self.view = *v;
+                }
+            }
+            KeyCode::Down | KeyCode::Char('j') => self.move_by(1),
+            KeyCode::Up | KeyCode::Char('k') => self.move_by(-1),
+            KeyCode::PageDown => self.move_by(self.page as isize),
+            KeyCode::PageUp => self.move_by(-(self.page as isize)),
+            KeyCode::Home | KeyCode::Char('g') => self.move_by(-(1 << 30)),
+            KeyCode::End | KeyCode::Char('G') => self.move_by(1 << 30),
+            KeyCode::Esc => {
+                if !self.filter.is_empty() {
+                    self.filter.clear();
+                    self.selected = 0;
+                }
+            }
+            _ => self.view_key(k),
+        }
+    }
+
+    fn view_key(&mut self, k: KeyEvent) {
+        match self.view {
+            View::Explorer => self.explorer_key(k),
+            View::Families => {
+                if matches!(k.code, KeyCode::Char(' ') | KeyCode::Enter) {
+                    let c = self.family_cursor;
+                    self.families[c] = !self.families[c];
+                }
+            }
+            View::Preview | View::Inspector => {}
+        }
+    }
+
+    fn explorer_key(&mut self, k: KeyEvent) {
+        let rows = self.rows();
+        let Some(tree) = &self.tree else { return };
+        let Some(row) = rows.get(self.selected).copied() else {
+            return;
+        };
+        let node = &tree.nodes[row.node];
+        match k.code {
+            KeyCode::Char('/') => {
+                self.filtering = true;
+            }
+            KeyCode::Char('s') => self.sort = self.sort.next(),
+            // Enter toggles a folder; → and l only open it.
+            KeyCode::Enter if node.file.is_none() && !self.expanded.insert(row.node) => {
+                self.expanded.remove(&row.node);
+            }
+            KeyCode::Enter | KeyCode::Right | KeyCode::Char('l') if node.file.is_none() => {
+                self.expanded.insert(row.node);
+            }
+            KeyCode::Left | KeyCode::Char('h') => {
+                if node.file.is_none() && self.expanded.remove(&row.node) {
+                    return;
+                }
+                if let Some(p) = node.parent.filter(|&p| p != 0) {
+                    self.expanded.remove(&p);
+                    if let Some(pos) = self.rows().iter().position(|r| r.node == p) {
+                        self.selected = pos;
+                    }
+                }
+            }
+            KeyCode::Enter | KeyCode::Char('p') if node.file.is_some() => {
+                let path = tree.path(row.node);
+                let is_fat = node
+                    .file
+                    .and_then(|f| self.report.as_ref().map(|r| r.files[f].kind))
+                    == Some(kpack::scan::FileKind::FatBinary);
+                if is_fat {
+                    if self.preview.as_ref().is_none_or(|(p, _)| p != &path) {
+                        self.preview = None;
+                        self.requests.push(Request::Preview(path));
+                    }
+                    self.preview_scroll = 0;
+                    self.view = View::Preview;
+                }
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! The terminal UI: a thin layer over the core. One channel carries input, ticks and
+//! background results; the drawing thread never does I/O.
+
+pub mod app;
+pub mod tree;
+pub mod ui;
+
+#[cfg(test)]
+mod tests;
+
+use anyhow::Result;
+use app::{App, AppEvent, Request};
+use kpack::event::{EventSink, ScanEvent};
+use ratatui::crossterm::event::{self, Event, KeyEventKind};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Sender, channel};
+use std::time::{Duration, Instant};
+
+struct ScanForward {
+    tx: Sender<AppEvent>,
+    done: AtomicU64,
+    total: AtomicU64,
+    last: std::sync::Mutex<Instant>,
+}
+
+impl EventSink<ScanEvent> for ScanForward {
+    fn event(&self, e: ScanEvent) {
+        match e {
+            ScanEvent::Discovered { files, .. } => self.total.store(files, Ordering::Relaxed),
+            ScanEvent::FileDone { .. } => {
+                self.done.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        // At most one progress message per frame.
+        if let Ok(mut last) = self.last.lock() {
+            if last.elapsed() >= Duration::from_millis(30) {
+                *last = Instant::now();
+                let _ = self.tx.send(AppEvent::ScanProgress(
+                    self.done.load(Ordering::Relaxed),
+                    self.total.load(Ordering::Relaxed),
+                ));
+            }
+        }
+    }
+}
+
+/// Start the background work an app asked for.
+fn start(req: Request, root: &Path, tx: &Sender<AppEvent>) {
+    match req {
+        Request::Preview(rel) => {
+            let path = if root.is_dir() {
+                root.join(&rel)
+            } else {
+                root.to_path_buf()
+            };
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let marker = kpack::kpack::Marker {
+                    kernel_name: rel.clone(),
+                    kpack_search_paths: vec![format!(
+                        "{}.kpack/preview_@GFXARCH@.kpack",
+                        "../".repeat(rel.matches('/').count())
+                    )],
+                };
+                let r = kpack::scan::map_file(&path)
+                    .map_err(|e| e.to_string())
+                    .and_then(|m| {
+                        kpack::elf::rewrite::plan_rewrite(m.as_deref().unwrap_or_default(), &marker)
+                            .map(|r| r.plan)
+                            .map_err(|e| e.to_string())
+                    });
+                let _ = tx.send(AppEvent::Preview(rel, Box::new(r)));
+            });
+        }
+    }
+}
+
+/// Open the UI on a tree or file (a `.kpack` opens the inspector).
+pub fn run(path: PathBuf, archive: Option<kpack::kpack::archive::ArchiveIndex>) -> Result<()> {
+    let (tx, rx) = channel::<AppEvent>();
+    let mut app = App::new(path.clone(), archive);
+    if app.archive.is_none() {
+        let tx2 = tx.clone();
+        let p = path.clone();
+        std::thread::spawn(move || {
+            let sink = ScanForward {
+                tx: tx2.clone(),
+                done: AtomicU64::new(0),
+                total: AtomicU64::new(0),
+                last: std::sync::Mutex::new(Instant::now()),
+            };
+            let r = kpack::scan::scan(&p, &kpack::scan::ScanOptions::default(), &sink)
+                .map_err(|e| e.to_string());
+            let _ = tx2.send(AppEvent::ScanDone(Box::new(r)));
+        });
+    }
+    let tx_in = tx.clone();
+    std::thread::spawn(move || {
+        loop {
+            let ev = match event::poll(Duration::from_millis(250)) {
+                Ok(true) => match event::read() {
+                    Ok(Event::Key(k)) if k.kind == KeyEventKind::Press => AppEvent::Key(k),
+                    Ok(Event::Mouse(m)) => AppEvent::Mouse(m),
+                    Ok(Event::Resize(..)) => AppEvent::Resize,
+                    Ok(_) => continue,
+                    Err(_) => break,
+                },
+                Ok(false) => AppEvent::Tick,
+                Err(_) => break,
+            };
+            if tx_in.send(ev).is_err() {
+                break;
+            }
+        }
+    });
+    let theme = ui::Theme::from_env();
+    let mut terminal = ratatui::init();
+    let _ = ratatui::crossterm::execute!(
+        std::io::stdout(),
+        ratatui::crossterm::event::EnableMouseCapture
+    );
+    let result = (|| -> Result<()> {
+        loop {
+            terminal.draw(|f| ui::draw(f, &app, theme))?;
+            let Ok(ev) = rx.recv() else { break };
+            app.update(ev);
+            // Drain what queued up meanwhile: one frame per batch.
+            while let Ok(ev) = rx.try_recv() {
+                app.update(ev);
+            }
+            for r in std::mem::take(&mut app.requests) {
+                start(r, &app.root, &tx);
+            }
+            if app.quit {
+                break;
+            }
+        }
+        Ok(())
+    })();
+    let _ = ratatui::crossterm::execute!(
+        std::io::stdout(),
+        ratatui::crossterm::event::DisableMouseCapture
+    );
+    ratatui::restore();
+    result
+}

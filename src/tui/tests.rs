@@ -1,0 +1,173 @@
+//! Screens rendered into ratatui's TestBackend, snapshotted with insta, on the demo
+//! tree; key handling driven with synthetic keys.
+
+use super::app::{App, AppEvent, View};
+use super::ui::{self, Theme};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use std::path::{Path, PathBuf};
+
+fn demo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo")
+}
+
+fn key(app: &mut App, code: KeyCode) {
+    app.update(AppEvent::Key(KeyEvent::new(code, KeyModifiers::NONE)));
+}
+
+/// An app on the demo tree with the scan done (the root shown relative, so
+/// snapshots do not depend on where the checkout is).
+fn scanned() -> App {
+    let mut app = App::new(PathBuf::from("assets/demo"), None);
+    let r = kpack::scan::scan(
+        &demo(),
+        &kpack::scan::ScanOptions { threads: 1 },
+        &kpack::event::NoEvents,
+    )
+    .map_err(|e| e.to_string());
+    app.update(AppEvent::ScanDone(Box::new(r)));
+    app
+}
+
+fn render(app: &App, w: u16, h: u16) -> Terminal<TestBackend> {
+    let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+    t.draw(|f| ui::draw(f, app, Theme { color: false }))
+        .unwrap();
+    t
+}
+
+fn select(app: &mut App, name: &str) {
+    for _ in 0..200 {
+        let rows = app.rows();
+        let tree = app.tree.as_ref().unwrap();
+        if tree.nodes[rows[app.selected].node].name == name {
+            return;
+        }
+        key(app, KeyCode::Down);
+    }
+    panic!("{name} not reachable");
+}
+
+#[test]
+fn explorer_at_both_sizes() {
+    let mut app = scanned();
+    select(&mut app, "librdc.so");
+    insta::assert_snapshot!("explorer_80x24", render(&app, 80, 24).backend());
+    insta::assert_snapshot!("explorer_160x48", render(&app, 160, 48).backend());
+}
+
+#[test]
+fn scanning_gauge() {
+    let mut app = App::new(PathBuf::from("assets/demo"), None);
+    app.update(AppEvent::ScanProgress(7, 19));
+    insta::assert_snapshot!("scanning_80x24", render(&app, 80, 24).backend());
+}
+
+#[test]
+fn families_view() {
+    let mut app = scanned();
+    key(&mut app, KeyCode::Char('2'));
+    assert_eq!(app.view, View::Families);
+    // gfx90X and gfx103X have code in the demo: preselected.
+    assert!(app.families[0] && app.families[4]);
+    key(&mut app, KeyCode::Down);
+    key(&mut app, KeyCode::Char(' '));
+    assert!(app.families[1]);
+    insta::assert_snapshot!("families_80x24", render(&app, 80, 24).backend());
+    insta::assert_snapshot!("families_160x48", render(&app, 160, 48).backend());
+}
+
+#[test]
+fn preview_view_shows_the_core_plan() {
+    let mut app = scanned();
+    select(&mut app, "vadd_app");
+    key(&mut app, KeyCode::Enter);
+    assert_eq!(app.view, View::Preview);
+    let req = app.requests.pop().expect("a preview request");
+    let super::app::Request::Preview(rel) = req;
+    assert_eq!(rel, "bin/vadd_app");
+    let data = std::fs::read(demo().join(&rel)).unwrap();
+    let marker = kpack::kpack::Marker {
+        kernel_name: rel.clone(),
+        kpack_search_paths: vec!["../.kpack/x.kpack".into()],
+    };
+    let plan = kpack::elf::rewrite::plan_rewrite(&data, &marker)
+        .map(|r| r.plan)
+        .map_err(|e| e.to_string());
+    app.update(AppEvent::Preview(rel, Box::new(plan)));
+    let t = render(&app, 160, 48);
+    let text = format!("{}", t.backend());
+    assert!(text.contains("wrapper 1: HIPF -> HIPK"), "{text}");
+    insta::assert_snapshot!("preview_80x24", render(&app, 80, 24).backend());
+    insta::assert_snapshot!("preview_160x48", t.backend());
+}
+
+#[test]
+fn help_overlay_and_filter() {
+    let mut app = scanned();
+    key(&mut app, KeyCode::Char('?'));
+    assert!(app.help);
+    insta::assert_snapshot!("help_80x24", render(&app, 80, 24).backend());
+    key(&mut app, KeyCode::Esc);
+    assert!(!app.help);
+    key(&mut app, KeyCode::Char('/'));
+    for c in "rdc".chars() {
+        key(&mut app, KeyCode::Char(c));
+    }
+    key(&mut app, KeyCode::Enter);
+    let names: Vec<String> = app
+        .rows()
+        .iter()
+        .map(|r| app.tree.as_ref().unwrap().nodes[r.node].name.clone())
+        .collect();
+    assert_eq!(names, vec!["lib", "librdc.so"]);
+    insta::assert_snapshot!("filter_80x24", render(&app, 80, 24).backend());
+}
+
+#[test]
+fn inspector_on_an_archive() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/kpack/zstd.kpack");
+    let a = kpack::kpack::Archive::open(&p).unwrap();
+    let app = App::new(PathBuf::from("zstd.kpack"), Some(a.index));
+    assert_eq!(app.view, View::Inspector);
+    insta::assert_snapshot!("inspector_80x24", render(&app, 80, 24).backend());
+    insta::assert_snapshot!("inspector_160x48", render(&app, 160, 48).backend());
+}
+
+#[test]
+fn tiny_terminals_never_panic() {
+    let mut app = scanned();
+    for v in ['1', '2', '3'] {
+        key(&mut app, KeyCode::Char(v));
+        for (w, h) in [(1, 1), (0, 0), (2, 3), (40, 5), (10, 40)] {
+            render(&app, w, h);
+        }
+    }
+    key(&mut app, KeyCode::Char('?'));
+    render(&app, 1, 1);
+    render(&app, 12, 4);
+}
+
+#[test]
+fn keys_move_collapse_sort_and_quit() {
+    let mut app = scanned();
+    let n = app.rows().len();
+    key(&mut app, KeyCode::End);
+    assert_eq!(app.selected, n - 1);
+    key(&mut app, KeyCode::Home);
+    assert_eq!(app.selected, 0);
+    // The first row is an open folder: ← closes it.
+    key(&mut app, KeyCode::Left);
+    assert!(app.rows().len() < n);
+    key(&mut app, KeyCode::Right);
+    assert_eq!(app.rows().len(), n);
+    key(&mut app, KeyCode::Char('s'));
+    assert_eq!(app.sort, super::tree::Sort::Name);
+    key(&mut app, KeyCode::Tab);
+    assert_eq!(app.view, View::Families);
+    key(&mut app, KeyCode::BackTab);
+    assert_eq!(app.view, View::Explorer);
+    key(&mut app, KeyCode::Char('q'));
+    assert!(app.quit);
+}

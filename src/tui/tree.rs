@@ -1,0 +1,217 @@
+//! The explorer's tree: folders and files from a scan report, with totals per folder.
+
+use kpack::scan::{FileKind, TreeReport};
+use std::collections::{BTreeMap, HashSet};
+
+/// How children are ordered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sort {
+    /// Largest first.
+    Size,
+    /// By name.
+    Name,
+    /// Largest device share first.
+    DeviceShare,
+}
+
+impl Sort {
+    /// The next order (key `s`).
+    pub fn next(self) -> Sort {
+        match self {
+            Sort::Size => Sort::Name,
+            Sort::Name => Sort::DeviceShare,
+            Sort::DeviceShare => Sort::Size,
+        }
+    }
+    /// Shown in the status bar.
+    pub fn label(self) -> &'static str {
+        match self {
+            Sort::Size => "size",
+            Sort::Name => "name",
+            Sort::DeviceShare => "device share",
+        }
+    }
+}
+
+/// One folder or file.
+#[derive(Debug, Clone)]
+pub struct Node {
+    /// Last path component.
+    pub name: String,
+    /// Index into the report's files, for files.
+    pub file: Option<usize>,
+    /// Children (folders only).
+    pub children: Vec<usize>,
+    /// Parent node.
+    pub parent: Option<usize>,
+    /// Bytes below (hard links and symlinks counted zero).
+    pub size: u64,
+    /// Device bytes below.
+    pub device: u64,
+}
+
+/// A visible row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Row {
+    /// Node index.
+    pub node: usize,
+    /// Indentation.
+    pub depth: usize,
+}
+
+/// The tree.
+#[derive(Debug, Clone)]
+pub struct Tree {
+    /// Nodes; 0 is the root.
+    pub nodes: Vec<Node>,
+}
+
+impl Tree {
+    /// Build from a report.
+    pub fn build(report: &TreeReport) -> Tree {
+        let mut nodes = vec![Node {
+            name: String::new(),
+            file: None,
+            children: Vec::new(),
+            parent: None,
+            size: 0,
+            device: 0,
+        }];
+        let mut dirs: BTreeMap<String, usize> = BTreeMap::new();
+        for (i, f) in report.files.iter().enumerate() {
+            let mut parent = 0;
+            let parts: Vec<&str> = f.path.split('/').collect();
+            let mut prefix = String::new();
+            for d in &parts[..parts.len() - 1] {
+                if !prefix.is_empty() {
+                    prefix.push('/');
+                }
+                prefix.push_str(d);
+                parent = match dirs.get(&prefix) {
+                    Some(&n) => n,
+                    None => {
+                        nodes.push(Node {
+                            name: d.to_string(),
+                            file: None,
+                            children: Vec::new(),
+                            parent: Some(parent),
+                            size: 0,
+                            device: 0,
+                        });
+                        let n = nodes.len() - 1;
+                        nodes[parent].children.push(n);
+                        dirs.insert(prefix.clone(), n);
+                        n
+                    }
+                };
+            }
+            let counted = f.hard_link_of.is_none() && f.kind != FileKind::Symlink;
+            let (size, device) = if counted {
+                (f.size, f.device_bytes)
+            } else {
+                (0, 0)
+            };
+            nodes.push(Node {
+                name: parts[parts.len() - 1].to_string(),
+                file: Some(i),
+                children: Vec::new(),
+                parent: Some(parent),
+                size,
+                device,
+            });
+            let n = nodes.len() - 1;
+            nodes[parent].children.push(n);
+            let mut p = Some(parent);
+            while let Some(x) = p {
+                nodes[x].size += size;
+                nodes[x].device += device;
+                p = nodes[x].parent;
+            }
+        }
+        Tree { nodes }
+    }
+
+    fn share(&self, n: usize) -> f64 {
+        let node = &self.nodes[n];
+        if node.size == 0 {
+            0.0
+        } else {
+            node.device as f64 / node.size as f64
+        }
+    }
+
+    fn sorted_children(&self, n: usize, sort: Sort) -> Vec<usize> {
+        let mut c = self.nodes[n].children.clone();
+        c.sort_by(|&a, &b| {
+            let (na, nb) = (&self.nodes[a], &self.nodes[b]);
+            let dirs_first = nb.file.is_none().cmp(&na.file.is_none());
+            dirs_first.then(match sort {
+                Sort::Size => nb.size.cmp(&na.size).then(na.name.cmp(&nb.name)),
+                Sort::Name => na.name.cmp(&nb.name),
+                Sort::DeviceShare => self
+                    .share(b)
+                    .total_cmp(&self.share(a))
+                    .then(na.name.cmp(&nb.name)),
+            })
+        });
+        c
+    }
+
+    /// Relative path of a node.
+    pub fn path(&self, mut n: usize) -> String {
+        let mut parts = Vec::new();
+        while let Some(p) = self.nodes[n].parent {
+            parts.push(self.nodes[n].name.as_str());
+            n = p;
+        }
+        parts.reverse();
+        parts.join("/")
+    }
+
+    /// Rows shown: expanded folders open; with a filter, only files whose path
+    /// contains it (and their folders, opened).
+    pub fn rows(
+        &self,
+        expanded: &HashSet<usize>,
+        sort: Sort,
+        filter: &str,
+        report: &TreeReport,
+    ) -> Vec<Row> {
+        let filter = filter.to_lowercase();
+        let keep: Option<HashSet<usize>> = (!filter.is_empty()).then(|| {
+            let mut k = HashSet::new();
+            for (i, n) in self.nodes.iter().enumerate() {
+                if let Some(f) = n.file {
+                    if report.files[f].path.to_lowercase().contains(&filter) {
+                        let mut x = Some(i);
+                        while let Some(y) = x {
+                            k.insert(y);
+                            x = self.nodes[y].parent;
+                        }
+                    }
+                }
+            }
+            k
+        });
+        let mut out = Vec::new();
+        let mut stack: Vec<(usize, usize)> = self
+            .sorted_children(0, sort)
+            .into_iter()
+            .rev()
+            .map(|c| (c, 0))
+            .collect();
+        while let Some((n, depth)) = stack.pop() {
+            if keep.as_ref().is_some_and(|k| !k.contains(&n)) {
+                continue;
+            }
+            out.push(Row { node: n, depth });
+            let open = keep.is_some() || expanded.contains(&n);
+            if self.nodes[n].file.is_none() && open {
+                for c in self.sorted_children(n, sort).into_iter().rev() {
+                    stack.push((c, depth + 1));
+                }
+            }
+        }
+        out
+    }
+}

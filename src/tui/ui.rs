@@ -1,0 +1,530 @@
+//! Drawing. Reads the state, never changes it, never does I/O.
+
+use super::app::{App, View};
+use crate::batch::size;
+use kpack::family::{Families, PRESETS};
+use kpack::scan::{FileKind, FileReport};
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Gauge, Paragraph, Wrap};
+
+/// Colours, or none at all when NO_COLOR is set.
+#[derive(Debug, Clone, Copy)]
+pub struct Theme {
+    /// Colours on.
+    pub color: bool,
+}
+
+impl Theme {
+    /// From the environment (NO_COLOR).
+    pub fn from_env() -> Theme {
+        Theme {
+            color: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
+        }
+    }
+    fn fg(self, c: Color) -> Style {
+        if self.color {
+            Style::new().fg(c)
+        } else {
+            Style::new()
+        }
+    }
+    fn kind(self, k: FileKind) -> Style {
+        self.fg(match k {
+            FileKind::FatBinary => Color::LightRed,
+            FileKind::HostOnlyBinary => Color::LightGreen,
+            FileKind::Bundle | FileKind::CodeObject => Color::LightMagenta,
+            FileKind::KernelDatabase => Color::Yellow,
+            FileKind::Kpack => Color::LightCyan,
+            FileKind::Symlink => Color::Cyan,
+            FileKind::Opaque | FileKind::Other => Color::Gray,
+        })
+    }
+    fn selected(self) -> Style {
+        if self.color {
+            Style::new()
+                .bg(Color::DarkGray)
+                .add_modifier(Modifier::BOLD)
+        } else {
+            Style::new().add_modifier(Modifier::REVERSED)
+        }
+    }
+}
+
+fn marker(k: FileKind) -> char {
+    match k {
+        FileKind::FatBinary => 'F',
+        FileKind::HostOnlyBinary => 'H',
+        FileKind::Bundle => 'B',
+        FileKind::KernelDatabase => 'D',
+        FileKind::Kpack => 'K',
+        FileKind::CodeObject => 'C',
+        FileKind::Symlink => '@',
+        FileKind::Opaque => ' ',
+        FileKind::Other => '?',
+    }
+}
+
+/// Draw the whole screen.
+pub fn draw(frame: &mut Frame, app: &App, theme: Theme) {
+    let area = frame.area();
+    if area.width < 2 || area.height < 3 {
+        return;
+    }
+    let [top, body, bottom] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(1),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    let mut tabs = vec![Span::styled(
+        " kpack-tui ",
+        theme.fg(Color::LightCyan).add_modifier(Modifier::BOLD),
+    )];
+    for (i, v) in app.views.iter().enumerate() {
+        let style = if *v == app.view {
+            theme.selected()
+        } else {
+            Style::new()
+        };
+        tabs.push(Span::styled(format!(" {}:{} ", i + 1, v.title()), style));
+    }
+    tabs.push(Span::raw(format!("  {}", app.root.display())));
+    frame.render_widget(Paragraph::new(Line::from(tabs)), top);
+    if let Some(e) = &app.error {
+        frame.render_widget(
+            Paragraph::new(e.as_str())
+                .wrap(Wrap { trim: false })
+                .block(Block::bordered().title(" error ")),
+            body,
+        );
+    } else {
+        match app.view {
+            View::Explorer => explorer(frame, app, body, theme),
+            View::Families => families(frame, app, body, theme),
+            View::Preview => preview(frame, app, body),
+            View::Inspector => inspector(frame, app, body, theme),
+        }
+    }
+    frame.render_widget(
+        Paragraph::new(status(app)).style(theme.fg(Color::Gray)),
+        bottom,
+    );
+    if app.help {
+        help(frame, app, area);
+    }
+}
+
+fn status(app: &App) -> String {
+    if app.filtering {
+        return format!(" filter: {}▏  Enter keep · Esc clear", app.filter);
+    }
+    let hints = match app.view {
+        View::Explorer => format!(
+            "↑↓/jk move · →/l open · ←/h close · Enter/p preview · s sort ({}) · / filter",
+            app.sort.label()
+        ),
+        View::Families => "↑↓ move · Space toggle family".to_string(),
+        View::Preview => "↑↓ scroll".to_string(),
+        View::Inspector => "↑↓ move".to_string(),
+    };
+    format!(" {hints} · Tab view · ? help · q quit")
+}
+
+fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
+    let (Some(report), Some(tree)) = (&app.report, &app.tree) else {
+        let (done, total) = app.progress;
+        let ratio = if total == 0 {
+            0.0
+        } else {
+            (done as f64 / total as f64).clamp(0.0, 1.0)
+        };
+        let g = Gauge::default()
+            .block(Block::bordered().title(" scanning "))
+            .gauge_style(theme.fg(Color::LightCyan))
+            .ratio(ratio)
+            .label(format!("{done} / {total} files"));
+        let h = area.height.min(3);
+        frame.render_widget(g, Rect { height: h, ..area });
+        return;
+    };
+    let wide = area.width >= 100;
+    let [left, right] = Layout::horizontal(if wide {
+        [Constraint::Percentage(55), Constraint::Percentage(45)]
+    } else {
+        [Constraint::Percentage(60), Constraint::Percentage(40)]
+    })
+    .areas(area);
+    let rows = app.rows();
+    let inner_h = left.height.saturating_sub(2) as usize;
+    let scroll = if app.selected >= app.scroll + inner_h.max(1) {
+        app.selected + 1 - inner_h.max(1)
+    } else {
+        app.scroll.min(app.selected)
+    };
+    let width = left.width.saturating_sub(2) as usize;
+    let mut lines = Vec::new();
+    for (i, r) in rows.iter().enumerate().skip(scroll).take(inner_h) {
+        let n = &tree.nodes[r.node];
+        let (mark, style) = match n.file {
+            Some(f) => (
+                marker(report.files[f].kind),
+                theme.kind(report.files[f].kind),
+            ),
+            None => (
+                if app.expanded.contains(&r.node) || !app.filter.is_empty() {
+                    '▾'
+                } else {
+                    '▸'
+                },
+                theme.fg(Color::LightBlue),
+            ),
+        };
+        let right = if n.device > 0 {
+            format!(
+                "{:>10} {:>3.0}%",
+                size(n.size),
+                n.device as f64 * 100.0 / n.size.max(1) as f64
+            )
+        } else {
+            format!("{:>10}     ", size(n.size))
+        };
+        let left_text = format!("{}{} {}", "  ".repeat(r.depth), mark, n.name);
+        let room = width.saturating_sub(right.chars().count() + 1);
+        let shown: String = left_text.chars().take(room).collect();
+        let pad = width.saturating_sub(shown.chars().count() + right.chars().count());
+        let mut line = Line::from(vec![
+            Span::styled(shown, style),
+            Span::raw(" ".repeat(pad)),
+            Span::raw(right),
+        ]);
+        if i == app.selected {
+            line = line.style(theme.selected());
+        }
+        lines.push(line);
+    }
+    let t = &report.totals;
+    let title = format!(
+        " {} entries · {} · device {} ",
+        t.entries,
+        size(t.bytes),
+        size(t.device_bytes)
+    );
+    frame.render_widget(
+        Paragraph::new(lines).block(Block::bordered().title(title)),
+        left,
+    );
+    let detail_lines = match rows.get(app.selected).and_then(|r| tree.nodes[r.node].file) {
+        Some(f) => file_detail(&report.files[f], theme),
+        None => match rows.get(app.selected) {
+            Some(r) => {
+                let n = &tree.nodes[r.node];
+                vec![
+                    Line::from(Span::styled(tree.path(r.node), theme.fg(Color::LightBlue))),
+                    Line::from(format!("{} entries, {}", n.children.len(), size(n.size))),
+                    Line::from(format!(
+                        "device code {} ({:.0}%)",
+                        size(n.device),
+                        n.device as f64 * 100.0 / n.size.max(1) as f64
+                    )),
+                ]
+            }
+            None => vec![Line::from("empty tree")],
+        },
+    };
+    frame.render_widget(
+        Paragraph::new(detail_lines)
+            .wrap(Wrap { trim: false })
+            .block(Block::bordered().title(" detail ")),
+        right,
+    );
+}
+
+/// The lines describing one file (bundles per TU, targets, wrappers, marker, problems).
+pub fn file_detail(f: &FileReport, theme: Theme) -> Vec<Line<'static>> {
+    let mut l = vec![
+        Line::from(Span::styled(
+            f.path.clone(),
+            theme.kind(f.kind).add_modifier(Modifier::BOLD),
+        )),
+        Line::from(format!(
+            "{}{}, {}",
+            f.kind.name(),
+            f.elf_kind
+                .map(|e| format!(" ({})", e.name()))
+                .unwrap_or_default(),
+            size(f.size)
+        )),
+    ];
+    if let Some(h) = f.host_bytes {
+        l.push(Line::from(format!(
+            "host {} · device {}",
+            size(h),
+            size(f.device_bytes)
+        )));
+    }
+    if let Some(t) = &f.target {
+        l.push(Line::from(format!("→ {t}")));
+    }
+    if let Some(a) = &f.arch {
+        l.push(Line::from(format!("arch {a}")));
+    }
+    for b in f.all_bundles() {
+        let comp = b
+            .ccob_version
+            .map(|v| format!("{} v{v}", b.compression.name()))
+            .unwrap_or_else(|| b.compression.name().to_string());
+        l.push(Line::from(Span::styled(
+            format!("TU {} · {comp} · {}", b.index, size(b.stored_size)),
+            theme.fg(Color::LightYellow),
+        )));
+        for t in &b.targets {
+            let ratio = if t.compressed_size > 0 && t.compressed_size != t.size {
+                format!(" ({:.1}×)", t.size as f64 / t.compressed_size as f64)
+            } else {
+                String::new()
+            };
+            l.push(Line::from(format!(
+                "  {:<15} {:>10}{ratio}",
+                t.arch,
+                size(t.size)
+            )));
+        }
+    }
+    if !f.wrappers.is_empty() {
+        let w: Vec<String> = f
+            .wrappers
+            .iter()
+            .map(|w| match (w.magic, w.bundle) {
+                (kpack::elf::WrapperMagic::Hipf, Some(b)) => format!("HIPF→{b}"),
+                (kpack::elf::WrapperMagic::Hipk, _) => format!("HIPK#{}", w.reserved & 0xffff_ffff),
+                _ => "?".to_string(),
+            })
+            .collect();
+        l.push(Line::from(format!("wrappers: {}", w.join(" "))));
+    }
+    if let Some(m) = &f.marker {
+        l.push(Line::from(format!("marker: {}", m.kernel_name)));
+        for p in &m.kpack_search_paths {
+            l.push(Line::from(format!("  {p}")));
+        }
+    }
+    if let Some(k) = &f.kpack {
+        l.push(Line::from(format!(
+            "{} / {} · {} kernels · {}",
+            k.group_name, k.gfx_arch_family, k.kernels, k.compression_scheme
+        )));
+    }
+    for p in &f.problems {
+        l.push(Line::from(Span::styled(
+            format!("! {p}"),
+            theme.fg(Color::LightRed),
+        )));
+    }
+    l
+}
+
+fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
+    let Some(report) = &app.report else {
+        frame.render_widget(Paragraph::new("scanning…"), area);
+        return;
+    };
+    let [left, right] =
+        Layout::horizontal([Constraint::Length(24), Constraint::Min(10)]).areas(area);
+    let fams = Families(app.selected_families());
+    let lines: Vec<Line> = PRESETS
+        .iter()
+        .enumerate()
+        .map(|(i, (name, _))| {
+            let has = report
+                .archs
+                .keys()
+                .any(|a| kpack::family::Family::parse(name).is_ok_and(|f| f.contains(a)));
+            let mut line = Line::from(format!(
+                "[{}] {name}{}",
+                if app.families[i] { 'x' } else { ' ' },
+                if has { "" } else { " ·" }
+            ));
+            if i == app.family_cursor {
+                line = line.style(theme.selected());
+            }
+            line
+        })
+        .collect();
+    frame.render_widget(
+        Paragraph::new(lines).block(Block::bordered().title(" families ")),
+        left,
+    );
+    let max = report.archs.values().copied().max().unwrap_or(1).max(1);
+    let bar_w = right.width.saturating_sub(40) as u64;
+    let mut l = Vec::new();
+    let mut unassigned = Vec::new();
+    let mut per_family: Vec<u64> = vec![0; fams.0.len()];
+    for (arch, raw) in &report.archs {
+        let fam = fams.assign(arch);
+        match fam {
+            Some(i) => per_family[i] += raw,
+            None => unassigned.push(arch.clone()),
+        }
+        let n = (raw * bar_w / max) as usize;
+        let style = if fam.is_some() {
+            theme.fg(Color::LightGreen)
+        } else {
+            theme.fg(Color::DarkGray)
+        };
+        l.push(Line::from(vec![
+            Span::raw(format!("{arch:<16} ")),
+            Span::styled("█".repeat(n.max(1)), style),
+            Span::raw(format!(" {}", size(*raw))),
+        ]));
+    }
+    l.push(Line::from(""));
+    let device: u64 = report
+        .files
+        .iter()
+        .filter(|f| f.kind == FileKind::FatBinary && f.hard_link_of.is_none())
+        .map(|f| f.device_bytes)
+        .sum();
+    let host_tree = report.totals.bytes.saturating_sub(device);
+    // Quick estimate: zstd -3 keeps about 30% of code objects (measured in bench/).
+    let archives: u64 = per_family.iter().map(|b| b * 3 / 10).sum();
+    l.push(Line::from(Span::styled(
+        "projected output (≈, zstd -3)",
+        Style::new().add_modifier(Modifier::BOLD),
+    )));
+    l.push(Line::from(format!("host-only tree  {}", size(host_tree))));
+    for (f, b) in fams.0.iter().zip(&per_family) {
+        l.push(Line::from(format!(
+            "{:<15} ≈{} ({} raw)",
+            f.name,
+            size(b * 3 / 10),
+            size(*b)
+        )));
+    }
+    let total = host_tree + archives;
+    l.push(Line::from(format!(
+        "total           ≈{} of {} ({:.0}% saved)",
+        size(total),
+        size(report.totals.bytes),
+        100.0 - total as f64 * 100.0 / report.totals.bytes.max(1) as f64
+    )));
+    if !unassigned.is_empty() {
+        l.push(Line::from(Span::styled(
+            format!("unassigned: {}", unassigned.join(" ")),
+            theme.fg(Color::LightRed),
+        )));
+    }
+    frame.render_widget(
+        Paragraph::new(l).block(Block::bordered().title(" device bytes per arch ")),
+        right,
+    );
+}
+
+fn preview(frame: &mut Frame, app: &App, area: Rect) {
+    let text = match &app.preview {
+        None => "Select a fat binary in the explorer and press Enter or p.".to_string(),
+        Some((path, Err(e))) => format!("{path}: {e}"),
+        Some((path, Ok(plan))) => {
+            let mut buf = Vec::new();
+            let _ = crate::batch::rewrite::print_plan(&mut buf, std::path::Path::new(path), plan);
+            String::from_utf8_lossy(&buf).into_owned()
+        }
+    };
+    frame.render_widget(
+        Paragraph::new(text)
+            .scroll((app.preview_scroll, 0))
+            .block(Block::bordered().title(" rewrite preview (nothing is written) ")),
+        area,
+    );
+}
+
+fn inspector(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
+    let Some(a) = &app.archive else { return };
+    let [head, list] = Layout::vertical([Constraint::Length(4), Constraint::Min(1)]).areas(area);
+    let raw: u64 = a.kernels.iter().map(|k| k.size).sum();
+    let stored: u64 = a.kernels.iter().map(|k| k.compressed_size).sum();
+    frame.render_widget(
+        Paragraph::new(vec![
+            Line::from(format!(
+                "group {} · family {} · {}",
+                a.meta.group_name,
+                a.meta.gfx_arch_family,
+                a.compression_scheme.name()
+            )),
+            Line::from(format!("arches {}", a.meta.gfx_arches.join(" "))),
+        ])
+        .block(Block::new().borders(Borders::BOTTOM).title(format!(
+            " {} kernels · {} raw · {} stored ",
+            a.kernels.len(),
+            size(raw),
+            size(stored)
+        ))),
+        head,
+    );
+    let h = list.height as usize;
+    let start = app.archive_cursor.saturating_sub(h.saturating_sub(1));
+    let mut lines = Vec::new();
+    let mut last_key = "";
+    for (i, k) in a.kernels.iter().enumerate().skip(start).take(h) {
+        let key = if k.key != last_key {
+            k.key.as_str()
+        } else {
+            ""
+        };
+        last_key = &k.key;
+        let mut line = Line::from(format!(
+            "{:<40} {:<16} {:>10} {:>10} {:>6.2}×",
+            key,
+            k.arch,
+            size(k.size),
+            size(k.compressed_size),
+            k.size as f64 / k.compressed_size.max(1) as f64
+        ));
+        if i == app.archive_cursor {
+            line = line.style(theme.selected());
+        }
+        lines.push(line);
+    }
+    frame.render_widget(Paragraph::new(lines), list);
+}
+
+fn help(frame: &mut Frame, app: &App, area: Rect) {
+    let mut keys = vec![
+        ("Tab / Shift-Tab, 1-4", "switch view"),
+        ("↑↓ j k, PgUp PgDn, g G", "move"),
+        ("?", "this help"),
+        ("q, Ctrl-C", "quit"),
+    ];
+    match app.view {
+        View::Explorer => keys.extend([
+            ("→ l, Enter", "open a folder"),
+            ("← h", "close / go to the parent"),
+            ("Enter, p", "rewrite preview of a fat binary"),
+            ("s", "sort: size, name, device share"),
+            ("/", "filter by path; Esc clears"),
+            ("mouse", "wheel scrolls, click selects"),
+        ]),
+        View::Families => keys.push(("Space, Enter", "toggle the family under the cursor")),
+        View::Preview | View::Inspector => {}
+    }
+    let w = area.width.min(60);
+    let h = (keys.len() as u16 + 2).min(area.height);
+    let r = Rect {
+        x: area.x + (area.width - w) / 2,
+        y: area.y + (area.height - h) / 2,
+        width: w,
+        height: h,
+    };
+    let lines: Vec<Line> = keys
+        .iter()
+        .map(|(k, d)| Line::from(format!(" {k:<24} {d}")))
+        .collect();
+    frame.render_widget(Clear, r);
+    frame.render_widget(
+        Paragraph::new(lines)
+            .block(Block::bordered().title(format!(" keys: {} ", app.view.title()))),
+        r,
+    );
+}
