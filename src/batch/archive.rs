@@ -172,23 +172,6 @@ fn safe_arch(arch: &str) -> Result<&str> {
     Ok(arch)
 }
 
-/// Write `bytes` to `path` atomically (temp file in the same directory, then rename).
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".kpack-extract-")
-        .tempfile_in(dir)
-        .with_context(|| format!("cannot write in {}", dir.display()))?;
-    tmp.write_all(bytes)
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    tmp.persist(path)
-        .with_context(|| format!("cannot create {}", path.display()))?;
-    Ok(())
-}
-
 /// Extract one kernel (`key`, `arch`) or all of them (`all`).
 pub fn extract(
     path: &Path,
@@ -246,7 +229,7 @@ pub fn extract(
                 );
             }
             let bytes = a.kernel(k)?;
-            write_atomic(dest, &bytes)?;
+            kpack::fsutil::write_atomic(dest, &bytes, None)?;
         }
         eprintln!("extracted {} kernels to {}", plan.len(), root.display());
         return Ok(EXIT_OK);
@@ -270,7 +253,7 @@ pub fn extract(
         return Ok(EXIT_ERROR);
     };
     let bytes = a.kernel(e)?;
-    write_atomic(out_path, &bytes)?;
+    kpack::fsutil::write_atomic(out_path, &bytes, None)?;
     eprintln!(
         "extracted {key} @ {arch} ({}) to {}",
         size(bytes.len() as u64),

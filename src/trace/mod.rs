@@ -304,12 +304,7 @@ impl TraceParser {
             _ => {}
         }
         // New build?
-        let name_hash = {
-            use std::hash::{Hash, Hasher};
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            name.hash(&mut h);
-            h.finish()
-        };
+        let name_hash = hash64(&name);
         let restart = if is_epoch {
             self.seen_names.contains(&name_hash)
         } else {
@@ -376,6 +371,14 @@ impl TraceParser {
     }
 }
 
+/// A 64-bit hash of a string (for sets and maps keyed by names).
+fn hash64(s: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    s.hash(&mut h);
+    h.finish()
+}
+
 fn build_from(raw: &[RawLine], epoch: bool) -> Build {
     let owned = raw
         .iter()
@@ -401,12 +404,7 @@ fn build_from_owned(raw: Vec<RawLine>, epoch: bool) -> Build {
     let mut index: std::collections::HashMap<(u64, i64, i64), usize> =
         std::collections::HashMap::new();
     for l in raw {
-        let key = {
-            use std::hash::{Hash, Hasher};
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            l.hash.hash(&mut h);
-            (h.finish(), l.start, l.end)
-        };
+        let key = (hash64(&l.hash), l.start, l.end);
         match index.get(&key) {
             Some(&i) if !l.hash.is_empty() && jobs[i].hash == l.hash => jobs[i].names.push(l.name),
             _ => {
