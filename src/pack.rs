@@ -643,6 +643,12 @@ impl Worker<'_> {
         let sec = &data[span.offset as usize..(span.offset + span.size) as usize];
         for b in &fat.bundles {
             self.archive_bundle(f, b, sec)?;
+            // Its pages are consumed: let them leave the resident set.
+            scan::release_range(
+                &map,
+                span.offset as usize + b.offset as usize,
+                b.stored_size as usize,
+            );
         }
         crate::fsutil::write_new(dst, &rewritten.bytes, meta)?;
         Ok(rewritten.bytes.len() as u64)
@@ -832,8 +838,13 @@ fn run_stage(
         bytes_out: &bytes_out,
         kernel_counts: &kernel_counts,
     };
+    // Largest files first, one per task, so the long ones start early and the cores
+    // stay busy to the end. (No nested parallel loops: a worker waiting on one would
+    // steal other files, and the binaries in flight would grow with the tree.)
+    let mut order: Vec<&FileReport> = report.files.iter().collect();
+    order.sort_by(|a, b| b.size.cmp(&a.size).then(a.path.cmp(&b.path)));
     let run = || -> Result<()> {
-        report.files.par_iter().try_for_each(|f| {
+        order.par_iter().with_max_len(1).try_for_each(|f| {
             if cancel.is_cancelled() {
                 return Err(Error::Invalid("cancelled".into()));
             }

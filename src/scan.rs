@@ -232,6 +232,17 @@ pub struct KpackSummary {
     pub raw_bytes: u64,
 }
 
+fn kpack_summary(idx: crate::kpack::archive::ArchiveIndex) -> KpackSummary {
+    KpackSummary {
+        compression_scheme: idx.compression_scheme.name(),
+        kernels: idx.kernels.len() as u64,
+        raw_bytes: idx.kernels.iter().map(|k| k.size).sum(),
+        group_name: idx.meta.group_name,
+        gfx_arch_family: idx.meta.gfx_arch_family,
+        gfx_arches: idx.meta.gfx_arches,
+    }
+}
+
 fn is_zero(v: &u64) -> bool {
     *v == 0
 }
@@ -700,6 +711,16 @@ pub fn inspect_file(abs: &Path, rel: &str, size: u64, mode: u32) -> FileReport {
     if n == 0 || !worth_mapping(&head[..n]) {
         return r;
     }
+    if head.starts_with(KPACK_MAGIC) {
+        // Archives can be large: read their index with positioned reads instead of
+        // mapping them (a mapped frame walk faults in far more than the lengths).
+        r.kind = FileKind::Kpack;
+        match crate::kpack::archive::parse_index_file(&file) {
+            Ok(idx) => r.kpack = Some(kpack_summary(idx)),
+            Err(e) => r.problems.push(e.to_string()),
+        }
+        return r;
+    }
     match map_open_file(&file) {
         Ok(map) => classify_bytes(&mut r, &map, db.is_some()),
         Err(e) => r.problems.push(format!("cannot map: {e}")),
@@ -799,16 +820,7 @@ pub fn classify_bytes(r: &mut FileReport, data: &[u8], is_db: bool) {
     } else if data.starts_with(KPACK_MAGIC) {
         r.kind = FileKind::Kpack;
         match crate::kpack::archive::parse_index(data) {
-            Ok(idx) => {
-                r.kpack = Some(KpackSummary {
-                    compression_scheme: idx.compression_scheme.name(),
-                    kernels: idx.kernels.len() as u64,
-                    raw_bytes: idx.kernels.iter().map(|k| k.size).sum(),
-                    group_name: idx.meta.group_name,
-                    gfx_arch_family: idx.meta.gfx_arch_family,
-                    gfx_arches: idx.meta.gfx_arches,
-                })
-            }
+            Ok(idx) => r.kpack = Some(kpack_summary(idx)),
             Err(e) => r.problems.push(e.to_string()),
         }
     } else if coff::is_pe(data) && data.len() >= 0x40 {

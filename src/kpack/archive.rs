@@ -173,6 +173,19 @@ struct PendingEntry {
     metadata: BTreeMap<String, String>,
 }
 
+/// Parse an archive's index from an open file with positioned reads (no mapping:
+/// only the header, the TOC and the frame lengths are read).
+pub fn parse_index_file(file: &File) -> FormatResult<ArchiveIndex> {
+    let size = file
+        .metadata()
+        .map_err(|e| err(0, format!("cannot stat: {e}")))?
+        .len();
+    let f = file
+        .try_clone()
+        .map_err(|e| err(0, format!("cannot read: {e}")))?;
+    parse_index_at(&FileAt { file: f, size })
+}
+
 /// Parse an archive's header, TOC and frame index from its bytes.
 pub fn parse_index(data: &[u8]) -> FormatResult<ArchiveIndex> {
     parse_index_at(data)
