@@ -25,6 +25,8 @@ pub enum AppEvent {
     ScanDone(Box<Result<TreeReport, String>>),
     /// A rewrite preview finished.
     Preview(String, Box<Result<RewritePlan, String>>),
+    /// The core's pack plan for the selected families finished.
+    Plan(Box<Result<kpack::pack::PackPlan, String>>),
     /// Time passed.
     Tick,
 }
@@ -59,6 +61,8 @@ impl View {
 pub enum Request {
     /// Compute the rewrite preview of this relative path.
     Preview(String),
+    /// Compute the pack plan (with size estimates) for these family names.
+    Plan(Vec<String>),
 }
 
 /// The whole UI state.
@@ -109,6 +113,10 @@ pub struct App {
     pub quit: bool,
     /// Last height of the explorer list, for paging.
     pub page: usize,
+    /// The core's pack plan, for the families it was computed for.
+    pub plan: Option<(Vec<String>, Result<kpack::pack::PackPlan, String>)>,
+    /// A plan is being computed.
+    pub planning: bool,
 }
 
 impl App {
@@ -143,6 +151,8 @@ impl App {
             requests: Vec::new(),
             quit: false,
             page: 10,
+            plan: None,
+            planning: false,
         }
     }
 
@@ -203,6 +213,15 @@ impl App {
                 Err(e) => self.error = Some(e),
             },
             AppEvent::Preview(path, r) => self.preview = Some((path, *r)),
+            AppEvent::Plan(r) => {
+                self.planning = false;
+                let names = self
+                    .selected_families()
+                    .into_iter()
+                    .map(|f| f.name)
+                    .collect();
+                self.plan = Some((names, *r));
+            }
         }
     }
 
@@ -292,12 +311,24 @@ impl App {
     fn view_key(&mut self, k: KeyEvent) {
         match self.view {
             View::Explorer => self.explorer_key(k),
-            View::Families => {
-                if matches!(k.code, KeyCode::Char(' ') | KeyCode::Enter) {
+            View::Families => match k.code {
+                KeyCode::Char(' ') | KeyCode::Enter => {
                     let c = self.family_cursor;
                     self.families[c] = !self.families[c];
                 }
-            }
+                KeyCode::Char('e') => {
+                    let names: Vec<String> = self
+                        .selected_families()
+                        .into_iter()
+                        .map(|f| f.name)
+                        .collect();
+                    if !names.is_empty() && !self.planning {
+                        self.planning = true;
+                        self.requests.push(Request::Plan(names));
+                    }
+                }
+                _ => {}
+            },
             View::Preview | View::Inspector => {}
         }
     }

@@ -45,9 +45,34 @@ impl EventSink<ScanEvent> for ScanForward {
     }
 }
 
+/// The core's pack plan with estimates, for the UI (written nowhere).
+fn plan(root: &Path, families: &[String]) -> Result<kpack::pack::PackPlan, String> {
+    let opts = kpack::pack::PackOptions {
+        group: "preview".into(),
+        families: kpack::family::Families::parse(families).map_err(|e| e.to_string())?,
+        layout: kpack::pack::Layout::Combined,
+        unassigned: kpack::pack::Unassigned::Drop,
+        scheme: kpack::kpack::Scheme::ZstdPerKernel,
+        level: kpack::kpack::archive::DEFAULT_LEVEL,
+        threads: 0,
+        force: false,
+        verify: false,
+    };
+    let out = std::env::temp_dir().join("kpack-tui-plan-preview");
+    let mut p = kpack::pack::plan_pack(root, &out, &opts).map_err(|e| e.to_string())?;
+    kpack::pack::estimate(&mut p, root, &opts);
+    Ok(p)
+}
+
 /// Start the background work an app asked for.
 fn start(req: Request, root: &Path, tx: &Sender<AppEvent>) {
     match req {
+        Request::Plan(families) => {
+            let (root, tx) = (root.to_path_buf(), tx.clone());
+            std::thread::spawn(move || {
+                let _ = tx.send(AppEvent::Plan(Box::new(plan(&root, &families))));
+            });
+        }
         Request::Preview(rel) => {
             let path = if root.is_dir() {
                 root.join(&rel)

@@ -85,7 +85,9 @@ fn preview_view_shows_the_core_plan() {
     key(&mut app, KeyCode::Enter);
     assert_eq!(app.view, View::Preview);
     let req = app.requests.pop().expect("a preview request");
-    let super::app::Request::Preview(rel) = req;
+    let super::app::Request::Preview(rel) = req else {
+        panic!("not a preview request")
+    };
     assert_eq!(rel, "bin/vadd_app");
     let data = std::fs::read(demo().join(&rel)).unwrap();
     let marker = kpack::kpack::Marker {
@@ -170,4 +172,36 @@ fn keys_move_collapse_sort_and_quit() {
     assert_eq!(app.view, View::Explorer);
     key(&mut app, KeyCode::Char('q'));
     assert!(app.quit);
+}
+
+#[test]
+fn families_view_shows_the_core_pack_plan() {
+    let mut app = scanned();
+    key(&mut app, KeyCode::Char('2'));
+    key(&mut app, KeyCode::Char('e'));
+    assert!(app.planning);
+    let Some(super::app::Request::Plan(names)) = app.requests.pop() else {
+        panic!("no plan request")
+    };
+    assert_eq!(names, vec!["gfx90X", "gfx103X"]);
+    // The same computation `pack --dry-run` does, run here synchronously.
+    let plan = super::plan(&demo(), &names);
+    let expected = plan
+        .as_ref()
+        .unwrap()
+        .families
+        .iter()
+        .map(|f| f.kernels)
+        .collect::<Vec<_>>();
+    app.update(AppEvent::Plan(Box::new(plan)));
+    assert!(!app.planning);
+    let text = format!("{}", render(&app, 160, 48).backend());
+    assert!(
+        text.contains("pack plan (core, sampled compression)"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("{:>5} kernels", expected[0])),
+        "{text}"
+    );
 }

@@ -126,7 +126,7 @@ fn status(app: &App) -> String {
             "↑↓/jk move · →/l open · ←/h close · Enter/p preview · s sort ({}) · / filter",
             app.sort.label()
         ),
-        View::Families => "↑↓ move · Space toggle family".to_string(),
+        View::Families => "↑↓ move · Space toggle family · e pack plan".to_string(),
         View::Preview => "↑↓ scroll".to_string(),
         View::Inspector => "↑↓ move".to_string(),
     };
@@ -416,6 +416,43 @@ fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             theme.fg(Color::LightRed),
         )));
     }
+    l.push(Line::from(""));
+    let names: Vec<String> = fams.0.iter().map(|f| f.name.clone()).collect();
+    match &app.plan {
+        _ if app.planning => l.push(Line::from("computing the pack plan…")),
+        Some((for_names, Ok(p))) if *for_names == names => {
+            l.push(Line::from(Span::styled(
+                "pack plan (core, sampled compression)",
+                Style::new().add_modifier(Modifier::BOLD),
+            )));
+            for f in &p.families {
+                l.push(Line::from(format!(
+                    "{:<10} {:>5} kernels {:>11} raw ≈{:>11}",
+                    f.name,
+                    f.kernels,
+                    size(f.raw_bytes),
+                    size(f.estimated_bytes)
+                )));
+            }
+            l.push(Line::from(format!(
+                "output ≈{} of {}",
+                size(p.projected_bytes),
+                size(p.input_bytes)
+            )));
+            if !p.unassigned.is_empty() {
+                let u: Vec<String> = p
+                    .unassigned
+                    .iter()
+                    .map(|(a, n)| format!("{a} ({n})"))
+                    .collect();
+                l.push(Line::from(format!("dropped: {}", u.join(", "))));
+            }
+        }
+        Some((_, Err(e))) => l.push(Line::from(format!("plan: {e}"))),
+        _ => l.push(Line::from(
+            "e: compute the exact pack plan for these families",
+        )),
+    }
     frame.render_widget(
         Paragraph::new(l).block(Block::bordered().title(" device bytes per arch ")),
         right,
@@ -506,7 +543,10 @@ fn help(frame: &mut Frame, app: &App, area: Rect) {
             ("/", "filter by path; Esc clears"),
             ("mouse", "wheel scrolls, click selects"),
         ]),
-        View::Families => keys.push(("Space, Enter", "toggle the family under the cursor")),
+        View::Families => keys.extend([
+            ("Space, Enter", "toggle the family under the cursor"),
+            ("e", "compute the pack plan (the core's, as pack --dry-run)"),
+        ]),
         View::Preview | View::Inspector => {}
     }
     let w = area.width.min(60);
