@@ -27,6 +27,10 @@ pub enum AppEvent {
     Preview(String, Box<Result<RewritePlan, String>>),
     /// The core's pack plan for the selected families finished.
     Plan(Box<Result<kpack::pack::PackPlan, String>>),
+    /// Progress of a running pack.
+    Pack(kpack::pack::PackEvent),
+    /// The pack finished (or failed, or was cancelled).
+    PackDone(Box<Result<kpack::pack::PackReport, String>>),
     /// Time passed.
     Tick,
 }
@@ -42,6 +46,8 @@ pub enum View {
     Preview,
     /// A `.kpack` archive's TOC.
     Inspector,
+    /// Packing: confirm, live progress, result.
+    Pack,
 }
 
 impl View {
@@ -52,6 +58,7 @@ impl View {
             View::Families => "Architectures",
             View::Preview => "Rewrite preview",
             View::Inspector => "Archive",
+            View::Pack => "Pack",
         }
     }
 }
@@ -63,6 +70,62 @@ pub enum Request {
     Preview(String),
     /// Compute the pack plan (with size estimates) for these family names.
     Plan(Vec<String>),
+    /// Pack the tree.
+    Pack(PackSettings),
+}
+
+/// What the confirm dialog sets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackSettings {
+    /// Group name.
+    pub group: String,
+    /// Family names.
+    pub families: Vec<String>,
+    /// Split layout instead of combined.
+    pub split: bool,
+    /// Output directory.
+    pub output: String,
+    /// zstd level.
+    pub level: i32,
+}
+
+/// Live state of a pack.
+#[derive(Debug, Clone, Default)]
+pub struct PackProgress {
+    /// Files and bytes to do.
+    pub files: u64,
+    /// Bytes to do.
+    pub bytes: u64,
+    /// Files done.
+    pub done: u64,
+    /// Bytes done.
+    pub done_bytes: u64,
+    /// Per worker: current file and phase.
+    pub workers: std::collections::BTreeMap<usize, (String, &'static str)>,
+    /// Per family: kernels and stored bytes.
+    pub families: std::collections::BTreeMap<String, (u64, u64)>,
+    /// Warnings.
+    pub warnings: Vec<String>,
+    /// Final stage label.
+    pub stage: &'static str,
+    /// When it started.
+    pub started: Option<std::time::Instant>,
+}
+
+/// The Pack view's state.
+#[derive(Debug, Clone)]
+pub enum PackState {
+    /// The confirm dialog; `field` is the one being edited (0 group, 1 output).
+    Confirm {
+        /// Settings.
+        settings: PackSettings,
+        /// Field under edit.
+        field: usize,
+    },
+    /// Running.
+    Running(PackProgress),
+    /// Finished.
+    Done(Box<Result<kpack::pack::PackReport, String>>),
 }
 
 /// The whole UI state.
@@ -117,6 +180,10 @@ pub struct App {
     pub plan: Option<(Vec<String>, Result<kpack::pack::PackPlan, String>)>,
     /// A plan is being computed.
     pub planning: bool,
+    /// The Pack view.
+    pub pack: Option<PackState>,
+    /// Set by Esc during a pack: the loop cancels the core's token.
+    pub cancel_pack: bool,
 }
 
 impl App {
@@ -153,6 +220,8 @@ impl App {
             page: 10,
             plan: None,
             planning: false,
+            pack: None,
+            cancel_pack: false,
         }
     }
 
@@ -213,6 +282,43 @@ impl App {
                 Err(e) => self.error = Some(e),
             },
             AppEvent::Preview(path, r) => self.preview = Some((path, *r)),
+            AppEvent::Pack(e) => {
+                if let Some(PackState::Running(p)) = &mut self.pack {
+                    use kpack::pack::{PackEvent as E, Phase};
+                    match e {
+                        E::Started { files, bytes } => {
+                            p.files = files;
+                            p.bytes = bytes;
+                        }
+                        E::Phase {
+                            worker,
+                            path,
+                            phase,
+                        } => {
+                            let ph = match phase {
+                                Phase::Kernels => "kernels",
+                                Phase::Rewrite => "rewrite",
+                                Phase::Copy => "copy",
+                            };
+                            p.workers.insert(worker, (path, ph));
+                        }
+                        E::FileDone { bytes_in, .. } => {
+                            p.done += 1;
+                            p.done_bytes += bytes_in;
+                        }
+                        E::Family {
+                            family,
+                            kernels,
+                            stored,
+                        } => {
+                            p.families.insert(family, (kernels, stored));
+                        }
+                        E::Warning(w) => p.warnings.push(w),
+                        E::Finishing(stage) => p.stage = stage,
+                    }
+                }
+            }
+            AppEvent::PackDone(r) => self.pack = Some(PackState::Done(r)),
             AppEvent::Plan(r) => {
                 self.planning = false;
                 let names = self
@@ -245,6 +351,7 @@ impl App {
                 }
             }
             View::Preview => self.preview_scroll = (self.preview_scroll as isize + d).max(0) as u16,
+            View::Pack => {}
         }
     }
 
@@ -277,6 +384,16 @@ impl App {
             ) {
                 self.help = false;
             }
+            return;
+        }
+        // In the Pack view Esc belongs to the view (cancel, back); in the dialog every
+        // key but Tab is typing.
+        let in_dialog = matches!(self.pack, Some(PackState::Confirm { .. }));
+        if self.view == View::Pack
+            && (k.code == KeyCode::Esc
+                || (in_dialog && !matches!(k.code, KeyCode::Tab | KeyCode::BackTab)))
+        {
+            self.pack_key(k);
             return;
         }
         let i = self.views.iter().position(|v| *v == self.view).unwrap_or(0);
@@ -316,6 +433,7 @@ impl App {
                     let c = self.family_cursor;
                     self.families[c] = !self.families[c];
                 }
+                KeyCode::Char('P') => self.open_pack_dialog(),
                 KeyCode::Char('e') => {
                     let names: Vec<String> = self
                         .selected_families()
@@ -329,7 +447,94 @@ impl App {
                 }
                 _ => {}
             },
+            View::Pack => self.pack_key(k),
             View::Preview | View::Inspector => {}
+        }
+    }
+
+    /// Open the confirm dialog with the selected families.
+    pub fn open_pack_dialog(&mut self) {
+        if self.report.is_none() || matches!(self.pack, Some(PackState::Running(_))) {
+            return;
+        }
+        let families: Vec<String> = self
+            .selected_families()
+            .into_iter()
+            .map(|f| f.name)
+            .collect();
+        let name = self
+            .root
+            .file_name()
+            .map_or("tree".to_string(), |n| n.to_string_lossy().into_owned());
+        let output = self
+            .root
+            .with_file_name(format!("{name}.packed"))
+            .display()
+            .to_string();
+        self.pack = Some(PackState::Confirm {
+            settings: PackSettings {
+                group: "rocm".into(),
+                families,
+                split: false,
+                output,
+                level: kpack::kpack::archive::DEFAULT_LEVEL,
+            },
+            field: 0,
+        });
+        if !self.views.contains(&View::Pack) {
+            self.views.push(View::Pack);
+        }
+        self.view = View::Pack;
+    }
+
+    fn pack_key(&mut self, k: KeyEvent) {
+        match &mut self.pack {
+            Some(PackState::Confirm { settings, field }) => match k.code {
+                KeyCode::Enter if !settings.families.is_empty() && !settings.group.is_empty() => {
+                    let s = settings.clone();
+                    self.requests.push(Request::Pack(s));
+                    self.pack = Some(PackState::Running(PackProgress {
+                        started: Some(std::time::Instant::now()),
+                        ..PackProgress::default()
+                    }));
+                }
+                KeyCode::Esc => {
+                    self.pack = None;
+                    self.views.retain(|v| *v != View::Pack);
+                    self.view = View::Families;
+                }
+                KeyCode::Down | KeyCode::Up => *field = 1 - *field,
+                KeyCode::Char('+') => settings.level = (settings.level + 1).min(22),
+                KeyCode::Char('-') => settings.level = (settings.level - 1).max(1),
+                KeyCode::F(2) => settings.split = !settings.split,
+                KeyCode::Backspace => {
+                    let f = if *field == 0 {
+                        &mut settings.group
+                    } else {
+                        &mut settings.output
+                    };
+                    f.pop();
+                }
+                KeyCode::Char(c) => {
+                    let f = if *field == 0 {
+                        &mut settings.group
+                    } else {
+                        &mut settings.output
+                    };
+                    f.push(c);
+                }
+                _ => {}
+            },
+            Some(PackState::Running(_)) => {
+                if k.code == KeyCode::Esc {
+                    self.cancel_pack = true;
+                }
+            }
+            Some(PackState::Done(_)) | None => {
+                if k.code == KeyCode::Esc {
+                    self.view = View::Families;
+                }
+            }
         }
     }
 

@@ -64,9 +64,52 @@ fn plan(root: &Path, families: &[String]) -> Result<kpack::pack::PackPlan, Strin
     Ok(p)
 }
 
+struct PackForward(Sender<AppEvent>);
+
+impl EventSink<kpack::pack::PackEvent> for PackForward {
+    fn event(&self, e: kpack::pack::PackEvent) {
+        let _ = self.0.send(AppEvent::Pack(e));
+    }
+}
+
+/// Run a pack as the dialog set it.
+fn run_pack(
+    root: &Path,
+    s: &app::PackSettings,
+    tx: &Sender<AppEvent>,
+    cancel: &kpack::event::CancelToken,
+) -> Result<kpack::pack::PackReport, String> {
+    let opts = kpack::pack::PackOptions {
+        group: s.group.clone(),
+        families: kpack::family::Families::parse(&s.families).map_err(|e| e.to_string())?,
+        layout: if s.split {
+            kpack::pack::Layout::Split
+        } else {
+            kpack::pack::Layout::Combined
+        },
+        unassigned: kpack::pack::Unassigned::Drop,
+        scheme: kpack::kpack::Scheme::ZstdPerKernel,
+        level: s.level,
+        threads: 0,
+        force: false,
+        verify: true,
+    };
+    let out = PathBuf::from(&s.output);
+    let plan = kpack::pack::plan_pack(root, &out, &opts).map_err(|e| e.to_string())?;
+    kpack::pack::execute_pack(plan, root, &out, &opts, &PackForward(tx.clone()), cancel)
+        .map_err(|e| e.to_string())
+}
+
 /// Start the background work an app asked for.
-fn start(req: Request, root: &Path, tx: &Sender<AppEvent>) {
+fn start(req: Request, root: &Path, tx: &Sender<AppEvent>, cancel: &kpack::event::CancelToken) {
     match req {
+        Request::Pack(settings) => {
+            let (root, tx, cancel) = (root.to_path_buf(), tx.clone(), cancel.clone());
+            std::thread::spawn(move || {
+                let r = run_pack(&root, &settings, &tx, &cancel);
+                let _ = tx.send(AppEvent::PackDone(Box::new(r)));
+            });
+        }
         Request::Plan(families) => {
             let (root, tx) = (root.to_path_buf(), tx.clone());
             std::thread::spawn(move || {
@@ -140,6 +183,7 @@ pub fn run(path: PathBuf, archive: Option<kpack::kpack::archive::ArchiveIndex>) 
         }
     });
     let theme = ui::Theme::from_env();
+    let mut pack_cancel = kpack::event::CancelToken::new();
     let mut terminal = ratatui::init();
     let _ = ratatui::crossterm::execute!(
         std::io::stdout(),
@@ -155,7 +199,13 @@ pub fn run(path: PathBuf, archive: Option<kpack::kpack::archive::ArchiveIndex>) 
                 app.update(ev);
             }
             for r in std::mem::take(&mut app.requests) {
-                start(r, &app.root, &tx);
+                if matches!(r, Request::Pack(_)) {
+                    pack_cancel = kpack::event::CancelToken::new();
+                }
+                start(r, &app.root, &tx, &pack_cancel);
+            }
+            if std::mem::take(&mut app.cancel_pack) {
+                pack_cancel.cancel();
             }
             if app.quit {
                 break;

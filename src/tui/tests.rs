@@ -205,3 +205,89 @@ fn families_view_shows_the_core_pack_plan() {
         "{text}"
     );
 }
+
+#[test]
+fn pack_dialog_live_panes_cancel_and_result() {
+    use kpack::pack::{PackEvent, Phase};
+    let mut app = scanned();
+    key(&mut app, KeyCode::Char('2'));
+    key(&mut app, KeyCode::Char('P'));
+    assert_eq!(app.view, View::Pack);
+    // Typing edits the group; it does not trigger shortcuts (q would quit).
+    key(&mut app, KeyCode::Backspace);
+    key(&mut app, KeyCode::Char('q'));
+    assert!(!app.quit);
+    insta::assert_snapshot!("pack_confirm_80x24", render(&app, 80, 24).backend());
+    key(&mut app, KeyCode::Enter);
+    let Some(super::app::Request::Pack(s)) = app.requests.pop() else {
+        panic!("no pack request")
+    };
+    assert_eq!(s.group, "rocq");
+    assert_eq!(s.families, vec!["gfx90X", "gfx103X"]);
+    for e in [
+        PackEvent::Started {
+            files: 19,
+            bytes: 257_000,
+        },
+        PackEvent::Phase {
+            worker: 0,
+            path: "bin/vadd_app".into(),
+            phase: Phase::Kernels,
+        },
+        PackEvent::Phase {
+            worker: 1,
+            path: "lib/librdc.so".into(),
+            phase: Phase::Rewrite,
+        },
+        PackEvent::FileDone {
+            path: "include/vadd.h".into(),
+            bytes_in: 164,
+            bytes_out: 164,
+        },
+        PackEvent::Family {
+            family: "gfx90X".into(),
+            kernels: 4,
+            stored: 6000,
+        },
+        PackEvent::Warning("share/pipe: special file (fifo) skipped".into()),
+    ] {
+        app.update(AppEvent::Pack(e));
+    }
+    let t = format!("{}", render(&app, 160, 48).backend());
+    for s in [
+        "worker 0: kernels  bin/vadd_app",
+        "worker 1: rewrite  lib/librdc.so",
+        "gfx90X          4 kernels",
+        "warnings (1)",
+        "1 / 19 files",
+    ] {
+        assert!(t.contains(s), "{s:?} missing:\n{t}");
+    }
+    key(&mut app, KeyCode::Esc);
+    assert!(app.cancel_pack, "Esc asks the core to cancel");
+    app.update(AppEvent::PackDone(Box::new(Err("cancelled".into()))));
+    let t = format!("{}", render(&app, 80, 24).backend());
+    assert!(t.contains("pack failed: nothing was written"), "{t}");
+}
+
+#[test]
+fn pack_result_screen_from_a_real_pack() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("packed");
+    let settings = super::app::PackSettings {
+        group: "demo".into(),
+        families: vec!["gfx90X".into(), "gfx103X".into()],
+        split: false,
+        output: out.display().to_string(),
+        level: 3,
+    };
+    let (tx, _rx) = std::sync::mpsc::channel();
+    let r = super::run_pack(&demo(), &settings, &tx, &kpack::event::CancelToken::new());
+    let mut app = scanned();
+    key(&mut app, KeyCode::Char('2'));
+    key(&mut app, KeyCode::Char('P'));
+    app.update(AppEvent::PackDone(Box::new(r)));
+    let t = format!("{}", render(&app, 120, 30).backend());
+    assert!(t.contains("verify: sound"), "{t}");
+    assert!(t.contains(".kpack/demo_gfx90X.kpack: 12 kernels"), "{t}");
+}

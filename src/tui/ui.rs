@@ -106,6 +106,7 @@ pub fn draw(frame: &mut Frame, app: &App, theme: Theme) {
             View::Families => families(frame, app, body, theme),
             View::Preview => preview(frame, app, body),
             View::Inspector => inspector(frame, app, body, theme),
+            View::Pack => pack(frame, app, body, theme),
         }
     }
     frame.render_widget(
@@ -126,9 +127,19 @@ fn status(app: &App) -> String {
             "↑↓/jk move · →/l open · ←/h close · Enter/p preview · s sort ({}) · / filter",
             app.sort.label()
         ),
-        View::Families => "↑↓ move · Space toggle family · e pack plan".to_string(),
+        View::Families => "↑↓ move · Space toggle · e plan · P pack".to_string(),
         View::Preview => "↑↓ scroll".to_string(),
         View::Inspector => "↑↓ move".to_string(),
+        View::Pack => match &app.pack {
+            Some(super::app::PackState::Confirm { .. }) => {
+                "type to edit · ↑↓ field · +/- level · F2 layout · Enter start · Esc back"
+                    .to_string()
+            }
+            Some(super::app::PackState::Running(_)) => {
+                "Esc cancel (the output is left untouched)".to_string()
+            }
+            _ => "Esc back".to_string(),
+        },
     };
     format!(" {hints} · Tab view · ? help · q quit")
 }
@@ -544,8 +555,15 @@ fn help(frame: &mut Frame, app: &App, area: Rect) {
             ("mouse", "wheel scrolls, click selects"),
         ]),
         View::Families => keys.extend([
+            ("P", "pack the tree with these families"),
             ("Space, Enter", "toggle the family under the cursor"),
             ("e", "compute the pack plan (the core's, as pack --dry-run)"),
+        ]),
+        View::Pack => keys.extend([
+            ("Enter", "start packing (dialog)"),
+            ("↑↓, typing", "choose and edit group / output"),
+            ("+ -, F2", "zstd level, layout combined/split"),
+            ("Esc", "back; during a pack: cancel cleanly"),
         ]),
         View::Preview | View::Inspector => {}
     }
@@ -567,4 +585,180 @@ fn help(frame: &mut Frame, app: &App, area: Rect) {
             .block(Block::bordered().title(format!(" keys: {} ", app.view.title()))),
         r,
     );
+}
+
+fn pack(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
+    use super::app::PackState;
+    match &app.pack {
+        None => frame.render_widget(
+            Paragraph::new("Choose families in the Architectures view and press P."),
+            area,
+        ),
+        Some(PackState::Confirm { settings, field }) => {
+            let mark = |i: usize| if *field == i { "▶" } else { " " };
+            let lines = vec![
+                Line::from(Span::styled(
+                    "Pack this tree",
+                    Style::new().add_modifier(Modifier::BOLD),
+                )),
+                Line::from(""),
+                Line::from(format!("{} group      {}▏", mark(0), settings.group)),
+                Line::from(format!("{} output     {}▏", mark(1), settings.output)),
+                Line::from(format!(
+                    "  families   {}",
+                    if settings.families.is_empty() {
+                        "(none selected)".to_string()
+                    } else {
+                        settings.families.join(" ")
+                    }
+                )),
+                Line::from(format!(
+                    "  layout     {}",
+                    if settings.split {
+                        "split (generic + overlays)"
+                    } else {
+                        "combined"
+                    }
+                )),
+                Line::from(format!("  zstd level {}", settings.level)),
+                Line::from(""),
+                Line::from(
+                    "Enter starts; code for archs outside these families is dropped and reported.",
+                ),
+            ];
+            let w = area.width.min(90);
+            let h = area.height.min(lines.len() as u16 + 2);
+            let r = Rect {
+                x: area.x + (area.width - w) / 2,
+                y: area.y + (area.height - h) / 2,
+                width: w,
+                height: h,
+            };
+            frame.render_widget(Clear, r);
+            frame.render_widget(
+                Paragraph::new(lines).block(Block::bordered().title(" confirm ")),
+                r,
+            );
+        }
+        Some(PackState::Running(p)) => {
+            let [g, rest] =
+                Layout::vertical([Constraint::Length(3), Constraint::Min(1)]).areas(area);
+            let ratio = if p.bytes == 0 {
+                0.0
+            } else {
+                (p.done_bytes as f64 / p.bytes as f64).clamp(0.0, 1.0)
+            };
+            let secs = p
+                .started
+                .map_or(0.0, |t| t.elapsed().as_secs_f64())
+                .max(0.001);
+            let rate = p.done_bytes as f64 / secs;
+            let eta = if rate > 0.0 && p.bytes > p.done_bytes {
+                format!(", ETA {:.0} s", (p.bytes - p.done_bytes) as f64 / rate)
+            } else {
+                String::new()
+            };
+            let label = if p.stage.is_empty() {
+                format!(
+                    "{} / {} files · {} / {} · {}/s{eta}",
+                    p.done,
+                    p.files,
+                    size(p.done_bytes),
+                    size(p.bytes),
+                    size(rate as u64)
+                )
+            } else {
+                p.stage.to_string()
+            };
+            frame.render_widget(
+                Gauge::default()
+                    .block(Block::bordered().title(" packing "))
+                    .gauge_style(theme.fg(Color::LightGreen))
+                    .ratio(ratio)
+                    .label(label),
+                g,
+            );
+            let [workers, fams, warns] = Layout::vertical([
+                Constraint::Length(p.workers.len() as u16 + 2),
+                Constraint::Length(p.families.len() as u16 + 2),
+                Constraint::Min(1),
+            ])
+            .areas(rest);
+            let wl: Vec<Line> = p
+                .workers
+                .iter()
+                .map(|(w, (f, ph))| Line::from(format!("worker {w}: {ph:<8} {f}")))
+                .collect();
+            frame.render_widget(
+                Paragraph::new(wl).block(Block::bordered().title(" workers ")),
+                workers,
+            );
+            let fl: Vec<Line> = p
+                .families
+                .iter()
+                .map(|(f, (k, b))| Line::from(format!("{f:<10} {k:>6} kernels  {:>11}", size(*b))))
+                .collect();
+            frame.render_widget(
+                Paragraph::new(fl).block(Block::bordered().title(" archives ")),
+                fams,
+            );
+            let start = p
+                .warnings
+                .len()
+                .saturating_sub(warns.height.saturating_sub(2) as usize);
+            let ww: Vec<Line> = p.warnings[start..]
+                .iter()
+                .map(|w| Line::from(Span::styled(w.clone(), theme.fg(Color::Yellow))))
+                .collect();
+            frame.render_widget(
+                Paragraph::new(ww)
+                    .block(Block::bordered().title(format!(" warnings ({}) ", p.warnings.len()))),
+                warns,
+            );
+        }
+        Some(PackState::Done(r)) if r.is_err() => {
+            let e = r.as_ref().as_ref().err().map_or("", String::as_str);
+            frame.render_widget(
+                Paragraph::new(e)
+                    .wrap(Wrap { trim: false })
+                    .block(Block::bordered().title(" pack failed: nothing was written ")),
+                area,
+            );
+        }
+        Some(PackState::Done(done)) => {
+            let Ok(r) = done.as_ref() else { return };
+            let mut l = vec![
+                Line::from(Span::styled(
+                    format!("packed into {} in {:.2} s", r.plan.output, r.seconds),
+                    theme.fg(Color::LightGreen).add_modifier(Modifier::BOLD),
+                )),
+                Line::from(format!(
+                    "verify: {}",
+                    if r.verified { "sound" } else { "skipped" }
+                )),
+                Line::from(format!(
+                    "bytes: {} -> {}",
+                    size(r.bytes_in),
+                    size(r.bytes_out)
+                )),
+            ];
+            for (path, k, b) in &r.archives {
+                l.push(Line::from(format!("{path}: {k} kernels, {}", size(*b))));
+            }
+            if !r.plan.unassigned.is_empty() {
+                let u: Vec<String> = r
+                    .plan
+                    .unassigned
+                    .iter()
+                    .map(|(a, n)| format!("{a} ({n})"))
+                    .collect();
+                l.push(Line::from(format!("dropped: {}", u.join(", "))));
+            }
+            l.push(Line::from(format!("warnings: {}", r.warnings.len())));
+            frame.render_widget(
+                Paragraph::new(l).block(Block::bordered().title(" pack done ")),
+                area,
+            );
+        }
+    }
 }
