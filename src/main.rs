@@ -3,6 +3,7 @@
 
 mod batch;
 mod cli;
+mod demo;
 mod tui;
 
 use anyhow::{Context, Result};
@@ -11,7 +12,7 @@ use clap::Parser;
 use cli::{Cli, Command, Common};
 use kpack::scan::{self, ScanOptions};
 use std::io::{self, IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 fn main() {
     let cli = Cli::parse();
@@ -31,11 +32,6 @@ fn main() {
         }
     };
     std::process::exit(code);
-}
-
-/// The bundled demo tree (the embedded copy arrives with the terminal UI).
-fn demo_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo")
 }
 
 fn run(cli: Cli) -> Result<i32> {
@@ -70,7 +66,16 @@ fn run(cli: Cli) -> Result<i32> {
             with_stdout(|out| batch::archive::verify(&path, common.json, out))
         }
         None => {
-            let path = cli.path.unwrap_or_else(demo_path);
+            // No argument: the demo tree compiled into the binary, unpacked to a
+            // temporary directory that lives until we exit.
+            let _demo_dir;
+            let path = match cli.path {
+                Some(p) => p,
+                None => {
+                    _demo_dir = demo::unpack()?;
+                    _demo_dir.path().join("demo")
+                }
+            };
             if is_kpack(&path) {
                 if !common.no_tui && !common.json && io::stdout().is_terminal() {
                     let a = kpack::kpack::Archive::open(&path)?;
