@@ -1,0 +1,116 @@
+//! The real binary driven inside tmux: open a tree, find a fat binary, preview its
+//! rewrite, pack from the dialog, wait for the result screen, quit; then check the
+//! output tree verifies.
+
+mod common;
+
+use common::*;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn run(&self, args: &[&str]) -> String {
+        let o = Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+    fn keys(&self, keys: &[&str]) {
+        for k in keys {
+            self.run(&["send-keys", "-t", "e2e", k]);
+            std::thread::sleep(Duration::from_millis(120));
+        }
+    }
+    fn screen(&self) -> String {
+        self.run(&["capture-pane", "-t", "e2e", "-p"])
+    }
+    fn wait_for(&self, text: &str) -> String {
+        let t = Instant::now();
+        loop {
+            let s = self.screen();
+            if s.contains(text) {
+                return s;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "timed out waiting for {text:?}; screen:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .arg("kill-server")
+            .output();
+    }
+}
+
+#[test]
+fn explore_preview_pack_and_quit_in_a_real_terminal() {
+    if tool("tmux").is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("tree");
+    assert!(
+        Command::new("cp")
+            .arg("-a")
+            .arg(demo())
+            .arg(&tree)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let tm = Tmux {
+        socket: format!("kpack-e2e-{}", std::process::id()),
+    };
+    let cmd = format!(
+        "TERM=xterm-256color {} {}; sleep 5",
+        env!("CARGO_BIN_EXE_kpack-tui"),
+        tree.display()
+    );
+    tm.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "e2e",
+        "-x",
+        "110",
+        "-y",
+        "32",
+        &cmd,
+    ]);
+    tm.wait_for("1:Explorer");
+    tm.wait_for("entries");
+    // Filter to the PIE executable, select it, preview the rewrite.
+    tm.keys(&[
+        "/", "v", "a", "d", "d", "_", "a", "p", "p", "Enter", "Down", "Enter",
+    ]);
+    let s = tm.wait_for("wrapper 1: HIPF -> HIPK");
+    assert!(s.contains("rewrite preview"), "{s}");
+    // Families: pack with the preselected families into the default output.
+    tm.keys(&["2"]);
+    tm.wait_for("[x] gfx90X");
+    tm.keys(&["P"]);
+    tm.wait_for("Pack this tree");
+    tm.keys(&["Enter"]);
+    let s = tm.wait_for("pack done");
+    assert!(s.contains("verify: sound"), "{s}");
+    tm.keys(&["q"]);
+    let out = tmp.path().join("tree.packed");
+    let o = kpack(&["verify", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stdout(&o));
+    assert!(out.join(".kpack/rocm_gfx90X.kpack").is_file());
+}
