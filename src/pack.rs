@@ -85,6 +85,71 @@ pub enum Phase {
     Copy,
 }
 
+impl Phase {
+    /// `kernels`, `rewrite`, `copy`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Kernels => "kernels",
+            Phase::Rewrite => "rewrite",
+            Phase::Copy => "copy",
+        }
+    }
+}
+
+/// Running totals of a pack, folded from its events: what the batch progress line
+/// and the TUI panes both show.
+#[derive(Debug, Clone, Default)]
+pub struct PackTally {
+    /// Entries to process.
+    pub files: u64,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Files done.
+    pub done: u64,
+    /// Bytes of the files done.
+    pub done_bytes: u64,
+    /// Per worker: the file it is on and the phase.
+    pub workers: BTreeMap<usize, (String, Phase)>,
+    /// Per family: kernels and stored bytes so far.
+    pub families: BTreeMap<String, (u64, u64)>,
+    /// Warnings so far.
+    pub warnings: Vec<String>,
+    /// The finishing stage, once the files are done.
+    pub stage: &'static str,
+}
+
+impl PackTally {
+    /// Fold one event in.
+    pub fn apply(&mut self, e: PackEvent) {
+        match e {
+            PackEvent::Started { files, bytes } => {
+                self.files = files;
+                self.bytes = bytes;
+            }
+            PackEvent::Phase {
+                worker,
+                path,
+                phase,
+            } => {
+                self.workers.insert(worker, (path, phase));
+            }
+            PackEvent::FileDone { bytes_in, .. } => {
+                self.done += 1;
+                self.done_bytes += bytes_in;
+            }
+            PackEvent::Family {
+                family,
+                kernels,
+                stored,
+            } => {
+                self.families.insert(family, (kernels, stored));
+            }
+            PackEvent::Warning(w) => self.warnings.push(w),
+            PackEvent::Finishing(stage) => self.stage = stage,
+        }
+    }
+}
+
 /// Progress of a pack, for the TUI and the batch reporter.
 #[derive(Debug, Clone)]
 pub enum PackEvent {
@@ -1095,4 +1160,54 @@ fn normalize(p: &Path) -> String {
         }
     }
     parts.join("/")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tally_folds_events() {
+        let mut t = PackTally::default();
+        for e in [
+            PackEvent::Started {
+                files: 3,
+                bytes: 300,
+            },
+            PackEvent::Phase {
+                worker: 1,
+                path: "a".into(),
+                phase: Phase::Kernels,
+            },
+            PackEvent::FileDone {
+                path: "a".into(),
+                bytes_in: 100,
+                bytes_out: 10,
+            },
+            PackEvent::FileDone {
+                path: "b".into(),
+                bytes_in: 50,
+                bytes_out: 50,
+            },
+            PackEvent::Family {
+                family: "gfx90X".into(),
+                kernels: 2,
+                stored: 70,
+            },
+            PackEvent::Family {
+                family: "gfx90X".into(),
+                kernels: 3,
+                stored: 90,
+            },
+            PackEvent::Warning("w".into()),
+            PackEvent::Finishing("verifying"),
+        ] {
+            t.apply(e);
+        }
+        assert_eq!((t.files, t.bytes, t.done, t.done_bytes), (3, 300, 2, 150));
+        assert_eq!(t.families["gfx90X"], (3, 90));
+        assert_eq!(t.workers[&1], ("a".to_string(), Phase::Kernels));
+        assert_eq!(t.warnings, vec!["w"]);
+        assert_eq!(t.stage, "verifying");
+    }
 }

@@ -7,7 +7,6 @@ use kpack::event::{CancelToken, EventSink};
 use kpack::family::Families;
 use kpack::kpack::Scheme;
 use kpack::pack::{self, Layout, PackEvent, PackOptions, PackPlan, Unassigned};
-use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::sync::Mutex;
@@ -21,14 +20,9 @@ struct Progress {
 
 #[derive(Default)]
 struct State {
-    files: u64,
-    bytes: u64,
-    done: u64,
-    done_bytes: u64,
-    families: BTreeMap<String, (u64, u64)>,
+    tally: pack::PackTally,
     last: Option<Instant>,
     drew: bool,
-    stage: &'static str,
 }
 
 impl Progress {
@@ -51,31 +45,13 @@ impl Progress {
 impl EventSink<PackEvent> for Progress {
     fn event(&self, e: PackEvent) {
         let Ok(mut s) = self.state.lock() else { return };
-        match e {
-            PackEvent::Started { files, bytes } => {
-                s.files = files;
-                s.bytes = bytes;
+        if let PackEvent::Warning(w) = &e {
+            if self.tty && s.drew {
+                eprint!("\r\x1b[2K");
             }
-            PackEvent::FileDone { bytes_in, .. } => {
-                s.done += 1;
-                s.done_bytes += bytes_in;
-            }
-            PackEvent::Family {
-                family,
-                kernels,
-                stored,
-            } => {
-                s.families.insert(family, (kernels, stored));
-            }
-            PackEvent::Warning(w) => {
-                if self.tty && s.drew {
-                    eprint!("\r\x1b[2K");
-                }
-                eprintln!("warning: {w}");
-            }
-            PackEvent::Finishing(stage) => s.stage = stage,
-            PackEvent::Phase { .. } => {}
+            eprintln!("warning: {w}");
         }
+        s.tally.apply(e);
         let now = Instant::now();
         let every = if self.tty {
             Duration::from_millis(100)
@@ -88,29 +64,33 @@ impl EventSink<PackEvent> for Progress {
         }
         s.last = Some(now);
         let secs = (now - self.start).as_secs_f64().max(0.001);
-        let rate = s.done_bytes as f64 / secs;
-        let eta = if rate > 0.0 && s.bytes > s.done_bytes {
-            format!(", ETA {:.0} s", (s.bytes - s.done_bytes) as f64 / rate)
+        let rate = s.tally.done_bytes as f64 / secs;
+        let eta = if rate > 0.0 && s.tally.bytes > s.tally.done_bytes {
+            format!(
+                ", ETA {:.0} s",
+                (s.tally.bytes - s.tally.done_bytes) as f64 / rate
+            )
         } else {
             String::new()
         };
         let fams: Vec<String> = s
+            .tally
             .families
             .iter()
             .map(|(f, (k, b))| format!("{f} {k} kernels {}", size(*b)))
             .collect();
-        let line = if s.stage.is_empty() {
+        let line = if s.tally.stage.is_empty() {
             format!(
                 "packing: {}/{} files, {} / {} ({}/s{eta}) | {}",
-                s.done,
-                s.files,
-                size(s.done_bytes),
-                size(s.bytes),
+                s.tally.done,
+                s.tally.files,
+                size(s.tally.done_bytes),
+                size(s.tally.bytes),
                 size(rate as u64),
                 fams.join(", ")
             )
         } else {
-            format!("packing: {}", s.stage)
+            format!("packing: {}", s.tally.stage)
         };
         if self.tty {
             eprint!("\r\x1b[2K{line}");

@@ -334,34 +334,29 @@ impl TraceParser {
     pub fn into_trace(mut self) -> Trace {
         let epoch = self.epoch.unwrap_or(false);
         let raw = std::mem::take(&mut self.raw_builds);
-        let builds = raw
-            .into_iter()
-            .map(|r| build_from_owned(r, epoch))
-            .collect();
-        Trace {
-            version: self.version.unwrap_or(7),
-            header: self.header,
-            epoch,
-            builds,
-            diagnostics: self.diagnostics,
-            diagnostic_count: self.diagnostic_count,
-            lines: self.line_no,
-            pending_bytes: self.carry.len(),
-        }
+        self.assemble(
+            raw.into_iter()
+                .map(|r| build_from_owned(r, epoch))
+                .collect(),
+        )
     }
 
     /// The trace as parsed so far.
     pub fn trace(&self) -> Trace {
         let epoch = self.epoch.unwrap_or(false);
-        let builds = self
-            .raw_builds
-            .iter()
-            .map(|raw| build_from(raw, epoch))
-            .collect();
+        self.assemble(
+            self.raw_builds
+                .iter()
+                .map(|raw| build_from(raw, epoch))
+                .collect(),
+        )
+    }
+
+    fn assemble(&self, builds: Vec<Build>) -> Trace {
         Trace {
             version: self.version.unwrap_or(7),
             header: self.header,
-            epoch,
+            epoch: self.epoch.unwrap_or(false),
             builds,
             diagnostics: self.diagnostics.clone(),
             diagnostic_count: self.diagnostic_count,

@@ -92,22 +92,8 @@ pub struct PackSettings {
 /// Live state of a pack.
 #[derive(Debug, Clone, Default)]
 pub struct PackProgress {
-    /// Files and bytes to do.
-    pub files: u64,
-    /// Bytes to do.
-    pub bytes: u64,
-    /// Files done.
-    pub done: u64,
-    /// Bytes done.
-    pub done_bytes: u64,
-    /// Per worker: current file and phase.
-    pub workers: std::collections::BTreeMap<usize, (String, &'static str)>,
-    /// Per family: kernels and stored bytes.
-    pub families: std::collections::BTreeMap<String, (u64, u64)>,
-    /// Warnings.
-    pub warnings: Vec<String>,
-    /// Final stage label.
-    pub stage: &'static str,
+    /// Totals folded from the core's events.
+    pub tally: kpack::pack::PackTally,
     /// When it started.
     pub started: Option<std::time::Instant>,
 }
@@ -284,38 +270,7 @@ impl App {
             AppEvent::Preview(path, r) => self.preview = Some((path, *r)),
             AppEvent::Pack(e) => {
                 if let Some(PackState::Running(p)) = &mut self.pack {
-                    use kpack::pack::{PackEvent as E, Phase};
-                    match e {
-                        E::Started { files, bytes } => {
-                            p.files = files;
-                            p.bytes = bytes;
-                        }
-                        E::Phase {
-                            worker,
-                            path,
-                            phase,
-                        } => {
-                            let ph = match phase {
-                                Phase::Kernels => "kernels",
-                                Phase::Rewrite => "rewrite",
-                                Phase::Copy => "copy",
-                            };
-                            p.workers.insert(worker, (path, ph));
-                        }
-                        E::FileDone { bytes_in, .. } => {
-                            p.done += 1;
-                            p.done_bytes += bytes_in;
-                        }
-                        E::Family {
-                            family,
-                            kernels,
-                            stored,
-                        } => {
-                            p.families.insert(family, (kernels, stored));
-                        }
-                        E::Warning(w) => p.warnings.push(w),
-                        E::Finishing(stage) => p.stage = stage,
-                    }
+                    p.tally.apply(e);
                 }
             }
             AppEvent::PackDone(r) => self.pack = Some(PackState::Done(r)),

@@ -640,7 +640,8 @@ fn pack(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                 r,
             );
         }
-        Some(PackState::Running(p)) => {
+        Some(PackState::Running(run)) => {
+            let p = &run.tally;
             let [g, rest] =
                 Layout::vertical([Constraint::Length(3), Constraint::Min(1)]).areas(area);
             let ratio = if p.bytes == 0 {
@@ -648,7 +649,7 @@ fn pack(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             } else {
                 (p.done_bytes as f64 / p.bytes as f64).clamp(0.0, 1.0)
             };
-            let secs = p
+            let secs = run
                 .started
                 .map_or(0.0, |t| t.elapsed().as_secs_f64())
                 .max(0.001);
@@ -687,7 +688,7 @@ fn pack(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             let wl: Vec<Line> = p
                 .workers
                 .iter()
-                .map(|(w, (f, ph))| Line::from(format!("worker {w}: {ph:<8} {f}")))
+                .map(|(w, (f, ph))| Line::from(format!("worker {w}: {:<8} {f}", ph.name())))
                 .collect();
             frame.render_widget(
                 Paragraph::new(wl).block(Block::bordered().title(" workers ")),
