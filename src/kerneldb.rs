@@ -109,13 +109,12 @@ pub fn classify(rel_path: &str) -> Option<DatabaseFile> {
     if let Some(p) = dirs
         .windows(2)
         .position(|w| w[0] == "aotriton" && w[1] == "kernels")
+        && let Some(dir) = dirs.get(p + 2)
     {
-        if let Some(dir) = dirs.get(p + 2) {
-            return Some(DatabaseFile {
-                database: Database::Aotriton,
-                arch: dir.starts_with("gfx").then(|| dir.to_string()),
-            });
-        }
+        return Some(DatabaseFile {
+            database: Database::Aotriton,
+            arch: dir.starts_with("gfx").then(|| dir.to_string()),
+        });
     }
     None
 }

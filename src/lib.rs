@@ -10,6 +10,7 @@
 //! | [`coff`] | PE/COFF DLLs with `.hip_fat` sections |
 //! | [`kpack`] | the `.rocm_kpack_ref` marker |
 //! | [`scan`] | walking an install tree and classifying every file |
+//! | [`phc`] | the parallel per-arch HIP compile launcher and its jobserver client |
 //! | [`kerneldb`] | kernel-database file patterns (rocBLAS, hipBLASLt, MIOpen, AOTriton) |
 #![deny(clippy::unwrap_used, clippy::panic)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::panic))]
@@ -26,6 +27,7 @@ pub mod fuzzing;
 pub mod kerneldb;
 pub mod kpack;
 pub mod pack;
+pub mod phc;
 pub mod scan;
 pub mod trace;
 

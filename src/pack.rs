@@ -491,12 +491,10 @@ pub fn estimate(plan: &mut PackPlan, tree: &Path, opts: &PackOptions) {
             if let Some((_, bytes)) = cos
                 .iter()
                 .find(|(e, _)| e.id.arch().as_deref() == Some(&k.arch))
+                && let Ok(z) = crate::kpack::archive::encode_kernel(bytes, opts.scheme, opts.level)
             {
-                if let Ok(z) = crate::kpack::archive::encode_kernel(bytes, opts.scheme, opts.level)
-                {
-                    raw += bytes.len() as u64;
-                    packed += z.len() as u64;
-                }
+                raw += bytes.len() as u64;
+                packed += z.len() as u64;
             }
         }
         let ratio = if raw == 0 {

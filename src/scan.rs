@@ -559,18 +559,19 @@ fn build_report(
                     a.code_objects += 1;
                 }
             }
-            if f.kind == FileKind::CodeObject {
-                if let Some(arch) = &f.arch {
-                    let a = arch_totals.entry(arch.clone()).or_default();
-                    a.raw += f.size;
-                    a.compressed += f.size;
-                    a.code_objects += 1;
-                }
+            if f.kind == FileKind::CodeObject
+                && let Some(arch) = &f.arch
+            {
+                let a = arch_totals.entry(arch.clone()).or_default();
+                a.raw += f.size;
+                a.compressed += f.size;
+                a.code_objects += 1;
             }
-            if f.kind == FileKind::KernelDatabase && f.bundles.is_empty() {
-                if let Some(arch) = &f.arch {
-                    arch_totals.entry(arch.clone()).or_default().kernel_database += f.size;
-                }
+            if f.kind == FileKind::KernelDatabase
+                && f.bundles.is_empty()
+                && let Some(arch) = &f.arch
+            {
+                arch_totals.entry(arch.clone()).or_default().kernel_database += f.size;
             }
         }
         for p in &f.problems {

@@ -34,10 +34,11 @@ impl Progress {
         }
     }
     fn clear(&self) {
-        if let Ok(s) = self.state.lock() {
-            if self.tty && s.drew {
-                eprint!("\r\x1b[2K");
-            }
+        if let Ok(s) = self.state.lock()
+            && self.tty
+            && s.drew
+        {
+            eprint!("\r\x1b[2K");
         }
     }
 }

@@ -41,10 +41,11 @@ impl ScanProgress {
 
     /// Clear the progress line.
     pub fn finish(&self) {
-        if let Ok(s) = self.state.lock() {
-            if self.tty && s.drew {
-                eprint!("\r\x1b[2K");
-            }
+        if let Ok(s) = self.state.lock()
+            && self.tty
+            && s.drew
+        {
+            eprint!("\r\x1b[2K");
         }
     }
 }

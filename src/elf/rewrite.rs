@@ -610,12 +610,11 @@ pub fn plan_rewrite(data: &[u8], marker: &Marker) -> Result<Rewritten> {
         .iter()
         .enumerate()
         .find(|(_, s)| s.sh_type == elf::SHT_DYNAMIC)
+        && let Ok(r) = range(data, dynamic.sh_offset, dynamic.file_size(), ".dynamic")
     {
-        if let Ok(r) = range(data, dynamic.sh_offset, dynamic.file_size(), ".dynamic") {
-            has_rel_or_relr |= r
-                .step_by(16)
-                .any(|o| o + 16 <= data.len() && rd_u64(data, o) == DT_RELR);
-        }
+        has_rel_or_relr |= r
+            .step_by(16)
+            .any(|o| o + 16 <= data.len() && rd_u64(data, o) == DT_RELR);
     }
 
     let symbol_value = |symtab: u32, sym: u32| -> Option<u64> {
@@ -1236,12 +1235,12 @@ pub fn verify_rewritten(
         for e in r.chunks_exact(24) {
             let (off, typ, add) = (rd_u64(e, 0), rd_u32(e, 8), rd_u64(e, 16));
             if typ == R_X86_64_RELATIVE {
-                if let Some(fb) = fb {
-                    if (fb.sh_addr..fb.sh_addr + fb.sh_size).contains(&add) {
-                        faults.push(format!(
-                            "relocation at {off:#x} still points into {FATBIN_SECTION}"
-                        ));
-                    }
+                if let Some(fb) = fb
+                    && (fb.sh_addr..fb.sh_addr + fb.sh_size).contains(&add)
+                {
+                    faults.push(format!(
+                        "relocation at {off:#x} still points into {FATBIN_SECTION}"
+                    ));
                 }
                 if (seg.sh_addr..seg.sh_addr + seg.sh_size).contains(&off)
                     && (off - seg.sh_addr) % 24 == 8

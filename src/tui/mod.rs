@@ -33,14 +33,14 @@ impl EventSink<ScanEvent> for ScanForward {
             }
         }
         // At most one progress message per frame.
-        if let Ok(mut last) = self.last.lock() {
-            if last.elapsed() >= Duration::from_millis(30) {
-                *last = Instant::now();
-                let _ = self.tx.send(AppEvent::ScanProgress(
-                    self.done.load(Ordering::Relaxed),
-                    self.total.load(Ordering::Relaxed),
-                ));
-            }
+        if let Ok(mut last) = self.last.lock()
+            && last.elapsed() >= Duration::from_millis(30)
+        {
+            *last = Instant::now();
+            let _ = self.tx.send(AppEvent::ScanProgress(
+                self.done.load(Ordering::Relaxed),
+                self.total.load(Ordering::Relaxed),
+            ));
         }
     }
 }

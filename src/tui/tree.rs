@@ -181,13 +181,13 @@ impl Tree {
         let keep: Option<HashSet<usize>> = (!filter.is_empty()).then(|| {
             let mut k = HashSet::new();
             for (i, n) in self.nodes.iter().enumerate() {
-                if let Some(f) = n.file {
-                    if report.files[f].path.to_lowercase().contains(&filter) {
-                        let mut x = Some(i);
-                        while let Some(y) = x {
-                            k.insert(y);
-                            x = self.nodes[y].parent;
-                        }
+                if let Some(f) = n.file
+                    && report.files[f].path.to_lowercase().contains(&filter)
+                {
+                    let mut x = Some(i);
+                    while let Some(y) = x {
+                        k.insert(y);
+                        x = self.nodes[y].parent;
                     }
                 }
             }

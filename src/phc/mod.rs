@@ -1,0 +1,720 @@
+//! phc: a compiler launcher that splits one multi-arch HIP compile into a device
+//! compile per arch, run in parallel under a make jobserver, then bundles the code
+//! objects with the driver's own `clang-offload-bundler` and runs the host compile with
+//! the bundle embedded. The object is byte-identical to the plain command's.
+//!
+//! Spec: `shared/spec/phc-and-traces.md` §1-3. Layout: [`args`] reads command lines,
+//! [`probe`] reads the driver's `-###` plan, [`jobserver`] is the token client,
+//! [`trace`] writes `PHC_NINJA_TRACE`. This module schedules and runs.
+//!
+//! Exit paths: pass-through and serial fallback `exec` the original command (exact
+//! status, signals, tty); a failing device compile exits with its status; the host
+//! compile's status is phc's; INT/TERM/HUP are forwarded to the children, every token
+//! is returned, the temp directory is removed and the signal is re-raised.
+
+pub mod args;
+pub mod jobserver;
+pub mod probe;
+pub mod trace;
+
+use args::CompileLine;
+use jobserver::{Pool, Source, Take, Token};
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::PathBuf;
+use std::process::{Command, ExitStatus, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex};
+use trace::{Stamp, TraceFile};
+
+/// phc's environment, read once.
+#[derive(Debug, Clone, Default)]
+pub struct Env {
+    /// `PHC_COMPILER`, inserted as `cmd[0]` when non-empty.
+    pub compiler: Option<String>,
+    /// `PHC_NINJA_TRACE`.
+    pub trace: Option<PathBuf>,
+    /// `PHC_DEBUG` set and not `0`.
+    pub debug: bool,
+    /// `PHC_JOBSERVER` not set to empty or `0`.
+    pub jobserver: bool,
+    /// `MAKEFLAGS` or, when that is empty, `CARGO_MAKEFLAGS`.
+    pub makeflags: String,
+}
+
+impl Env {
+    /// Read the process environment.
+    pub fn from_process() -> Env {
+        let var = |k: &str| std::env::var(k).ok();
+        let non_empty = |v: Option<String>| v.filter(|s| !s.is_empty());
+        Env {
+            compiler: non_empty(var("PHC_COMPILER")),
+            trace: non_empty(var("PHC_NINJA_TRACE")).map(PathBuf::from),
+            debug: var("PHC_DEBUG").is_some_and(|v| !v.is_empty() && v != "0"),
+            jobserver: var("PHC_JOBSERVER").is_none_or(|v| !v.is_empty() && v != "0"),
+            makeflags: jobserver::flags(
+                var("MAKEFLAGS").as_deref(),
+                var("CARGO_MAKEFLAGS").as_deref(),
+            ),
+        }
+    }
+}
+
+const USAGE: &str = "usage: phc <compiler> <args...>   (or PHC_COMPILER=<compiler> phc <args...>)\n\
+Splits a multi-arch HIP compile (-c with two or more --offload-arch) into parallel\n\
+per-arch device compiles under the make jobserver; anything else runs unchanged.\n\
+Environment: PHC_NINJA_TRACE=file, PHC_DEBUG=1, PHC_JOBSERVER=0, PHC_COMPILER.";
+
+/// Run phc on `argv` (everything after phc's own name). Returns the exit status;
+/// pass-through and fallbacks replace the process and do not return on success.
+pub fn main(argv: Vec<String>, env: &Env) -> i32 {
+    if argv.len() == 1 && matches!(argv[0].as_str(), "--help" | "-h") {
+        println!("{USAGE}");
+        return 0;
+    }
+    let mut cmd = argv;
+    if let Some(c) = &env.compiler {
+        cmd.insert(0, c.clone());
+    }
+    if cmd.is_empty() {
+        eprintln!("phc: no compiler command given\n{USAGE}");
+        return 2;
+    }
+    let log = |msg: &str| {
+        if env.debug {
+            eprintln!("phc: {msg}");
+        }
+    };
+    if cmd[1..].iter().any(|a| a == "-E") {
+        if is_hip_compile(&cmd[1..]) {
+            log("preprocess path: --offload-compress dropped, --no-offload-new-driver added");
+            let mut v: Vec<String> = cmd
+                .iter()
+                .filter(|a| *a != "--offload-compress" && *a != "--offload-new-driver")
+                .cloned()
+                .collect();
+            v.push("--no-offload-new-driver".into());
+            return exec(&v);
+        }
+        log("pass-through: -E on a non-HIP command");
+        return exec(&cmd);
+    }
+    let line = match args::analyse(&cmd) {
+        Ok(l) => l,
+        Err(why) => {
+            log(&format!("pass-through: {why}"));
+            return exec(&cmd);
+        }
+    };
+    // The jobserver first, before any other descriptor is opened (spec §2.2).
+    let pool = match open_pool(env, line.archs.len(), &log) {
+        Ok(p) => Arc::new(p),
+        Err(e) => {
+            log(&format!("serial: cannot create a token pipe: {e}"));
+            return exec(&cmd);
+        }
+    };
+    let mut trace = env.trace.as_ref().and_then(|p| match TraceFile::open(p) {
+        Ok(t) => Some(t),
+        Err(e) => {
+            eprintln!("phc: {e} (continuing without a trace)");
+            None
+        }
+    });
+    match parallel(&cmd, &line, env, &pool, trace.as_mut(), &log) {
+        Flow::Exit(code) => code,
+        Flow::Fallback(why) => {
+            pool.release_all();
+            log(&format!("serial fallback: {why}"));
+            exec(&cmd)
+        }
+    }
+}
+
+/// Whether a command is a clang HIP compile (`-x hip`, a `.hip` input or an offload arch).
+fn is_hip_compile(args: &[String]) -> bool {
+    args.windows(2).any(|w| w[0] == "-x" && w[1] == "hip")
+        || args
+            .iter()
+            .any(|a| a == "-xhip" || a.ends_with(".hip") || a.starts_with("--offload-arch="))
+}
+
+/// Replace this process with `cmd`. Returns only when that fails.
+fn exec(cmd: &[String]) -> i32 {
+    let err = Command::new(&cmd[0]).args(&cmd[1..]).exec();
+    eprintln!("phc: cannot run {}: {err}", cmd[0]);
+    if err.kind() == std::io::ErrorKind::NotFound {
+        127
+    } else {
+        126
+    }
+}
+
+fn open_pool(env: &Env, archs: usize, log: &dyn Fn(&str)) -> std::io::Result<Pool> {
+    let local = || {
+        let n = jobserver::local_slots(&env.makeflags, archs);
+        log(&format!("no jobserver: {n} local slots"));
+        Pool::local(n, env.debug)
+    };
+    if !env.jobserver {
+        log("jobserver disabled by PHC_JOBSERVER");
+        return local();
+    }
+    let Some(src) = jobserver::advertised(&env.makeflags) else {
+        log("no jobserver advertised in MAKEFLAGS");
+        return local();
+    };
+    let mut why = String::new();
+    match Pool::open(src.clone(), env.debug, &mut why) {
+        Some(p) => {
+            log(&format!("jobserver: {src:?}"));
+            Ok(p)
+        }
+        None => {
+            log(&format!("jobserver unusable: {why}"));
+            local()
+        }
+    }
+}
+
+enum Flow {
+    Exit(i32),
+    Fallback(String),
+}
+
+/// The exit code the shell would report for a child's status.
+fn code_of(s: &ExitStatus) -> i32 {
+    s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0))
+}
+
+/// Events the scheduler waits for.
+enum Ev {
+    Token(Token),
+    TokensGone,
+    Done {
+        job: usize,
+        result: std::io::Result<Output>,
+        end: Stamp,
+    },
+    Signal(i32),
+}
+
+/// Running children, so a signal can be forwarded to them.
+type Pids = Arc<Mutex<Vec<u32>>>;
+
+fn spawn(job: usize, program: &str, args: &[String], tx: &Sender<Ev>, pids: &Pids) {
+    let child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let tx = tx.clone();
+    match child {
+        Err(e) => {
+            let _ = tx.send(Ev::Done {
+                job,
+                result: Err(e),
+                end: Stamp::now(),
+            });
+        }
+        Ok(child) => {
+            let pid = child.id();
+            lock(pids).push(pid);
+            let pids = pids.clone();
+            std::thread::spawn(move || {
+                let result = child.wait_with_output();
+                lock(&pids).retain(|p| *p != pid);
+                let _ = tx.send(Ev::Done {
+                    job,
+                    result,
+                    end: Stamp::now(),
+                });
+            });
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn forward(pids: &Pids, sig: i32) {
+    let Ok(s) = nix::sys::signal::Signal::try_from(sig) else {
+        return;
+    };
+    for p in lock(pids).iter() {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*p as i32), s);
+    }
+}
+
+/// A finished child.
+struct Finished {
+    job: usize,
+    start: Stamp,
+    end: Stamp,
+    result: std::io::Result<Output>,
+}
+
+impl Finished {
+    fn status(&self) -> i32 {
+        match &self.result {
+            Ok(o) => code_of(&o.status),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => 127,
+            Err(_) => 126,
+        }
+    }
+
+    fn emit(&self, what: &str) {
+        match &self.result {
+            Ok(o) => {
+                let _ = std::io::stdout().write_all(&o.stdout);
+                let _ = std::io::stdout().flush();
+                let _ = std::io::stderr().write_all(&o.stderr);
+            }
+            Err(e) => eprintln!("phc: cannot run the {what}: {e}"),
+        }
+    }
+}
+
+/// The token helper: asks the pool for tokens while `want` is set.
+struct Helper {
+    stop: Arc<AtomicBool>,
+    want: Arc<AtomicBool>,
+    wake: File,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Helper {
+    fn start(pool: Arc<Pool>, tx: Sender<Ev>) -> std::io::Result<Helper> {
+        let (r, w) =
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)
+                .map_err(std::io::Error::from)?;
+        let (wake_r, wake) = (File::from(r), File::from(w));
+        let stop = Arc::new(AtomicBool::new(false));
+        let want = Arc::new(AtomicBool::new(false));
+        let (s2, w2) = (stop.clone(), want.clone());
+        let thread = std::thread::spawn(move || {
+            while !s2.load(Ordering::SeqCst) {
+                if !w2.load(Ordering::SeqCst) {
+                    std::thread::park_timeout(std::time::Duration::from_millis(50));
+                    continue;
+                }
+                match pool.take(Some(&wake_r), 50) {
+                    Take::Got(t) => {
+                        if tx.send(Ev::Token(t)).is_err() {
+                            pool.release(t);
+                            break;
+                        }
+                    }
+                    Take::NotNow => {}
+                    Take::Gone => {
+                        let _ = tx.send(Ev::TokensGone);
+                        break;
+                    }
+                }
+            }
+        });
+        Ok(Helper {
+            stop,
+            want,
+            wake,
+            thread: Some(thread),
+        })
+    }
+
+    fn want(&self, yes: bool) {
+        self.want.store(yes, Ordering::SeqCst);
+        if yes && let Some(t) = &self.thread {
+            t.thread().unpark();
+        }
+    }
+
+    fn stop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = (&self.wake).write(&[1]);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+    }
+}
+
+/// Slot a running device compile occupies.
+#[derive(Clone, Copy)]
+enum Slot {
+    Implicit,
+    Held(Token),
+}
+
+/// The device phase's outcome.
+struct DevicePhase {
+    done: Vec<Finished>,
+    first_failure: Option<i32>,
+    signal: Option<i32>,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn device_phase(
+    compiler: &str,
+    lines: &[Vec<String>],
+    pool: &Arc<Pool>,
+    rx: &Receiver<Ev>,
+    tx: &Sender<Ev>,
+    pids: &Pids,
+    mut on_done: impl FnMut(&Finished),
+) -> DevicePhase {
+    let mut queue: VecDeque<usize> = (0..lines.len()).collect();
+    let mut running: Vec<(usize, Slot, Stamp)> = Vec::new();
+    let mut implicit_free = true;
+    let mut out = DevicePhase {
+        done: Vec::new(),
+        first_failure: None,
+        signal: None,
+    };
+    let mut helper = Helper::start(pool.clone(), tx.clone()).ok();
+    let stopping = |o: &DevicePhase| o.first_failure.is_some() || o.signal.is_some();
+    loop {
+        // I2/I4: the implicit slot always runs a job when one is queued.
+        if implicit_free
+            && !stopping(&out)
+            && let Some(j) = queue.pop_front()
+        {
+            implicit_free = false;
+            running.push((j, Slot::Implicit, Stamp::now()));
+            spawn(j, compiler, &lines[j], tx, pids);
+        }
+        // I3: ask for tokens only while work is queued.
+        if let Some(h) = &helper {
+            h.want(!queue.is_empty() && !stopping(&out));
+        }
+        if running.is_empty() && (queue.is_empty() || stopping(&out)) {
+            break;
+        }
+        let Ok(ev) = rx.recv() else { break };
+        match ev {
+            Ev::Token(t) => {
+                if !stopping(&out)
+                    && let Some(j) = queue.pop_front()
+                {
+                    running.push((j, Slot::Held(t), Stamp::now()));
+                    spawn(j, compiler, &lines[j], tx, pids);
+                } else {
+                    pool.release(t);
+                }
+            }
+            Ev::TokensGone => helper = None,
+            Ev::Signal(s) => {
+                out.signal.get_or_insert(s);
+                forward(pids, s);
+            }
+            Ev::Done { job, result, end } => {
+                let Some(pos) = running.iter().position(|r| r.0 == job) else {
+                    continue;
+                };
+                let (_, slot, start) = running.swap_remove(pos);
+                let f = Finished {
+                    job,
+                    start,
+                    end,
+                    result,
+                };
+                on_done(&f);
+                let ok = matches!(&f.result, Ok(o) if o.status.success());
+                if !ok && out.first_failure.is_none() {
+                    out.first_failure = Some(f.status());
+                }
+                out.done.push(f);
+                match slot {
+                    Slot::Implicit => implicit_free = true,
+                    Slot::Held(t) => {
+                        // I4: pass the token straight to the next queued job.
+                        if !stopping(&out)
+                            && let Some(j) = queue.pop_front()
+                        {
+                            running.push((j, Slot::Held(t), Stamp::now()));
+                            spawn(j, compiler, &lines[j], tx, pids);
+                        } else {
+                            pool.release(t);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if let Some(mut h) = helper {
+        h.stop();
+    }
+    // I5/I6: nothing held after the device phase, whatever happened.
+    pool.release_all();
+    out
+}
+
+/// Run one child on the implicit slot, forwarding signals to it.
+fn serial_step(
+    program: &str,
+    args: &[String],
+    rx: &Receiver<Ev>,
+    tx: &Sender<Ev>,
+    pids: &Pids,
+    start: Stamp,
+) -> (Finished, Option<i32>) {
+    spawn(usize::MAX, program, args, tx, pids);
+    let mut signal = None;
+    loop {
+        match rx.recv() {
+            Ok(Ev::Done { job, result, end }) if job == usize::MAX => {
+                return (
+                    Finished {
+                        job,
+                        start,
+                        end,
+                        result,
+                    },
+                    signal,
+                );
+            }
+            Ok(Ev::Signal(s)) => {
+                signal.get_or_insert(s);
+                forward(pids, s);
+            }
+            Ok(_) => {}
+            Err(_) => {
+                return (
+                    Finished {
+                        job: usize::MAX,
+                        start,
+                        end: Stamp::now(),
+                        result: Err(std::io::Error::other("scheduler channel closed")),
+                    },
+                    signal,
+                );
+            }
+        }
+    }
+}
+
+/// Re-raise a signal after cleanup so the parent sees death by that signal.
+fn die_by(sig: i32, tmp: tempfile::TempDir) -> i32 {
+    drop(tmp);
+    let _ = signal_hook::low_level::emulate_default_handler(sig);
+    128 + sig
+}
+
+fn parallel(
+    cmd: &[String],
+    line: &CompileLine,
+    env: &Env,
+    pool: &Arc<Pool>,
+    mut trace: Option<&mut TraceFile>,
+    log: &dyn Fn(&str),
+) -> Flow {
+    let compiler = &cmd[0];
+    // Ask the driver for its plan.
+    let mut probe_cmd = cmd.to_vec();
+    probe_cmd.push("-###".into());
+    let probe = match Command::new(compiler)
+        .args(&probe_cmd[1..])
+        .stdin(Stdio::null())
+        .output()
+    {
+        Ok(o) => o,
+        Err(e) => return Flow::Fallback(format!("the probe did not start: {e}")),
+    };
+    if env.debug {
+        let _ = std::io::stderr().write_all(&probe.stderr);
+    }
+    if !probe.status.success() {
+        return Flow::Fallback("the driver's -### probe failed".into());
+    }
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&probe.stderr),
+        String::from_utf8_lossy(&probe.stdout)
+    );
+    let plan = match probe::read_plan(&text, |p| p.is_file()) {
+        Ok(p) => p,
+        Err(probe::Unfit(why)) => return Flow::Fallback(why),
+    };
+    let order = match probe::match_targets(&plan.targets, &line.archs) {
+        Ok(o) => o,
+        Err(probe::Unfit(why)) => return Flow::Fallback(why),
+    };
+    let cuid = choose_cuid(line, &plan, &probe_cmd[1..], log);
+    log(&format!(
+        "bundler {} targets {} extras {:?} cuid {}",
+        plan.bundler.display(),
+        plan.targets.join(","),
+        plan.extras,
+        cuid.as_deref().unwrap_or("(user's or none)")
+    ));
+    let cuid_args: Vec<String> = cuid.iter().map(|c| format!("-cuid={c}")).collect();
+
+    let tmp = match tempfile::Builder::new().prefix("phc-").tempdir() {
+        Ok(t) => t,
+        Err(e) => return Flow::Fallback(format!("no temporary directory: {e}")),
+    };
+    let (tx, rx) = channel::<Ev>();
+    let pids: Pids = Arc::new(Mutex::new(Vec::new()));
+    // Signals go through the scheduler's channel: forward, clean up, re-raise.
+    if let Ok(mut signals) = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ]) {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for s in signals.forever() {
+                if tx.send(Ev::Signal(s)).is_err() {
+                    break;
+                }
+            }
+        });
+    }
+
+    let outs: Vec<PathBuf> = (0..line.archs.len())
+        .map(|i| tmp.path().join(format!("dev{i}.out")))
+        .collect();
+    let bundle = tmp.path().join("bundle.hipfb");
+    let dev_lines: Vec<Vec<String>> = line
+        .archs
+        .iter()
+        .zip(&outs)
+        .map(|(a, o)| args::device_args(line, a, &cuid_args, o))
+        .collect();
+    // Whether the driver passes a -cuid to the host cc1 (clang 19 does not with
+    // --offload-host-only): found out while the devices compile.
+    let host_base = args::host_args(line, &bundle, &cuid_args);
+    let host_probe = {
+        let (compiler, mut a, want) = (compiler.clone(), host_base.clone(), cuid.clone());
+        std::thread::spawn(move || {
+            let c = want?;
+            a.push("-###".into());
+            let out = Command::new(&compiler)
+                .args(&a)
+                .stdin(Stdio::null())
+                .output()
+                .ok()?;
+            let text = String::from_utf8_lossy(&out.stderr);
+            let kept = probe::parse_commands(&text)
+                .iter()
+                .any(|l| l.iter().any(|t| *t == format!("-cuid={c}")));
+            (!kept).then(|| vec!["-Xclang".to_string(), format!("-cuid={c}")])
+        })
+    };
+
+    let name = line.output.clone();
+    let dev = device_phase(compiler, &dev_lines, pool, &rx, &tx, &pids, |f| {
+        if let Some(t) = trace.as_deref_mut() {
+            t.record(&f.start, &f.end, &format!("{name}::{}", line.archs[f.job]));
+        }
+    });
+    if let Some(sig) = dev.signal {
+        return Flow::Exit(die_by(sig, tmp));
+    }
+    if let Some(code) = dev.first_failure {
+        for f in &dev.done {
+            f.emit("device compile");
+        }
+        return Flow::Exit(code);
+    }
+    // Bundle on the implicit slot, with no token held.
+    let mut bargs = vec!["-type=o".to_string()];
+    bargs.extend(plan.extras.iter().cloned());
+    bargs.push(format!("-targets={}", plan.targets.join(",")));
+    for o in &order {
+        bargs.push(match o {
+            None => "-input=/dev/null".to_string(),
+            Some(i) => format!("-input={}", outs[*i].display()),
+        });
+    }
+    bargs.push(format!("-output={}", bundle.display()));
+    let bstart = dev
+        .done
+        .iter()
+        .map(|f| f.end)
+        .max_by_key(|s| s.wall_ms())
+        .unwrap_or_else(Stamp::now);
+    let bundler = plan.bundler.to_string_lossy().into_owned();
+    let (b, sig) = serial_step(&bundler, &bargs, &rx, &tx, &pids, bstart);
+    if let Some(sig) = sig {
+        return Flow::Exit(die_by(sig, tmp));
+    }
+    if let Some(t) = trace.as_deref_mut() {
+        t.record(&b.start, &b.end, &format!("{name}::bundle"));
+    }
+    if b.status() != 0 {
+        if env.debug {
+            b.emit("bundler");
+        }
+        drop(tmp);
+        return Flow::Fallback(format!("the bundler exited with {}", b.status()));
+    }
+    for f in &dev.done {
+        f.emit("device compile");
+    }
+    b.emit("bundler");
+    // Host compile, starting exactly where the bundle ended.
+    let mut host = host_base;
+    if let Ok(Some(extra)) = host_probe.join() {
+        log("the driver drops -cuid on host-only compiles: passing it with -Xclang");
+        host.extend(extra);
+    }
+    let (h, sig) = serial_step(compiler, &host, &rx, &tx, &pids, b.end);
+    if let Some(t) = trace {
+        t.record(&h.start, &h.end, &name);
+    }
+    if let Some(sig) = sig {
+        return Flow::Exit(die_by(sig, tmp));
+    }
+    h.emit("host compile");
+    Flow::Exit(h.status())
+}
+
+/// The cuid to pass: none when the user gave one or the driver uses none; else the
+/// one the plain command gets. clang hashes its command line (which the probe's extra
+/// `-###` changes), so the driver's hash is recomputed: when the model reproduces the
+/// probe's own cuid it is trusted for the plain command too, else the probe's value
+/// is used (consistent halves, but possibly not the plain command's bytes).
+fn choose_cuid(
+    line: &CompileLine,
+    plan: &probe::Plan,
+    probe_args: &[String],
+    log: &dyn Fn(&str),
+) -> Option<String> {
+    if line.user_cuid.is_some() {
+        return None;
+    }
+    let p = plan.cuid.clone()?;
+    let real = std::fs::canonicalize(&line.input)
+        .map(|r| r.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| line.input.clone());
+    for implicit in [
+        &[][..],
+        &["--driver-mode=g++"][..],
+        &["--driver-mode=cpp"][..],
+    ] {
+        if args::clang_hash_cuid(&real, implicit, probe_args) == p {
+            let c = args::clang_hash_cuid(&real, implicit, &line.args);
+            log(&format!("cuid {c}: the driver's hash, reproduced"));
+            return Some(c);
+        }
+    }
+    log(&format!(
+        "cuid {p}: the probe's (could not reproduce the driver's hash; objects with \
+         cuid-named symbols may differ from the plain command's)"
+    ));
+    Some(p)
+}
+
+/// Where phc's source of tokens is, for reports.
+pub fn describe(source: &Source) -> String {
+    match source {
+        Source::Fifo(p) => format!("fifo {p}"),
+        Source::Fds(r, w) => format!("descriptors {r},{w}"),
+        Source::Local(n) => format!("{n} local slots"),
+    }
+}
