@@ -54,6 +54,13 @@ for r in rows:
         print(f"| archive random access | {size(r['archive_bytes'])} archive, {r['kernels']} frames of {r['kernel_kb']} KiB raw "
               f"| open {r['warm_open_ms']:.1f} ms + fetch {r['warm_fetch_ms']:.1f} ms warm; cold: open {r['cold_open_ms']:.0f} ms + fetch {r['cold_fetch_ms']:.1f} ms, "
               f"{size(r['cold_bytes_read'])} read from storage | | | < 5 ms, without reading the rest | |")
+    elif b == "phc":
+        print(f"| phc | make -j2 of {r['files']} HIP files of uneven size for {r['archs']} archs (hipcc, clang 15) "
+              f"| {r['ours_s']:.1f} s through phc | {r['ref_s']:.1f} s plain hipcc | {r['ours_s']/r['ref_s']:.2f} "
+              f"| < 1 (objects identical: {'yes' if r['identical'] else 'NO'}; peak {r['peak']} jobs) | |")
+    elif b == "tui":
+        print(f"| TUI frame | {r['view']} at {r['size']} on a {r['files']:,}-file model "
+              f"| {r['ours_ms']:.2f} ms | | | < 10 ms | |")
 print()
 print("Notes:")
 print("- The zstd-per-kernel layout has no frame offset table: opening an archive reads one")

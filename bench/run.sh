@@ -15,7 +15,7 @@ work=$root/bench/work
 mkdir -p "$work"
 results=$work/results.jsonl
 sections=("$@")
-[ ${#sections[@]} -gt 0 ] || sections=(scan rewrite pack trace archive)
+[ ${#sections[@]} -gt 0 ] || sections=(scan rewrite pack trace archive tui phc)
 want() { local s; for s in "${sections[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 for t in hyperfine zstd clang-offload-bundler-19 objcopy python3 /usr/bin/time; do
   command -v "$t" >/dev/null || { echo "bench: missing $t" >&2; exit 1; }
@@ -33,7 +33,7 @@ record() { echo "$1" >> "$results.new"; }
 if [ -f "$results" ]; then
   python3 - "$results" "${sections[@]}" >> "$results.new" <<'PY'
 import json, sys
-keep = {"scan": "scan", "rewrite": "rewrite", "pack": "pack", "trace": "trace", "archive_write": "archive", "archive_random_access": "archive"}
+keep = {"scan": "scan", "rewrite": "rewrite", "pack": "pack", "trace": "trace", "archive_write": "archive", "archive_random_access": "archive", "tui": "tui", "phc": "phc"}
 rerun = set(sys.argv[2:])
 for line in open(sys.argv[1]):
     b = json.loads(line)
@@ -137,6 +137,26 @@ if want archive; then
   echo "bench: archive write vs zstd -3 -T2; random access in a >1 GB archive"
   "$root/target/release/examples/bench_archive" "$work/archive" --runs "$RUNS" --big-kernel-kb 1024 >> "$results.new"
   "$root/target/release/examples/bench_archive" "$work/archive" --runs "$RUNS" --skip-write --big-kernel-kb 256 >> "$results.new"
+fi
+
+if want phc; then
+  echo "bench: make -j2 of a 4-arch HIP project, plain hipcc vs through phc"
+  command -v hipcc >/dev/null && command -v make >/dev/null || { echo "bench: phc needs hipcc and make" >&2; exit 1; }
+  proj=$work/phc-project
+  rm -rf "$proj"; python3 "$root/bench/phc_project.py" "$proj"
+  phc=$root/target/release/phc
+  hyperfine -N --runs "$RUNS" --prepare "make -s -C $proj clean" --export-json "$work/hf-phc.json" \
+    "make -s -j2 -C $proj PHC=$phc" "make -s -j2 -C $proj PHC=" > "$work/hf-phc.log"
+  read -r ours ref <<< "$(median "$work/hf-phc.json")"
+  # The objects are the same both ways, and one traced build shows where time goes.
+  make -s -C "$proj" clean; make -s -j2 -C "$proj" PHC=; mkdir -p "$proj/plain"; cp "$proj"/*.o "$proj/plain/"
+  make -s -C "$proj" clean; rm -f "$work/phc.trace"
+  PHC_NINJA_TRACE=$work/phc.trace make -s -j2 -C "$proj" PHC="$phc"
+  same=1; for o in "$proj"/plain/*.o; do cmp -s "$o" "$proj/$(basename "$o")" || same=0; done
+  "$kp" trace "$work/phc.trace" --json > "$work/phc-trace.json"
+  peak=$(python3 -c 'import json,sys; b=json.load(open(sys.argv[1]))["builds"][0]; print(b["peak_parallelism"], b["wall_ms"], b["job_ms"])' "$work/phc-trace.json")
+  read -r ppeak pwall psum <<< "$peak"
+  record "{\"bench\":\"phc\",\"files\":4,\"archs\":4,\"ours_s\":$ours,\"ref_s\":$ref,\"identical\":$same,\"peak\":$ppeak,\"trace_wall_ms\":$pwall,\"trace_sum_ms\":$psum}"
 fi
 
 mv "$results.new" "$results"

@@ -49,6 +49,11 @@ pub struct Common {
     /// Print every file's bundles, not only the summary.
     #[arg(short, long, global = true)]
     pub long: bool,
+
+    /// Trace timeline: keep reading a trace that a running build is still writing
+    /// (the file may not exist yet).
+    #[arg(long, global = true)]
+    pub follow: bool,
 }
 
 /// Subcommands.
@@ -106,6 +111,26 @@ pub enum Command {
         /// Output file of the export.
         #[arg(short, long, requires = "export")]
         output: Option<PathBuf>,
+    },
+    /// Run the phc compile launcher (the same as the `phc` binary):
+    /// `kpack-tui phc -- hipcc -c a.hip --offload-arch=gfx942 --offload-arch=gfx90a -o a.o`.
+    Phc {
+        /// The compiler and its arguments.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, required = true)]
+        command: Vec<String>,
+    },
+    /// Time drawing every view on synthetic models (for bench/run.sh).
+    #[command(hide = true)]
+    BenchFrames {
+        /// Files in the synthetic tree model.
+        #[arg(long, default_value_t = 100_000)]
+        files: usize,
+        /// Jobs in the synthetic trace.
+        #[arg(long, default_value_t = 100_000)]
+        jobs: usize,
+        /// Frames per view.
+        #[arg(long, default_value_t = 50)]
+        frames: usize,
     },
     /// Pack a tree: device code into per-family .kpack archives, binaries rewritten
     /// host-only, everything else copied; written to a temporary directory, verified,

@@ -58,7 +58,21 @@ fn run(cli: Cli) -> Result<i32> {
             file,
             export,
             output,
-        }) => batch::trace::run(&file, export.is_some(), output.as_deref(), &common),
+        }) => {
+            if export.is_none() && wants_tui(&common) {
+                tui::run_timeline(file, common.follow)?;
+                return Ok(EXIT_OK);
+            }
+            batch::trace::run(&file, export.is_some(), output.as_deref(), &common)
+        }
+        Some(Command::Phc { command }) => {
+            Ok(kpack::phc::main(command, &kpack::phc::Env::from_process()))
+        }
+        Some(Command::BenchFrames {
+            files,
+            jobs,
+            frames,
+        }) => with_stdout(|out| tui::bench::run(files, jobs, frames, out)),
         Some(Command::Verify { path }) if path.is_dir() => {
             with_stdout(|out| batch::pack::verify(&path, common.json, out))
         }
@@ -84,7 +98,11 @@ fn run(cli: Cli) -> Result<i32> {
                 }
                 return with_stdout(|out| batch::archive::inspect(&path, common.json, out));
             }
-            if is_trace(&path) {
+            if is_trace(&path) || (common.follow && !path.is_dir()) {
+                if wants_tui(&common) {
+                    tui::run_timeline(path, common.follow)?;
+                    return Ok(EXIT_OK);
+                }
                 return batch::trace::run(&path, false, None, &common);
             }
             run_scan(&path, &common)
@@ -111,6 +129,11 @@ fn is_trace(path: &Path) -> bool {
         .and_then(|mut f| f.read(&mut head))
         .unwrap_or(0);
     path.is_file() && kpack::trace::looks_like_trace(&head[..n])
+}
+
+/// Whether to open the terminal UI: a terminal on both ends and no batch flag.
+fn wants_tui(common: &Common) -> bool {
+    !common.no_tui && !common.json && io::stdout().is_terminal() && io::stdin().is_terminal()
 }
 
 /// Run `f` with a buffered stdout, flushing at the end.

@@ -585,26 +585,12 @@ fn parallel(
         .zip(&outs)
         .map(|(a, o)| args::device_args(line, a, &cuid_args, o))
         .collect();
-    // Whether the driver passes a -cuid to the host cc1 (clang 19 does not with
-    // --offload-host-only): found out while the devices compile.
-    let host_base = args::host_args(line, &bundle, &cuid_args);
-    let host_probe = {
-        let (compiler, mut a, want) = (compiler.clone(), host_base.clone(), cuid.clone());
-        std::thread::spawn(move || {
-            let c = want?;
-            a.push("-###".into());
-            let out = Command::new(&compiler)
-                .args(&a)
-                .stdin(Stdio::null())
-                .output()
-                .ok()?;
-            let text = String::from_utf8_lossy(&out.stderr);
-            let kept = probe::parse_commands(&text)
-                .iter()
-                .any(|l| l.iter().any(|t| *t == format!("-cuid={c}")));
-            (!kept).then(|| vec!["-Xclang".to_string(), format!("-cuid={c}")])
-        })
-    };
+    // The driver drops -cuid on host-only compiles (clang 15 and 19), so the host cc1
+    // gets it directly too; when the driver does pass it, it is the same value.
+    let mut host = args::host_args(line, &bundle, &cuid_args);
+    if let Some(c) = &cuid {
+        host.extend(["-Xclang".to_string(), format!("-cuid={c}")]);
+    }
 
     let name = line.output.clone();
     let dev = device_phase(compiler, &dev_lines, pool, &rx, &tx, &pids, |f| {
@@ -658,11 +644,6 @@ fn parallel(
     }
     b.emit("bundler");
     // Host compile, starting exactly where the bundle ended.
-    let mut host = host_base;
-    if let Ok(Some(extra)) = host_probe.join() {
-        log("the driver drops -cuid on host-only compiles: passing it with -Xclang");
-        host.extend(extra);
-    }
     let (h, sig) = serial_step(compiler, &host, &rx, &tx, &pids, b.end);
     if let Some(t) = trace {
         t.record(&h.start, &h.end, &name);

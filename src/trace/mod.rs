@@ -17,6 +17,7 @@
 
 pub mod analysis;
 pub mod chrome;
+pub mod follow;
 
 use serde::Serialize;
 use std::collections::HashSet;

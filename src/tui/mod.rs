@@ -2,6 +2,8 @@
 //! background results; the drawing thread never does I/O.
 
 pub mod app;
+pub mod bench;
+pub mod timeline;
 pub mod tree;
 pub mod ui;
 
@@ -210,6 +212,75 @@ pub fn run(path: PathBuf, archive: Option<kpack::kpack::archive::ArchiveIndex>) 
             if app.quit {
                 break;
             }
+        }
+        Ok(())
+    })();
+    let _ = ratatui::crossterm::execute!(
+        std::io::stdout(),
+        ratatui::crossterm::event::DisableMouseCapture
+    );
+    ratatui::restore();
+    result
+}
+
+/// Open the timeline on a trace file; with `follow`, keep reading what a running
+/// build appends. The file is read on a background thread.
+pub fn run_timeline(path: PathBuf, follow: bool) -> Result<()> {
+    use timeline::{Timeline, TimelineEvent};
+    let (tx, rx) = channel::<TimelineEvent>();
+    let p = path.clone();
+    std::thread::spawn(move || {
+        let mut f = kpack::trace::follow::Follower::new(&p);
+        if !follow {
+            let ev = match f.read_to_end() {
+                Ok(t) => TimelineEvent::Update(Box::new(t), false),
+                Err(e) => TimelineEvent::FollowError(e.to_string()),
+            };
+            let _ = tx.send(ev);
+            return;
+        }
+        loop {
+            let ev = match f.poll() {
+                Ok(Some(u)) => Some(TimelineEvent::Update(Box::new(u.trace), u.restarted)),
+                Ok(None) => None,
+                Err(e) => Some(TimelineEvent::FollowError(e.to_string())),
+            };
+            if let Some(ev) = ev
+                && tx.send(ev).is_err()
+            {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    });
+    let mut t = Timeline::new(path, kpack::trace::Trace::default(), follow);
+    let theme = ui::Theme::from_env();
+    let mut terminal = ratatui::init();
+    let _ = ratatui::crossterm::execute!(
+        std::io::stdout(),
+        ratatui::crossterm::event::EnableMouseCapture
+    );
+    let result = (|| -> Result<()> {
+        let mut last = Instant::now();
+        while !t.quit {
+            terminal.draw(|f| timeline::draw(f, &t, theme))?;
+            let playing = t.replay.is_some_and(|r| r.playing);
+            let wait = Duration::from_millis(if playing { 33 } else { 150 });
+            if event::poll(wait)? {
+                match event::read()? {
+                    Event::Key(k) if k.kind == KeyEventKind::Press => {
+                        t.update(TimelineEvent::Key(k))
+                    }
+                    Event::Mouse(m) => t.update(TimelineEvent::Mouse(m)),
+                    _ => {}
+                }
+            }
+            while let Ok(ev) = rx.try_recv() {
+                t.update(ev);
+            }
+            let now = Instant::now();
+            t.update(TimelineEvent::Tick(now.duration_since(last).as_millis() as u64));
+            last = now;
         }
         Ok(())
     })();

@@ -1,0 +1,918 @@
+//! The compile-trace timeline: lanes as ninjatracing assigns them, a zoomable time
+//! axis, colour per kind (device per arch, bundle, host, other), the selected job's
+//! details, the analysis in a side pane, replay at 1×-100×, and `--follow` of a trace
+//! a running build is still writing.
+//!
+//! State and drawing only; the file is read on a background thread
+//! ([`kpack::trace::follow::Follower`]) and arrives as [`TimelineEvent::Update`].
+//! Drawing looks at visible cells only: one binary search per lane and column.
+
+use super::ui::Theme;
+use kpack::trace::analysis::{self, BuildAnalysis};
+use kpack::trace::{Build, JobKind, Trace};
+use ratatui::Frame;
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKind};
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// Replay speeds offered.
+pub const SPEEDS: [u32; 7] = [1, 2, 5, 10, 20, 50, 100];
+
+/// Input and data arriving at the timeline.
+#[derive(Debug)]
+pub enum TimelineEvent {
+    /// A key.
+    Key(KeyEvent),
+    /// The mouse.
+    Mouse(MouseEvent),
+    /// Real time passed (ms), for replay.
+    Tick(u64),
+    /// The followed file changed.
+    Update(Box<Trace>, bool),
+    /// The followed file cannot be read.
+    FollowError(String),
+}
+
+/// Lanes and analysis of one build, computed once per build (not per frame).
+pub struct Model {
+    /// Lane of each job.
+    pub lane_of: Vec<usize>,
+    /// Jobs of each lane, by start (they never overlap, so also by end).
+    pub lanes: Vec<Vec<usize>>,
+    /// The analysis.
+    pub analysis: BuildAnalysis,
+    /// Colour slot per arch.
+    pub arch_slot: BTreeMap<String, usize>,
+    /// Last end.
+    pub wall: i64,
+}
+
+impl Model {
+    /// Build the model of a build.
+    pub fn new(build: &Build) -> Model {
+        let lane_of = analysis::lanes(&build.jobs);
+        let n = lane_of.iter().map(|l| l + 1).max().unwrap_or(0);
+        let mut lanes = vec![Vec::new(); n];
+        for (i, l) in lane_of.iter().enumerate() {
+            lanes[*l].push(i);
+        }
+        for l in &mut lanes {
+            l.sort_by_key(|&i| (build.jobs[i].start, build.jobs[i].end));
+        }
+        let mut arch_slot = BTreeMap::new();
+        for j in &build.jobs {
+            if let JobKind::Device { arch, .. } = &j.kind {
+                let next = arch_slot.len();
+                arch_slot.entry(arch.clone()).or_insert(next);
+            }
+        }
+        Model {
+            lane_of,
+            lanes,
+            analysis: analysis::analyse(build),
+            arch_slot,
+            wall: build.jobs.iter().map(|j| j.end).max().unwrap_or(0),
+        }
+    }
+}
+
+/// Replay state.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Replay {
+    /// Position, ms from the build start.
+    pub pos: f64,
+    /// Index into [`SPEEDS`].
+    pub speed: usize,
+    /// Playing or paused.
+    pub playing: bool,
+}
+
+/// Follow state.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FollowState {
+    /// Times the file was truncated or replaced, or a new build began.
+    pub restarts: u64,
+    /// Last problem reading the file.
+    pub error: Option<String>,
+}
+
+/// The timeline's whole state.
+pub struct Timeline {
+    /// The file shown.
+    pub path: PathBuf,
+    /// The trace.
+    pub trace: Trace,
+    /// Build shown.
+    pub build: usize,
+    /// Its model.
+    pub model: Model,
+    /// Left edge of the view, ms.
+    pub view_start: f64,
+    /// Width of the view, ms.
+    pub view_span: f64,
+    /// First lane shown.
+    pub lane_scroll: usize,
+    /// Selected job (index into the build's jobs).
+    pub selected: Option<usize>,
+    /// Replay, when on.
+    pub replay: Option<Replay>,
+    /// Follow, when on.
+    pub follow: Option<FollowState>,
+    /// Summary pane shown.
+    pub summary: bool,
+    /// Help overlay shown.
+    pub help: bool,
+    /// Quit requested.
+    pub quit: bool,
+    /// Where the lanes were drawn last (for mouse clicks).
+    pub last_lanes_area: std::cell::Cell<Rect>,
+}
+
+const EMPTY: &Build = &Build {
+    jobs: Vec::new(),
+    epoch_base_ms: 0,
+};
+
+impl Timeline {
+    /// Open a parsed trace (the last build shown).
+    pub fn new(path: PathBuf, trace: Trace, follow: bool) -> Timeline {
+        let build = trace.builds.len().saturating_sub(1);
+        let model = Model::new(trace.builds.get(build).unwrap_or(EMPTY));
+        let mut t = Timeline {
+            path,
+            trace,
+            build,
+            model,
+            view_start: 0.0,
+            view_span: 1.0,
+            lane_scroll: 0,
+            selected: None,
+            replay: None,
+            follow: follow.then(FollowState::default),
+            summary: true,
+            help: false,
+            quit: false,
+            last_lanes_area: std::cell::Cell::new(Rect::default()),
+        };
+        t.fit();
+        t
+    }
+
+    /// The build shown.
+    pub fn current(&self) -> &Build {
+        self.trace.builds.get(self.build).unwrap_or(EMPTY)
+    }
+
+    fn set_build(&mut self, b: usize) {
+        self.build = b;
+        self.model = Model::new(self.current());
+        self.selected = None;
+        self.lane_scroll = 0;
+        self.fit();
+        if let Some(r) = &mut self.replay {
+            r.pos = 0.0;
+        }
+    }
+
+    /// Show the whole build.
+    pub fn fit(&mut self) {
+        self.view_start = 0.0;
+        self.view_span = (self.model.wall as f64 * 1.02).max(10.0);
+    }
+
+    fn zoom(&mut self, factor: f64) {
+        let centre = match self.selected.and_then(|i| self.current().jobs.get(i)) {
+            Some(j) if (j.start as f64) >= self.view_start
+                && (j.start as f64) <= self.view_start + self.view_span =>
+            {
+                (j.start + j.end) as f64 / 2.0
+            }
+            _ => self.view_start + self.view_span / 2.0,
+        };
+        let span = (self.view_span * factor).clamp(1.0, (self.model.wall as f64 * 4.0).max(10.0));
+        self.view_start = (centre - span / 2.0).max(0.0);
+        self.view_span = span;
+    }
+
+    fn pan(&mut self, frac: f64) {
+        let max = (self.model.wall as f64 - self.view_span / 2.0).max(0.0);
+        self.view_start = (self.view_start + self.view_span * frac).clamp(0.0, max);
+    }
+
+    /// Move the selection to the next/previous job by start time.
+    fn step(&mut self, forward: bool) {
+        let n = self.current().jobs.len();
+        if n == 0 {
+            return;
+        }
+        let next = match (self.selected, forward) {
+            (None, _) => 0,
+            (Some(i), true) => (i + 1).min(n - 1),
+            (Some(i), false) => i.saturating_sub(1),
+        };
+        self.select(next);
+    }
+
+    fn select(&mut self, i: usize) {
+        self.selected = Some(i);
+        let Some(j) = self.current().jobs.get(i) else {
+            return;
+        };
+        let (s, e) = (j.start as f64, j.end as f64);
+        if s < self.view_start || e > self.view_start + self.view_span {
+            self.view_start = (s - self.view_span * 0.1).max(0.0);
+        }
+        let lane = self.model.lane_of[i];
+        if lane < self.lane_scroll {
+            self.lane_scroll = lane;
+        }
+    }
+
+    /// Select a job in the lane above or below, near the current time.
+    fn lane_step(&mut self, down: bool) {
+        let nl = self.model.lanes.len();
+        if nl == 0 {
+            return;
+        }
+        let (lane, t) = match self.selected {
+            Some(i) => {
+                let j = &self.current().jobs[i];
+                (self.model.lane_of[i], (j.start + j.end) / 2)
+            }
+            None => (0, (self.view_start + self.view_span / 2.0) as i64),
+        };
+        let target = if down {
+            (lane + 1).min(nl - 1)
+        } else {
+            lane.saturating_sub(1)
+        };
+        let jobs = &self.current().jobs;
+        let l = &self.model.lanes[target];
+        if let Some(&best) = l.iter().min_by_key(|&&i| {
+            let j = &jobs[i];
+            if t < j.start {
+                j.start - t
+            } else if t > j.end {
+                t - j.end
+            } else {
+                0
+            }
+        }) {
+            self.select(best);
+        }
+        if target < self.lane_scroll {
+            self.lane_scroll = target;
+        }
+        let rows = self.last_lanes_area.get().height.saturating_sub(1) as usize;
+        if rows > 0 && target >= self.lane_scroll + rows {
+            self.lane_scroll = target + 1 - rows;
+        }
+    }
+
+    /// The replay position, if replaying.
+    pub fn replay_pos(&self) -> Option<i64> {
+        self.replay.map(|r| r.pos as i64)
+    }
+
+    /// Jobs running, done and in all at the replay position (or at the end).
+    pub fn counters(&self) -> (usize, usize, usize) {
+        let jobs = &self.current().jobs;
+        let pos = self.replay_pos().unwrap_or(i64::MAX);
+        let running = jobs.iter().filter(|j| j.start <= pos && pos < j.end).count();
+        let done = jobs.iter().filter(|j| j.end <= pos).count();
+        (running, done, jobs.len())
+    }
+
+    /// Handle one event.
+    pub fn update(&mut self, ev: TimelineEvent) {
+        match ev {
+            TimelineEvent::Key(k) => self.key(k),
+            TimelineEvent::Mouse(m) => self.mouse(m),
+            TimelineEvent::Tick(ms) => {
+                let wall = self.model.wall as f64;
+                if let Some(r) = &mut self.replay
+                    && r.playing
+                {
+                    r.pos += ms as f64 * SPEEDS[r.speed] as f64;
+                    if r.pos >= wall {
+                        r.pos = wall;
+                        r.playing = false;
+                    }
+                    // Keep the play head in view.
+                    if r.pos > self.view_start + self.view_span * 0.9 {
+                        self.view_start = (r.pos - self.view_span * 0.1).max(0.0);
+                    }
+                }
+            }
+            TimelineEvent::Update(trace, restarted) => {
+                let was_last = self.build + 1 >= self.trace.builds.len();
+                let old_builds = self.trace.builds.len();
+                let fitted = self.view_start == 0.0
+                    && (self.view_span - (self.model.wall as f64 * 1.02).max(10.0)).abs() < 1.0;
+                self.trace = *trace;
+                let new_build = self.trace.builds.len() > old_builds && old_builds > 0;
+                if let Some(f) = &mut self.follow {
+                    f.error = None;
+                    if restarted || new_build {
+                        f.restarts += 1;
+                    }
+                }
+                if restarted || was_last || self.build >= self.trace.builds.len() {
+                    let b = self.trace.builds.len().saturating_sub(1);
+                    if b != self.build || restarted {
+                        self.set_build(b);
+                    } else {
+                        self.model = Model::new(self.current());
+                        if fitted {
+                            self.fit();
+                        }
+                    }
+                }
+            }
+            TimelineEvent::FollowError(e) => {
+                if let Some(f) = &mut self.follow {
+                    f.error = Some(e);
+                }
+            }
+        }
+    }
+
+    fn key(&mut self, k: KeyEvent) {
+        if self.help {
+            self.help = false;
+            return;
+        }
+        let shift = k.modifiers.contains(KeyModifiers::SHIFT);
+        match k.code {
+            KeyCode::Char('q') => self.quit = true,
+            KeyCode::Char('c') if k.modifiers.contains(KeyModifiers::CONTROL) => self.quit = true,
+            KeyCode::Char('?') => self.help = true,
+            KeyCode::Left | KeyCode::Char('h') => self.pan(if shift { -1.0 } else { -0.125 }),
+            KeyCode::Right | KeyCode::Char('l') => self.pan(if shift { 1.0 } else { 0.125 }),
+            KeyCode::Char('H') => self.pan(-1.0),
+            KeyCode::Char('L') => self.pan(1.0),
+            KeyCode::Char('+') | KeyCode::Char('=') => self.zoom(0.5),
+            KeyCode::Char('-') | KeyCode::Char('_') => self.zoom(2.0),
+            KeyCode::Char('0') | KeyCode::Home => self.fit(),
+            KeyCode::Up | KeyCode::Char('k') => self.lane_step(false),
+            KeyCode::Down | KeyCode::Char('j') => self.lane_step(true),
+            KeyCode::Tab => self.step(true),
+            KeyCode::BackTab => self.step(false),
+            KeyCode::Enter => {
+                if let Some((s, e)) = self
+                    .selected
+                    .and_then(|i| self.current().jobs.get(i))
+                    .map(|j| (j.start, j.end))
+                {
+                    let d = (e - s).max(1) as f64;
+                    self.view_span = d * 1.5;
+                    self.view_start = (s as f64 - d * 0.25).max(0.0);
+                }
+            }
+            KeyCode::Char('[') => {
+                if self.build > 0 {
+                    self.set_build(self.build - 1);
+                }
+            }
+            KeyCode::Char(']') => {
+                if self.build + 1 < self.trace.builds.len() {
+                    self.set_build(self.build + 1);
+                }
+            }
+            KeyCode::Char(' ') => match &mut self.replay {
+                Some(r) => {
+                    if !r.playing && r.pos >= self.model.wall as f64 {
+                        r.pos = 0.0;
+                    }
+                    r.playing = !r.playing;
+                }
+                None => {
+                    self.replay = Some(Replay {
+                        pos: 0.0,
+                        speed: 3,
+                        playing: true,
+                    });
+                    self.fit();
+                }
+            },
+            KeyCode::Char('r') => {
+                let speed = self.replay.map_or(3, |r| r.speed);
+                self.replay = Some(Replay {
+                    pos: 0.0,
+                    speed,
+                    playing: true,
+                });
+                self.fit();
+            }
+            KeyCode::Char('>') | KeyCode::Char('.') => {
+                if let Some(r) = &mut self.replay {
+                    r.speed = (r.speed + 1).min(SPEEDS.len() - 1);
+                }
+            }
+            KeyCode::Char('<') | KeyCode::Char(',') => {
+                if let Some(r) = &mut self.replay {
+                    r.speed = r.speed.saturating_sub(1);
+                }
+            }
+            KeyCode::Esc => {
+                if self.replay.is_some() {
+                    self.replay = None;
+                } else {
+                    self.selected = None;
+                }
+            }
+            KeyCode::Char('s') => self.summary = !self.summary,
+            KeyCode::PageDown => {
+                let rows = self.last_lanes_area.get().height.saturating_sub(1) as usize;
+                let max = self.model.lanes.len().saturating_sub(1);
+                self.lane_scroll = (self.lane_scroll + rows.max(1)).min(max);
+            }
+            KeyCode::PageUp => {
+                let rows = self.last_lanes_area.get().height.saturating_sub(1) as usize;
+                self.lane_scroll = self.lane_scroll.saturating_sub(rows.max(1));
+            }
+            _ => {}
+        }
+    }
+
+    fn mouse(&mut self, m: MouseEvent) {
+        match m.kind {
+            MouseEventKind::ScrollUp => self.zoom(0.8),
+            MouseEventKind::ScrollDown => self.zoom(1.25),
+            MouseEventKind::Down(_) => {
+                let a = self.last_lanes_area.get();
+                if m.column < a.x + LABEL_W || m.column >= a.x + a.width || m.row <= a.y || m.row >= a.y + a.height {
+                    return;
+                }
+                let lane = self.lane_scroll + (m.row - a.y - 1) as usize;
+                let x = (m.column - a.x - LABEL_W) as usize;
+                let w = a.width.saturating_sub(LABEL_W) as usize;
+                if let Some(i) = self.job_at(lane, x, w) {
+                    self.select(i);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Time range of column `x` of `w`.
+    fn cell_range(&self, x: usize, w: usize) -> (i64, i64) {
+        let per = self.view_span / w.max(1) as f64;
+        let a = self.view_start + per * x as f64;
+        (a.floor() as i64, (a + per).ceil() as i64)
+    }
+
+    /// The job covering column `x` (of `w`) in `lane`, as replay shows it.
+    pub fn job_at(&self, lane: usize, x: usize, w: usize) -> Option<usize> {
+        let (a, b) = self.cell_range(x, w);
+        let jobs = &self.current().jobs;
+        let l = self.model.lanes.get(lane)?;
+        // First job whose end is after the cell's start (ends are sorted in a lane).
+        let k = l.partition_point(|&i| jobs[i].end <= a);
+        let &i = l.get(k)?;
+        let j = &jobs[i];
+        let end = match self.replay_pos() {
+            Some(p) if j.start > p => return None,
+            Some(p) => j.end.min(p),
+            None => j.end,
+        };
+        (j.start < b && end > a).then_some(i)
+    }
+}
+
+/// Width of the lane labels.
+const LABEL_W: u16 = 4;
+
+fn kind_colour(t: &Timeline, k: &JobKind) -> Color {
+    const ARCH: [Color; 8] = [
+        Color::LightBlue,
+        Color::LightMagenta,
+        Color::LightCyan,
+        Color::Blue,
+        Color::Magenta,
+        Color::Cyan,
+        Color::LightRed,
+        Color::Red,
+    ];
+    match k {
+        JobKind::Device { arch, .. } => {
+            ARCH[t.model.arch_slot.get(arch).copied().unwrap_or(0) % ARCH.len()]
+        }
+        JobKind::Bundle { .. } => Color::Yellow,
+        JobKind::Host { .. } => Color::LightGreen,
+        JobKind::Other => Color::Gray,
+    }
+}
+
+fn kind_char(k: &JobKind) -> char {
+    match k {
+        JobKind::Device { .. } => '█',
+        JobKind::Bundle { .. } => '▒',
+        JobKind::Host { .. } => '▓',
+        JobKind::Other => '░',
+    }
+}
+
+/// Short label of a job inside its bar.
+fn short_name(k: &JobKind, name: &str) -> String {
+    match k {
+        JobKind::Device { object, arch } => format!("{} {arch}", base(object)),
+        JobKind::Bundle { object } => format!("{} bundle", base(object)),
+        JobKind::Host { object } => format!("{} host", base(object)),
+        JobKind::Other => base(name).to_string(),
+    }
+}
+
+fn base(p: &str) -> &str {
+    p.rsplit('/').next().unwrap_or(p)
+}
+
+/// `1.2 s`, `340 ms`, `2 m 05 s`.
+pub fn dur(ms: i64) -> String {
+    if ms >= 120_000 {
+        format!("{} m {:02} s", ms / 60_000, (ms / 1000) % 60)
+    } else if ms >= 10_000 {
+        format!("{:.1} s", ms as f64 / 1000.0)
+    } else if ms >= 1000 {
+        format!("{:.2} s", ms as f64 / 1000.0)
+    } else {
+        format!("{ms} ms")
+    }
+}
+
+/// Draw the timeline.
+pub fn draw(frame: &mut Frame, t: &Timeline, theme: Theme) {
+    let area = frame.area();
+    if area.width < 20 || area.height < 6 {
+        frame.render_widget(Paragraph::new("window too small"), area);
+        return;
+    }
+    let [head, body, detail, status] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(3),
+        Constraint::Length(2),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    header(frame, t, head, theme);
+    let side = if t.summary && body.width >= 90 { 38 } else { 0 };
+    let [lanes_area, summary_area] =
+        Layout::horizontal([Constraint::Min(20), Constraint::Length(side)]).areas(body);
+    lanes(frame, t, lanes_area, theme);
+    if side > 0 {
+        summary(frame, t, summary_area, theme);
+    }
+    job_detail(frame, t, detail, theme);
+    let hint = if t.replay.is_some() {
+        "Space play/pause · < > speed · r restart · Esc leave replay · ←→ pan · +- zoom · ? help · q quit"
+    } else {
+        "←→ pan · +- zoom · 0 fit · ↑↓ lanes · Tab next job · Enter zoom to job · Space replay · [ ] build · s summary · ? help · q quit"
+    };
+    frame.render_widget(
+        Paragraph::new(hint).style(if theme.color {
+            Style::new().fg(Color::Black).bg(Color::Gray)
+        } else {
+            Style::new().add_modifier(Modifier::REVERSED)
+        }),
+        status,
+    );
+    if t.help {
+        help(frame, area);
+    }
+}
+
+fn header(frame: &mut Frame, t: &Timeline, area: Rect, theme: Theme) {
+    let b = t.current();
+    let file = t
+        .path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut spans = vec![
+        Span::styled(
+            format!(" {file} "),
+            Style::new().add_modifier(Modifier::BOLD),
+        ),
+        Span::raw(format!(
+            "· build {}/{} · {} jobs · wall {} ",
+            t.build + 1,
+            t.trace.builds.len().max(1),
+            b.jobs.len(),
+            dur(t.model.wall)
+        )),
+    ];
+    if let Some(r) = t.replay {
+        let (running, done, total) = t.counters();
+        spans.push(Span::styled(
+            format!(
+                "{} {}× {} / {} · running {running} · done {done}/{total} ",
+                if r.playing { "▶" } else { "⏸" },
+                SPEEDS[r.speed],
+                dur(r.pos as i64),
+                dur(t.model.wall)
+            ),
+            if theme.color {
+                Style::new().fg(Color::LightYellow)
+            } else {
+                Style::new()
+            },
+        ));
+    }
+    if let Some(f) = &t.follow {
+        let text = match &f.error {
+            Some(e) => format!("following: {e} "),
+            None => format!(
+                "following · {} lines{} ",
+                t.trace.lines,
+                if f.restarts > 0 {
+                    format!(" · new build detected ({})", f.restarts)
+                } else {
+                    String::new()
+                }
+            ),
+        };
+        spans.push(Span::styled(
+            text,
+            if theme.color {
+                Style::new().fg(Color::LightGreen)
+            } else {
+                Style::new()
+            },
+        ));
+    }
+    if t.trace.diagnostic_count > 0 {
+        spans.push(Span::raw(format!(
+            "· {} bad lines skipped ",
+            t.trace.diagnostic_count
+        )));
+    }
+    frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+fn lanes(frame: &mut Frame, t: &Timeline, area: Rect, theme: Theme) {
+    t.last_lanes_area.set(area);
+    let w = area.width.saturating_sub(LABEL_W) as usize;
+    if w == 0 || area.height < 2 {
+        return;
+    }
+    let buf = frame.buffer_mut();
+    // Axis: a tick every ~12 columns at a round step.
+    let per_col = t.view_span / w as f64;
+    let step = nice_step(per_col * 12.0);
+    let mut tick = (t.view_start / step).ceil() * step;
+    let axis_style = if theme.color {
+        Style::new().fg(Color::DarkGray)
+    } else {
+        Style::new()
+    };
+    buf.set_string(area.x, area.y, "    ", axis_style);
+    while tick < t.view_start + t.view_span {
+        let x = ((tick - t.view_start) / per_col) as usize;
+        if x + 1 < w {
+            let label = format!("┆{}", dur(tick as i64));
+            let room = w - x;
+            let label: String = label.chars().take(room).collect();
+            buf.set_string(area.x + LABEL_W + x as u16, area.y, label, axis_style);
+        }
+        tick += step;
+    }
+    let jobs = &t.current().jobs;
+    let rows = (area.height - 1) as usize;
+    let pos = t.replay_pos();
+    for r in 0..rows {
+        let lane = t.lane_scroll + r;
+        let y = area.y + 1 + r as u16;
+        if lane >= t.model.lanes.len() {
+            break;
+        }
+        buf.set_string(area.x, y, format!("{lane:>3} "), axis_style);
+        let mut x = 0;
+        while x < w {
+            let Some(i) = t.job_at(lane, x, w) else {
+                x += 1;
+                continue;
+            };
+            // The run of columns this job covers.
+            let mut end = x + 1;
+            while end < w && t.job_at(lane, end, w) == Some(i) {
+                end += 1;
+            }
+            let j = &jobs[i];
+            let sel = t.selected == Some(i);
+            let running = pos.is_some_and(|p| j.end > p);
+            let colour = kind_colour(t, &j.kind);
+            let label = short_name(&j.kind, &j.names[0]);
+            let mut chars = label.chars();
+            for cx in x..end {
+                let cell = &mut buf[(area.x + LABEL_W + cx as u16, y)];
+                let text = if end - x >= 6 && cx > x {
+                    chars.next()
+                } else {
+                    None
+                };
+                if theme.color {
+                    let mut st = Style::new().bg(colour).fg(Color::Black);
+                    if (i % 2) == 1 {
+                        st = st.add_modifier(Modifier::DIM);
+                    }
+                    if sel {
+                        st = Style::new().bg(Color::White).fg(Color::Black).add_modifier(Modifier::BOLD);
+                    }
+                    if running {
+                        st = st.add_modifier(Modifier::ITALIC);
+                    }
+                    cell.set_char(text.unwrap_or(' ')).set_style(st);
+                } else {
+                    let st = if sel {
+                        Style::new().add_modifier(Modifier::REVERSED)
+                    } else {
+                        Style::new()
+                    };
+                    let c = if cx == x && x > 0 { '▕' } else { kind_char(&j.kind) };
+                    cell.set_char(text.unwrap_or(c)).set_style(st);
+                }
+            }
+            x = end;
+        }
+    }
+    // The replay head.
+    if let Some(p) = pos {
+        let x = ((p as f64 - t.view_start) / per_col) as i64;
+        if x >= 0 && (x as usize) < w {
+            for r in 0..=rows {
+                let cell = &mut buf[(area.x + LABEL_W + x as u16, area.y + r as u16)];
+                if cell.symbol() == " " {
+                    cell.set_char('│');
+                }
+            }
+        }
+    }
+}
+
+/// A round time step (1, 2, 5 × 10ⁿ ms) near `ms`.
+fn nice_step(ms: f64) -> f64 {
+    let ms = ms.max(1.0);
+    let p = 10f64.powf(ms.log10().floor());
+    for m in [1.0, 2.0, 5.0, 10.0] {
+        if p * m >= ms {
+            return p * m;
+        }
+    }
+    p * 10.0
+}
+
+fn summary(frame: &mut Frame, t: &Timeline, area: Rect, theme: Theme) {
+    let a = &t.model.analysis;
+    let bold = Style::new().add_modifier(Modifier::BOLD);
+    let mut lines = vec![
+        Line::from(vec![Span::styled("wall         ", bold), Span::raw(dur(a.wall_ms))]),
+        Line::from(format!("job time     {}", dur(a.job_ms))),
+        Line::from(format!(
+            "parallelism  avg {:.1} · peak {}",
+            a.average_parallelism, a.peak_parallelism
+        )),
+        Line::from(format!(
+            "critical     {}{}",
+            dur(a.critical_path_ms),
+            a.critical_object
+                .as_deref()
+                .map(|o| format!(" ({})", base(o)))
+                .unwrap_or_default()
+        )),
+        Line::from(format!(
+            "idle         {:.1} slot·s",
+            a.idle_capacity_ms as f64 / 1000.0
+        )),
+        Line::from(format!(
+            "plain est.   {}",
+            dur(a.estimated_plain_wall_ms)
+        )),
+        Line::from(""),
+    ];
+    if !a.per_arch_detail.is_empty() {
+        lines.push(Line::styled("device time per arch", bold));
+        let max = a.per_arch_detail.values().map(|v| v.total_ms).max().unwrap_or(1).max(1);
+        for (arch, v) in &a.per_arch_detail {
+            let bar = ((v.total_ms as f64 / max as f64) * 10.0).round() as usize;
+            let colour = kind_colour(
+                t,
+                &JobKind::Device {
+                    object: String::new(),
+                    arch: arch.clone(),
+                },
+            );
+            lines.push(Line::from(vec![
+                Span::raw(format!(" {:<10}", arch.chars().take(10).collect::<String>())),
+                Span::styled(
+                    format!("{:<10}", "█".repeat(bar)),
+                    if theme.color { Style::new().fg(colour) } else { Style::new() },
+                ),
+                Span::raw(format!(" {}", dur(v.total_ms))),
+            ]));
+        }
+        lines.push(Line::from(""));
+    }
+    if !a.objects.is_empty() {
+        lines.push(Line::styled("slowest objects (critical path)", bold));
+        for o in a.objects.iter().take(5) {
+            lines.push(Line::from(format!(
+                " {:<22} {}",
+                base(&o.object).chars().take(22).collect::<String>(),
+                dur(o.critical_path_ms)
+            )));
+        }
+    } else if !a.slowest_steps.is_empty() {
+        lines.push(Line::styled("slowest steps", bold));
+        for s in a.slowest_steps.iter().take(5) {
+            lines.push(Line::from(format!(
+                " {:<22} {}",
+                base(&s.name).chars().take(22).collect::<String>(),
+                dur(s.ms)
+            )));
+        }
+    }
+    frame.render_widget(
+        Paragraph::new(lines).block(Block::default().borders(Borders::LEFT).title(" Summary ")),
+        area,
+    );
+}
+
+fn job_detail(frame: &mut Frame, t: &Timeline, area: Rect, theme: Theme) {
+    let text = match t.selected.and_then(|i| t.current().jobs.get(i).map(|j| (i, j))) {
+        None => vec![Line::from(
+            " No job selected: Tab selects the first, ↑↓ move between lanes, click a bar.",
+        )],
+        Some((i, j)) => {
+            let kind = match &j.kind {
+                JobKind::Device { arch, .. } => format!("device compile for {arch}"),
+                JobKind::Bundle { .. } => "bundling".to_string(),
+                JobKind::Host { .. } => "host compile".to_string(),
+                JobKind::Other => "build step".to_string(),
+            };
+            vec![
+                Line::from(vec![
+                    Span::styled(
+                        format!(" {} ", j.names.join(", ")),
+                        if theme.color {
+                            Style::new().fg(kind_colour(t, &j.kind)).add_modifier(Modifier::BOLD)
+                        } else {
+                            Style::new().add_modifier(Modifier::BOLD)
+                        },
+                    ),
+                    Span::raw(format!("· {kind}")),
+                ]),
+                Line::from(format!(
+                    " start {} · end {} · took {} · lane {} · line {}",
+                    dur(j.start),
+                    dur(j.end),
+                    dur(j.duration()),
+                    t.model.lane_of[i],
+                    j.line
+                )),
+            ]
+        }
+    };
+    frame.render_widget(Paragraph::new(text), area);
+}
+
+fn help(frame: &mut Frame, area: Rect) {
+    let keys = [
+        ("← → / h l", "pan (Shift or H L: a whole screen)"),
+        ("+ -  / wheel", "zoom in, out"),
+        ("0 / Home", "fit the whole build"),
+        ("↑ ↓ / k j", "previous, next lane"),
+        ("Tab / Shift-Tab", "next, previous job in time"),
+        ("Enter", "zoom to the selected job"),
+        ("click", "select a job"),
+        ("PgUp PgDn", "scroll lanes"),
+        ("[ ]", "previous, next build"),
+        ("Space", "replay: start, pause, resume"),
+        ("r", "replay from the start"),
+        ("< >", "replay speed (1× to 100×)"),
+        ("Esc", "leave replay / clear selection"),
+        ("s", "summary pane"),
+        ("?", "this help"),
+        ("q", "quit"),
+    ];
+    let w = 60.min(area.width);
+    let h = (keys.len() as u16 + 2).min(area.height);
+    let r = Rect {
+        x: area.x + (area.width - w) / 2,
+        y: area.y + (area.height - h) / 2,
+        width: w,
+        height: h,
+    };
+    let lines: Vec<Line> = keys
+        .iter()
+        .map(|(k, v)| Line::from(format!(" {k:<16} {v}")))
+        .collect();
+    frame.render_widget(Clear, r);
+    frame.render_widget(
+        Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(" Timeline keys ")),
+        r,
+    );
+}
