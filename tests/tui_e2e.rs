@@ -114,3 +114,64 @@ fn explore_preview_pack_and_quit_in_a_real_terminal() {
     assert!(o.status.success(), "{}", stdout(&o));
     assert!(out.join(".kpack/rocm_gfx90X.kpack").is_file());
 }
+
+#[test]
+fn follow_a_live_trace_and_replay_it() {
+    if tool("tmux").is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let live = tmp.path().join("live.trace");
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/traces/hipcc-2obj-4arch.trace");
+    let text = std::fs::read_to_string(&fixture).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    // The build has not written anything yet when the viewer starts.
+    let tm = Tmux {
+        socket: format!("kpack-e2e-tl-{}", std::process::id()),
+    };
+    let cmd = format!(
+        "TERM=xterm-256color {} {} --follow; sleep 5",
+        env!("CARGO_BIN_EXE_kpack-tui"),
+        live.display()
+    );
+    tm.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "e2e",
+        "-x",
+        "120",
+        "-y",
+        "30",
+        &cmd,
+    ]);
+    tm.wait_for("following");
+    std::fs::write(&live, format!("{}\n", lines[..6].join("\n"))).unwrap();
+    tm.wait_for("6 jobs");
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&live)
+        .unwrap()
+        .write_all(format!("{}\n", lines[6..].join("\n")).as_bytes())
+        .unwrap();
+    let s = tm.wait_for(&format!("{} jobs", lines.len()));
+    assert!(s.contains("Summary") && s.contains("vadd.o"), "{s}");
+    // Select a job, replay at 100x to the end.
+    tm.keys(&["Tab"]);
+    tm.wait_for("device compile for");
+    tm.keys(&["Space", ">", ">", ">"]);
+    tm.wait_for("100×");
+    let s = tm.wait_for(&format!("done {0}/{0}", lines.len()));
+    assert!(s.contains("running 0"), "{s}");
+    tm.keys(&["?"]);
+    tm.wait_for("Timeline keys");
+    tm.keys(&["Escape", "q"]);
+    // The viewer quits and gives the terminal back.
+    let t = Instant::now();
+    while tm.screen().contains("following") {
+        assert!(t.elapsed() < Duration::from_secs(10), "q did not quit");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

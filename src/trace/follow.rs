@@ -105,13 +105,16 @@ mod tests {
         let mut fl = Follower::new(&p);
         assert!(fl.poll().unwrap().is_none(), "no file yet");
         let mut f = std::fs::File::create(&p).unwrap();
-        f.write_all(b"1700000000000\t1700000000100\t1700000000100\ta.o::gfx900\t1\n1700000000000\t17000")
-            .unwrap();
+        f.write_all(
+            b"1700000000000\t1700000000100\t1700000000100\ta.o::gfx900\t1\n1700000000000\t17000",
+        )
+        .unwrap();
         let u = fl.poll().unwrap().unwrap();
         assert_eq!(u.trace.builds[0].jobs.len(), 1, "the partial line waits");
         assert!(!u.restarted);
         assert!(fl.poll().unwrap().is_none(), "nothing new");
-        f.write_all(b"00000200\t1700000000200\ta.o::gfx906\t2\n").unwrap();
+        f.write_all(b"00000200\t1700000000200\ta.o::gfx906\t2\n")
+            .unwrap();
         let u = fl.poll().unwrap().unwrap();
         assert_eq!(u.trace.builds[0].jobs.len(), 2);
         // A new build truncates the file.
@@ -122,7 +125,7 @@ mod tests {
         assert_eq!(u.trace.builds[0].jobs[0].names[0], "x.o");
         assert_eq!(fl.restarts, 1);
         // Read to the end: the unterminated last line counts.
-        std::fs::write(&p, b"5\t9\t9\tx.o\t3\n6\t8\t8\ty.o\t4").unwrap();
+        std::fs::write(&p, b"5\t9\t9\tx.o\t3\n6\t12\t12\ty.o\t4").unwrap();
         let t = Follower::new(&p).read_to_end().unwrap();
         assert_eq!(t.builds[0].jobs.len(), 2);
     }

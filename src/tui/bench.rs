@@ -53,8 +53,16 @@ fn trace_model(jobs: usize) -> kpack::trace::Trace {
             text.push_str(&format!("{base}\t{}\t0\tobj{o}.o::{a}\th{i}\n", base + d));
             i += 1;
         }
-        text.push_str(&format!("{}\t{}\t0\tobj{o}.o::bundle\thb{o}\n", base + 1200, base + 1250));
-        text.push_str(&format!("{}\t{}\t0\tobj{o}.o\thh{o}\n", base + 1250, base + 1900));
+        text.push_str(&format!(
+            "{}\t{}\t0\tobj{o}.o::bundle\thb{o}\n",
+            base + 1200,
+            base + 1250
+        ));
+        text.push_str(&format!(
+            "{}\t{}\t0\tobj{o}.o\thh{o}\n",
+            base + 1250,
+            base + 1900
+        ));
         i += 2;
         t += 130; // about 15 objects in flight
     }
@@ -77,7 +85,8 @@ pub fn run(files: usize, jobs: usize, frames: usize, out: &mut dyn Write) -> Res
     let report = tree_model(files)?;
     let mut app = App::new(PathBuf::from("synthetic"), None);
     app.update(AppEvent::ScanDone(Box::new(Ok(report))));
-    let key = |app: &mut App, c: KeyCode| app.update(AppEvent::Key(KeyEvent::new(c, KeyModifiers::NONE)));
+    let key =
+        |app: &mut App, c: KeyCode| app.update(AppEvent::Key(KeyEvent::new(c, KeyModifiers::NONE)));
     // Open some folders and move down so the explorer shows a detail pane.
     for _ in 0..30 {
         key(&mut app, KeyCode::Right);
@@ -105,9 +114,15 @@ pub fn run(files: usize, jobs: usize, frames: usize, out: &mut dyn Write) -> Res
         out,
         "{{\"bench\":\"tui\",\"view\":\"timeline (whole build)\",\"size\":\"160x48\",\"files\":{n},\"ours_ms\":{ms:.4}}}"
     )?;
-    tl.update(timeline::TimelineEvent::Key(KeyEvent::new(KeyCode::Tab, KeyModifiers::NONE)));
+    tl.update(timeline::TimelineEvent::Key(KeyEvent::new(
+        KeyCode::Tab,
+        KeyModifiers::NONE,
+    )));
     for _ in 0..8 {
-        tl.update(timeline::TimelineEvent::Key(KeyEvent::new(KeyCode::Char('+'), KeyModifiers::NONE)));
+        tl.update(timeline::TimelineEvent::Key(KeyEvent::new(
+            KeyCode::Char('+'),
+            KeyModifiers::NONE,
+        )));
     }
     let ms = time_frames(frames, |t| {
         let _ = t.draw(|f| timeline::draw(f, &tl, theme));

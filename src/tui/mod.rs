@@ -279,7 +279,9 @@ pub fn run_timeline(path: PathBuf, follow: bool) -> Result<()> {
                 t.update(ev);
             }
             let now = Instant::now();
-            t.update(TimelineEvent::Tick(now.duration_since(last).as_millis() as u64));
+            t.update(TimelineEvent::Tick(
+                now.duration_since(last).as_millis() as u64
+            ));
             last = now;
         }
         Ok(())

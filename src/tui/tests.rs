@@ -291,3 +291,179 @@ fn pack_result_screen_from_a_real_pack() {
     assert!(t.contains("verify: sound"), "{t}");
     assert!(t.contains(".kpack/demo_gfx90X.kpack: 12 kernels"), "{t}");
 }
+
+// ---- the trace timeline ----
+
+mod timeline_views {
+    use super::super::timeline::{self, Timeline, TimelineEvent};
+    use super::super::ui::Theme;
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+    use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+    use std::path::{Path, PathBuf};
+
+    fn fixture() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/traces/hipcc-2obj-4arch.trace")
+    }
+
+    fn open() -> Timeline {
+        let t = kpack::trace::parse(&std::fs::read(fixture()).unwrap());
+        Timeline::new(PathBuf::from("hipcc-2obj-4arch.trace"), t, false)
+    }
+
+    fn key(t: &mut Timeline, c: KeyCode) {
+        t.update(TimelineEvent::Key(KeyEvent::new(c, KeyModifiers::NONE)));
+    }
+
+    fn render(t: &Timeline, w: u16, h: u16) -> Terminal<TestBackend> {
+        let mut term = Terminal::new(TestBackend::new(w, h)).unwrap();
+        term.draw(|f| timeline::draw(f, t, Theme { color: false }))
+            .unwrap();
+        term
+    }
+
+    #[test]
+    fn static_timeline_at_both_sizes() {
+        let mut t = open();
+        assert_eq!(
+            t.model.lanes.len(),
+            8,
+            "8 device compiles overlap at the start"
+        );
+        key(&mut t, KeyCode::Tab);
+        assert_eq!(t.selected, Some(0));
+        insta::assert_snapshot!("timeline_80x24", render(&t, 80, 24).backend());
+        insta::assert_snapshot!("timeline_160x48", render(&t, 160, 48).backend());
+        // Nothing panics in a tiny window.
+        render(&t, 1, 1);
+        render(&t, 20, 6);
+    }
+
+    #[test]
+    fn zoom_pan_and_lanes() {
+        let mut t = open();
+        let span = t.view_span;
+        key(&mut t, KeyCode::Char('+'));
+        assert!((t.view_span - span / 2.0).abs() < 1e-6);
+        key(&mut t, KeyCode::Right);
+        assert!(t.view_start > 0.0);
+        key(&mut t, KeyCode::Char('0'));
+        assert_eq!(t.view_start, 0.0);
+        key(&mut t, KeyCode::Down);
+        let first = t.selected.unwrap();
+        key(&mut t, KeyCode::Down);
+        let second = t.selected.unwrap();
+        assert_eq!(t.model.lane_of[second], t.model.lane_of[first] + 1);
+        key(&mut t, KeyCode::Enter);
+        let j = &t.current().jobs[second];
+        assert!(
+            t.view_span < (j.end - j.start) as f64 * 2.0,
+            "zoomed to the job"
+        );
+        key(&mut t, KeyCode::Char('?'));
+        insta::assert_snapshot!("timeline_help", render(&t, 80, 24).backend());
+    }
+
+    #[test]
+    fn mid_replay() {
+        let mut t = open();
+        key(&mut t, KeyCode::Char(' '));
+        assert!(t.replay.unwrap().playing);
+        key(&mut t, KeyCode::Char('>')); // 20×
+        t.update(TimelineEvent::Tick(100)); // 2 s of build time
+        let r = t.replay.unwrap();
+        assert_eq!(r.pos as i64, 2000);
+        let (running, done, total) = t.counters();
+        assert_eq!(
+            (running, done, total),
+            (8, 0, 13),
+            "all device compiles still running at 2 s"
+        );
+        key(&mut t, KeyCode::Char(' ')); // pause
+        t.update(TimelineEvent::Tick(1000));
+        assert_eq!(t.replay.unwrap().pos as i64, 2000, "paused");
+        insta::assert_snapshot!("timeline_replay_80x24", render(&t, 80, 24).backend());
+        // Play to the end: it stops there.
+        key(&mut t, KeyCode::Char(' '));
+        t.update(TimelineEvent::Tick(100_000));
+        let r = t.replay.unwrap();
+        assert!(!r.playing && r.pos as i64 == t.model.wall);
+        assert_eq!(t.counters(), (0, 13, 13));
+    }
+
+    #[test]
+    fn a_real_phc_make_j2_trace() {
+        let p =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/traces/phc-make-j2.trace");
+        let tr = kpack::trace::parse(&std::fs::read(p).unwrap());
+        assert_eq!(tr.diagnostic_count, 0);
+        let mut t = Timeline::new(PathBuf::from("phc-make-j2.trace"), tr, false);
+        assert_eq!(t.current().jobs.len(), 18);
+        assert_eq!(t.model.analysis.peak_parallelism, 2, "make -j2: two slots");
+        assert_eq!(t.model.lanes.len(), 2);
+        key(&mut t, KeyCode::Tab);
+        insta::assert_snapshot!("timeline_phc_make_j2_160x48", render(&t, 160, 48).backend());
+    }
+
+    /// The same step again a minute later (a rebuild).
+    fn rebuilt(line: &str) -> String {
+        let f: Vec<&str> = line.split('\t').collect();
+        let t = |i: usize| f[i].parse::<i64>().unwrap() + 60_000;
+        format!("{}\t{}\t{}\t{}\t{}\n", t(0), t(1), t(2), f[3], f[4])
+    }
+
+    #[test]
+    fn follow_a_growing_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("live.trace");
+        let text = std::fs::read_to_string(fixture()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let mut f = kpack::trace::follow::Follower::new(&p);
+        let mut t = Timeline::new(
+            PathBuf::from("live.trace"),
+            kpack::trace::Trace::default(),
+            true,
+        );
+        // Half the lines, the last one cut mid-way (the writer is mid-write).
+        let half = lines.len() / 2;
+        let mut part = lines[..half].join("\n");
+        part.push('\n');
+        part.push_str(&lines[half][..10]);
+        std::fs::write(&p, &part).unwrap();
+        let u = f.poll().unwrap().unwrap();
+        t.update(TimelineEvent::Update(Box::new(u.trace), u.restarted));
+        let n1 = t.current().jobs.len();
+        assert!(n1 > 0 && n1 < 13);
+        insta::assert_snapshot!("timeline_follow_partial", render(&t, 80, 24).backend());
+        // The rest arrives.
+        let mut rest = lines[half][10..].to_string();
+        rest.push('\n');
+        for l in &lines[half + 1..] {
+            rest.push_str(l);
+            rest.push('\n');
+        }
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&p)
+            .unwrap()
+            .write_all(rest.as_bytes())
+            .unwrap();
+        let u = f.poll().unwrap().unwrap();
+        t.update(TimelineEvent::Update(Box::new(u.trace), u.restarted));
+        assert_eq!(t.current().jobs.len(), 13);
+        // A rebuild appends the same outputs again: a new build, shown at once.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&p)
+            .unwrap()
+            .write_all(rebuilt(lines.last().unwrap()).as_bytes())
+            .unwrap();
+        let u = f.poll().unwrap().unwrap();
+        t.update(TimelineEvent::Update(Box::new(u.trace), u.restarted));
+        assert_eq!(t.trace.builds.len(), 2);
+        assert_eq!(t.build, 1, "the new build is shown");
+        assert_eq!(t.follow.as_ref().unwrap().restarts, 1);
+        insta::assert_snapshot!("timeline_follow_new_build", render(&t, 80, 24).backend());
+    }
+}

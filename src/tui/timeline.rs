@@ -186,8 +186,9 @@ impl Timeline {
 
     fn zoom(&mut self, factor: f64) {
         let centre = match self.selected.and_then(|i| self.current().jobs.get(i)) {
-            Some(j) if (j.start as f64) >= self.view_start
-                && (j.start as f64) <= self.view_start + self.view_span =>
+            Some(j)
+                if (j.start as f64) >= self.view_start
+                    && (j.start as f64) <= self.view_start + self.view_span =>
             {
                 (j.start + j.end) as f64 / 2.0
             }
@@ -282,7 +283,10 @@ impl Timeline {
     pub fn counters(&self) -> (usize, usize, usize) {
         let jobs = &self.current().jobs;
         let pos = self.replay_pos().unwrap_or(i64::MAX);
-        let running = jobs.iter().filter(|j| j.start <= pos && pos < j.end).count();
+        let running = jobs
+            .iter()
+            .filter(|j| j.start <= pos && pos < j.end)
+            .count();
         let done = jobs.iter().filter(|j| j.end <= pos).count();
         (running, done, jobs.len())
     }
@@ -373,15 +377,9 @@ impl Timeline {
                     self.view_start = (s as f64 - d * 0.25).max(0.0);
                 }
             }
-            KeyCode::Char('[') => {
-                if self.build > 0 {
-                    self.set_build(self.build - 1);
-                }
-            }
-            KeyCode::Char(']') => {
-                if self.build + 1 < self.trace.builds.len() {
-                    self.set_build(self.build + 1);
-                }
+            KeyCode::Char('[') if self.build > 0 => self.set_build(self.build - 1),
+            KeyCode::Char(']') if self.build + 1 < self.trace.builds.len() => {
+                self.set_build(self.build + 1)
             }
             KeyCode::Char(' ') => match &mut self.replay {
                 Some(r) => {
@@ -445,7 +443,11 @@ impl Timeline {
             MouseEventKind::ScrollDown => self.zoom(1.25),
             MouseEventKind::Down(_) => {
                 let a = self.last_lanes_area.get();
-                if m.column < a.x + LABEL_W || m.column >= a.x + a.width || m.row <= a.y || m.row >= a.y + a.height {
+                if m.column < a.x + LABEL_W
+                    || m.column >= a.x + a.width
+                    || m.row <= a.y
+                    || m.row >= a.y + a.height
+                {
                     return;
                 }
                 let lane = self.lane_scroll + (m.row - a.y - 1) as usize;
@@ -598,7 +600,7 @@ fn header(frame: &mut Frame, t: &Timeline, area: Rect, theme: Theme) {
             Style::new().add_modifier(Modifier::BOLD),
         ),
         Span::raw(format!(
-            "· build {}/{} · {} jobs · wall {} ",
+            "· build {}/{} · {} jobs · {} ",
             t.build + 1,
             t.trace.builds.len().max(1),
             b.jobs.len(),
@@ -629,7 +631,7 @@ fn header(frame: &mut Frame, t: &Timeline, area: Rect, theme: Theme) {
                 "following · {} lines{} ",
                 t.trace.lines,
                 if f.restarts > 0 {
-                    format!(" · new build detected ({})", f.restarts)
+                    format!(" · new build ({})", f.restarts)
                 } else {
                     String::new()
                 }
@@ -720,7 +722,10 @@ fn lanes(frame: &mut Frame, t: &Timeline, area: Rect, theme: Theme) {
                         st = st.add_modifier(Modifier::DIM);
                     }
                     if sel {
-                        st = Style::new().bg(Color::White).fg(Color::Black).add_modifier(Modifier::BOLD);
+                        st = Style::new()
+                            .bg(Color::White)
+                            .fg(Color::Black)
+                            .add_modifier(Modifier::BOLD);
                     }
                     if running {
                         st = st.add_modifier(Modifier::ITALIC);
@@ -732,7 +737,11 @@ fn lanes(frame: &mut Frame, t: &Timeline, area: Rect, theme: Theme) {
                     } else {
                         Style::new()
                     };
-                    let c = if cx == x && x > 0 { '▕' } else { kind_char(&j.kind) };
+                    let c = if cx == x && x > 0 {
+                        '▕'
+                    } else {
+                        kind_char(&j.kind)
+                    };
                     cell.set_char(text.unwrap_or(c)).set_style(st);
                 }
             }
@@ -743,7 +752,8 @@ fn lanes(frame: &mut Frame, t: &Timeline, area: Rect, theme: Theme) {
     if let Some(p) = pos {
         let x = ((p as f64 - t.view_start) / per_col) as i64;
         if x >= 0 && (x as usize) < w {
-            for r in 0..=rows {
+            let shown = rows.min(t.model.lanes.len().saturating_sub(t.lane_scroll));
+            for r in 0..=shown {
                 let cell = &mut buf[(area.x + LABEL_W + x as u16, area.y + r as u16)];
                 if cell.symbol() == " " {
                     cell.set_char('│');
@@ -769,7 +779,10 @@ fn summary(frame: &mut Frame, t: &Timeline, area: Rect, theme: Theme) {
     let a = &t.model.analysis;
     let bold = Style::new().add_modifier(Modifier::BOLD);
     let mut lines = vec![
-        Line::from(vec![Span::styled("wall         ", bold), Span::raw(dur(a.wall_ms))]),
+        Line::from(vec![
+            Span::styled("wall         ", bold),
+            Span::raw(dur(a.wall_ms)),
+        ]),
         Line::from(format!("job time     {}", dur(a.job_ms))),
         Line::from(format!(
             "parallelism  avg {:.1} · peak {}",
@@ -787,15 +800,18 @@ fn summary(frame: &mut Frame, t: &Timeline, area: Rect, theme: Theme) {
             "idle         {:.1} slot·s",
             a.idle_capacity_ms as f64 / 1000.0
         )),
-        Line::from(format!(
-            "plain est.   {}",
-            dur(a.estimated_plain_wall_ms)
-        )),
+        Line::from(format!("plain est.   {}", dur(a.estimated_plain_wall_ms))),
         Line::from(""),
     ];
     if !a.per_arch_detail.is_empty() {
         lines.push(Line::styled("device time per arch", bold));
-        let max = a.per_arch_detail.values().map(|v| v.total_ms).max().unwrap_or(1).max(1);
+        let max = a
+            .per_arch_detail
+            .values()
+            .map(|v| v.total_ms)
+            .max()
+            .unwrap_or(1)
+            .max(1);
         for (arch, v) in &a.per_arch_detail {
             let bar = ((v.total_ms as f64 / max as f64) * 10.0).round() as usize;
             let colour = kind_colour(
@@ -806,10 +822,17 @@ fn summary(frame: &mut Frame, t: &Timeline, area: Rect, theme: Theme) {
                 },
             );
             lines.push(Line::from(vec![
-                Span::raw(format!(" {:<10}", arch.chars().take(10).collect::<String>())),
+                Span::raw(format!(
+                    " {:<10}",
+                    arch.chars().take(10).collect::<String>()
+                )),
                 Span::styled(
                     format!("{:<10}", "█".repeat(bar)),
-                    if theme.color { Style::new().fg(colour) } else { Style::new() },
+                    if theme.color {
+                        Style::new().fg(colour)
+                    } else {
+                        Style::new()
+                    },
                 ),
                 Span::raw(format!(" {}", dur(v.total_ms))),
             ]));
@@ -842,7 +865,10 @@ fn summary(frame: &mut Frame, t: &Timeline, area: Rect, theme: Theme) {
 }
 
 fn job_detail(frame: &mut Frame, t: &Timeline, area: Rect, theme: Theme) {
-    let text = match t.selected.and_then(|i| t.current().jobs.get(i).map(|j| (i, j))) {
+    let text = match t
+        .selected
+        .and_then(|i| t.current().jobs.get(i).map(|j| (i, j)))
+    {
         None => vec![Line::from(
             " No job selected: Tab selects the first, ↑↓ move between lanes, click a bar.",
         )],
@@ -858,7 +884,9 @@ fn job_detail(frame: &mut Frame, t: &Timeline, area: Rect, theme: Theme) {
                     Span::styled(
                         format!(" {} ", j.names.join(", ")),
                         if theme.color {
-                            Style::new().fg(kind_colour(t, &j.kind)).add_modifier(Modifier::BOLD)
+                            Style::new()
+                                .fg(kind_colour(t, &j.kind))
+                                .add_modifier(Modifier::BOLD)
                         } else {
                             Style::new().add_modifier(Modifier::BOLD)
                         },
@@ -912,7 +940,11 @@ fn help(frame: &mut Frame, area: Rect) {
         .collect();
     frame.render_widget(Clear, r);
     frame.render_widget(
-        Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(" Timeline keys ")),
+        Paragraph::new(lines).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title(" Timeline keys "),
+        ),
         r,
     );
 }
