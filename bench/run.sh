@@ -124,7 +124,7 @@ if want trace; then
   [ -f "$big_trace" ] || awk 'BEGIN { srand(7); t = 1700000000000;
       for (i = 0; i < 1000000; i++) { o = int(i / 6); s = t + int(i / 2) * 37; d = 200 + int(rand() * 4000);
         step = i % 6; n = (step < 4) ? sprintf("obj%06d.o::gfx9%02d", o, step) : (step == 4 ? sprintf("obj%06d.o::bundle", o) : sprintf("obj%06d.o", o));
-        printf "%d\t%d\t%d\t%s\t%016x\n", s, s + d, s + d, n, i } }' > "$big_trace"
+        printf "%.0f\t%.0f\t%.0f\t%s\t%016x\n", s, s + d, s + d, n, i } }' > "$big_trace"
   hyperfine -N --warmup 1 --runs "$RUNS" --export-json "$work/hf-trace.json" \
     "taskset -c 0 $kp trace $big_trace --json" \
     "taskset -c 0 awk -F'\t' '{ s += \$2 - \$1 } END { print s }' $big_trace" > "$work/hf-trace.log"

@@ -1,6 +1,7 @@
 //! Where build time goes: the analysis of one build's jobs. Pure computation.
 
 use super::{Build, Job, JobKind};
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -75,7 +76,9 @@ pub struct BuildAnalysis {
     pub per_arch: BTreeMap<String, i64>,
     /// Arch → totals and means.
     pub per_arch_detail: BTreeMap<String, ArchTime>,
-    /// Objects with device steps, slowest critical path first.
+    /// Objects with device steps.
+    pub object_count: usize,
+    /// The [`TOP`] objects with the slowest critical path, slowest first.
     pub objects: Vec<ObjectTime>,
     /// Slowest steps.
     pub slowest_steps: Vec<StepTime>,
@@ -133,12 +136,25 @@ pub fn analyse(build: &Build) -> BuildAnalysis {
         .iter()
         .map(Job::duration)
         .fold(0i64, i64::saturating_add);
-    // Sweep: +1 at each start, −1 at each end (ends first at equal times).
-    let mut events: Vec<(i64, i32)> = jobs
-        .iter()
-        .flat_map(|j| [(j.start, 1), (j.end, -1)])
-        .collect();
-    events.sort_unstable();
+    // Sweep: +1 at each start, −1 at each end (ends first at equal times). Jobs are in
+    // start order, so only the ends need sorting; the two runs are merged.
+    let mut starts: Vec<i64> = jobs.iter().map(|j| j.start).collect();
+    if !starts.is_sorted() {
+        starts.sort_unstable();
+    }
+    let mut ends: Vec<i64> = jobs.iter().map(|j| j.end).collect();
+    ends.sort_unstable();
+    let mut events: Vec<(i64, i32)> = Vec::with_capacity(starts.len() * 2);
+    let (mut a, mut b) = (0, 0);
+    while a < starts.len() || b < ends.len() {
+        if b < ends.len() && (a == starts.len() || ends[b] <= starts[a]) {
+            events.push((ends[b], -1));
+            b += 1;
+        } else {
+            events.push((starts[a], 1));
+            a += 1;
+        }
+    }
     let mut running = 0i64;
     let mut peak = 0i64;
     let mut at_level: BTreeMap<usize, i64> = BTreeMap::new();
@@ -174,39 +190,41 @@ pub fn analyse(build: &Build) -> BuildAnalysis {
             }
         }
     }
-    let mut per_arch_detail: BTreeMap<String, ArchTime> = BTreeMap::new();
     #[derive(Default)]
-    struct Obj {
+    struct Obj<'a> {
         slowest: i64,
-        slowest_arch: String,
+        slowest_arch: &'a str,
         device: i64,
         bundle: i64,
         host: i64,
         first: Option<i64>,
         last: i64,
     }
-    let mut objs: BTreeMap<&str, Obj> = BTreeMap::new();
+    let mut per_arch: FxHashMap<&str, ArchTime> = FxHashMap::default();
+    let mut objs: FxHashMap<&str, Obj> = FxHashMap::default();
+    objs.reserve(jobs.len() / 4);
     let mut other_serial = 0i64;
     let mut longest_other = 0i64;
     for j in jobs {
         let d = j.duration();
-        if let Some(o) = j.kind.object() {
+        if let Some(o) = j.object() {
             let e = objs.entry(o).or_default();
             e.first = Some(e.first.map_or(j.start, |f| f.min(j.start)));
             e.last = e.last.max(j.end);
-            match &j.kind {
-                JobKind::Device { arch, .. } => {
+            match j.kind {
+                JobKind::Device => {
+                    let arch = j.arch().unwrap_or_default();
                     e.device = e.device.saturating_add(d);
                     if d > e.slowest || e.slowest_arch.is_empty() {
                         e.slowest = d;
-                        e.slowest_arch = arch.clone();
+                        e.slowest_arch = arch;
                     }
-                    let a = per_arch_detail.entry(arch.clone()).or_default();
+                    let a = per_arch.entry(arch).or_default();
                     a.total_ms = a.total_ms.saturating_add(d);
                     a.compiles += 1;
                 }
-                JobKind::Bundle { .. } => e.bundle = e.bundle.saturating_add(d),
-                JobKind::Host { .. } => e.host = e.host.saturating_add(d),
+                JobKind::Bundle => e.bundle = e.bundle.saturating_add(d),
+                JobKind::Host => e.host = e.host.saturating_add(d),
                 JobKind::Other => {}
             }
         } else {
@@ -214,31 +232,40 @@ pub fn analyse(build: &Build) -> BuildAnalysis {
             longest_other = longest_other.max(d);
         }
     }
-    for a in per_arch_detail.values_mut() {
-        a.mean_ms = if a.compiles > 0 {
-            a.total_ms as f64 / a.compiles as f64
-        } else {
-            0.0
-        };
+    let per_arch_detail: BTreeMap<String, ArchTime> = per_arch
+        .into_iter()
+        .map(|(k, mut a)| {
+            a.mean_ms = if a.compiles > 0 {
+                a.total_ms as f64 / a.compiles as f64
+            } else {
+                0.0
+            };
+            (k.to_string(), a)
+        })
+        .collect();
+    let critical = |e: &Obj| e.slowest.saturating_add(e.bundle).saturating_add(e.host);
+    // Only the slowest objects are named: choose them first, then build their entries.
+    let mut ranked: Vec<(&str, &Obj)> = objs.iter().map(|(k, v)| (*k, v)).collect();
+    let by_critical =
+        |a: &(&str, &Obj), b: &(&str, &Obj)| critical(b.1).cmp(&critical(a.1)).then(a.0.cmp(b.0));
+    if ranked.len() > TOP {
+        ranked.select_nth_unstable_by(TOP, by_critical);
+        ranked.truncate(TOP);
     }
-    let mut objects: Vec<ObjectTime> = objs
+    ranked.sort_by(by_critical);
+    let objects: Vec<ObjectTime> = ranked
         .iter()
         .map(|(o, e)| ObjectTime {
             object: o.to_string(),
-            critical_path_ms: e.slowest.saturating_add(e.bundle).saturating_add(e.host),
+            critical_path_ms: critical(e),
             slowest_device_ms: e.slowest,
-            slowest_arch: e.slowest_arch.clone(),
+            slowest_arch: e.slowest_arch.to_string(),
             device_total_ms: e.device,
             bundle_ms: e.bundle,
             host_ms: e.host,
             span_ms: e.last - e.first.unwrap_or(e.last),
         })
         .collect();
-    objects.sort_by(|a, b| {
-        b.critical_path_ms
-            .cmp(&a.critical_path_ms)
-            .then(a.object.cmp(&b.object))
-    });
     let (critical_path_ms, critical_object) = match objects.first() {
         Some(o) if o.critical_path_ms >= longest_other => {
             (o.critical_path_ms, Some(o.object.clone()))
@@ -257,12 +284,9 @@ pub fn analyse(build: &Build) -> BuildAnalysis {
         .max(longest_other);
     // Only the top few are named: pick them by index, then build their entries.
     let mut idx: Vec<usize> = (0..jobs.len()).collect();
-    let by_duration = |&a: &usize, &b: &usize| {
-        jobs[b]
-            .duration()
-            .cmp(&jobs[a].duration())
-            .then_with(|| jobs[a].names.cmp(&jobs[b].names))
-    };
+    // Ties go to the earlier job (jobs are in start order).
+    let by_duration =
+        |&a: &usize, &b: &usize| jobs[b].duration().cmp(&jobs[a].duration()).then(a.cmp(&b));
     if idx.len() > TOP {
         idx.select_nth_unstable_by(TOP, by_duration);
         idx.truncate(TOP);
@@ -294,6 +318,7 @@ pub fn analyse(build: &Build) -> BuildAnalysis {
             .map(|(a, t)| (a.clone(), t.total_ms))
             .collect(),
         per_arch_detail,
+        object_count: objs.len(),
         objects,
         slowest_steps,
         critical_path_ms,

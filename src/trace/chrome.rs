@@ -70,18 +70,17 @@ pub fn export(trace: &Trace) -> Document {
             });
         }
         for (j, lane) in b.jobs.iter().zip(lanes) {
-            let args = match &j.kind {
-                JobKind::Device { object, arch } => {
-                    serde_json::json!({"object": object, "step": "device", "arch": arch})
-                }
-                JobKind::Bundle { object } => {
-                    serde_json::json!({"object": object, "step": "bundle"})
-                }
-                JobKind::Host { object } => serde_json::json!({"object": object, "step": "host"}),
+            let object = j.object().unwrap_or_default();
+            let args = match j.kind {
+                JobKind::Device => serde_json::json!({
+                    "object": object, "step": "device", "arch": j.arch().unwrap_or_default()
+                }),
+                JobKind::Bundle => serde_json::json!({"object": object, "step": "bundle"}),
+                JobKind::Host => serde_json::json!({"object": object, "step": "host"}),
                 JobKind::Other => serde_json::json!({"outputs": j.names}),
             };
-            let cat = match &j.kind {
-                JobKind::Device { arch, .. } => format!("device,{arch}"),
+            let cat = match j.kind {
+                JobKind::Device => format!("device,{}", j.arch().unwrap_or_default()),
                 k => k.category().to_string(),
             };
             ev.push(Event {

@@ -19,8 +19,8 @@ pub mod analysis;
 pub mod chrome;
 pub mod follow;
 
+use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
 use serde::Serialize;
-use std::collections::HashSet;
 
 /// Epoch-millisecond times are at least this large.
 pub const EPOCH_THRESHOLD: i64 = 100_000_000_000;
@@ -31,49 +31,29 @@ pub const MAX_LINE: usize = 256 * 1024;
 /// Diagnostics kept in full (the rest are counted).
 pub const MAX_DIAGNOSTICS: usize = 50;
 
-/// What a job did.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(tag = "kind", rename_all = "lowercase")]
+/// What a job did. The object and arch are read from the name
+/// ([`Job::object`], [`Job::arch`]), so a job holds no copies of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum JobKind {
-    /// Device compile of `object` for `arch`.
-    Device {
-        /// The object.
-        object: String,
-        /// Target ID.
-        arch: String,
-    },
-    /// Bundling of `object`'s device code.
-    Bundle {
-        /// The object.
-        object: String,
-    },
-    /// Host compile of `object` (which has device steps).
-    Host {
-        /// The object.
-        object: String,
-    },
+    /// Device compile of an object for one arch (`obj::gfx942`).
+    Device,
+    /// Bundling of an object's device code (`obj::bundle`).
+    Bundle,
+    /// Host compile of an object that has device steps (`obj`).
+    Host,
     /// Any other build step.
     Other,
 }
 
 impl JobKind {
     /// `device`, `bundle`, `host`, `other`.
-    pub fn category(&self) -> &'static str {
+    pub fn category(self) -> &'static str {
         match self {
-            JobKind::Device { .. } => "device",
-            JobKind::Bundle { .. } => "bundle",
-            JobKind::Host { .. } => "host",
+            JobKind::Device => "device",
+            JobKind::Bundle => "bundle",
+            JobKind::Host => "host",
             JobKind::Other => "other",
-        }
-    }
-
-    /// The object this step belongs to, if any.
-    pub fn object(&self) -> Option<&str> {
-        match self {
-            JobKind::Device { object, .. }
-            | JobKind::Bundle { object }
-            | JobKind::Host { object } => Some(object),
-            JobKind::Other => None,
         }
     }
 }
@@ -96,6 +76,24 @@ pub struct Job {
 }
 
 impl Job {
+    /// The object this step belongs to (device, bundle and host steps).
+    pub fn object(&self) -> Option<&str> {
+        let name = self.names.first()?;
+        match self.kind {
+            JobKind::Device | JobKind::Bundle => split_step(name).map(|(o, _)| o),
+            JobKind::Host => Some(name),
+            JobKind::Other => None,
+        }
+    }
+
+    /// The arch of a device compile.
+    pub fn arch(&self) -> Option<&str> {
+        match self.kind {
+            JobKind::Device => split_step(self.names.first()?).map(|(_, a)| a),
+            _ => None,
+        }
+    }
+
     /// Duration in ms.
     pub fn duration(&self) -> i64 {
         self.end - self.start
@@ -157,12 +155,13 @@ pub struct TraceParser {
     version: Option<u32>,
     header: bool,
     raw_builds: Vec<Vec<RawLine>>,
-    seen_names: HashSet<u64>,
+    seen_names: FxHashSet<u64>,
     last_end: Option<i64>,
     epoch: Option<bool>,
     diagnostics: Vec<LineDiagnostic>,
     diagnostic_count: u64,
     skipping_long: bool,
+    expect_lines: usize,
 }
 
 impl TraceParser {
@@ -180,6 +179,13 @@ impl TraceParser {
 
     /// Feed more bytes of the file.
     pub fn feed(&mut self, bytes: &[u8]) {
+        // About one line per 60 bytes: reserve once per chunk instead of growing per line.
+        let lines = bytes.len() / 60;
+        self.expect_lines = self.expect_lines.saturating_add(lines);
+        if let Some(b) = self.raw_builds.last_mut() {
+            b.reserve(lines.min(1 << 24));
+        }
+        self.seen_names.reserve(lines.min(1 << 24));
         let mut rest = bytes;
         while let Some(nl) = rest.iter().position(|&b| b == b'\n') {
             let (piece, tail) = rest.split_at(nl);
@@ -252,12 +258,16 @@ impl TraceParser {
             }
             return;
         }
-        let fields: Vec<&str> = text.split('\t').collect();
-        if fields.len() != 5 {
-            self.diag(
-                n,
-                format!("expected 5 tab-separated fields, found {}", fields.len()),
-            );
+        let mut fields = [""; 5];
+        let mut count = 0;
+        for f in text.split('\t') {
+            if count < 5 {
+                fields[count] = f;
+            }
+            count += 1;
+        }
+        if count != 5 {
+            self.diag(n, format!("expected 5 tab-separated fields, found {count}"));
             return;
         }
         let num = |s: &str| s.trim().parse::<i64>();
@@ -312,7 +322,8 @@ impl TraceParser {
             self.last_end.is_some_and(|last| end < last)
         };
         if restart || self.raw_builds.is_empty() {
-            self.raw_builds.push(Vec::new());
+            self.raw_builds
+                .push(Vec::with_capacity(self.expect_lines.min(1 << 24)));
             self.seen_names.clear();
         }
         self.seen_names.insert(name_hash);
@@ -367,10 +378,23 @@ impl TraceParser {
     }
 }
 
+/// `name` split at its last `::` (a byte search: this runs once or twice per line).
+fn split_step(name: &str) -> Option<(&str, &str)> {
+    let b = name.as_bytes();
+    let mut i = b.len();
+    while i >= 2 {
+        i -= 1;
+        if b[i] == b':' && b[i - 1] == b':' {
+            return Some((&name[..i - 1], &name[i + 1..]));
+        }
+    }
+    None
+}
+
 /// A 64-bit hash of a string (for sets and maps keyed by names).
 fn hash64(s: &str) -> u64 {
     use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
+    let mut h = FxHasher::default();
     s.hash(&mut h);
     h.finish()
 }
@@ -395,16 +419,64 @@ fn build_from_owned(raw: Vec<RawLine>, epoch: bool) -> Build {
     } else {
         0
     };
-    // Lines with the same hash, start and end are one multi-output job.
+    // Lines with the same hash, start and end are one multi-output job: sort by time
+    // (line numbers are unique, so the order is total) and merge within each group of
+    // equal times.
+    let mut keys: Vec<(i64, i64, u64, usize)> = raw
+        .iter()
+        .enumerate()
+        .map(|(i, l)| (l.start, l.end, l.line, i))
+        .collect();
+    if !keys.is_sorted() {
+        keys.sort_unstable();
+    }
+    let mut raw = raw;
     let mut jobs: Vec<Job> = Vec::with_capacity(raw.len());
-    let mut index: std::collections::HashMap<(u64, i64, i64), usize> =
-        std::collections::HashMap::new();
+    let raw = keys.into_iter().map(|k| {
+        let l = &mut raw[k.3];
+        RawLine {
+            start: l.start,
+            end: l.end,
+            name: std::mem::take(&mut l.name),
+            hash: std::mem::take(&mut l.hash),
+            line: l.line,
+        }
+    });
+    let mut group_from = 0;
+    let mut big: (usize, FxHashMap<u64, usize>) = (usize::MAX, FxHashMap::default());
     for l in raw {
-        let key = (hash64(&l.hash), l.start, l.end);
-        match index.get(&key) {
-            Some(&i) if !l.hash.is_empty() && jobs[i].hash == l.hash => jobs[i].names.push(l.name),
-            _ => {
-                index.insert(key, jobs.len());
+        if jobs
+            .last()
+            .is_none_or(|j: &Job| (j.start, j.end) != (l.start - base, l.end - base))
+        {
+            group_from = jobs.len();
+        }
+        let same = if l.hash.is_empty() {
+            None
+        } else if jobs.len() - group_from <= 16 {
+            jobs[group_from..]
+                .iter()
+                .position(|j| j.hash == l.hash)
+                .map(|k| group_from + k)
+        } else {
+            // A big group of equal times (a recompacted or synthetic log): index it.
+            if big.0 != group_from {
+                big = (group_from, FxHashMap::default());
+                for (k, j) in jobs[group_from..].iter().enumerate() {
+                    big.1.entry(hash64(&j.hash)).or_insert(group_from + k);
+                }
+            }
+            big.1
+                .get(&hash64(&l.hash))
+                .copied()
+                .filter(|&k| jobs[k].hash == l.hash)
+        };
+        match same {
+            Some(k) => jobs[k].names.push(l.name),
+            None => {
+                if big.0 == group_from && jobs.len() - group_from > 16 {
+                    big.1.entry(hash64(&l.hash)).or_insert(jobs.len());
+                }
                 jobs.push(Job {
                     names: vec![l.name],
                     start: l.start - base,
@@ -412,30 +484,25 @@ fn build_from_owned(raw: Vec<RawLine>, epoch: bool) -> Build {
                     hash: l.hash,
                     kind: JobKind::Other,
                     line: l.line,
-                });
+                })
             }
         }
     }
     // Objects with device steps make their plain-named job the host compile.
-    let objects: HashSet<&str> = jobs
-        .iter()
-        .filter_map(|j| j.names[0].rsplit_once("::").map(|(o, _)| o))
-        .collect();
+    let mut objects: FxHashSet<&str> = FxHashSet::default();
+    objects.reserve(jobs.len() / 4);
+    objects.extend(
+        jobs.iter()
+            .filter_map(|j| split_step(&j.names[0]).map(|(o, _)| o)),
+    );
     let kinds: Vec<JobKind> = jobs
         .iter()
         .map(|j| {
             let name = &j.names[0];
-            match name.rsplit_once("::") {
-                Some((o, "bundle")) => JobKind::Bundle {
-                    object: o.to_string(),
-                },
-                Some((o, arch)) => JobKind::Device {
-                    object: o.to_string(),
-                    arch: arch.to_string(),
-                },
-                None if objects.contains(name.as_str()) => JobKind::Host {
-                    object: name.clone(),
-                },
+            match split_step(name) {
+                Some((_, "bundle")) => JobKind::Bundle,
+                Some(_) => JobKind::Device,
+                None if objects.contains(name.as_str()) => JobKind::Host,
                 None => JobKind::Other,
             }
         })
@@ -443,8 +510,6 @@ fn build_from_owned(raw: Vec<RawLine>, epoch: bool) -> Build {
     for (j, k) in jobs.iter_mut().zip(kinds) {
         j.kind = k;
     }
-    // Line numbers are unique: an unstable sort is deterministic and moves less.
-    jobs.sort_unstable_by_key(|j| (j.start, j.end, j.line));
     Build {
         jobs,
         epoch_base_ms: base,
@@ -494,13 +559,11 @@ mod tests {
         assert_eq!(b.jobs[0].start, 0);
         let kinds: Vec<&str> = b.jobs.iter().map(|j| j.kind.category()).collect();
         assert_eq!(kinds, vec!["device", "device", "other", "bundle", "host"]);
-        assert_eq!(
-            b.jobs[1].kind,
-            JobKind::Device {
-                object: "a.o".into(),
-                arch: "gfx942".into()
-            }
-        );
+        assert_eq!(b.jobs[1].kind, JobKind::Device);
+        assert_eq!(b.jobs[1].object(), Some("a.o"));
+        assert_eq!(b.jobs[1].arch(), Some("gfx942"));
+        assert_eq!(b.jobs[4].object(), Some("a.o"), "host compile of a.o");
+        assert_eq!(b.jobs[2].object(), None);
     }
 
     #[test]

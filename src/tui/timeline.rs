@@ -9,7 +9,7 @@
 
 use super::ui::Theme;
 use kpack::trace::analysis::{self, BuildAnalysis};
-use kpack::trace::{Build, JobKind, Trace};
+use kpack::trace::{Build, Job, JobKind, Trace};
 use ratatui::Frame;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKind};
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -65,9 +65,9 @@ impl Model {
         }
         let mut arch_slot = BTreeMap::new();
         for j in &build.jobs {
-            if let JobKind::Device { arch, .. } = &j.kind {
+            if let Some(arch) = j.arch() {
                 let next = arch_slot.len();
-                arch_slot.entry(arch.clone()).or_insert(next);
+                arch_slot.entry(arch.to_string()).or_insert(next);
             }
         }
         Model {
@@ -489,7 +489,7 @@ impl Timeline {
 /// Width of the lane labels.
 const LABEL_W: u16 = 4;
 
-fn kind_colour(t: &Timeline, k: &JobKind) -> Color {
+fn arch_colour(t: &Timeline, arch: &str) -> Color {
     const ARCH: [Color; 8] = [
         Color::LightBlue,
         Color::LightMagenta,
@@ -500,32 +500,35 @@ fn kind_colour(t: &Timeline, k: &JobKind) -> Color {
         Color::LightRed,
         Color::Red,
     ];
-    match k {
-        JobKind::Device { arch, .. } => {
-            ARCH[t.model.arch_slot.get(arch).copied().unwrap_or(0) % ARCH.len()]
-        }
-        JobKind::Bundle { .. } => Color::Yellow,
-        JobKind::Host { .. } => Color::LightGreen,
+    ARCH[t.model.arch_slot.get(arch).copied().unwrap_or(0) % ARCH.len()]
+}
+
+fn kind_colour(t: &Timeline, j: &Job) -> Color {
+    match j.kind {
+        JobKind::Device => arch_colour(t, j.arch().unwrap_or_default()),
+        JobKind::Bundle => Color::Yellow,
+        JobKind::Host => Color::LightGreen,
         JobKind::Other => Color::Gray,
     }
 }
 
-fn kind_char(k: &JobKind) -> char {
+fn kind_char(k: JobKind) -> char {
     match k {
-        JobKind::Device { .. } => '█',
-        JobKind::Bundle { .. } => '▒',
-        JobKind::Host { .. } => '▓',
+        JobKind::Device => '█',
+        JobKind::Bundle => '▒',
+        JobKind::Host => '▓',
         JobKind::Other => '░',
     }
 }
 
 /// Short label of a job inside its bar.
-fn short_name(k: &JobKind, name: &str) -> String {
-    match k {
-        JobKind::Device { object, arch } => format!("{} {arch}", base(object)),
-        JobKind::Bundle { object } => format!("{} bundle", base(object)),
-        JobKind::Host { object } => format!("{} host", base(object)),
-        JobKind::Other => base(name).to_string(),
+fn short_name(j: &Job) -> String {
+    let o = base(j.object().unwrap_or_default());
+    match j.kind {
+        JobKind::Device => format!("{o} {}", j.arch().unwrap_or_default()),
+        JobKind::Bundle => format!("{o} bundle"),
+        JobKind::Host => format!("{o} host"),
+        JobKind::Other => base(&j.names[0]).to_string(),
     }
 }
 
@@ -706,8 +709,8 @@ fn lanes(frame: &mut Frame, t: &Timeline, area: Rect, theme: Theme) {
             let j = &jobs[i];
             let sel = t.selected == Some(i);
             let running = pos.is_some_and(|p| j.end > p);
-            let colour = kind_colour(t, &j.kind);
-            let label = short_name(&j.kind, &j.names[0]);
+            let colour = kind_colour(t, j);
+            let label = short_name(j);
             let mut chars = label.chars();
             for cx in x..end {
                 let cell = &mut buf[(area.x + LABEL_W + cx as u16, y)];
@@ -740,7 +743,7 @@ fn lanes(frame: &mut Frame, t: &Timeline, area: Rect, theme: Theme) {
                     let c = if cx == x && x > 0 {
                         '▕'
                     } else {
-                        kind_char(&j.kind)
+                        kind_char(j.kind)
                     };
                     cell.set_char(text.unwrap_or(c)).set_style(st);
                 }
@@ -814,13 +817,7 @@ fn summary(frame: &mut Frame, t: &Timeline, area: Rect, theme: Theme) {
             .max(1);
         for (arch, v) in &a.per_arch_detail {
             let bar = ((v.total_ms as f64 / max as f64) * 10.0).round() as usize;
-            let colour = kind_colour(
-                t,
-                &JobKind::Device {
-                    object: String::new(),
-                    arch: arch.clone(),
-                },
-            );
+            let colour = arch_colour(t, arch);
             lines.push(Line::from(vec![
                 Span::raw(format!(
                     " {:<10}",
@@ -873,10 +870,10 @@ fn job_detail(frame: &mut Frame, t: &Timeline, area: Rect, theme: Theme) {
             " No job selected: Tab selects the first, ↑↓ move between lanes, click a bar.",
         )],
         Some((i, j)) => {
-            let kind = match &j.kind {
-                JobKind::Device { arch, .. } => format!("device compile for {arch}"),
-                JobKind::Bundle { .. } => "bundling".to_string(),
-                JobKind::Host { .. } => "host compile".to_string(),
+            let kind = match j.kind {
+                JobKind::Device => format!("device compile for {}", j.arch().unwrap_or_default()),
+                JobKind::Bundle => "bundling".to_string(),
+                JobKind::Host => "host compile".to_string(),
                 JobKind::Other => "build step".to_string(),
             };
             vec![
@@ -885,7 +882,7 @@ fn job_detail(frame: &mut Frame, t: &Timeline, area: Rect, theme: Theme) {
                         format!(" {} ", j.names.join(", ")),
                         if theme.color {
                             Style::new()
-                                .fg(kind_colour(t, &j.kind))
+                                .fg(kind_colour(t, j))
                                 .add_modifier(Modifier::BOLD)
                         } else {
                             Style::new().add_modifier(Modifier::BOLD)
