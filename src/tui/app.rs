@@ -25,6 +25,8 @@ pub enum AppEvent {
     ScanDone(Box<Result<TreeReport, String>>),
     /// A rewrite preview finished.
     Preview(String, Box<Result<RewritePlan, String>>),
+    /// An ELF binary's sections and segments were read.
+    Layout(String, Box<Result<kpack::elf::rewrite::ElfLayout, String>>),
     /// The core's pack plan for the selected families finished.
     Plan(Box<Result<kpack::pack::PackPlan, String>>),
     /// Progress of a running pack.
@@ -68,6 +70,8 @@ impl View {
 pub enum Request {
     /// Compute the rewrite preview of this relative path.
     Preview(String),
+    /// Read the sections and segments of this relative path.
+    Layout(String),
     /// Compute the pack plan (with size estimates) for these family names.
     Plan(Vec<String>),
     /// Pack the tree.
@@ -170,6 +174,8 @@ pub struct App {
     pub pack: Option<PackState>,
     /// Set by Esc during a pack: the loop cancels the core's token.
     pub cancel_pack: bool,
+    /// Sections and segments of ELF files, read in the background on selection.
+    pub layouts: std::collections::HashMap<String, Result<kpack::elf::rewrite::ElfLayout, String>>,
 }
 
 impl App {
@@ -208,6 +214,30 @@ impl App {
             planning: false,
             pack: None,
             cancel_pack: false,
+            layouts: std::collections::HashMap::new(),
+        }
+    }
+
+    /// The file under the explorer's cursor.
+    pub fn selected_file(&self) -> Option<&kpack::scan::FileReport> {
+        let (tree, report) = (self.tree.as_ref()?, self.report.as_ref()?);
+        let rows = self.rows();
+        let f = tree.nodes[rows.get(self.selected)?.node].file?;
+        report.files.get(f)
+    }
+
+    /// Ask for the selected ELF file's layout once.
+    fn want_layout(&mut self) {
+        let Some(f) = self.selected_file() else { return };
+        if f.elf_kind.is_none() || f.hard_link_of.is_some() {
+            return;
+        }
+        let path = f.path.clone();
+        if !self.layouts.contains_key(&path) {
+            // Pending until the answer arrives; never asked twice.
+            self.layouts
+                .insert(path.clone(), Err("reading…".to_string()));
+            self.requests.push(Request::Layout(path));
         }
     }
 
@@ -231,6 +261,15 @@ impl App {
 
     /// Handle one event.
     pub fn update(&mut self, ev: AppEvent) {
+        let explorer_input = self.view == View::Explorer
+            && matches!(ev, AppEvent::Key(_) | AppEvent::Mouse(_) | AppEvent::ScanDone(_));
+        self.update_inner(ev);
+        if explorer_input && self.view == View::Explorer {
+            self.want_layout();
+        }
+    }
+
+    fn update_inner(&mut self, ev: AppEvent) {
         match ev {
             AppEvent::Key(k) => self.key(k),
             AppEvent::Mouse(m) => match m.kind {
@@ -268,6 +307,9 @@ impl App {
                 Err(e) => self.error = Some(e),
             },
             AppEvent::Preview(path, r) => self.preview = Some((path, *r)),
+            AppEvent::Layout(path, r) => {
+                self.layouts.insert(path, *r);
+            }
             AppEvent::Pack(e) => {
                 if let Some(PackState::Running(p)) = &mut self.pack {
                     p.tally.apply(e);

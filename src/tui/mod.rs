@@ -118,6 +118,23 @@ fn start(req: Request, root: &Path, tx: &Sender<AppEvent>, cancel: &kpack::event
                 let _ = tx.send(AppEvent::Plan(Box::new(plan(&root, &families))));
             });
         }
+        Request::Layout(rel) => {
+            let path = if root.is_dir() {
+                root.join(&rel)
+            } else {
+                root.to_path_buf()
+            };
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let r = kpack::scan::map_file(&path)
+                    .map_err(|e| e.to_string())
+                    .and_then(|m| {
+                        kpack::elf::rewrite::parse_layout(m.as_deref().unwrap_or_default())
+                            .map_err(|e| e.to_string())
+                    });
+                let _ = tx.send(AppEvent::Layout(rel, Box::new(r)));
+            });
+        }
         Request::Preview(rel) => {
             let path = if root.is_dir() {
                 root.join(&rel)

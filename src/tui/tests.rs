@@ -58,6 +58,37 @@ fn explorer_at_both_sizes() {
 }
 
 #[test]
+fn detail_shows_sections_and_segments_read_in_the_background() {
+    let mut app = scanned();
+    select(&mut app, "librdc.so");
+    assert!(
+        app.requests
+            .contains(&super::app::Request::Layout("lib/librdc.so".into())),
+        "{:?}",
+        app.requests
+    );
+    let n = app.requests.len();
+    key(&mut app, KeyCode::Char('s'));
+    key(&mut app, KeyCode::Char('s'));
+    key(&mut app, KeyCode::Char('s'));
+    assert_eq!(
+        app.requests
+            .iter()
+            .filter(|r| matches!(r, super::app::Request::Layout(p) if p == "lib/librdc.so"))
+            .count(),
+        1,
+        "asked once ({n} requests before)"
+    );
+    let bytes = std::fs::read(demo().join("lib/librdc.so")).unwrap();
+    let layout = kpack::elf::rewrite::parse_layout(&bytes).map_err(|e| e.to_string());
+    app.update(AppEvent::Layout("lib/librdc.so".into(), Box::new(layout)));
+    let screen = format!("{:?}", render(&app, 160, 48).backend());
+    assert!(screen.contains("segments (") && screen.contains("LOAD"), "{screen}");
+    assert!(screen.contains(".hip_fatbin"), "{screen}");
+    insta::assert_snapshot!("explorer_layout_160x48", render(&app, 160, 48).backend());
+}
+
+#[test]
 fn scanning_gauge() {
     let mut app = App::new(PathBuf::from("assets/demo"), None);
     app.update(AppEvent::ScanProgress(7, 19));

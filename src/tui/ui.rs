@@ -228,7 +228,13 @@ fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         left,
     );
     let detail_lines = match rows.get(app.selected).and_then(|r| tree.nodes[r.node].file) {
-        Some(f) => file_detail(&report.files[f], theme),
+        Some(f) => {
+            let mut l = file_detail(&report.files[f], theme);
+            if let Some(Ok(layout)) = app.layouts.get(&report.files[f].path) {
+                l.extend(layout_lines(layout, theme));
+            }
+            l
+        }
         None => match rows.get(app.selected) {
             Some(r) => {
                 let n = &tree.nodes[r.node];
@@ -251,6 +257,38 @@ fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             .block(Block::bordered().title(" detail ")),
         right,
     );
+}
+
+/// An ELF file's segments (one line each) and sections (name and size, wrapped).
+pub fn layout_lines(l: &kpack::elf::rewrite::ElfLayout, theme: Theme) -> Vec<Line<'static>> {
+    let mut out = vec![Line::from(Span::styled(
+        format!("segments ({})", l.segments.len()),
+        theme.fg(Color::LightBlue),
+    ))];
+    for g in &l.segments {
+        let flags: String = [(4, 'R'), (2, 'W'), (1, 'X')]
+            .iter()
+            .map(|(b, c)| if g.p_flags & b != 0 { *c } else { '-' })
+            .collect();
+        out.push(Line::from(format!(
+            "  {:<12} {flags} off {:#08x} {:>10}",
+            g.type_name(),
+            g.p_offset,
+            size(g.p_filesz)
+        )));
+    }
+    out.push(Line::from(Span::styled(
+        format!("sections ({})", l.sections.len()),
+        theme.fg(Color::LightBlue),
+    )));
+    let names: Vec<String> = l
+        .sections
+        .iter()
+        .filter(|s| !s.name.is_empty())
+        .map(|s| format!("{} {}", s.name, size(s.sh_size)))
+        .collect();
+    out.push(Line::from(format!("  {}", names.join(" · "))));
+    out
 }
 
 /// The lines describing one file (bundles per TU, targets, wrappers, marker, problems).
