@@ -306,9 +306,13 @@ impl Timeline {
                         r.pos = wall;
                         r.playing = false;
                     }
-                    // Keep the play head in view.
-                    if r.pos > self.view_start + self.view_span * 0.9 {
-                        self.view_start = (r.pos - self.view_span * 0.1).max(0.0);
+                    // Keep the play head in view when zoomed in (never past the end).
+                    if r.pos > self.view_start + self.view_span * 0.9
+                        && self.view_start + self.view_span < wall
+                    {
+                        self.view_start = (r.pos - self.view_span * 0.1)
+                            .min(wall - self.view_span * 0.95)
+                            .max(0.0);
                     }
                 }
             }
