@@ -51,22 +51,22 @@ pub type FormatResult<T> = std::result::Result<T, FormatError>;
 #[non_exhaustive]
 pub enum Error {
     /// The file could not be read or written.
-    #[error("{}: {source}", path.display())]
+    // The OS error is part of the message (not a `#[source]`), so a report that
+    // prints the chain does not repeat it.
+    #[error("{}: {error}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
         /// The OS error.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The file's content is malformed.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Format {
         /// The file.
         path: PathBuf,
         /// What is wrong, and where.
-        #[source]
-        source: FormatError,
+        error: FormatError,
     },
     /// The file is valid but not something this operation handles.
     #[error("{}: {what}", path.display())]
@@ -86,7 +86,7 @@ impl Error {
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),
-            source,
+            error: source,
         }
     }
 
@@ -94,7 +94,7 @@ impl Error {
     pub fn format(path: impl Into<PathBuf>, source: FormatError) -> Self {
         Error::Format {
             path: path.into(),
-            source,
+            error: source,
         }
     }
 }

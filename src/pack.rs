@@ -813,13 +813,28 @@ pub fn execute_pack(
         return Err(Error::Invalid("cancelled".into()));
     }
     sink.event(PackEvent::Finishing("renaming into place"));
-    if out.exists() {
+    let placed = if out.exists() && opts.force {
         let old = parent.join(format!("{prefix}{}-old", std::process::id()));
-        std::fs::rename(out, &old).map_err(|e| Error::io(out, e))?;
-        std::fs::rename(&stage, out).map_err(|e| Error::io(out, e))?;
-        let _ = std::fs::remove_dir_all(&old);
+        std::fs::rename(out, &old)
+            .and_then(|()| std::fs::rename(&stage, out))
+            .map(|()| {
+                let _ = std::fs::remove_dir_all(&old);
+            })
     } else {
-        std::fs::rename(&stage, out).map_err(|e| Error::io(out, e))?;
+        // rename(2) replaces only an empty directory: another pack that finished
+        // first keeps its output.
+        std::fs::rename(&stage, out)
+    };
+    if let Err(e) = placed {
+        let _ = std::fs::remove_dir_all(&stage);
+        if matches!(e.raw_os_error(), Some(libc::ENOTEMPTY) | Some(libc::EEXIST)) {
+            return Err(Error::Invalid(format!(
+                "{} appeared while packing (another pack finished first) and is kept; \
+                 pass --force to replace it",
+                out.display()
+            )));
+        }
+        return Err(Error::io(out, e));
     }
     Ok(PackReport {
         bytes_in: plan.input_bytes,

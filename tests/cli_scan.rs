@@ -181,6 +181,7 @@ fn find(hay: &[u8], needle: &[u8]) -> usize {
 fn bad_inputs_become_diagnostics_and_strict_fails() {
     let tmp = tempfile::tempdir().unwrap();
     bad_tree(tmp.path());
+    let before = tree_hashes(tmp.path());
     let p = tmp.path().to_str().unwrap();
     let o = kpack(&[p, "--no-tui", "--json"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
@@ -254,5 +255,25 @@ fn bad_inputs_become_diagnostics_and_strict_fails() {
     assert!(
         text.contains("error: elf32.so") || text.contains("warning: elf32.so"),
         "{text}"
+    );
+    // Packing the bad tree and listing it again change nothing in it.
+    let out = tempfile::tempdir().unwrap();
+    let _ = kpack(&[
+        "pack",
+        p,
+        "-o",
+        out.path().join("o").to_str().unwrap(),
+        "--group",
+        "g",
+        "--family",
+        "gfx90X",
+        "--unassigned",
+        "drop",
+    ]);
+    let _ = kpack(&[p, "--no-tui", "--long"]);
+    assert_eq!(
+        tree_hashes(tmp.path()),
+        before,
+        "the input tree was modified"
     );
 }

@@ -228,7 +228,9 @@ impl App {
 
     /// Ask for the selected ELF file's layout once.
     fn want_layout(&mut self) {
-        let Some(f) = self.selected_file() else { return };
+        let Some(f) = self.selected_file() else {
+            return;
+        };
         if f.elf_kind.is_none() || f.hard_link_of.is_some() {
             return;
         }
@@ -262,7 +264,10 @@ impl App {
     /// Handle one event.
     pub fn update(&mut self, ev: AppEvent) {
         let explorer_input = self.view == View::Explorer
-            && matches!(ev, AppEvent::Key(_) | AppEvent::Mouse(_) | AppEvent::ScanDone(_));
+            && matches!(
+                ev,
+                AppEvent::Key(_) | AppEvent::Mouse(_) | AppEvent::ScanDone(_)
+            );
         self.update_inner(ev);
         if explorer_input && self.view == View::Explorer {
             self.want_layout();

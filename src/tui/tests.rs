@@ -83,7 +83,10 @@ fn detail_shows_sections_and_segments_read_in_the_background() {
     let layout = kpack::elf::rewrite::parse_layout(&bytes).map_err(|e| e.to_string());
     app.update(AppEvent::Layout("lib/librdc.so".into(), Box::new(layout)));
     let screen = format!("{:?}", render(&app, 160, 48).backend());
-    assert!(screen.contains("segments (") && screen.contains("LOAD"), "{screen}");
+    assert!(
+        screen.contains("segments (") && screen.contains("LOAD"),
+        "{screen}"
+    );
     assert!(screen.contains(".hip_fatbin"), "{screen}");
     insta::assert_snapshot!("explorer_layout_160x48", render(&app, 160, 48).backend());
 }

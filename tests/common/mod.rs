@@ -59,3 +59,34 @@ pub fn stdout(o: &Output) -> String {
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+
+/// path → (bytes or link target, mode, mtime) of every entry of a tree (fifos and
+/// other special files by metadata only): compared before and after an operation to
+/// prove the input was not modified.
+pub fn tree_hashes(root: &Path) -> std::collections::BTreeMap<String, (Vec<u8>, u32, i64)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut m = std::collections::BTreeMap::new();
+    for e in walkdir::WalkDir::new(root).follow_links(false) {
+        let e = e.unwrap();
+        let meta = e.path().symlink_metadata().unwrap();
+        let bytes = if meta.file_type().is_symlink() {
+            std::fs::read_link(e.path())
+                .unwrap()
+                .to_string_lossy()
+                .as_bytes()
+                .to_vec()
+        } else if meta.is_file() {
+            std::fs::read(e.path()).unwrap()
+        } else {
+            Vec::new()
+        };
+        let rel = e
+            .path()
+            .strip_prefix(root)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        m.insert(rel, (bytes, meta.mode(), meta.mtime()));
+    }
+    m
+}

@@ -1,0 +1,198 @@
+//! Outputs on hostile disks and hostile neighbours: a read-only file system, a full
+//! one, two packs racing for one output, and the input tree untouched by every bad
+//! input. The disks are small tmpfs mounts (root only; CI runs as root here).
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A tmpfs mounted at a fresh directory; unmounted on drop.
+struct Mount {
+    dir: tempfile::TempDir,
+}
+
+impl Mount {
+    fn new(opts: &str) -> Option<Mount> {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", opts, "tmpfs"])
+            .arg(dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            assert!(
+                !in_ci(),
+                "CI runs as root and must be able to mount a tmpfs"
+            );
+            eprintln!("note: cannot mount a tmpfs (not root?); skipping");
+            return None;
+        }
+        Some(Mount { dir })
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+fn copy_demo(dir: &Path) -> PathBuf {
+    let t = dir.join("tree");
+    assert!(
+        Command::new("cp")
+            .arg("-a")
+            .arg(demo())
+            .arg(&t)
+            .status()
+            .unwrap()
+            .success()
+    );
+    t
+}
+
+fn pack_args<'a>(tree: &'a str, out: &'a str) -> Vec<&'a str> {
+    vec![
+        "pack",
+        tree,
+        "-o",
+        out,
+        "--group",
+        "g",
+        "--family",
+        "gfx90X",
+        "--family",
+        "gfx103X",
+        "--unassigned",
+        "drop",
+    ]
+}
+
+#[test]
+fn a_read_only_output_is_refused_with_its_name_and_nothing_written() {
+    let Some(ro) = Mount::new("ro,size=1m") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = copy_demo(tmp.path());
+    let before = tree_hashes(&tree);
+    let out = ro.path().join("packed");
+    let o = kpack(&pack_args(tree.to_str().unwrap(), out.to_str().unwrap()));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("Read-only file system"), "{err}");
+    assert!(
+        err.contains(ro.path().to_str().unwrap()),
+        "names the place: {err}"
+    );
+    assert!(std::fs::read_dir(ro.path()).unwrap().next().is_none());
+    assert_eq!(tree_hashes(&tree), before, "input untouched");
+    // Rewriting one binary into it fails the same way.
+    let o = kpack(&[
+        "rewrite",
+        tree.join("lib/librdc.so").to_str().unwrap(),
+        "-o",
+        ro.path().join("librdc.so").to_str().unwrap(),
+        "--search-path",
+        ".kpack/g_@GFXARCH@.kpack",
+    ]);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(
+        stderr(&o).contains("Read-only file system"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn a_full_disk_fails_cleanly_and_leaves_no_partial_output() {
+    // Smaller than the packed demo tree (about 200 KiB).
+    let Some(small) = Mount::new("size=96k") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = copy_demo(tmp.path());
+    let before = tree_hashes(&tree);
+    let out = small.path().join("packed");
+    let o = kpack(&pack_args(tree.to_str().unwrap(), out.to_str().unwrap()));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("No space left on device"), "{err}");
+    assert!(!out.exists(), "no output");
+    let left: Vec<_> = std::fs::read_dir(small.path()).unwrap().collect();
+    assert!(left.is_empty(), "temporary files removed: {left:?}");
+    assert_eq!(tree_hashes(&tree), before, "input untouched");
+    // An archive extract into the full disk reports the same.
+    let packed = tmp.path().join("packed");
+    let o = kpack(&pack_args(tree.to_str().unwrap(), packed.to_str().unwrap()));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let filler = small.path().join("filler");
+    std::fs::write(&filler, vec![0u8; 90 * 1024]).unwrap_or_default();
+    let o = kpack(&[
+        "extract",
+        packed.join(".kpack/g_gfx90X.kpack").to_str().unwrap(),
+        "--all",
+        "-o",
+        small.path().join("x").to_str().unwrap(),
+    ]);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(
+        stderr(&o).contains("No space left on device"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn two_packs_racing_for_one_output_leave_one_complete_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = copy_demo(tmp.path());
+    let out = tmp.path().join("packed");
+    let args = pack_args(tree.to_str().unwrap(), out.to_str().unwrap());
+    let spawn = || {
+        Command::new(env!("CARGO_BIN_EXE_kpack-tui"))
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    for round in 0..4 {
+        let _ = std::fs::remove_dir_all(&out);
+        let (a, b) = (spawn(), spawn());
+        let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+        let ok = [&a, &b].iter().filter(|o| o.status.success()).count();
+        assert!(
+            ok >= 1,
+            "round {round}: neither finished:\n{}\n{}",
+            stderr(&a),
+            stderr(&b)
+        );
+        for o in [&a, &b] {
+            if !o.status.success() {
+                let e = stderr(o);
+                assert!(
+                    e.contains(out.to_str().unwrap()) && e.contains("--force"),
+                    "round {round}: the loser says why: {e}"
+                );
+            }
+        }
+        let v = kpack(&["verify", out.to_str().unwrap()]);
+        assert!(v.status.success(), "round {round}: {}", stdout(&v));
+        let stray: Vec<String> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n != "tree" && n != "packed")
+            .collect();
+        assert!(
+            stray.is_empty(),
+            "round {round}: temporaries left: {stray:?}"
+        );
+    }
+}
