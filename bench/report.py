@@ -59,7 +59,8 @@ for r in rows:
               f"| {r['ours_s']:.1f} s through phc | {r['ref_s']:.1f} s plain hipcc | {r['ours_s']/r['ref_s']:.2f} "
               f"| < 1 (objects identical: {'yes' if r['identical'] else 'NO'}; peak {r['peak']} jobs) | |")
     elif b == "tui":
-        print(f"| TUI frame | {r['view']} at {r['size']} on a {r['files']:,}-file model "
+        unit = "job" if r['view'].startswith('timeline') else "file"
+        print(f"| TUI frame | {r['view']} at {r['size']} on a {r['files']:,}-{unit} model "
               f"| {r['ours_ms']:.2f} ms | | | < 10 ms | |")
 print()
 print("Notes:")

@@ -139,6 +139,11 @@ if want archive; then
   "$root/target/release/examples/bench_archive" "$work/archive" --runs "$RUNS" --skip-write --big-kernel-kb 256 >> "$results.new"
 fi
 
+if want tui; then
+  echo "bench: frame time per view at 160x48 on 100k-file and 100k-job models"
+  "$kp" bench-frames --files 100000 --jobs 100000 --frames 50 >> "$results.new"
+fi
+
 if want phc; then
   echo "bench: make -j2 of a 4-arch HIP project, plain hipcc vs through phc"
   command -v hipcc >/dev/null && command -v make >/dev/null || { echo "bench: phc needs hipcc and make" >&2; exit 1; }

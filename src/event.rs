@@ -24,6 +24,9 @@ pub enum ScanEvent {
         /// Its size.
         bytes: u64,
     },
+    /// The report of one entry, as soon as it is ready (a front end can show the tree
+    /// filling in). Reports arrive in any order.
+    Inspected(Box<crate::scan::FileReport>),
 }
 
 /// Receiver of progress events. Must be cheap: it is called from worker threads.

@@ -498,6 +498,7 @@ pub fn scan(
             }
             None => inspect_entry(e),
         };
+        sink.event(ScanEvent::Inspected(Box::new(r.clone())));
         if e.meta.file_type().is_file() && link_of[i].is_none() {
             sink.event(ScanEvent::FileDone {
                 path: PathBuf::from(&e.rel),
@@ -529,6 +530,13 @@ pub fn scan(
         diagnostics,
         directories,
     ))
+}
+
+/// A report from entries inspected so far (a scan in progress): sorted by path,
+/// with totals and per-arch figures over those entries.
+pub fn partial_report(root: &str, mut files: Vec<FileReport>) -> TreeReport {
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    build_report(root.to_string(), files, Vec::new(), 0)
 }
 
 fn build_report(

@@ -23,6 +23,8 @@ pub enum AppEvent {
     ScanProgress(u64, u64),
     /// The scan finished.
     ScanDone(Box<Result<TreeReport, String>>),
+    /// The entries inspected so far, while the scan runs (built off the UI thread).
+    Partial(Box<(TreeReport, Tree)>),
     /// A rewrite preview finished.
     Preview(String, Box<Result<RewritePlan, String>>),
     /// An ELF binary's sections and segments were read.
@@ -144,6 +146,8 @@ pub struct App {
     pub filtering: bool,
     /// Scan progress (done, total).
     pub progress: (u64, u64),
+    /// The tree shown is a scan in progress.
+    pub partial: bool,
     /// A fatal error to show.
     pub error: Option<String>,
     /// Help overlay shown.
@@ -215,7 +219,64 @@ impl App {
             pack: None,
             cancel_pack: false,
             layouts: std::collections::HashMap::new(),
+            partial: false,
         }
+    }
+
+    /// Show a (new or more complete) report, keeping open folders and the selection.
+    fn show(&mut self, report: TreeReport, tree: Tree) {
+        match self.tree.take() {
+            None => {
+                // First sight: open the first level, preselect the families with code.
+                self.expanded = tree.nodes[0]
+                    .children
+                    .iter()
+                    .copied()
+                    .filter(|&c| tree.nodes[c].file.is_none())
+                    .collect();
+                for (i, (name, _)) in PRESETS.iter().enumerate() {
+                    if let Ok(f) = Family::parse(name) {
+                        self.families[i] = report.archs.keys().any(|a| f.contains(a));
+                    }
+                }
+            }
+            Some(old) => {
+                let selected = self
+                    .report
+                    .as_ref()
+                    .and_then(|r| {
+                        old.rows(&self.expanded, self.sort, &self.filter, r)
+                            .get(self.selected)
+                            .map(|row| old.path(row.node))
+                    });
+                self.expanded = self
+                    .expanded
+                    .iter()
+                    .filter_map(|&n| tree.find(&old.path(n)))
+                    .collect();
+                if report.archs.len() > self.report.as_ref().map_or(0, |r| r.archs.len()) {
+                    for (i, (name, _)) in PRESETS.iter().enumerate() {
+                        if let Ok(f) = Family::parse(name) {
+                            self.families[i] |= report.archs.keys().any(|a| f.contains(a));
+                        }
+                    }
+                }
+                self.tree = Some(tree);
+                self.report = Some(report);
+                if let Some(path) = selected {
+                    let rows = self.rows();
+                    if let Some(i) = rows
+                        .iter()
+                        .position(|r| self.tree.as_ref().is_some_and(|t| t.path(r.node) == path))
+                    {
+                        self.selected = i;
+                    }
+                }
+                return;
+            }
+        }
+        self.tree = Some(tree);
+        self.report = Some(report);
     }
 
     /// The file under the explorer's cursor.
@@ -290,24 +351,18 @@ impl App {
             },
             AppEvent::Resize | AppEvent::Tick => {}
             AppEvent::ScanProgress(done, total) => self.progress = (done, total),
+            AppEvent::Partial(p) => {
+                if self.report.is_none() || self.partial {
+                    let (report, tree) = *p;
+                    self.show(report, tree);
+                    self.partial = true;
+                }
+            }
             AppEvent::ScanDone(r) => match *r {
                 Ok(report) => {
                     let tree = Tree::build(&report);
-                    // Open the first level.
-                    self.expanded = tree.nodes[0]
-                        .children
-                        .iter()
-                        .copied()
-                        .filter(|&c| tree.nodes[c].file.is_none())
-                        .collect();
-                    // Preselect the families with code in the tree.
-                    for (i, (name, _)) in PRESETS.iter().enumerate() {
-                        if let Ok(f) = Family::parse(name) {
-                            self.families[i] = report.archs.keys().any(|a| f.contains(a));
-                        }
-                    }
-                    self.tree = Some(tree);
-                    self.report = Some(report);
+                    self.show(report, tree);
+                    self.partial = false;
                 }
                 Err(e) => self.error = Some(e),
             },

@@ -42,7 +42,7 @@ fn tree_model(files: usize) -> Result<kpack::scan::TreeReport> {
 /// A phc-shaped build of `jobs` jobs (4 archs, bundle, host per object) on 16 slots.
 fn trace_model(jobs: usize) -> kpack::trace::Trace {
     let mut text = String::with_capacity(jobs * 60);
-    let mut t = 0i64;
+    let mut t = 1_700_000_000_000i64; // epoch ms, as phc writes
     let archs = ["gfx900", "gfx906", "gfx90a", "gfx942"];
     let mut i = 0;
     while i < jobs {

@@ -24,6 +24,8 @@ struct ScanForward {
     done: AtomicU64,
     total: AtomicU64,
     last: std::sync::Mutex<Instant>,
+    /// Reports not yet shown, taken by the aggregator thread.
+    pending: std::sync::Arc<std::sync::Mutex<Vec<kpack::scan::FileReport>>>,
 }
 
 impl EventSink<ScanEvent> for ScanForward {
@@ -32,6 +34,12 @@ impl EventSink<ScanEvent> for ScanForward {
             ScanEvent::Discovered { files, .. } => self.total.store(files, Ordering::Relaxed),
             ScanEvent::FileDone { .. } => {
                 self.done.fetch_add(1, Ordering::Relaxed);
+            }
+            ScanEvent::Inspected(r) => {
+                if let Ok(mut p) = self.pending.lock() {
+                    p.push(*r);
+                }
+                return;
             }
         }
         // At most one progress message per frame.
@@ -171,14 +179,47 @@ pub fn run(path: PathBuf, archive: Option<kpack::kpack::archive::ArchiveIndex>) 
         let tx2 = tx.clone();
         let p = path.clone();
         std::thread::spawn(move || {
+            let pending = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+            let finished = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            // The tree fills in: every 300 ms the entries inspected so far become a
+            // partial report and tree, built here, not on the drawing thread.
+            let aggregator = {
+                let (pending, finished, tx) = (pending.clone(), finished.clone(), tx2.clone());
+                let root = p.display().to_string();
+                std::thread::spawn(move || {
+                    let mut all: Vec<kpack::scan::FileReport> = Vec::new();
+                    let mut wait = Duration::from_millis(100);
+                    loop {
+                        std::thread::park_timeout(wait);
+                        wait = Duration::from_millis(300);
+                        if finished.load(Ordering::SeqCst) {
+                            break;
+                        }
+                        let new = pending.lock().map(|mut v| std::mem::take(&mut *v));
+                        match new {
+                            Ok(v) if !v.is_empty() => all.extend(v),
+                            _ => continue,
+                        }
+                        let report = kpack::scan::partial_report(&root, all.clone());
+                        let tree = tree::Tree::build(&report);
+                        if tx.send(AppEvent::Partial(Box::new((report, tree)))).is_err() {
+                            break;
+                        }
+                    }
+                })
+            };
             let sink = ScanForward {
                 tx: tx2.clone(),
                 done: AtomicU64::new(0),
                 total: AtomicU64::new(0),
                 last: std::sync::Mutex::new(Instant::now()),
+                pending,
             };
             let r = kpack::scan::scan(&p, &kpack::scan::ScanOptions::default(), &sink)
                 .map_err(|e| e.to_string());
+            finished.store(true, Ordering::SeqCst);
+            aggregator.thread().unpark();
+            let _ = aggregator.join();
             let _ = tx2.send(AppEvent::ScanDone(Box::new(r)));
         });
     }

@@ -92,6 +92,42 @@ fn detail_shows_sections_and_segments_read_in_the_background() {
 }
 
 #[test]
+fn the_tree_fills_in_while_the_scan_runs() {
+    let full = kpack::scan::scan(
+        &demo(),
+        &kpack::scan::ScanOptions { threads: 1 },
+        &kpack::event::NoEvents,
+    )
+    .unwrap();
+    let mut app = App::new(PathBuf::from("assets/demo"), None);
+    app.update(AppEvent::ScanProgress(6, 19));
+    // The first entries arrive: a partial tree, usable at once.
+    let some: Vec<_> = full
+        .files
+        .iter()
+        .filter(|f| f.path.starts_with("lib/"))
+        .cloned()
+        .collect();
+    let report = kpack::scan::partial_report("assets/demo", some);
+    let tree = super::tree::Tree::build(&report);
+    app.update(AppEvent::Partial(Box::new((report, tree))));
+    assert!(app.partial);
+    let screen = format!("{:?}", render(&app, 80, 24).backend());
+    assert!(screen.contains("scanning 6/19"), "{screen}");
+    let partial_screen = render(&app, 80, 24).backend().clone();
+    select(&mut app, "librdc.so");
+    // Open a folder, then the rest arrives: the folder stays open, the selection stays.
+    let rows_before = app.rows().len();
+    app.update(AppEvent::ScanDone(Box::new(Ok(full))));
+    assert!(!app.partial);
+    let rows = app.rows();
+    let tree = app.tree.as_ref().unwrap();
+    assert_eq!(tree.nodes[rows[app.selected].node].name, "librdc.so");
+    assert!(rows.len() > rows_before, "new entries shown");
+    insta::assert_snapshot!("explorer_partial_80x24", partial_screen);
+}
+
+#[test]
 fn scanning_gauge() {
     let mut app = App::new(PathBuf::from("assets/demo"), None);
     app.update(AppEvent::ScanProgress(7, 19));

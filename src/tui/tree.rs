@@ -157,6 +157,18 @@ impl Tree {
         c
     }
 
+    /// The node at a relative path.
+    pub fn find(&self, path: &str) -> Option<usize> {
+        let mut n = 0;
+        for part in path.split('/').filter(|p| !p.is_empty()) {
+            n = *self.nodes[n]
+                .children
+                .iter()
+                .find(|&&c| self.nodes[c].name == part)?;
+        }
+        Some(n)
+    }
+
     /// Relative path of a node.
     pub fn path(&self, mut n: usize) -> String {
         let mut parts = Vec::new();

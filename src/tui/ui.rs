@@ -217,12 +217,21 @@ fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         lines.push(line);
     }
     let t = &report.totals;
-    let title = format!(
-        " {} entries · {} · device {} ",
-        t.entries,
-        size(t.bytes),
-        size(t.device_bytes)
-    );
+    let title = if app.partial {
+        let (done, total) = app.progress;
+        format!(
+            " scanning {done}/{total} · {} entries so far · device {} ",
+            t.entries,
+            size(t.device_bytes)
+        )
+    } else {
+        format!(
+            " {} entries · {} · device {} ",
+            t.entries,
+            size(t.bytes),
+            size(t.device_bytes)
+        )
+    };
     frame.render_widget(
         Paragraph::new(lines).block(Block::bordered().title(title)),
         left,
