@@ -58,6 +58,10 @@ for r in rows:
         print(f"| phc | make -j2 of {r['files']} HIP files of uneven size for {r['archs']} archs (hipcc, clang 15) "
               f"| {r['ours_s']:.1f} s through phc | {r['ref_s']:.1f} s plain hipcc | {r['ours_s']/r['ref_s']:.2f} "
               f"| < 1 (objects identical: {'yes' if r['identical'] else 'NO'}; peak {r['peak']} jobs) | |")
+    elif b == "phc1":
+        print(f"| phc, one file | the largest file alone for {r['archs']} archs (no make, no jobserver) "
+              f"| {r['ours_s']:.1f} s through phc | {r['ref_s']:.1f} s plain hipcc | {r['ours_s']/r['ref_s']:.2f} "
+              f"| < 1 (2 cores: at best 0.5 of the device part) | |")
     elif b == "tui":
         unit = "job" if r['view'].startswith('timeline') else "file"
         print(f"| TUI frame | {r['view']} at {r['size']} on a {r['files']:,}-{unit} model "

@@ -15,7 +15,7 @@ work=$root/bench/work
 mkdir -p "$work"
 results=$work/results.jsonl
 sections=("$@")
-[ ${#sections[@]} -gt 0 ] || sections=(scan rewrite pack trace archive tui phc)
+[ ${#sections[@]} -gt 0 ] || sections=(scan rewrite pack trace archive tui phc phc1)
 want() { local s; for s in "${sections[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 for t in hyperfine zstd clang-offload-bundler-19 objcopy python3 /usr/bin/time; do
   command -v "$t" >/dev/null || { echo "bench: missing $t" >&2; exit 1; }
@@ -33,7 +33,7 @@ record() { echo "$1" >> "$results.new"; }
 if [ -f "$results" ]; then
   python3 - "$results" "${sections[@]}" >> "$results.new" <<'PY'
 import json, sys
-keep = {"scan": "scan", "rewrite": "rewrite", "pack": "pack", "trace": "trace", "archive_write": "archive", "archive_random_access": "archive", "tui": "tui", "phc": "phc"}
+keep = {"scan": "scan", "rewrite": "rewrite", "pack": "pack", "trace": "trace", "archive_write": "archive", "archive_random_access": "archive", "tui": "tui", "phc": "phc", "phc1": "phc1"}
 rerun = set(sys.argv[2:])
 for line in open(sys.argv[1]):
     b = json.loads(line)
@@ -162,6 +162,18 @@ if want phc; then
   peak=$(python3 -c 'import json,sys; b=json.load(open(sys.argv[1]))["builds"][0]; print(b["peak_parallelism"], b["wall_ms"], b["job_ms"])' "$work/phc-trace.json")
   read -r ppeak pwall psum <<< "$peak"
   record "{\"bench\":\"phc\",\"files\":4,\"archs\":4,\"ours_s\":$ours,\"ref_s\":$ref,\"identical\":$same,\"peak\":$ppeak,\"trace_wall_ms\":$pwall,\"trace_sum_ms\":$psum}"
+fi
+
+if want phc1; then
+  echo "bench: one file (8 kernels, 4 archs) alone: plain hipcc vs through phc"
+  proj=$work/phc-project
+  [ -f "$proj/f8.hip" ] || python3 "$root/bench/phc_project.py" "$proj"
+  phc=$root/target/release/phc
+  a="--offload-arch=gfx900 --offload-arch=gfx906 --offload-arch=gfx908 --offload-arch=gfx90a"
+  hyperfine -N --runs "$RUNS" --export-json "$work/hf-phc1.json" \
+    "$phc hipcc -O2 -c $proj/f8.hip $a -o $proj/one.o" "hipcc -O2 -c $proj/f8.hip $a -o $proj/one.o" > "$work/hf-phc1.log"
+  read -r ours ref <<< "$(median "$work/hf-phc1.json")"
+  record "{\"bench\":\"phc1\",\"archs\":4,\"ours_s\":$ours,\"ref_s\":$ref}"
 fi
 
 mv "$results.new" "$results"

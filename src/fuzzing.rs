@@ -108,3 +108,30 @@ pub fn ninja_log(data: &[u8]) {
     p.finish();
     assert_eq!(p.trace().builds, t.builds);
 }
+
+/// phc's readers: the driver's `-###` output (plan, target matching) and a command
+/// line (analysis, device and host lines). The input's first line is the command
+/// line (split on spaces), the rest the probe output.
+pub fn phc(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let (cmd, probe) = text.split_once('\n').unwrap_or((&text, ""));
+    let argv: Vec<String> = cmd.split(' ').map(str::to_string).collect();
+    if let Ok(line) = crate::phc::args::analyse(&argv) {
+        assert!(line.archs.len() >= 2);
+        let out = std::path::Path::new("/t/x.out");
+        let d = crate::phc::args::device_args(&line, &line.archs[0], &[], out);
+        assert!(d.iter().any(|a| a == "--offload-device-only"));
+        let h = crate::phc::args::host_args(&line, out, &[]);
+        assert!(h.iter().any(|a| a == "--offload-host-only"));
+        if let Ok(plan) = crate::phc::probe::read_plan(probe, |_| true)
+            && let Ok(order) = crate::phc::probe::match_targets(&plan.targets, &line.archs)
+        {
+            assert_eq!(order.len(), line.archs.len() + 1);
+            assert_eq!(order.iter().filter(|o| o.is_none()).count(), 1);
+        }
+    }
+    let _ = crate::phc::args::clang_hash_cuid("/x", &[], &argv);
+    let _ = crate::phc::probe::read_plan(probe, |_| true);
+    let _ = crate::phc::jobserver::advertised(cmd);
+    let _ = crate::phc::jobserver::local_slots(cmd, 4);
+}

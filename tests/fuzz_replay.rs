@@ -159,3 +159,8 @@ fn rewrite_plan_apply_verify() {
 fn ninja_log_parser() {
     replay("ninja_log", 3000, kpack::fuzzing::ninja_log);
 }
+
+#[test]
+fn phc_readers() {
+    replay("phc", 3000, kpack::fuzzing::phc);
+}

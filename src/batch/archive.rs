@@ -1,11 +1,11 @@
 //! `.kpack` inspect, extract and verify in batch mode.
 
 use super::{EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, size};
-use anyhow::{Context, Result, bail};
-use kpack::kpack::archive::{Archive, KernelEntry, safe_relative_path};
+use anyhow::{Result, bail};
+use kpack::kpack::archive::{Archive, KernelEntry};
 use serde::Serialize;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// JSON view of an archive.
 #[derive(Serialize)]
@@ -165,13 +165,6 @@ pub fn verify(path: &Path, json: bool, out: &mut dyn Write) -> Result<i32> {
     })
 }
 
-fn safe_arch(arch: &str) -> Result<&str> {
-    if arch.is_empty() || arch == "." || arch == ".." || arch.contains(['/', '\\', '\0']) {
-        bail!("arch {arch:?} cannot be used as a file name");
-    }
-    Ok(arch)
-}
-
 /// Extract one kernel (`key`, `arch`) or all of them (`all`).
 pub fn extract(
     path: &Path,
@@ -182,56 +175,8 @@ pub fn extract(
 ) -> Result<i32> {
     let a = Archive::open(path)?;
     if all {
-        // Plan every output path first: nothing is written if any key is unsafe.
-        let root = out_path;
-        let mut plan: Vec<(PathBuf, &KernelEntry)> = Vec::new();
-        let mut refused = Vec::new();
-        for k in &a.index.kernels {
-            match (safe_relative_path(&k.key), safe_arch(&k.arch)) {
-                (Ok(rel), Ok(arch)) => {
-                    let tu = k.key.rsplit_once('#').map_or("0", |(_, n)| n);
-                    let mut dir = rel.clone();
-                    let name = format!(
-                        "{}#{tu}",
-                        dir.file_name()
-                            .map(|n| n.to_string_lossy().into_owned())
-                            .unwrap_or_default()
-                    );
-                    dir.set_file_name(name);
-                    plan.push((root.join(dir).join(format!("{arch}.hsaco")), k));
-                }
-                (Err(e), _) => refused.push(format!("key {:?}: {e}", k.key)),
-                (_, Err(e)) => refused.push(format!("key {:?}: {e}", k.key)),
-            }
-        }
-        if !refused.is_empty() {
-            bail!(
-                "{}: refusing to extract, {} key(s) would write outside {}:\n  {}",
-                path.display(),
-                refused.len(),
-                root.display(),
-                refused.join("\n  ")
-            );
-        }
-        std::fs::create_dir_all(root)
-            .with_context(|| format!("cannot create {}", root.display()))?;
-        let canon_root = root.canonicalize()?;
-        for (dest, k) in &plan {
-            let parent = dest.parent().unwrap_or(root);
-            std::fs::create_dir_all(parent)
-                .with_context(|| format!("cannot create {}", parent.display()))?;
-            // A symlink already inside the output must not lead the write elsewhere.
-            if !parent.canonicalize()?.starts_with(&canon_root) {
-                bail!(
-                    "{} leads outside {} (through a symlink); not writing",
-                    parent.display(),
-                    root.display()
-                );
-            }
-            let bytes = a.kernel(k)?;
-            kpack::fsutil::write_atomic(dest, &bytes, None)?;
-        }
-        eprintln!("extracted {} kernels to {}", plan.len(), root.display());
+        let n = a.extract_to(out_path, |_| true)?;
+        eprintln!("extracted {n} kernels to {}", out_path.display());
         return Ok(EXIT_OK);
     }
     let (Some(key), Some(arch)) = (key, arch) else {

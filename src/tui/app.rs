@@ -27,6 +27,8 @@ pub enum AppEvent {
     Partial(Box<(TreeReport, Tree)>),
     /// A rewrite preview finished.
     Preview(String, Box<Result<RewritePlan, String>>),
+    /// An archive extract or verify finished: the message to show.
+    ArchiveDone(String),
     /// An ELF binary's sections and segments were read.
     Layout(String, Box<Result<kpack::elf::rewrite::ElfLayout, String>>),
     /// The core's pack plan for the selected families finished.
@@ -74,6 +76,10 @@ pub enum Request {
     Preview(String),
     /// Read the sections and segments of this relative path.
     Layout(String),
+    /// Extract kernels of the open archive: one (key, arch), or all with `None`.
+    Extract(Option<(String, String)>),
+    /// Verify the open archive.
+    VerifyArchive,
     /// Compute the pack plan (with size estimates) for these family names.
     Plan(Vec<String>),
     /// Pack the tree.
@@ -148,6 +154,8 @@ pub struct App {
     pub progress: (u64, u64),
     /// The tree shown is a scan in progress.
     pub partial: bool,
+    /// The last extract/verify outcome in the inspector, or the one running.
+    pub archive_status: Option<String>,
     /// A fatal error to show.
     pub error: Option<String>,
     /// Help overlay shown.
@@ -220,6 +228,7 @@ impl App {
             cancel_pack: false,
             layouts: std::collections::HashMap::new(),
             partial: false,
+            archive_status: None,
         }
     }
 
@@ -241,14 +250,11 @@ impl App {
                 }
             }
             Some(old) => {
-                let selected = self
-                    .report
-                    .as_ref()
-                    .and_then(|r| {
-                        old.rows(&self.expanded, self.sort, &self.filter, r)
-                            .get(self.selected)
-                            .map(|row| old.path(row.node))
-                    });
+                let selected = self.report.as_ref().and_then(|r| {
+                    old.rows(&self.expanded, self.sort, &self.filter, r)
+                        .get(self.selected)
+                        .map(|row| old.path(row.node))
+                });
                 self.expanded = self
                     .expanded
                     .iter()
@@ -367,6 +373,7 @@ impl App {
                 Err(e) => self.error = Some(e),
             },
             AppEvent::Preview(path, r) => self.preview = Some((path, *r)),
+            AppEvent::ArchiveDone(msg) => self.archive_status = Some(msg),
             AppEvent::Layout(path, r) => {
                 self.layouts.insert(path, *r);
             }
@@ -464,6 +471,28 @@ impl App {
             KeyCode::Char(c @ '1'..='4') => {
                 if let Some(v) = self.views.get(c as usize - '1' as usize) {
                     self.view = *v;
+                }
+            }
+            KeyCode::Char(c @ ('x' | 'X' | 'v')) if self.view == View::Inspector => {
+                let Some(a) = &self.archive else { return };
+                let req = match c {
+                    'x' => a
+                        .kernels
+                        .get(self.archive_cursor)
+                        .map(|k| Request::Extract(Some((k.key.clone(), k.arch.clone())))),
+                    'X' => Some(Request::Extract(None)),
+                    _ => Some(Request::VerifyArchive),
+                };
+                if let Some(r) = req {
+                    self.archive_status = Some(
+                        if c == 'v' {
+                            "verifying…"
+                        } else {
+                            "extracting…"
+                        }
+                        .to_string(),
+                    );
+                    self.requests.push(r);
                 }
             }
             KeyCode::Down | KeyCode::Char('j') => self.move_by(1),

@@ -110,6 +110,13 @@ fn run_pack(
         .map_err(|e| e.to_string())
 }
 
+/// Where the inspector extracts: `<archive>.extracted/` beside the archive.
+pub fn extract_dir(archive: &Path) -> PathBuf {
+    let mut name = archive.file_name().unwrap_or_default().to_os_string();
+    name.push(".extracted");
+    archive.with_file_name(name)
+}
+
 /// Start the background work an app asked for.
 fn start(req: Request, root: &Path, tx: &Sender<AppEvent>, cancel: &kpack::event::CancelToken) {
     match req {
@@ -124,6 +131,36 @@ fn start(req: Request, root: &Path, tx: &Sender<AppEvent>, cancel: &kpack::event
             let (root, tx) = (root.to_path_buf(), tx.clone());
             std::thread::spawn(move || {
                 let _ = tx.send(AppEvent::Plan(Box::new(plan(&root, &families))));
+            });
+        }
+        Request::Extract(which) => {
+            let (archive, tx) = (root.to_path_buf(), tx.clone());
+            std::thread::spawn(move || {
+                let dest = extract_dir(&archive);
+                let msg = kpack::kpack::Archive::open(&archive)
+                    .and_then(|a| {
+                        a.extract_to(&dest, |k| {
+                            which
+                                .as_ref()
+                                .is_none_or(|(key, arch)| k.key == *key && k.arch == *arch)
+                        })
+                    })
+                    .map(|n| format!("extracted {n} kernel(s) to {}", dest.display()))
+                    .unwrap_or_else(|e| format!("extract failed: {e}"));
+                let _ = tx.send(AppEvent::ArchiveDone(msg));
+            });
+        }
+        Request::VerifyArchive => {
+            let (archive, tx) = (root.to_path_buf(), tx.clone());
+            std::thread::spawn(move || {
+                let msg = match kpack::kpack::Archive::open(&archive).map(|a| a.verify()) {
+                    Ok(f) if f.is_empty() => {
+                        "verify: sound (every frame decodes to its size)".into()
+                    }
+                    Ok(f) => format!("verify: {} fault(s): {}", f.len(), f.join("; ")),
+                    Err(e) => format!("verify: {e}"),
+                };
+                let _ = tx.send(AppEvent::ArchiveDone(msg));
             });
         }
         Request::Layout(rel) => {
@@ -202,7 +239,10 @@ pub fn run(path: PathBuf, archive: Option<kpack::kpack::archive::ArchiveIndex>) 
                         }
                         let report = kpack::scan::partial_report(&root, all.clone());
                         let tree = tree::Tree::build(&report);
-                        if tx.send(AppEvent::Partial(Box::new((report, tree)))).is_err() {
+                        if tx
+                            .send(AppEvent::Partial(Box::new((report, tree))))
+                            .is_err()
+                        {
                             break;
                         }
                     }

@@ -198,6 +198,48 @@ fn help_overlay_and_filter() {
 }
 
 #[test]
+fn inspector_extract_and_verify_requests() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/kpack/zstd.kpack");
+    let a = kpack::kpack::Archive::open(&p).unwrap();
+    let first = (
+        a.index.kernels[0].key.clone(),
+        a.index.kernels[0].arch.clone(),
+    );
+    let mut app = App::new(PathBuf::from("zstd.kpack"), Some(a.index.clone()));
+    key(&mut app, KeyCode::Char('x'));
+    key(&mut app, KeyCode::Char('X'));
+    key(&mut app, KeyCode::Char('v'));
+    use super::app::Request;
+    assert_eq!(
+        app.requests,
+        vec![
+            Request::Extract(Some(first.clone())),
+            Request::Extract(None),
+            Request::VerifyArchive
+        ]
+    );
+    assert_eq!(app.archive_status.as_deref(), Some("verifying…"));
+    app.update(AppEvent::ArchiveDone("verify: sound".into()));
+    let screen = format!("{:?}", render(&app, 80, 24).backend());
+    assert!(screen.contains("verify: sound"), "{screen}");
+    // What the background thread does for `x`: the core's extract, one file.
+    let dir = tempfile::tempdir().unwrap();
+    let n = a
+        .extract_to(dir.path(), |k| k.key == first.0 && k.arch == first.1)
+        .unwrap();
+    assert_eq!(n, 1);
+    let dest = kpack::kpack::archive::extract_path(dir.path(), &a.index.kernels[0]).unwrap();
+    assert_eq!(
+        std::fs::read(dest).unwrap(),
+        a.kernel(&a.index.kernels[0]).unwrap().as_ref()
+    );
+    assert_eq!(
+        super::extract_dir(Path::new("/x/y/a.kpack")),
+        Path::new("/x/y/a.kpack.extracted")
+    );
+}
+
+#[test]
 fn inspector_on_an_archive() {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/kpack/zstd.kpack");
     let a = kpack::kpack::Archive::open(&p).unwrap();

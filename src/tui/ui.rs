@@ -129,7 +129,12 @@ fn status(app: &App) -> String {
         ),
         View::Families => "↑↓ move · Space toggle · e plan · P pack".to_string(),
         View::Preview => "↑↓ scroll".to_string(),
-        View::Inspector => "↑↓ move".to_string(),
+        View::Inspector => match &app.archive_status {
+            Some(m) => m.clone(),
+            None => {
+                "↑↓ move · x extract the selected kernel · X extract all · v verify".to_string()
+            }
+        },
         View::Pack => match &app.pack {
             Some(super::app::PackState::Confirm { .. }) => {
                 "type to edit · ↑↓ field · +/- level · F2 layout · Enter start · Esc back"
@@ -561,17 +566,26 @@ fn inspector(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     let h = list.height as usize;
     let start = app.archive_cursor.saturating_sub(h.saturating_sub(1));
     let mut lines = Vec::new();
-    let mut last_key = "";
+    // A tree: binary, then its TUs (`#n`), then one row per arch.
+    let (mut last_bin, mut last_key) = ("", "");
     for (i, k) in a.kernels.iter().enumerate().skip(start).take(h) {
-        let key = if k.key != last_key {
-            k.key.as_str()
+        let (bin, tu) = k.key.rsplit_once('#').unwrap_or((k.key.as_str(), "0"));
+        let bin_col = if bin != last_bin || i == start {
+            bin
         } else {
             ""
         };
+        let tu_col = if k.key != last_key || i == start {
+            format!("#{tu}")
+        } else {
+            String::new()
+        };
+        last_bin = bin;
         last_key = &k.key;
         let mut line = Line::from(format!(
-            "{:<40} {:<16} {:>10} {:>10} {:>6.2}×",
-            key,
+            "{:<36} {:<4} {:<16} {:>10} {:>10} {:>6.2}×",
+            bin_col,
+            tu_col,
             k.arch,
             size(k.size),
             size(k.compressed_size),
@@ -612,7 +626,12 @@ fn help(frame: &mut Frame, app: &App, area: Rect) {
             ("+ -, F2", "zstd level, layout combined/split"),
             ("Esc", "back; during a pack: cancel cleanly"),
         ]),
-        View::Preview | View::Inspector => {}
+        View::Inspector => keys.extend([
+            ("x", "extract the selected kernel to <archive>.extracted/"),
+            ("X", "extract every kernel there"),
+            ("v", "verify the archive (every frame decodes to its size)"),
+        ]),
+        View::Preview => {}
     }
     let w = area.width.min(60);
     let h = (keys.len() as u16 + 2).min(area.height);
