@@ -144,52 +144,49 @@ pub fn analyse(build: &Build) -> BuildAnalysis {
     }
     let mut ends: Vec<i64> = jobs.iter().map(|j| j.end).collect();
     ends.sort_unstable();
-    let mut events: Vec<(i64, i32)> = Vec::with_capacity(starts.len() * 2);
-    let (mut a, mut b) = (0, 0);
-    while a < starts.len() || b < ends.len() {
-        if b < ends.len() && (a == starts.len() || ends[b] <= starts[a]) {
-            events.push((ends[b], -1));
-            b += 1;
-        } else {
-            events.push((starts[a], 1));
-            a += 1;
-        }
-    }
+    // One pass over the merged events; each constant stretch updates the figures at
+    // once (no event or segment lists: they were most of the analysis's memory).
     let mut running = 0i64;
     let mut peak = 0i64;
     let mut at_level: BTreeMap<usize, i64> = BTreeMap::new();
     let mut prev = t0;
-    let mut segments: Vec<(i64, i64, i64)> = Vec::new(); // (from, to, running)
-    for (t, d) in &events {
-        if *t > prev {
-            let e = at_level.entry(running as usize).or_default();
-            *e = e.saturating_add(t - prev);
-            segments.push((prev, *t, running));
-            prev = *t;
-        }
-        running += i64::from(*d);
-        peak = peak.max(running);
-    }
-    let idle: i64 = segments
-        .iter()
-        .map(|(a, b, r)| (peak - r).saturating_mul(b - a))
-        .fold(0i64, i64::saturating_add);
+    let (mut covered, mut area) = (0i64, 0i64);
     let mut timeline = vec![0.0; if wall > 0 { TIMELINE_BUCKETS } else { 0 }];
-    if wall > 0 {
-        let width = wall as f64 / TIMELINE_BUCKETS as f64;
-        for (a, b, r) in &segments {
-            let (a, b) = ((a - t0) as f64, (b - t0) as f64);
-            let first = (a / width) as usize;
-            let last = ((b / width).ceil() as usize).min(TIMELINE_BUCKETS);
-            for (k, slot) in timeline.iter_mut().enumerate().take(last).skip(first) {
-                let lo = a.max(k as f64 * width);
-                let hi = b.min((k + 1) as f64 * width);
-                if hi > lo {
-                    *slot += *r as f64 * (hi - lo) / width;
+    let width = wall as f64 / TIMELINE_BUCKETS as f64;
+    let (mut a, mut b) = (0, 0);
+    while a < starts.len() || b < ends.len() {
+        let (t, d) = if b < ends.len() && (a == starts.len() || ends[b] <= starts[a]) {
+            b += 1;
+            (ends[b - 1], -1)
+        } else {
+            a += 1;
+            (starts[a - 1], 1)
+        };
+        if t > prev {
+            let dt = t - prev;
+            let e = at_level.entry(running as usize).or_default();
+            *e = e.saturating_add(dt);
+            covered = covered.saturating_add(dt);
+            area = area.saturating_add(running.saturating_mul(dt));
+            if wall > 0 && running > 0 {
+                let (x0, x1) = ((prev - t0) as f64, (t - t0) as f64);
+                let first = (x0 / width) as usize;
+                let last = ((x1 / width).ceil() as usize).min(TIMELINE_BUCKETS);
+                for (k, slot) in timeline.iter_mut().enumerate().take(last).skip(first) {
+                    let lo = x0.max(k as f64 * width);
+                    let hi = x1.min((k + 1) as f64 * width);
+                    if hi > lo {
+                        *slot += running as f64 * (hi - lo) / width;
+                    }
                 }
             }
+            prev = t;
         }
+        running += d;
+        peak = peak.max(running);
     }
+    // ∫ (peak − running) dt over the covered time.
+    let idle = peak.saturating_mul(covered).saturating_sub(area).max(0);
     #[derive(Default)]
     struct Obj<'a> {
         slowest: i64,
