@@ -15,7 +15,7 @@ work=$root/bench/work
 mkdir -p "$work"
 results=$work/results.jsonl
 sections=("$@")
-[ ${#sections[@]} -gt 0 ] || sections=(scan rewrite pack trace archive tui phc phc1)
+[ ${#sections[@]} -gt 0 ] || sections=(scan rewrite pack trace archive tui tuistart phc phc1)
 want() { local s; for s in "${sections[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 for t in hyperfine zstd clang-offload-bundler-19 objcopy python3 /usr/bin/time; do
   command -v "$t" >/dev/null || { echo "bench: missing $t" >&2; exit 1; }
@@ -33,7 +33,7 @@ record() { echo "$1" >> "$results.new"; }
 if [ -f "$results" ]; then
   python3 - "$results" "${sections[@]}" >> "$results.new" <<'PY'
 import json, sys
-keep = {"scan": "scan", "rewrite": "rewrite", "pack": "pack", "trace": "trace", "archive_write": "archive", "archive_random_access": "archive", "tui": "tui", "phc": "phc", "phc1": "phc1"}
+keep = {"scan": "scan", "rewrite": "rewrite", "pack": "pack", "trace": "trace", "archive_write": "archive", "archive_random_access": "archive", "tui": "tui", "phc": "phc", "phc1": "phc1", "tui_startup": "tuistart"}
 rerun = set(sys.argv[2:])
 for line in open(sys.argv[1]):
     b = json.loads(line)
@@ -142,6 +142,21 @@ fi
 if want tui; then
   echo "bench: frame time per view at 160x48 on 100k-file and 100k-job models"
   "$kp" bench-frames --files 100000 --jobs 100000 --frames 50 >> "$results.new"
+fi
+
+if want tuistart; then
+  echo "bench: time until the explorer shows a 100,000-file tree (tmux, warm cache)"
+  command -v tmux >/dev/null || { echo "bench: tuistart needs tmux" >&2; exit 1; }
+  t100k=$work/tree-100k-files
+  [ -d "$t100k" ] || python3 - "$t100k" "$root/tests/fixtures/bin/libvadd.so" <<'PY'
+import os, sys
+root, fat = sys.argv[1], open(sys.argv[2], "rb").read()
+for i in range(100000):
+    d = f"{root}/lib/d{i % 500:03d}/s{(i // 500) % 10}"
+    os.makedirs(d, exist_ok=True)
+    open(f"{d}/f{i:06d}" + (".so" if i % 100 == 0 else ".txt"), "wb").write(fat if i % 100 == 0 else b"x" * 64)
+PY
+  python3 "$root/bench/tui_startup.py" "$kp" "$t100k" "$RUNS" >> "$results.new"
 fi
 
 if want phc; then

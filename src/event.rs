@@ -24,6 +24,14 @@ pub enum ScanEvent {
         /// Its size.
         bytes: u64,
     },
+    /// An entry was found by the walk (before it is inspected): a front end can show
+    /// the tree's shape at once.
+    Listed {
+        /// Path relative to the root.
+        path: String,
+        /// Its size.
+        bytes: u64,
+    },
     /// The report of one entry, as soon as it is ready (a front end can show the tree
     /// filling in). Reports arrive in any order.
     Inspected(Box<crate::scan::FileReport>),

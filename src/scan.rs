@@ -248,7 +248,8 @@ fn is_zero(v: &u64) -> bool {
 }
 
 impl FileReport {
-    fn new(path: String, kind: FileKind, size: u64, mode: u32) -> Self {
+    /// A report with only the basics filled in (the rest empty).
+    pub fn new(path: String, kind: FileKind, size: u64, mode: u32) -> Self {
         FileReport {
             path,
             kind,
@@ -420,11 +421,17 @@ pub fn scan(
                     let rel = rel_string(item.path().strip_prefix(root).unwrap_or(item.path()));
                     match item.metadata() {
                         Ok(meta) if meta.is_dir() => directories += 1,
-                        Ok(meta) => entries.push(Entry {
-                            rel,
-                            abs: item.path().to_path_buf(),
-                            meta,
-                        }),
+                        Ok(meta) => {
+                            sink.event(ScanEvent::Listed {
+                                path: rel.clone(),
+                                bytes: meta.len(),
+                            });
+                            entries.push(Entry {
+                                rel,
+                                abs: item.path().to_path_buf(),
+                                meta,
+                            })
+                        }
                         Err(e) => diagnostics.push(Diagnostic {
                             path: rel,
                             severity: Severity::Error,

@@ -64,7 +64,7 @@ impl EventSink<ScanEvent> for ScanProgress {
                 s.done_files += 1;
                 s.done_bytes += bytes;
             }
-            ScanEvent::Inspected(_) => return,
+            ScanEvent::Inspected(_) | ScanEvent::Listed { .. } => return,
         }
         let every = if self.tty {
             Duration::from_millis(100)

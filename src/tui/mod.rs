@@ -41,6 +41,18 @@ impl EventSink<ScanEvent> for ScanForward {
                 }
                 return;
             }
+            ScanEvent::Listed { path, bytes } => {
+                // Shown as not yet inspected (`?`) until its report arrives.
+                if let Ok(mut p) = self.pending.lock() {
+                    p.push(kpack::scan::FileReport::new(
+                        path,
+                        kpack::scan::FileKind::Other,
+                        bytes,
+                        0,
+                    ));
+                }
+                return;
+            }
         }
         // At most one progress message per frame.
         if let Ok(mut last) = self.last.lock()
@@ -216,7 +228,8 @@ pub fn run(path: PathBuf, archive: Option<kpack::kpack::archive::ArchiveIndex>) 
         let tx2 = tx.clone();
         let p = path.clone();
         std::thread::spawn(move || {
-            let pending = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+            let pending =
+                std::sync::Arc::new(std::sync::Mutex::new(Vec::<kpack::scan::FileReport>::new()));
             let finished = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
             // The tree fills in: every 300 ms the entries inspected so far become a
             // partial report and tree, built here, not on the drawing thread.
@@ -225,7 +238,9 @@ pub fn run(path: PathBuf, archive: Option<kpack::kpack::archive::ArchiveIndex>) 
                 let root = p.display().to_string();
                 std::thread::spawn(move || {
                     let mut all: Vec<kpack::scan::FileReport> = Vec::new();
-                    let mut wait = Duration::from_millis(100);
+                    let mut at: std::collections::HashMap<String, usize> =
+                        std::collections::HashMap::new();
+                    let mut wait = Duration::from_millis(40);
                     loop {
                         std::thread::park_timeout(wait);
                         wait = Duration::from_millis(300);
@@ -234,7 +249,18 @@ pub fn run(path: PathBuf, archive: Option<kpack::kpack::archive::ArchiveIndex>) 
                         }
                         let new = pending.lock().map(|mut v| std::mem::take(&mut *v));
                         match new {
-                            Ok(v) if !v.is_empty() => all.extend(v),
+                            Ok(v) if !v.is_empty() => {
+                                // A report replaces the walk's placeholder of its path.
+                                for r in v {
+                                    match at.get(&r.path) {
+                                        Some(&i) => all[i] = r,
+                                        None => {
+                                            at.insert(r.path.clone(), all.len());
+                                            all.push(r);
+                                        }
+                                    }
+                                }
+                            }
                             _ => continue,
                         }
                         let report = kpack::scan::partial_report(&root, all.clone());
