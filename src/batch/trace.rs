@@ -56,7 +56,9 @@ pub fn run(file: &Path, export: bool, output: Option<&Path>, common: &Common) ->
         parser.feed(&buf[..n]);
     }
     parser.finish();
-    let t = parser.into_trace();
+    // The process exits after this report: freeing a million jobs one by one would
+    // only slow the exit (the memory goes back with the process).
+    let t = std::mem::ManuallyDrop::new(parser.into_trace());
     if export {
         let out = output.context("give -o FILE for the export")?;
         let doc = trace::chrome::export(&t);

@@ -148,7 +148,8 @@ pub fn analyse(build: &Build) -> BuildAnalysis {
     // once (no event or segment lists: they were most of the analysis's memory).
     let mut running = 0i64;
     let mut peak = 0i64;
-    let mut at_level: BTreeMap<usize, i64> = BTreeMap::new();
+    // Time at each level of parallelism, indexed by level (a map per event was slow).
+    let mut at_level_v: Vec<i64> = Vec::new();
     let mut prev = t0;
     let (mut covered, mut area) = (0i64, 0i64);
     let mut timeline = vec![0.0; if wall > 0 { TIMELINE_BUCKETS } else { 0 }];
@@ -164,8 +165,11 @@ pub fn analyse(build: &Build) -> BuildAnalysis {
         };
         if t > prev {
             let dt = t - prev;
-            let e = at_level.entry(running as usize).or_default();
-            *e = e.saturating_add(dt);
+            let level = running.max(0) as usize;
+            if level >= at_level_v.len() {
+                at_level_v.resize(level + 1, 0);
+            }
+            at_level_v[level] = at_level_v[level].saturating_add(dt);
             covered = covered.saturating_add(dt);
             area = area.saturating_add(running.saturating_mul(dt));
             if wall > 0 && running > 0 {
@@ -185,6 +189,12 @@ pub fn analyse(build: &Build) -> BuildAnalysis {
         running += d;
         peak = peak.max(running);
     }
+    let at_level: BTreeMap<usize, i64> = at_level_v
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| **t > 0)
+        .map(|(l, t)| (l, *t))
+        .collect();
     // ∫ (peak − running) dt over the covered time.
     let idle = peak.saturating_mul(covered).saturating_sub(area).max(0);
     #[derive(Default)]
@@ -198,14 +208,28 @@ pub fn analyse(build: &Build) -> BuildAnalysis {
         last: i64,
     }
     let mut per_arch: FxHashMap<&str, ArchTime> = FxHashMap::default();
-    let mut objs: FxHashMap<&str, Obj> = FxHashMap::default();
-    objs.reserve(jobs.len() / 4);
+    let mut obj_at: FxHashMap<&str, usize> = FxHashMap::default();
+    obj_at.reserve(jobs.len() / 4);
+    let mut obj_list: Vec<(&str, Obj)> = Vec::with_capacity(jobs.len() / 4);
+    let mut last_obj: Option<(&str, usize)> = None;
     let mut other_serial = 0i64;
     let mut longest_other = 0i64;
     for j in jobs {
         let d = j.duration();
         if let Some(o) = j.object() {
-            let e = objs.entry(o).or_default();
+            // Steps of one object are usually neighbours: look it up once per run.
+            let at = match last_obj {
+                Some((name, at)) if name == o => at,
+                _ => {
+                    let at = *obj_at.entry(o).or_insert_with(|| {
+                        obj_list.push((o, Obj::default()));
+                        obj_list.len() - 1
+                    });
+                    last_obj = Some((o, at));
+                    at
+                }
+            };
+            let e = &mut obj_list[at].1;
             e.first = Some(e.first.map_or(j.start, |f| f.min(j.start)));
             e.last = e.last.max(j.end);
             match j.kind {
@@ -242,14 +266,22 @@ pub fn analyse(build: &Build) -> BuildAnalysis {
         .collect();
     let critical = |e: &Obj| e.slowest.saturating_add(e.bundle).saturating_add(e.host);
     // Only the slowest objects are named: choose them first, then build their entries.
-    let mut ranked: Vec<(&str, &Obj)> = objs.iter().map(|(k, v)| (*k, v)).collect();
-    let by_critical =
-        |a: &(&str, &Obj), b: &(&str, &Obj)| critical(b.1).cmp(&critical(a.1)).then(a.0.cmp(b.0));
-    if ranked.len() > TOP {
-        ranked.select_nth_unstable_by(TOP, by_critical);
-        ranked.truncate(TOP);
+    // Select on integers (critical path, first appearance), then order the few chosen
+    // by path and name: no string comparisons over all objects.
+    let mut keys: Vec<(std::cmp::Reverse<i64>, usize)> = obj_list
+        .iter()
+        .enumerate()
+        .map(|(i, (_, e))| (std::cmp::Reverse(critical(e)), i))
+        .collect();
+    if keys.len() > TOP {
+        keys.select_nth_unstable(TOP);
+        keys.truncate(TOP);
     }
-    ranked.sort_by(by_critical);
+    let mut ranked: Vec<(&str, &Obj)> = keys
+        .iter()
+        .map(|&(_, i)| (obj_list[i].0, &obj_list[i].1))
+        .collect();
+    ranked.sort_by(|a, b| critical(b.1).cmp(&critical(a.1)).then(a.0.cmp(b.0)));
     let objects: Vec<ObjectTime> = ranked
         .iter()
         .map(|(o, e)| ObjectTime {
@@ -270,11 +302,12 @@ pub fn analyse(build: &Build) -> BuildAnalysis {
         _ => (longest_other, None),
     };
     let serial = |e: &Obj| e.device.saturating_add(e.bundle).saturating_add(e.host);
-    let serial_driver_ms = objs
-        .values()
+    let serial_driver_ms = obj_list
+        .iter()
+        .map(|(_, e)| e)
         .map(serial)
         .fold(other_serial, i64::saturating_add);
-    let longest_serial_object = objs.values().map(serial).max().unwrap_or(0);
+    let longest_serial_object = obj_list.iter().map(|(_, e)| serial(e)).max().unwrap_or(0);
     let slots = peak.max(1);
     let estimated_plain_wall_ms = (serial_driver_ms / slots)
         .max(longest_serial_object)
@@ -315,7 +348,7 @@ pub fn analyse(build: &Build) -> BuildAnalysis {
             .map(|(a, t)| (a.clone(), t.total_ms))
             .collect(),
         per_arch_detail,
-        object_count: objs.len(),
+        object_count: obj_list.len(),
         objects,
         slowest_steps,
         critical_path_ms,

@@ -139,12 +139,41 @@ pub struct Trace {
     pub pending_bytes: usize,
 }
 
+/// One parsed line; its name and hash live in the build's text arena (no allocation
+/// per line).
 struct RawLine {
     start: i64,
     end: i64,
-    name: String,
-    hash: String,
     line: u64,
+    name: (usize, usize),
+    hash: (usize, usize),
+}
+
+/// The lines of one build and the text of their names and hashes.
+#[derive(Default)]
+struct RawBuild {
+    lines: Vec<RawLine>,
+    text: String,
+}
+
+impl RawBuild {
+    fn str(&self, (at, len): (usize, usize)) -> &str {
+        &self.text[at..at + len]
+    }
+
+    fn push(&mut self, start: i64, end: i64, line: u64, name: &str, hash: &str) {
+        let n = (self.text.len(), name.len());
+        self.text.push_str(name);
+        let h = (self.text.len(), hash.len());
+        self.text.push_str(hash);
+        self.lines.push(RawLine {
+            start,
+            end,
+            line,
+            name: n,
+            hash: h,
+        });
+    }
 }
 
 /// A streaming parser: feed bytes as they arrive, read the trace at any time.
@@ -154,7 +183,7 @@ pub struct TraceParser {
     line_no: u64,
     version: Option<u32>,
     header: bool,
-    raw_builds: Vec<Vec<RawLine>>,
+    raw_builds: Vec<RawBuild>,
     seen_names: FxHashSet<u64>,
     last_end: Option<i64>,
     epoch: Option<bool>,
@@ -183,7 +212,8 @@ impl TraceParser {
         let lines = bytes.len() / 60;
         self.expect_lines = self.expect_lines.saturating_add(lines);
         if let Some(b) = self.raw_builds.last_mut() {
-            b.reserve(lines.min(1 << 24));
+            b.lines.reserve(lines.min(1 << 24));
+            b.text.reserve(bytes.len().min(1 << 30) / 2);
         }
         self.seen_names.reserve(lines.min(1 << 24));
         let mut rest = bytes;
@@ -300,7 +330,7 @@ impl TraceParser {
             self.diag(n, format!("mtime {:?} is not an integer", fields[2]));
             return;
         }
-        let name = fields[3].to_string();
+        let name = fields[3];
         if name.is_empty() {
             self.diag(n, "empty output name".into());
             return;
@@ -315,15 +345,17 @@ impl TraceParser {
             _ => {}
         }
         // New build?
-        let name_hash = hash64(&name);
+        let name_hash = hash64(name);
         let restart = if is_epoch {
             self.seen_names.contains(&name_hash)
         } else {
             self.last_end.is_some_and(|last| end < last)
         };
         if restart || self.raw_builds.is_empty() {
-            self.raw_builds
-                .push(Vec::with_capacity(self.expect_lines.min(1 << 24)));
+            self.raw_builds.push(RawBuild {
+                lines: Vec::with_capacity(self.expect_lines.min(1 << 24)),
+                text: String::new(),
+            });
             self.seen_names.clear();
         }
         self.seen_names.insert(name_hash);
@@ -332,13 +364,7 @@ impl TraceParser {
                 .map_or(end, |l| if restart { end } else { l.max(end) }),
         );
         if let Some(b) = self.raw_builds.last_mut() {
-            b.push(RawLine {
-                start,
-                end,
-                name,
-                hash: fields[4].trim().to_string(),
-                line: n,
-            });
+            b.push(start, end, n, name, fields[4].trim());
         }
     }
 
@@ -346,11 +372,7 @@ impl TraceParser {
     pub fn into_trace(mut self) -> Trace {
         let epoch = self.epoch.unwrap_or(false);
         let raw = std::mem::take(&mut self.raw_builds);
-        self.assemble(
-            raw.into_iter()
-                .map(|r| build_from_owned(r, epoch))
-                .collect(),
-        )
+        self.assemble(raw.iter().map(|r| build_from(r, epoch)).collect())
     }
 
     /// The trace as parsed so far.
@@ -399,21 +421,8 @@ fn hash64(s: &str) -> u64 {
     h.finish()
 }
 
-fn build_from(raw: &[RawLine], epoch: bool) -> Build {
-    let owned = raw
-        .iter()
-        .map(|l| RawLine {
-            start: l.start,
-            end: l.end,
-            name: l.name.clone(),
-            hash: l.hash.clone(),
-            line: l.line,
-        })
-        .collect();
-    build_from_owned(owned, epoch)
-}
-
-fn build_from_owned(raw: Vec<RawLine>, epoch: bool) -> Build {
+fn build_from(rb: &RawBuild, epoch: bool) -> Build {
+    let raw = &rb.lines;
     let base = if epoch {
         raw.iter().map(|l| l.start).min().unwrap_or(0)
     } else {
@@ -430,33 +439,24 @@ fn build_from_owned(raw: Vec<RawLine>, epoch: bool) -> Build {
     if !keys.is_sorted() {
         keys.sort_unstable();
     }
-    let mut raw = raw;
     let mut jobs: Vec<Job> = Vec::with_capacity(raw.len());
-    let raw = keys.into_iter().map(|k| {
-        let l = &mut raw[k.3];
-        RawLine {
-            start: l.start,
-            end: l.end,
-            name: std::mem::take(&mut l.name),
-            hash: std::mem::take(&mut l.hash),
-            line: l.line,
-        }
-    });
+    let ordered = keys.into_iter().map(|k| &raw[k.3]);
     let mut group_from = 0;
     let mut big: (usize, FxHashMap<u64, usize>) = (usize::MAX, FxHashMap::default());
-    for l in raw {
+    for l in ordered {
+        let (name, hash) = (rb.str(l.name), rb.str(l.hash));
         if jobs
             .last()
             .is_none_or(|j: &Job| (j.start, j.end) != (l.start - base, l.end - base))
         {
             group_from = jobs.len();
         }
-        let same = if l.hash.is_empty() {
+        let same = if hash.is_empty() {
             None
         } else if jobs.len() - group_from <= 16 {
             jobs[group_from..]
                 .iter()
-                .position(|j| j.hash == l.hash)
+                .position(|j| j.hash == hash)
                 .map(|k| group_from + k)
         } else {
             // A big group of equal times (a recompacted or synthetic log): index it.
@@ -467,21 +467,21 @@ fn build_from_owned(raw: Vec<RawLine>, epoch: bool) -> Build {
                 }
             }
             big.1
-                .get(&hash64(&l.hash))
+                .get(&hash64(hash))
                 .copied()
-                .filter(|&k| jobs[k].hash == l.hash)
+                .filter(|&k| jobs[k].hash == hash)
         };
         match same {
-            Some(k) => jobs[k].names.push(l.name),
+            Some(k) => jobs[k].names.push(name.to_string()),
             None => {
                 if big.0 == group_from && jobs.len() - group_from > 16 {
-                    big.1.entry(hash64(&l.hash)).or_insert(jobs.len());
+                    big.1.entry(hash64(hash)).or_insert(jobs.len());
                 }
                 jobs.push(Job {
-                    names: vec![l.name],
+                    names: vec![name.to_string()],
                     start: l.start - base,
                     end: l.end - base,
-                    hash: l.hash,
+                    hash: hash.to_string(),
                     kind: JobKind::Other,
                     line: l.line,
                 })
@@ -491,10 +491,16 @@ fn build_from_owned(raw: Vec<RawLine>, epoch: bool) -> Build {
     // Objects with device steps make their plain-named job the host compile.
     let mut objects: FxHashSet<&str> = FxHashSet::default();
     objects.reserve(jobs.len() / 4);
-    objects.extend(
-        jobs.iter()
-            .filter_map(|j| split_step(&j.names[0]).map(|(o, _)| o)),
-    );
+    let mut last = "";
+    for j in &jobs {
+        // Steps of one object are usually neighbours: skip re-inserting them.
+        if let Some((o, _)) = split_step(&j.names[0])
+            && o != last
+        {
+            objects.insert(o);
+            last = o;
+        }
+    }
     let kinds: Vec<JobKind> = jobs
         .iter()
         .map(|j| {
