@@ -164,6 +164,9 @@ pub struct App {
     pub families: Vec<bool>,
     /// Cursor in the family list.
     pub family_cursor: usize,
+    /// Single processors present in the tree, each a family of its own when on (and
+    /// not already in a selected preset).
+    pub singles: Vec<(String, bool)>,
     /// The archive shown by the inspector.
     pub archive: Option<ArchiveIndex>,
     /// Row selected in the inspector.
@@ -215,6 +218,7 @@ impl App {
             help: false,
             families: vec![false; PRESETS.len()],
             family_cursor: 0,
+            singles: Vec::new(),
             archive,
             archive_cursor: 0,
             preview: None,
@@ -269,6 +273,7 @@ impl App {
                 }
                 self.tree = Some(tree);
                 self.report = Some(report);
+                self.refresh_singles();
                 if let Some(path) = selected {
                     let rows = self.rows();
                     if let Some(i) = rows
@@ -283,6 +288,7 @@ impl App {
         }
         self.tree = Some(tree);
         self.report = Some(report);
+        self.refresh_singles();
     }
 
     /// The file under the explorer's cursor.
@@ -318,14 +324,59 @@ impl App {
         }
     }
 
-    /// Selected family presets.
+    /// Selected families: presets, then single processors not already in one of them.
     pub fn selected_families(&self) -> Vec<Family> {
-        PRESETS
+        self.family_specs()
+            .iter()
+            .filter_map(|s| Family::parse(s).ok())
+            .collect()
+    }
+
+    /// The selection as `--family` values (`gfx90X`, `gfx1030=gfx1030`).
+    pub fn family_specs(&self) -> Vec<String> {
+        let presets: Vec<Family> = PRESETS
             .iter()
             .zip(&self.families)
             .filter(|(_, on)| **on)
             .filter_map(|((n, _), _)| Family::parse(n).ok())
-            .collect()
+            .collect();
+        let mut specs: Vec<String> = presets.iter().map(|f| f.name.clone()).collect();
+        for (p, on) in &self.singles {
+            if *on && !presets.iter().any(|f| f.contains(p)) {
+                specs.push(format!("{p}={p}"));
+            }
+        }
+        specs
+    }
+
+    /// The preset holding a processor, among the selected ones.
+    pub fn covered_by(&self, processor: &str) -> Option<&'static str> {
+        PRESETS
+            .iter()
+            .zip(&self.families)
+            .filter(|(_, on)| **on)
+            .find(|((n, _), _)| Family::parse(n).is_ok_and(|f| f.contains(processor)))
+            .map(|((n, _), _)| *n)
+    }
+
+    /// Refresh the single processors from the report, keeping toggles.
+    fn refresh_singles(&mut self) {
+        let Some(r) = &self.report else { return };
+        let mut procs: Vec<String> = r
+            .archs
+            .keys()
+            .map(|a| kpack::bundle::target::base_processor(a).to_string())
+            .collect();
+        procs.sort();
+        procs.dedup();
+        let old = std::mem::take(&mut self.singles);
+        self.singles = procs
+            .into_iter()
+            .map(|p| {
+                let on = old.iter().any(|(q, on)| *q == p && *on);
+                (p, on)
+            })
+            .collect();
     }
 
     /// Handle one event.
@@ -385,11 +436,7 @@ impl App {
             AppEvent::PackDone(r) => self.pack = Some(PackState::Done(r)),
             AppEvent::Plan(r) => {
                 self.planning = false;
-                let names = self
-                    .selected_families()
-                    .into_iter()
-                    .map(|f| f.name)
-                    .collect();
+                let names = self.family_specs();
                 self.plan = Some((names, *r));
             }
         }
@@ -404,8 +451,9 @@ impl App {
                 }
             }
             View::Families => {
+                let n = PRESETS.len() + self.singles.len();
                 self.family_cursor =
-                    (self.family_cursor as isize + d).clamp(0, PRESETS.len() as isize - 1) as usize;
+                    (self.family_cursor as isize + d).clamp(0, n as isize - 1) as usize;
             }
             View::Inspector => {
                 let n = self.archive.as_ref().map_or(0, |a| a.kernels.len());
@@ -517,15 +565,15 @@ impl App {
             View::Families => match k.code {
                 KeyCode::Char(' ') | KeyCode::Enter => {
                     let c = self.family_cursor;
-                    self.families[c] = !self.families[c];
+                    if c < PRESETS.len() {
+                        self.families[c] = !self.families[c];
+                    } else if let Some((_, on)) = self.singles.get_mut(c - PRESETS.len()) {
+                        *on = !*on;
+                    }
                 }
                 KeyCode::Char('P') => self.open_pack_dialog(),
                 KeyCode::Char('e') => {
-                    let names: Vec<String> = self
-                        .selected_families()
-                        .into_iter()
-                        .map(|f| f.name)
-                        .collect();
+                    let names: Vec<String> = self.family_specs();
                     if !names.is_empty() && !self.planning {
                         self.planning = true;
                         self.requests.push(Request::Plan(names));
@@ -543,11 +591,7 @@ impl App {
         if self.report.is_none() || matches!(self.pack, Some(PackState::Running(_))) {
             return;
         }
-        let families: Vec<String> = self
-            .selected_families()
-            .into_iter()
-            .map(|f| f.name)
-            .collect();
+        let families: Vec<String> = self.family_specs();
         let name = self
             .root
             .file_name()

@@ -128,6 +128,33 @@ fn the_tree_fills_in_while_the_scan_runs() {
 }
 
 #[test]
+fn single_archs_become_families_of_their_own() {
+    let mut app = scanned();
+    key(&mut app, KeyCode::Char('2'));
+    let procs: Vec<&str> = app.singles.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(procs, ["gfx1030", "gfx900", "gfx906", "gfx908", "gfx90a"]);
+    // gfx90X off, then gfx906 alone.
+    key(&mut app, KeyCode::Char(' '));
+    let at =
+        kpack::family::PRESETS.len() + app.singles.iter().position(|(p, _)| p == "gfx906").unwrap();
+    for _ in 0..at {
+        key(&mut app, KeyCode::Down);
+    }
+    key(&mut app, KeyCode::Char(' '));
+    assert_eq!(app.family_specs(), ["gfx103X", "gfx906=gfx906"]);
+    assert!(kpack::family::Families::parse(&app.family_specs()).is_ok());
+    // A single inside a selected preset is not a family of its own.
+    key(&mut app, KeyCode::Home);
+    for _ in 0..40 {
+        key(&mut app, KeyCode::Up);
+    }
+    key(&mut app, KeyCode::Char(' ')); // gfx90X on again
+    assert_eq!(app.family_specs(), ["gfx90X", "gfx103X"]);
+    assert_eq!(app.covered_by("gfx906"), Some("gfx90X"));
+    insta::assert_snapshot!("families_singles_80x24", render(&app, 80, 24).backend());
+}
+
+#[test]
 fn scanning_gauge() {
     let mut app = App::new(PathBuf::from("assets/demo"), None);
     app.update(AppEvent::ScanProgress(7, 19));

@@ -397,7 +397,7 @@ fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     let [left, right] =
         Layout::horizontal([Constraint::Length(24), Constraint::Min(10)]).areas(area);
     let fams = Families(app.selected_families());
-    let lines: Vec<Line> = PRESETS
+    let mut lines: Vec<Line> = PRESETS
         .iter()
         .enumerate()
         .map(|(i, (name, _))| {
@@ -416,6 +416,25 @@ fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             line
         })
         .collect();
+    lines.push(Line::styled("single archs", theme.fg(Color::DarkGray)));
+    for (k, (p, on)) in app.singles.iter().enumerate() {
+        let covered = app.covered_by(p);
+        let mut line = Line::from(format!(
+            "[{}] {p}{}",
+            if covered.is_some() {
+                '-'
+            } else if *on {
+                'x'
+            } else {
+                ' '
+            },
+            covered.map(|c| format!(" in {c}")).unwrap_or_default()
+        ));
+        if PRESETS.len() + k == app.family_cursor {
+            line = line.style(theme.selected());
+        }
+        lines.push(line);
+    }
     frame.render_widget(
         Paragraph::new(lines).block(Block::bordered().title(" families ")),
         left,
