@@ -5,8 +5,10 @@
 #   bench/run.sh                 all sections
 #   bench/run.sh scan archive    only these sections
 #
-# Needs: the README's setup, hyperfine, zstd, clang-offload-bundler-19, objcopy
-# (apt-get install hyperfine zstd clang-19 binutils). Work files go to bench/work/
+# Needs: the README's setup, hyperfine, zstd, clang-offload-bundler-19, objcopy, and
+# for the tuistart and phc sections tmux, hipcc and make
+# (apt-get install hyperfine zstd clang-19 binutils tmux hipcc make).
+# Sections: scan rewrite pack trace archive tui tuistart phc phc1. Work files go to bench/work/
 # (generated trees are kept and reused; delete the folder to regenerate).
 set -euo pipefail
 cd "$(dirname "$0")/.."
