@@ -325,7 +325,7 @@ pub fn analyse(build: &Build) -> BuildAnalysis {
     let slowest_steps: Vec<StepTime> = idx
         .iter()
         .map(|&i| StepTime {
-            name: jobs[i].names.join(", "),
+            name: jobs[i].label(),
             kind: jobs[i].kind.category(),
             ms: jobs[i].duration(),
             start_ms: jobs[i].start,
@@ -417,7 +417,7 @@ mod tests {
             .jobs
             .iter()
             .zip(&l)
-            .map(|(j, l)| (j.names[0].clone(), *l))
+            .map(|(j, l)| (j.name.clone(), *l))
             .collect();
         // By start: a942(0-60) L0, a900(0-40) L1, b900(10-30) L2, b942(30-50) L2, a940 ends 40,
         // b.bundle(50-52) L1, b.o(52-70) L1, a.bundle(60-65) L0, a.o(65-100) L0, link(100-120) L0.

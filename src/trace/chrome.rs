@@ -77,14 +77,14 @@ pub fn export(trace: &Trace) -> Document {
                 }),
                 JobKind::Bundle => serde_json::json!({"object": object, "step": "bundle"}),
                 JobKind::Host => serde_json::json!({"object": object, "step": "host"}),
-                JobKind::Other => serde_json::json!({"outputs": j.names}),
+                JobKind::Other => serde_json::json!({"outputs": j.names().collect::<Vec<_>>()}),
             };
             let cat = match j.kind {
                 JobKind::Device => format!("device,{}", j.arch().unwrap_or_default()),
                 k => k.category().to_string(),
             };
             ev.push(Event {
-                name: j.names.join(", "),
+                name: j.label(),
                 cat,
                 ph: "X",
                 ts: Some(j.start * 1000),

@@ -61,8 +61,11 @@ impl JobKind {
 /// One job: one line, or several lines of a multi-output edge.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Job {
-    /// Output names.
-    pub names: Vec<String>,
+    /// Output name (the first, for a multi-output edge).
+    pub name: String,
+    /// Further outputs of a multi-output edge (usually none: no allocation).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub more_names: Vec<String>,
     /// Start, ms (normalised: the build's first start is 0 for epoch logs).
     pub start: i64,
     /// End, ms.
@@ -76,9 +79,19 @@ pub struct Job {
 }
 
 impl Job {
+    /// Every output name, the first one first.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.name.as_str()).chain(self.more_names.iter().map(String::as_str))
+    }
+
+    /// The output names joined with `, ` (ninjatracing's event name).
+    pub fn label(&self) -> String {
+        self.names().collect::<Vec<_>>().join(", ")
+    }
+
     /// The object this step belongs to (device, bundle and host steps).
     pub fn object(&self) -> Option<&str> {
-        let name = self.names.first()?;
+        let name = &self.name;
         match self.kind {
             JobKind::Device | JobKind::Bundle => split_step(name).map(|(o, _)| o),
             JobKind::Host => Some(name),
@@ -89,7 +102,7 @@ impl Job {
     /// The arch of a device compile.
     pub fn arch(&self) -> Option<&str> {
         match self.kind {
-            JobKind::Device => split_step(self.names.first()?).map(|(_, a)| a),
+            JobKind::Device => split_step(&self.name).map(|(_, a)| a),
             _ => None,
         }
     }
@@ -472,13 +485,14 @@ fn build_from(rb: &RawBuild, epoch: bool) -> Build {
                 .filter(|&k| jobs[k].hash == hash)
         };
         match same {
-            Some(k) => jobs[k].names.push(name.to_string()),
+            Some(k) => jobs[k].more_names.push(name.to_string()),
             None => {
                 if big.0 == group_from && jobs.len() - group_from > 16 {
                     big.1.entry(hash64(hash)).or_insert(jobs.len());
                 }
                 jobs.push(Job {
-                    names: vec![name.to_string()],
+                    name: name.to_string(),
+                    more_names: Vec::new(),
                     start: l.start - base,
                     end: l.end - base,
                     hash: hash.to_string(),
@@ -494,7 +508,7 @@ fn build_from(rb: &RawBuild, epoch: bool) -> Build {
     let mut last = "";
     for j in &jobs {
         // Steps of one object are usually neighbours: skip re-inserting them.
-        if let Some((o, _)) = split_step(&j.names[0])
+        if let Some((o, _)) = split_step(&j.name)
             && o != last
         {
             objects.insert(o);
@@ -504,7 +518,7 @@ fn build_from(rb: &RawBuild, epoch: bool) -> Build {
     let kinds: Vec<JobKind> = jobs
         .iter()
         .map(|j| {
-            let name = &j.names[0];
+            let name = &j.name;
             match split_step(name) {
                 Some((_, "bundle")) => JobKind::Bundle,
                 Some(_) => JobKind::Device,
@@ -577,11 +591,17 @@ mod tests {
         // end goes backwards in a build-relative log: a new build.
         let t = parse(b"# ninja log v5\n100\t200\t0\tmy_output\tdeadbeef\n50\t120\t0\tmy_first_output\t0afef\n");
         assert_eq!(t.builds.len(), 2);
-        assert_eq!(t.builds[1].jobs[0].names, vec!["my_first_output"]);
+        assert_eq!(
+            t.builds[1].jobs[0].names().collect::<Vec<_>>(),
+            vec!["my_first_output"]
+        );
         let t =
             parse(b"# ninja log v6\n1\t5\t0\toutput\tab\n1\t5\t0\tother_output\tab\n# comment\n");
         assert_eq!(t.builds[0].jobs.len(), 1);
-        assert_eq!(t.builds[0].jobs[0].names, vec!["output", "other_output"]);
+        assert_eq!(
+            t.builds[0].jobs[0].names().collect::<Vec<_>>(),
+            vec!["output", "other_output"]
+        );
     }
 
     #[test]
@@ -617,7 +637,7 @@ mod tests {
         assert!(p.trace().pending_bytes > 0);
         p.feed(b"b\th\n");
         let t = p.trace();
-        assert_eq!(t.builds[0].jobs[1].names, vec!["bb"]);
+        assert_eq!(t.builds[0].jobs[1].names().collect::<Vec<_>>(), vec!["bb"]);
         assert_eq!(t.pending_bytes, 0);
     }
 

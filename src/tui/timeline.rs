@@ -532,7 +532,7 @@ fn short_name(j: &Job) -> String {
         JobKind::Device => format!("{o} {}", j.arch().unwrap_or_default()),
         JobKind::Bundle => format!("{o} bundle"),
         JobKind::Host => format!("{o} host"),
-        JobKind::Other => base(&j.names[0]).to_string(),
+        JobKind::Other => base(&j.name).to_string(),
     }
 }
 
@@ -883,7 +883,7 @@ fn job_detail(frame: &mut Frame, t: &Timeline, area: Rect, theme: Theme) {
             vec![
                 Line::from(vec![
                     Span::styled(
-                        format!(" {} ", j.names.join(", ")),
+                        format!(" {} ", j.label()),
                         if theme.color {
                             Style::new()
                                 .fg(kind_colour(t, j))
