@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 /// A tmpfs mounted at a fresh directory; unmounted on drop.
@@ -41,20 +41,6 @@ impl Drop for Mount {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg(self.dir.path()).status();
     }
-}
-
-fn copy_demo(dir: &Path) -> PathBuf {
-    let t = dir.join("tree");
-    assert!(
-        Command::new("cp")
-            .arg("-a")
-            .arg(demo())
-            .arg(&t)
-            .status()
-            .unwrap()
-            .success()
-    );
-    t
 }
 
 fn pack_args<'a>(tree: &'a str, out: &'a str) -> Vec<&'a str> {

@@ -82,16 +82,7 @@ fn code_objects(path: &Path, rel: &str) -> BTreeMap<(String, String), Vec<u8>> {
 
 /// A tree holding the demo plus hard links, an empty directory and a fifo.
 fn rich_tree(dir: &Path) -> PathBuf {
-    let t = dir.join("tree");
-    assert!(
-        Command::new("cp")
-            .arg("-a")
-            .arg(demo())
-            .arg(&t)
-            .status()
-            .unwrap()
-            .success()
-    );
+    let t = copy_demo(dir);
     std::fs::hard_link(t.join("lib/librdc.so"), t.join("lib/zz-librdc-hardlink.so")).unwrap();
     std::fs::hard_link(t.join("include/vadd.h"), t.join("include/vadd-copy.h")).unwrap();
     std::fs::create_dir_all(t.join("share/empty/nested")).unwrap();

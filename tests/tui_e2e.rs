@@ -13,6 +13,20 @@ struct Tmux {
 }
 
 impl Tmux {
+    /// A private tmux server running kpack-tui with `args` in a `w`×`h` pane.
+    fn start(name: &str, args: &str, w: u16, h: u16) -> Tmux {
+        let tm = Tmux {
+            socket: format!("kpack-e2e-{name}-{}", std::process::id()),
+        };
+        let cmd = format!(
+            "TERM=xterm-256color {} {args}; sleep 5",
+            env!("CARGO_BIN_EXE_kpack-tui")
+        );
+        let (w, h) = (w.to_string(), h.to_string());
+        tm.run(&["new-session", "-d", "-s", "e2e", "-x", &w, "-y", &h, &cmd]);
+        tm
+    }
+
     fn run(&self, args: &[&str]) -> String {
         let o = Command::new("tmux")
             .arg("-L")
@@ -63,35 +77,8 @@ fn explore_preview_pack_and_quit_in_a_real_terminal() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let tree = tmp.path().join("tree");
-    assert!(
-        Command::new("cp")
-            .arg("-a")
-            .arg(demo())
-            .arg(&tree)
-            .status()
-            .unwrap()
-            .success()
-    );
-    let tm = Tmux {
-        socket: format!("kpack-e2e-{}", std::process::id()),
-    };
-    let cmd = format!(
-        "TERM=xterm-256color {} {}; sleep 5",
-        env!("CARGO_BIN_EXE_kpack-tui"),
-        tree.display()
-    );
-    tm.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "e2e",
-        "-x",
-        "110",
-        "-y",
-        "32",
-        &cmd,
-    ]);
+    let tree = copy_demo(tmp.path());
+    let tm = Tmux::start("tree", &tree.display().to_string(), 110, 32);
     tm.wait_for("1:Explorer");
     tm.wait_for("entries");
     // Filter to the PIE executable, select it, preview the rewrite.
@@ -127,25 +114,7 @@ fn follow_a_live_trace_and_replay_it() {
     let text = std::fs::read_to_string(&fixture).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     // The build has not written anything yet when the viewer starts.
-    let tm = Tmux {
-        socket: format!("kpack-e2e-tl-{}", std::process::id()),
-    };
-    let cmd = format!(
-        "TERM=xterm-256color {} {} --follow; sleep 5",
-        env!("CARGO_BIN_EXE_kpack-tui"),
-        live.display()
-    );
-    tm.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "e2e",
-        "-x",
-        "120",
-        "-y",
-        "30",
-        &cmd,
-    ]);
+    let tm = Tmux::start("trace", &format!("{} --follow", live.display()), 120, 30);
     tm.wait_for("following");
     std::fs::write(&live, format!("{}\n", lines[..6].join("\n"))).unwrap();
     tm.wait_for("6 jobs");

@@ -464,37 +464,30 @@ fn serial_step(
 ) -> (Finished, Option<i32>) {
     spawn(usize::MAX, program, args, tx, pids);
     let mut signal = None;
-    loop {
+    let (end, result) = loop {
         match rx.recv() {
-            Ok(Ev::Done { job, result, end }) if job == usize::MAX => {
-                return (
-                    Finished {
-                        job,
-                        start,
-                        end,
-                        result,
-                    },
-                    signal,
-                );
-            }
+            Ok(Ev::Done { job, result, end }) if job == usize::MAX => break (end, result),
             Ok(Ev::Signal(s)) => {
                 signal.get_or_insert(s);
                 forward(pids, s);
             }
+            // Tokens still queued from the device phase were returned by release_all.
             Ok(_) => {}
             Err(_) => {
-                return (
-                    Finished {
-                        job: usize::MAX,
-                        start,
-                        end: Stamp::now(),
-                        result: Err(std::io::Error::other("scheduler channel closed")),
-                    },
-                    signal,
+                break (
+                    Stamp::now(),
+                    Err(std::io::Error::other("scheduler channel closed")),
                 );
             }
         }
-    }
+    };
+    let done = Finished {
+        job: usize::MAX,
+        start,
+        end,
+        result,
+    };
+    (done, signal)
 }
 
 /// Re-raise a signal after cleanup so the parent sees death by that signal.

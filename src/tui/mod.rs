@@ -122,6 +122,15 @@ fn run_pack(
         .map_err(|e| e.to_string())
 }
 
+/// The file a relative path names: under the tree, or the opened file itself.
+fn file_in(root: &Path, rel: &str) -> PathBuf {
+    if root.is_dir() {
+        root.join(rel)
+    } else {
+        root.to_path_buf()
+    }
+}
+
 /// Where the inspector extracts: `<archive>.extracted/` beside the archive.
 pub fn extract_dir(archive: &Path) -> PathBuf {
     let mut name = archive.file_name().unwrap_or_default().to_os_string();
@@ -176,11 +185,7 @@ fn start(req: Request, root: &Path, tx: &Sender<AppEvent>, cancel: &kpack::event
             });
         }
         Request::Layout(rel) => {
-            let path = if root.is_dir() {
-                root.join(&rel)
-            } else {
-                root.to_path_buf()
-            };
+            let path = file_in(root, &rel);
             let tx = tx.clone();
             std::thread::spawn(move || {
                 let r = kpack::scan::map_file(&path)
@@ -193,11 +198,7 @@ fn start(req: Request, root: &Path, tx: &Sender<AppEvent>, cancel: &kpack::event
             });
         }
         Request::Preview(rel) => {
-            let path = if root.is_dir() {
-                root.join(&rel)
-            } else {
-                root.to_path_buf()
-            };
+            let path = file_in(root, &rel);
             let tx = tx.clone();
             std::thread::spawn(move || {
                 let marker = kpack::kpack::Marker {

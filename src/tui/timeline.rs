@@ -15,7 +15,7 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, Mou
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Clear, Paragraph};
+use ratatui::widgets::{Block, Borders, Paragraph};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -927,25 +927,5 @@ fn help(frame: &mut Frame, area: Rect) {
         ("?", "this help"),
         ("q", "quit"),
     ];
-    let w = 60.min(area.width);
-    let h = (keys.len() as u16 + 2).min(area.height);
-    let r = Rect {
-        x: area.x + (area.width - w) / 2,
-        y: area.y + (area.height - h) / 2,
-        width: w,
-        height: h,
-    };
-    let lines: Vec<Line> = keys
-        .iter()
-        .map(|(k, v)| Line::from(format!(" {k:<16} {v}")))
-        .collect();
-    frame.render_widget(Clear, r);
-    frame.render_widget(
-        Paragraph::new(lines).block(
-            Block::default()
-                .borders(Borders::ALL)
-                .title(" Timeline keys "),
-        ),
-        r,
-    );
+    super::ui::key_overlay(frame, area, " Timeline keys ", &keys, 16);
 }

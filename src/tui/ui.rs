@@ -652,6 +652,23 @@ fn help(frame: &mut Frame, app: &App, area: Rect) {
         ]),
         View::Preview => {}
     }
+    key_overlay(
+        frame,
+        area,
+        &format!(" keys: {} ", app.view.title()),
+        &keys,
+        24,
+    );
+}
+
+/// A centred box listing keys and what they do (the `?` overlays).
+pub fn key_overlay(
+    frame: &mut Frame,
+    area: Rect,
+    title: &str,
+    keys: &[(&str, &str)],
+    key_w: usize,
+) {
     let w = area.width.min(60);
     let h = (keys.len() as u16 + 2).min(area.height);
     let r = Rect {
@@ -662,12 +679,11 @@ fn help(frame: &mut Frame, app: &App, area: Rect) {
     };
     let lines: Vec<Line> = keys
         .iter()
-        .map(|(k, d)| Line::from(format!(" {k:<24} {d}")))
+        .map(|(k, d)| Line::from(format!(" {k:<key_w$} {d}")))
         .collect();
     frame.render_widget(Clear, r);
     frame.render_widget(
-        Paragraph::new(lines)
-            .block(Block::bordered().title(format!(" keys: {} ", app.view.title()))),
+        Paragraph::new(lines).block(Block::bordered().title(title.to_string())),
         r,
     );
 }

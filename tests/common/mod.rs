@@ -60,6 +60,21 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// A copy of the demo tree (`cp -a`, so modes, times and links are kept) at `dir/tree`.
+pub fn copy_demo(dir: &Path) -> PathBuf {
+    let t = dir.join("tree");
+    assert!(
+        Command::new("cp")
+            .arg("-a")
+            .arg(demo())
+            .arg(&t)
+            .status()
+            .unwrap()
+            .success()
+    );
+    t
+}
+
 /// path → (bytes or link target, mode, mtime) of every entry of a tree (fifos and
 /// other special files by metadata only): compared before and after an operation to
 /// prove the input was not modified.
