@@ -126,77 +126,130 @@ pub fn lanes(jobs: &[Job]) -> Vec<usize> {
     out
 }
 
+/// The running-jobs count over time: fed the jobs' starts in order, it keeps the ends
+/// still to come in a heap (as many as jobs run at once), so no list of a million
+/// events is sorted or stored.
+struct Sweep {
+    t0: i64,
+    wall: i64,
+    prev: i64,
+    running: i64,
+    peak: i64,
+    /// Time at each level of parallelism, indexed by level.
+    at_level: Vec<i64>,
+    covered: i64,
+    area: i64,
+    timeline: Vec<f64>,
+    ends: std::collections::BinaryHeap<std::cmp::Reverse<i64>>,
+}
+
+impl Sweep {
+    fn new(t0: i64, t1: i64) -> Sweep {
+        let wall = t1 - t0;
+        Sweep {
+            t0,
+            wall,
+            prev: t0,
+            running: 0,
+            peak: 0,
+            at_level: Vec::new(),
+            covered: 0,
+            area: 0,
+            timeline: vec![0.0; if wall > 0 { TIMELINE_BUCKETS } else { 0 }],
+            ends: std::collections::BinaryHeap::new(),
+        }
+    }
+
+    /// Time passes to `t` at the current level.
+    fn advance(&mut self, t: i64) {
+        if t <= self.prev {
+            return;
+        }
+        let (prev, running) = (self.prev, self.running);
+        let dt = t - prev;
+        let level = running.max(0) as usize;
+        if level >= self.at_level.len() {
+            self.at_level.resize(level + 1, 0);
+        }
+        self.at_level[level] = self.at_level[level].saturating_add(dt);
+        self.covered = self.covered.saturating_add(dt);
+        self.area = self.area.saturating_add(running.saturating_mul(dt));
+        if self.wall > 0 && running > 0 {
+            let width = self.wall as f64 / TIMELINE_BUCKETS as f64;
+            let (x0, x1) = ((prev - self.t0) as f64, (t - self.t0) as f64);
+            let first = (x0 / width) as usize;
+            let last = ((x1 / width).ceil() as usize).min(TIMELINE_BUCKETS);
+            for (k, slot) in self.timeline.iter_mut().enumerate().take(last).skip(first) {
+                let lo = x0.max(k as f64 * width);
+                let hi = x1.min((k + 1) as f64 * width);
+                if hi > lo {
+                    *slot += running as f64 * (hi - lo) / width;
+                }
+            }
+        }
+        self.prev = t;
+    }
+
+    /// Jobs that ended by `t` stop running (ends come before starts at equal times).
+    fn end_until(&mut self, t: i64) {
+        while let Some(&std::cmp::Reverse(e)) = self.ends.peek()
+            && e <= t
+        {
+            self.ends.pop();
+            self.advance(e);
+            self.running -= 1;
+        }
+    }
+
+    /// A job runs from `start` (no earlier than the previous start) to `end`.
+    fn job(&mut self, start: i64, end: i64) {
+        self.end_until(start);
+        self.advance(start);
+        self.running += 1;
+        self.peak = self.peak.max(self.running);
+        self.ends.push(std::cmp::Reverse(end));
+    }
+
+    fn finish(&mut self) {
+        self.end_until(i64::MAX);
+    }
+}
+
 /// Analyse one build.
 pub fn analyse(build: &Build) -> BuildAnalysis {
     let jobs = &build.jobs;
     let t0 = jobs.iter().map(|j| j.start).min().unwrap_or(0);
     let t1 = jobs.iter().map(|j| j.end).max().unwrap_or(0);
     let wall = t1 - t0;
-    let job_ms: i64 = jobs
-        .iter()
-        .map(Job::duration)
-        .fold(0i64, i64::saturating_add);
-    // Sweep: +1 at each start, −1 at each end (ends first at equal times). Jobs are in
-    // start order, so only the ends need sorting; the two runs are merged.
-    let mut starts: Vec<i64> = jobs.iter().map(|j| j.start).collect();
-    if !starts.is_sorted() {
-        starts.sort_unstable();
-    }
-    let mut ends: Vec<i64> = jobs.iter().map(|j| j.end).collect();
-    ends.sort_unstable();
-    // One pass over the merged events; each constant stretch updates the figures at
-    // once (no event or segment lists: they were most of the analysis's memory).
-    let mut running = 0i64;
-    let mut peak = 0i64;
-    // Time at each level of parallelism, indexed by level (a map per event was slow).
-    let mut at_level_v: Vec<i64> = Vec::new();
-    let mut prev = t0;
-    let (mut covered, mut area) = (0i64, 0i64);
-    let mut timeline = vec![0.0; if wall > 0 { TIMELINE_BUCKETS } else { 0 }];
-    let width = wall as f64 / TIMELINE_BUCKETS as f64;
-    let (mut a, mut b) = (0, 0);
-    while a < starts.len() || b < ends.len() {
-        let (t, d) = if b < ends.len() && (a == starts.len() || ends[b] <= starts[a]) {
-            b += 1;
-            (ends[b - 1], -1)
-        } else {
-            a += 1;
-            (starts[a - 1], 1)
-        };
-        if t > prev {
-            let dt = t - prev;
-            let level = running.max(0) as usize;
-            if level >= at_level_v.len() {
-                at_level_v.resize(level + 1, 0);
-            }
-            at_level_v[level] = at_level_v[level].saturating_add(dt);
-            covered = covered.saturating_add(dt);
-            area = area.saturating_add(running.saturating_mul(dt));
-            if wall > 0 && running > 0 {
-                let (x0, x1) = ((prev - t0) as f64, (t - t0) as f64);
-                let first = (x0 / width) as usize;
-                let last = ((x1 / width).ceil() as usize).min(TIMELINE_BUCKETS);
-                for (k, slot) in timeline.iter_mut().enumerate().take(last).skip(first) {
-                    let lo = x0.max(k as f64 * width);
-                    let hi = x1.min((k + 1) as f64 * width);
-                    if hi > lo {
-                        *slot += running as f64 * (hi - lo) / width;
-                    }
-                }
-            }
-            prev = t;
+    let mut job_ms = 0i64;
+    let mut sweep = Sweep::new(t0, t1);
+    if jobs.is_sorted_by_key(|j| j.start) {
+        for j in jobs {
+            sweep.job(j.start, j.end);
         }
-        running += d;
-        peak = peak.max(running);
+    } else {
+        // Builds made elsewhere may not be in start order.
+        let mut by_start: Vec<(i64, i64)> = jobs.iter().map(|j| (j.start, j.end)).collect();
+        by_start.sort_unstable();
+        for (s, e) in by_start {
+            sweep.job(s, e);
+        }
     }
-    let at_level: BTreeMap<usize, i64> = at_level_v
+    sweep.finish();
+    let peak = sweep.peak;
+    let timeline = std::mem::take(&mut sweep.timeline);
+    let at_level: BTreeMap<usize, i64> = sweep
+        .at_level
         .iter()
         .enumerate()
         .filter(|(_, t)| **t > 0)
         .map(|(l, t)| (l, *t))
         .collect();
     // ∫ (peak − running) dt over the covered time.
-    let idle = peak.saturating_mul(covered).saturating_sub(area).max(0);
+    let idle = peak
+        .saturating_mul(sweep.covered)
+        .saturating_sub(sweep.area)
+        .max(0);
     #[derive(Default)]
     struct Obj<'a> {
         slowest: i64,
@@ -209,14 +262,22 @@ pub fn analyse(build: &Build) -> BuildAnalysis {
     }
     let mut per_arch: FxHashMap<&str, ArchTime> = FxHashMap::default();
     let mut obj_at: FxHashMap<&str, usize> = FxHashMap::default();
-    obj_at.reserve(jobs.len() / 4);
-    let mut obj_list: Vec<(&str, Obj)> = Vec::with_capacity(jobs.len() / 4);
+    let mut obj_list: Vec<(&str, Obj)> = Vec::new();
     let mut last_obj: Option<(&str, usize)> = None;
     let mut other_serial = 0i64;
     let mut longest_other = 0i64;
-    for j in jobs {
+    // The slowest steps so far, slowest first; ties go to the earlier job (jobs are in
+    // start order, so a later job never displaces an equal one).
+    let mut top: Vec<(i64, usize)> = Vec::with_capacity(TOP + 1);
+    for (i, j) in jobs.iter().enumerate() {
         let d = j.duration();
-        if let Some(o) = j.object() {
+        job_ms = job_ms.saturating_add(d);
+        if top.len() < TOP || top.last().is_some_and(|&(worst, _)| d > worst) {
+            let at = top.partition_point(|&(t, _)| t >= d);
+            top.insert(at, (d, i));
+            top.truncate(TOP);
+        }
+        if let Some(o) = build.object(j) {
             // Steps of one object are usually neighbours: look it up once per run.
             let at = match last_obj {
                 Some((name, at)) if name == o => at,
@@ -234,7 +295,7 @@ pub fn analyse(build: &Build) -> BuildAnalysis {
             e.last = e.last.max(j.end);
             match j.kind {
                 JobKind::Device => {
-                    let arch = j.arch().unwrap_or_default();
+                    let arch = build.arch(j).unwrap_or_default();
                     e.device = e.device.saturating_add(d);
                     if d > e.slowest || e.slowest_arch.is_empty() {
                         e.slowest = d;
@@ -312,20 +373,10 @@ pub fn analyse(build: &Build) -> BuildAnalysis {
     let estimated_plain_wall_ms = (serial_driver_ms / slots)
         .max(longest_serial_object)
         .max(longest_other);
-    // Only the top few are named: pick them by index, then build their entries.
-    let mut idx: Vec<usize> = (0..jobs.len()).collect();
-    // Ties go to the earlier job (jobs are in start order).
-    let by_duration =
-        |&a: &usize, &b: &usize| jobs[b].duration().cmp(&jobs[a].duration()).then(a.cmp(&b));
-    if idx.len() > TOP {
-        idx.select_nth_unstable_by(TOP, by_duration);
-        idx.truncate(TOP);
-    }
-    idx.sort_by(by_duration);
-    let slowest_steps: Vec<StepTime> = idx
+    let slowest_steps: Vec<StepTime> = top
         .iter()
-        .map(|&i| StepTime {
-            name: jobs[i].label(),
+        .map(|&(_, i)| StepTime {
+            name: build.label(&jobs[i]),
             kind: jobs[i].kind.category(),
             ms: jobs[i].duration(),
             start_ms: jobs[i].start,
@@ -417,7 +468,7 @@ mod tests {
             .jobs
             .iter()
             .zip(&l)
-            .map(|(j, l)| (j.name.clone(), *l))
+            .map(|(j, l)| (b.name(j).to_string(), *l))
             .collect();
         // By start: a942(0-60) L0, a900(0-40) L1, b900(10-30) L2, b942(30-50) L2, a940 ends 40,
         // b.bundle(50-52) L1, b.o(52-70) L1, a.bundle(60-65) L0, a.o(65-100) L0, link(100-120) L0.
@@ -438,6 +489,70 @@ mod tests {
                 }
             }
         }
+    }
+
+    proptest::proptest! {
+        /// The sweep against counting every millisecond by hand.
+        #[test]
+        fn sweep_matches_brute_force(
+            spans in proptest::collection::vec((0i64..200, 0i64..40), 1..60),
+        ) {
+            let mut file = String::new();
+            for (i, (s, d)) in spans.iter().enumerate() {
+                file.push_str(&format!("{s}\t{}\t0\tjob{i}\th{i}\n", s + d));
+            }
+            // One build: ends never go backwards in a sorted-by-end file.
+            let mut lines: Vec<&str> = file.lines().collect();
+            lines.sort_by_key(|l| l.split('\t').nth(1).unwrap().parse::<i64>().unwrap());
+            let b = parse(lines.join("\n").as_bytes()).builds.remove(0);
+            let a = analyse(&b);
+            let t0 = spans.iter().map(|s| s.0).min().unwrap();
+            let t1 = spans.iter().map(|s| s.0 + s.1).max().unwrap();
+            let mut at: BTreeMap<usize, i64> = BTreeMap::new();
+            let mut peak = 0;
+            for t in t0..t1 {
+                let n = spans.iter().filter(|(s, d)| *s <= t && t < s + d).count();
+                *at.entry(n).or_default() += 1;
+                peak = peak.max(n);
+            }
+            at.retain(|_, v| *v > 0);
+            // A zero-length job runs for an instant: with the jobs that started before it
+            // and end after it (ends come before starts at equal times).
+            let zero_peak = spans
+                .iter()
+                .filter(|s| s.1 == 0)
+                .map(|(s, _)| spans.iter().filter(|(s2, d2)| *s2 < *s && *s < s2 + d2).count() + 1)
+                .max()
+                .unwrap_or(0);
+            proptest::prop_assert_eq!(a.peak_parallelism, peak.max(zero_peak));
+            proptest::prop_assert_eq!(&a.time_at_parallelism, &at);
+            proptest::prop_assert_eq!(a.wall_ms, t1 - t0);
+        }
+    }
+
+    #[test]
+    fn slowest_steps_keep_the_earlier_of_equal_jobs() {
+        let mut file = String::new();
+        for i in 0..30 {
+            // Durations 5, 5, 5, … with two longer ones in the middle.
+            let d = if i == 12 || i == 20 { 9 } else { 5 };
+            file.push_str(&format!(
+                "{}\t{}\t0\tstep{i:02}\th{i}\n",
+                i * 10,
+                i * 10 + d
+            ));
+        }
+        let t = parse(file.as_bytes());
+        assert_eq!(t.builds.len(), 1);
+        let a = analyse(&t.builds[0]);
+        let names: Vec<&str> = a.slowest_steps.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            names,
+            vec![
+                "step12", "step20", "step00", "step01", "step02", "step03", "step04", "step05",
+                "step06", "step07"
+            ]
+        );
     }
 
     #[test]

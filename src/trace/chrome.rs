@@ -70,21 +70,21 @@ pub fn export(trace: &Trace) -> Document {
             });
         }
         for (j, lane) in b.jobs.iter().zip(lanes) {
-            let object = j.object().unwrap_or_default();
+            let object = b.object(j).unwrap_or_default();
             let args = match j.kind {
                 JobKind::Device => serde_json::json!({
-                    "object": object, "step": "device", "arch": j.arch().unwrap_or_default()
+                    "object": object, "step": "device", "arch": b.arch(j).unwrap_or_default()
                 }),
                 JobKind::Bundle => serde_json::json!({"object": object, "step": "bundle"}),
                 JobKind::Host => serde_json::json!({"object": object, "step": "host"}),
-                JobKind::Other => serde_json::json!({"outputs": j.names().collect::<Vec<_>>()}),
+                JobKind::Other => serde_json::json!({"outputs": b.names(j).collect::<Vec<_>>()}),
             };
             let cat = match j.kind {
-                JobKind::Device => format!("device,{}", j.arch().unwrap_or_default()),
+                JobKind::Device => format!("device,{}", b.arch(j).unwrap_or_default()),
                 k => k.category().to_string(),
             };
             ev.push(Event {
-                name: j.label(),
+                name: b.label(j),
                 cat,
                 ph: "X",
                 ts: Some(j.start * 1000),

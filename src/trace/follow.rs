@@ -122,7 +122,7 @@ mod tests {
         let u = fl.poll().unwrap().unwrap();
         assert!(u.restarted);
         assert_eq!(u.trace.builds.len(), 1);
-        assert_eq!(u.trace.builds[0].jobs[0].name, "x.o");
+        assert_eq!(u.trace.builds[0].name(&u.trace.builds[0].jobs[0]), "x.o");
         assert_eq!(fl.restarts, 1);
         // Read to the end: the unterminated last line counts.
         std::fs::write(&p, b"5\t9\t9\tx.o\t3\n6\t12\t12\ty.o\t4").unwrap();

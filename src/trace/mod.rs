@@ -32,7 +32,7 @@ pub const MAX_LINE: usize = 256 * 1024;
 pub const MAX_DIAGNOSTICS: usize = 50;
 
 /// What a job did. The object and arch are read from the name
-/// ([`Job::object`], [`Job::arch`]), so a job holds no copies of them.
+/// ([`Build::object`], [`Build::arch`]), so a job holds no copies of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum JobKind {
@@ -58,55 +58,52 @@ impl JobKind {
     }
 }
 
-/// One job: one line, or several lines of a multi-output edge.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// Where a line's name and hash are in its build's text: the name at `at`, the hash
+/// right after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Text {
+    at: usize,
+    name_len: u32,
+    hash_len: u32,
+}
+
+impl Text {
+    fn name(self, text: &str) -> &str {
+        &text[self.at..self.at + self.name_len as usize]
+    }
+
+    fn hash(self, text: &str) -> &str {
+        let h = self.at + self.name_len as usize;
+        &text[h..h + self.hash_len as usize]
+    }
+}
+
+/// No further outputs.
+const NO_MORE: u32 = u32::MAX;
+/// No `::` in the name.
+const NO_STEP: u32 = u32::MAX;
+
+/// One job: one line, or several lines of a multi-output edge. Its name and hash live
+/// in the build's text (read them with [`Build::name`], [`Build::names`],
+/// [`Build::hash`]): a million jobs make no allocation each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Job {
-    /// Output name (the first, for a multi-output edge).
-    pub name: String,
-    /// Further outputs of a multi-output edge (usually none: no allocation).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub more_names: Vec<String>,
     /// Start, ms (normalised: the build's first start is 0 for epoch logs).
     pub start: i64,
     /// End, ms.
     pub end: i64,
-    /// The log's hash field.
-    pub hash: String,
-    /// What it did.
-    pub kind: JobKind,
     /// Line number of its first line.
     pub line: u64,
+    /// What it did.
+    pub kind: JobKind,
+    text: Text,
+    /// Index of its further outputs in [`Build`]'s list, or [`NO_MORE`].
+    more: u32,
+    /// Where the last `::` of the name is, or [`NO_STEP`] (found once, when parsed).
+    step: u32,
 }
 
 impl Job {
-    /// Every output name, the first one first.
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        std::iter::once(self.name.as_str()).chain(self.more_names.iter().map(String::as_str))
-    }
-
-    /// The output names joined with `, ` (ninjatracing's event name).
-    pub fn label(&self) -> String {
-        self.names().collect::<Vec<_>>().join(", ")
-    }
-
-    /// The object this step belongs to (device, bundle and host steps).
-    pub fn object(&self) -> Option<&str> {
-        let name = &self.name;
-        match self.kind {
-            JobKind::Device | JobKind::Bundle => split_step(name).map(|(o, _)| o),
-            JobKind::Host => Some(name),
-            JobKind::Other => None,
-        }
-    }
-
-    /// The arch of a device compile.
-    pub fn arch(&self) -> Option<&str> {
-        match self.kind {
-            JobKind::Device => split_step(&self.name).map(|(_, a)| a),
-            _ => None,
-        }
-    }
-
     /// Duration in ms.
     pub fn duration(&self) -> i64 {
         self.end - self.start
@@ -114,12 +111,74 @@ impl Job {
 }
 
 /// One build (a ninja run, or a phc build session).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Build {
     /// Jobs sorted by start, then end, then line number.
     pub jobs: Vec<Job>,
     /// Offset subtracted from epoch times (0 for build-relative logs).
     pub epoch_base_ms: i64,
+    /// Names and hashes of the jobs.
+    text: String,
+    /// Further outputs of multi-output edges (rare).
+    more_names: Vec<Vec<Text>>,
+}
+
+impl Build {
+    /// A build without jobs.
+    pub const EMPTY: Build = Build {
+        jobs: Vec::new(),
+        epoch_base_ms: 0,
+        text: String::new(),
+        more_names: Vec::new(),
+    };
+
+    /// A job's output name (the first, for a multi-output edge).
+    pub fn name<'a>(&'a self, j: &Job) -> &'a str {
+        j.text.name(&self.text)
+    }
+
+    /// A job's hash field.
+    pub fn hash<'a>(&'a self, j: &Job) -> &'a str {
+        j.text.hash(&self.text)
+    }
+
+    /// Every output name of a job, the first one first.
+    pub fn names<'a>(&'a self, j: &Job) -> impl Iterator<Item = &'a str> + use<'a> {
+        let more: &'a [Text] = match j.more {
+            NO_MORE => &[],
+            k => self.more_names.get(k as usize).map_or(&[], Vec::as_slice),
+        };
+        std::iter::once(j.text.name(&self.text)).chain(more.iter().map(|t| t.name(&self.text)))
+    }
+
+    /// The output names joined with `, ` (ninjatracing's event name).
+    pub fn label(&self, j: &Job) -> String {
+        self.names(j).collect::<Vec<_>>().join(", ")
+    }
+
+    /// A name `obj::step` split in two.
+    fn step<'a>(&'a self, j: &Job) -> Option<(&'a str, &'a str)> {
+        let name = self.name(j);
+        let at = j.step as usize;
+        (j.step != NO_STEP).then(|| (&name[..at], &name[at + 2..]))
+    }
+
+    /// The object a step belongs to (device, bundle and host steps).
+    pub fn object<'a>(&'a self, j: &Job) -> Option<&'a str> {
+        match j.kind {
+            JobKind::Device | JobKind::Bundle => self.step(j).map(|(o, _)| o),
+            JobKind::Host => Some(self.name(j)),
+            JobKind::Other => None,
+        }
+    }
+
+    /// The arch of a device compile.
+    pub fn arch<'a>(&'a self, j: &Job) -> Option<&'a str> {
+        match j.kind {
+            JobKind::Device => self.step(j).map(|(_, a)| a),
+            _ => None,
+        }
+    }
 }
 
 /// A problem with one line.
@@ -132,7 +191,7 @@ pub struct LineDiagnostic {
 }
 
 /// The parsed trace.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Trace {
     /// Log version from the header (7 for headerless phc files).
     pub version: u32,
@@ -152,39 +211,32 @@ pub struct Trace {
     pub pending_bytes: usize,
 }
 
-/// One parsed line; its name and hash live in the build's text arena (no allocation
-/// per line).
-struct RawLine {
-    start: i64,
-    end: i64,
-    line: u64,
-    name: (usize, usize),
-    hash: (usize, usize),
-}
-
-/// The lines of one build and the text of their names and hashes.
+/// The lines of one build as read (a job each, in file order, not yet merged or
+/// sorted) and the text of their names and hashes.
 #[derive(Default)]
 struct RawBuild {
-    lines: Vec<RawLine>,
+    lines: Vec<Job>,
     text: String,
 }
 
 impl RawBuild {
-    fn str(&self, (at, len): (usize, usize)) -> &str {
-        &self.text[at..at + len]
-    }
-
     fn push(&mut self, start: i64, end: i64, line: u64, name: &str, hash: &str) {
-        let n = (self.text.len(), name.len());
+        let text = Text {
+            at: self.text.len(),
+            // Both are parts of a line of at most MAX_LINE bytes.
+            name_len: name.len() as u32,
+            hash_len: hash.len() as u32,
+        };
         self.text.push_str(name);
-        let h = (self.text.len(), hash.len());
         self.text.push_str(hash);
-        self.lines.push(RawLine {
+        self.lines.push(Job {
             start,
             end,
             line,
-            name: n,
-            hash: h,
+            kind: JobKind::Other,
+            text,
+            more: NO_MORE,
+            step: split_step(name).map_or(NO_STEP, |(o, _)| o.len() as u32),
         });
     }
 }
@@ -196,14 +248,43 @@ pub struct TraceParser {
     line_no: u64,
     version: Option<u32>,
     header: bool,
+    /// Build-relative logs: one per build. Epoch logs: all lines in one, split into
+    /// builds when the trace is read ([`split_epoch`]).
     raw_builds: Vec<RawBuild>,
-    seen_names: FxHashSet<u64>,
     last_end: Option<i64>,
     epoch: Option<bool>,
     diagnostics: Vec<LineDiagnostic>,
     diagnostic_count: u64,
     skipping_long: bool,
     expect_lines: usize,
+}
+
+/// A decimal integer with optional surrounding spaces and sign (as `str::parse` after
+/// `trim`), read from bytes without a UTF-8 check.
+fn int(b: &[u8]) -> Option<i64> {
+    let b = b.trim_ascii();
+    let (neg, digits) = match b.split_first() {
+        Some((b'-', d)) => (true, d),
+        Some((b'+', d)) => (false, d),
+        _ => (false, b),
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    let mut v: i64 = 0;
+    for &c in digits {
+        let d = c.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(i64::from(d))?;
+    }
+    Some(if neg { -v } else { v })
+}
+
+/// `bytes` for a message: lossy text, quoted.
+fn shown(b: &[u8]) -> String {
+    format!("{:?}", String::from_utf8_lossy(b))
 }
 
 impl TraceParser {
@@ -228,11 +309,10 @@ impl TraceParser {
             b.lines.reserve(lines.min(1 << 24));
             b.text.reserve(bytes.len().min(1 << 30) / 2);
         }
-        self.seen_names.reserve(lines.min(1 << 24));
-        let mut rest = bytes;
-        while let Some(nl) = rest.iter().position(|&b| b == b'\n') {
-            let (piece, tail) = rest.split_at(nl);
-            rest = &tail[1..];
+        let mut from = 0;
+        for nl in memchr::memchr_iter(b'\n', bytes) {
+            let piece = &bytes[from..nl];
+            from = nl + 1;
             if self.skipping_long {
                 self.skipping_long = false;
                 self.carry.clear();
@@ -246,6 +326,7 @@ impl TraceParser {
                 self.line(&l);
             }
         }
+        let rest = &bytes[from..];
         if !self.skipping_long {
             self.carry.extend_from_slice(rest);
             if self.carry.len() > MAX_LINE {
@@ -266,126 +347,139 @@ impl TraceParser {
         }
     }
 
+    fn header_line(&mut self, n: u64, raw: &[u8]) {
+        let text = String::from_utf8_lossy(&raw[1..]);
+        let Some(v) = text.trim().strip_prefix("ninja log v") else {
+            return;
+        };
+        match v.trim().parse::<u32>() {
+            Ok(v @ 5..=7) => {
+                if self.version.is_some_and(|old| old != v) {
+                    self.diag(
+                        n,
+                        format!(
+                            "header says v{v} after v{}: mixed versions",
+                            self.version.unwrap_or(0)
+                        ),
+                    );
+                }
+                self.version = Some(v);
+                self.header = true;
+            }
+            _ => self.diag(
+                n,
+                format!("unsupported log version {:?} (5 to 7 are read)", v.trim()),
+            ),
+        }
+    }
+
     fn line(&mut self, raw: &[u8]) {
         self.line_no += 1;
         let n = self.line_no;
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
-        let Ok(text) = std::str::from_utf8(raw) else {
-            self.diag(n, "not UTF-8 text".into());
-            return;
-        };
-        if text.trim().is_empty() {
-            return;
+        match raw.first() {
+            None => return,
+            Some(b'#') => return self.header_line(n, raw),
+            Some(c) if c.is_ascii_whitespace() && raw.trim_ascii().is_empty() => return,
+            _ => {}
         }
-        if let Some(h) = text.strip_prefix('#') {
-            if let Some(v) = h.trim().strip_prefix("ninja log v") {
-                match v.trim().parse::<u32>() {
-                    Ok(v @ 5..=7) => {
-                        if self.version.is_some_and(|old| old != v) {
-                            self.diag(
-                                n,
-                                format!(
-                                    "header says v{v} after v{}: mixed versions",
-                                    self.version.unwrap_or(0)
-                                ),
-                            );
-                        }
-                        self.version = Some(v);
-                        self.header = true;
-                    }
-                    _ => self.diag(
-                        n,
-                        format!("unsupported log version {:?} (5 to 7 are read)", v.trim()),
-                    ),
+        // Five fields, split on tabs (a byte search; the fields are checked one by one).
+        let mut fields: [&[u8]; 5] = [&[]; 5];
+        let mut from = 0;
+        let mut tabs = memchr::memchr_iter(b'\t', raw);
+        for f in fields.iter_mut().take(4) {
+            match tabs.next() {
+                Some(t) => {
+                    *f = &raw[from..t];
+                    from = t + 1;
                 }
+                None => return self.bad_shape(n, raw),
             }
-            return;
         }
-        let mut fields = [""; 5];
-        let mut count = 0;
-        for f in text.split('\t') {
-            if count < 5 {
-                fields[count] = f;
-            }
-            count += 1;
+        if tabs.next().is_some() {
+            return self.bad_shape(n, raw);
         }
-        if count != 5 {
-            self.diag(n, format!("expected 5 tab-separated fields, found {count}"));
-            return;
-        }
-        let num = |s: &str| s.trim().parse::<i64>();
-        let (start, end) = match (num(fields[0]), num(fields[1])) {
-            (Ok(s), Ok(e)) => (s, e),
+        fields[4] = &raw[from..];
+        let (start, end) = match (int(fields[0]), int(fields[1])) {
+            (Some(s), Some(e)) => (s, e),
             _ => {
-                self.diag(
-                    n,
-                    format!(
-                        "start {:?} or end {:?} is not an integer",
-                        fields[0], fields[1]
-                    ),
+                let msg = format!(
+                    "start {} or end {} is not an integer",
+                    shown(fields[0]),
+                    shown(fields[1])
                 );
-                return;
+                return self.diag(n, msg);
             }
         };
         if end < start {
-            self.diag(n, format!("ends ({end}) before it starts ({start})"));
-            return;
+            return self.diag(n, format!("ends ({end}) before it starts ({start})"));
         }
         if start < 0 {
-            self.diag(n, format!("negative start {start}"));
-            return;
+            return self.diag(n, format!("negative start {start}"));
         }
         if end > MAX_TIME {
-            self.diag(n, format!("time {end} is out of range"));
-            return;
+            return self.diag(n, format!("time {end} is out of range"));
         }
-        if num(fields[2]).is_err() {
-            self.diag(n, format!("mtime {:?} is not an integer", fields[2]));
-            return;
+        if int(fields[2]).is_none() {
+            let msg = format!("mtime {} is not an integer", shown(fields[2]));
+            return self.diag(n, msg);
         }
-        let name = fields[3];
+        let (Ok(name), Ok(hash)) = (
+            std::str::from_utf8(fields[3]),
+            std::str::from_utf8(fields[4].trim_ascii()),
+        ) else {
+            return self.diag(n, "not UTF-8 text".into());
+        };
         if name.is_empty() {
-            self.diag(n, "empty output name".into());
-            return;
+            return self.diag(n, "empty output name".into());
         }
         let is_epoch = start >= EPOCH_THRESHOLD;
         match self.epoch {
             None => self.epoch = Some(is_epoch),
             Some(e) if e != is_epoch => {
-                self.diag(n, "mixes epoch and build-relative times; skipped".into());
-                return;
+                return self.diag(n, "mixes epoch and build-relative times; skipped".into());
             }
             _ => {}
         }
-        // New build?
-        let name_hash = hash64(name);
-        let restart = if is_epoch {
-            self.seen_names.contains(&name_hash)
-        } else {
-            self.last_end.is_some_and(|last| end < last)
-        };
+        // New build? Build-relative logs: an end before the latest end. Epoch logs are
+        // split when read (a repeated name; see `split_epoch`).
+        let restart = !is_epoch && self.last_end.is_some_and(|last| end < last);
         if restart || self.raw_builds.is_empty() {
             self.raw_builds.push(RawBuild {
                 lines: Vec::with_capacity(self.expect_lines.min(1 << 24)),
                 text: String::new(),
             });
-            self.seen_names.clear();
         }
-        self.seen_names.insert(name_hash);
         self.last_end = Some(
             self.last_end
                 .map_or(end, |l| if restart { end } else { l.max(end) }),
         );
         if let Some(b) = self.raw_builds.last_mut() {
-            b.push(start, end, n, name, fields[4].trim());
+            b.push(start, end, n, name, hash);
         }
     }
 
-    /// The trace, consuming the parser (no copies of the lines).
+    /// A line without exactly five fields (or not text at all).
+    fn bad_shape(&mut self, n: u64, raw: &[u8]) {
+        let msg = if std::str::from_utf8(raw).is_err() {
+            "not UTF-8 text".to_string()
+        } else {
+            let count = memchr::memchr_iter(b'\t', raw).count() + 1;
+            format!("expected 5 tab-separated fields, found {count}")
+        };
+        self.diag(n, msg)
+    }
+
+    /// The trace, consuming the parser (no copies of the lines or their text).
     pub fn into_trace(mut self) -> Trace {
         let epoch = self.epoch.unwrap_or(false);
         let raw = std::mem::take(&mut self.raw_builds);
-        self.assemble(raw.iter().map(|r| build_from(r, epoch)).collect())
+        self.assemble(
+            raw.into_iter()
+                .flat_map(|r| if epoch { split_epoch(r) } else { vec![r] })
+                .map(|r| build_from(r, epoch))
+                .collect(),
+        )
     }
 
     /// The trace as parsed so far.
@@ -394,7 +488,14 @@ impl TraceParser {
         self.assemble(
             self.raw_builds
                 .iter()
-                .map(|raw| build_from(raw, epoch))
+                .flat_map(|raw| {
+                    let copy = RawBuild {
+                        lines: raw.lines.clone(),
+                        text: raw.text.clone(),
+                    };
+                    if epoch { split_epoch(copy) } else { vec![copy] }
+                })
+                .map(|r| build_from(r, epoch))
                 .collect(),
         )
     }
@@ -413,7 +514,7 @@ impl TraceParser {
     }
 }
 
-/// `name` split at its last `::` (a byte search: this runs once or twice per line).
+/// `name` split at its last `::` (a byte search from the end: the step is short).
 fn split_step(name: &str) -> Option<(&str, &str)> {
     let b = name.as_bytes();
     let mut i = b.len();
@@ -434,105 +535,220 @@ fn hash64(s: &str) -> u64 {
     h.finish()
 }
 
-fn build_from(rb: &RawBuild, epoch: bool) -> Build {
-    let raw = &rb.lines;
+/// For each line, the previous line whose name has the same 64-bit hash (or
+/// `u32::MAX`). The lines are scattered by the hash's top bits into buckets that each
+/// fit in cache, then each bucket is walked in line order with a small map: a
+/// million-entry set probed at random was a third of the parse time.
+fn previous_same_name(rb: &RawBuild) -> Vec<u32> {
+    let n = rb.lines.len();
+    let hashes: Vec<u64> = rb
+        .lines
+        .iter()
+        .map(|l| hash64(l.text.name(&rb.text)))
+        .collect();
+    let bits = (n / 4096)
+        .max(1)
+        .next_power_of_two()
+        .trailing_zeros()
+        .min(10);
+    let bucket = |h: u64| {
+        if bits == 0 {
+            0
+        } else {
+            (h >> (64 - bits)) as usize
+        }
+    };
+    let mut offsets = vec![0usize; (1 << bits) + 1];
+    for &h in &hashes {
+        offsets[bucket(h) + 1] += 1;
+    }
+    for b in 1..offsets.len() {
+        offsets[b] += offsets[b - 1];
+    }
+    let mut fill = offsets.clone();
+    let mut order = vec![0u32; n];
+    for (i, &h) in hashes.iter().enumerate() {
+        let b = bucket(h);
+        order[fill[b]] = i as u32;
+        fill[b] += 1;
+    }
+    let mut prev = vec![u32::MAX; n];
+    let mut last: FxHashMap<u64, u32> = FxHashMap::default();
+    for w in offsets.windows(2) {
+        last.clear();
+        for &i in &order[w[0]..w[1]] {
+            if let Some(p) = last.insert(hashes[i as usize], i) {
+                prev[i as usize] = p;
+            }
+        }
+    }
+    prev
+}
+
+/// Epoch logs: a new build starts at a line whose name was already built in the
+/// current build (phc appends out of order, so end order says nothing).
+fn split_epoch(rb: RawBuild) -> Vec<RawBuild> {
+    // More lines than u32 indices hold cannot come from a trace of at most MAX_TRACE
+    // bytes; keep such a build whole rather than guess.
+    if rb.lines.len() < 2 || rb.lines.len() >= u32::MAX as usize {
+        return vec![rb];
+    }
+    let prev = previous_same_name(&rb);
+    let name = |i: usize| rb.lines[i].text.name(&rb.text);
+    let mut starts = vec![0usize];
+    for i in 1..rb.lines.len() {
+        let from = starts[starts.len() - 1];
+        // Walk back along equal hashes while still in this build; names are compared
+        // so a hash collision cannot split a build.
+        let mut p = prev[i];
+        while p != u32::MAX && p as usize >= from {
+            if name(p as usize) == name(i) {
+                starts.push(i);
+                break;
+            }
+            p = prev[p as usize];
+        }
+    }
+    if starts.len() == 1 {
+        return vec![rb];
+    }
+    starts.push(rb.lines.len());
+    starts
+        .windows(2)
+        .map(|w| {
+            let part = &rb.lines[w[0]..w[1]];
+            let t0 = part[0].text.at;
+            let last = part[part.len() - 1].text;
+            let t1 = last.at + last.name_len as usize + last.hash_len as usize;
+            RawBuild {
+                lines: part
+                    .iter()
+                    .map(|l| Job {
+                        text: Text {
+                            at: l.text.at - t0,
+                            ..l.text
+                        },
+                        ..*l
+                    })
+                    .collect(),
+                text: rb.text[t0..t1].to_string(),
+            }
+        })
+        .collect()
+}
+
+fn build_from(rb: RawBuild, epoch: bool) -> Build {
+    let RawBuild {
+        lines: mut jobs,
+        text,
+    } = rb;
     let base = if epoch {
-        raw.iter().map(|l| l.start).min().unwrap_or(0)
+        jobs.iter().map(|j| j.start).min().unwrap_or(0)
     } else {
         0
     };
+    if base != 0 {
+        for j in &mut jobs {
+            j.start -= base;
+            j.end -= base;
+        }
+    }
     // Lines with the same hash, start and end are one multi-output job: sort by time
     // (line numbers are unique, so the order is total) and merge within each group of
-    // equal times.
-    let mut keys: Vec<(i64, i64, u64, usize)> = raw
-        .iter()
-        .enumerate()
-        .map(|(i, l)| (l.start, l.end, l.line, i))
-        .collect();
-    if !keys.is_sorted() {
-        keys.sort_unstable();
+    // equal times, in place.
+    let key = |j: &Job| (j.start, j.end, j.line);
+    if !jobs.is_sorted_by_key(key) {
+        jobs.sort_unstable_by_key(key);
     }
-    let mut jobs: Vec<Job> = Vec::with_capacity(raw.len());
-    let ordered = keys.into_iter().map(|k| &raw[k.3]);
+    let mut more_names: Vec<Vec<Text>> = Vec::new();
+    let mut kept = 0;
     let mut group_from = 0;
     let mut big: (usize, FxHashMap<u64, usize>) = (usize::MAX, FxHashMap::default());
-    for l in ordered {
-        let (name, hash) = (rb.str(l.name), rb.str(l.hash));
-        if jobs
-            .last()
-            .is_none_or(|j: &Job| (j.start, j.end) != (l.start - base, l.end - base))
-        {
-            group_from = jobs.len();
+    for r in 0..jobs.len() {
+        let l = jobs[r];
+        let hash = l.text.hash(&text);
+        if kept == 0 || (jobs[kept - 1].start, jobs[kept - 1].end) != (l.start, l.end) {
+            group_from = kept;
         }
         let same = if hash.is_empty() {
             None
-        } else if jobs.len() - group_from <= 16 {
-            jobs[group_from..]
+        } else if kept - group_from <= 16 {
+            jobs[group_from..kept]
                 .iter()
-                .position(|j| j.hash == hash)
+                .position(|j| j.text.hash(&text) == hash)
                 .map(|k| group_from + k)
         } else {
             // A big group of equal times (a recompacted or synthetic log): index it.
             if big.0 != group_from {
                 big = (group_from, FxHashMap::default());
-                for (k, j) in jobs[group_from..].iter().enumerate() {
-                    big.1.entry(hash64(&j.hash)).or_insert(group_from + k);
+                for (k, j) in jobs[group_from..kept].iter().enumerate() {
+                    big.1
+                        .entry(hash64(j.text.hash(&text)))
+                        .or_insert(group_from + k);
                 }
             }
             big.1
                 .get(&hash64(hash))
                 .copied()
-                .filter(|&k| jobs[k].hash == hash)
+                .filter(|&k| jobs[k].text.hash(&text) == hash)
         };
         match same {
-            Some(k) => jobs[k].more_names.push(name.to_string()),
-            None => {
-                if big.0 == group_from && jobs.len() - group_from > 16 {
-                    big.1.entry(hash64(hash)).or_insert(jobs.len());
+            Some(k) => {
+                let j = &mut jobs[k];
+                if j.more == NO_MORE {
+                    j.more = u32::try_from(more_names.len()).unwrap_or(NO_MORE - 1);
+                    more_names.push(Vec::new());
                 }
-                jobs.push(Job {
-                    name: name.to_string(),
-                    more_names: Vec::new(),
-                    start: l.start - base,
-                    end: l.end - base,
-                    hash: hash.to_string(),
-                    kind: JobKind::Other,
-                    line: l.line,
-                })
+                if let Some(m) = more_names.get_mut(j.more as usize) {
+                    m.push(l.text);
+                }
+            }
+            None => {
+                if big.0 == group_from && kept - group_from > 16 {
+                    big.1.entry(hash64(hash)).or_insert(kept);
+                }
+                jobs[kept] = l;
+                kept += 1;
             }
         }
     }
-    // Objects with device steps make their plain-named job the host compile.
+    jobs.truncate(kept);
+    // Steps name their object; objects with device steps make their plain-named job
+    // the host compile.
     let mut objects: FxHashSet<&str> = FxHashSet::default();
-    objects.reserve(jobs.len() / 4);
     let mut last = "";
-    for j in &jobs {
+    let mut plain = false;
+    for j in &mut jobs {
+        if j.step == NO_STEP {
+            plain = true;
+            continue;
+        }
+        let name = j.text.name(&text);
+        let (o, step) = (&name[..j.step as usize], &name[j.step as usize + 2..]);
         // Steps of one object are usually neighbours: skip re-inserting them.
-        if let Some((o, _)) = split_step(&j.name)
-            && o != last
-        {
+        if o != last {
             objects.insert(o);
             last = o;
         }
+        j.kind = if step == "bundle" {
+            JobKind::Bundle
+        } else {
+            JobKind::Device
+        };
     }
-    let kinds: Vec<JobKind> = jobs
-        .iter()
-        .map(|j| {
-            let name = &j.name;
-            match split_step(name) {
-                Some((_, "bundle")) => JobKind::Bundle,
-                Some(_) => JobKind::Device,
-                None if objects.contains(name.as_str()) => JobKind::Host,
-                None => JobKind::Other,
+    if plain {
+        for j in &mut jobs {
+            if j.step == NO_STEP && objects.contains(j.text.name(&text)) {
+                j.kind = JobKind::Host;
             }
-        })
-        .collect();
-    for (j, k) in jobs.iter_mut().zip(kinds) {
-        j.kind = k;
+        }
     }
+    drop(objects);
     Build {
         jobs,
         epoch_base_ms: base,
+        text,
+        more_names,
     }
 }
 
@@ -580,10 +796,10 @@ mod tests {
         let kinds: Vec<&str> = b.jobs.iter().map(|j| j.kind.category()).collect();
         assert_eq!(kinds, vec!["device", "device", "other", "bundle", "host"]);
         assert_eq!(b.jobs[1].kind, JobKind::Device);
-        assert_eq!(b.jobs[1].object(), Some("a.o"));
-        assert_eq!(b.jobs[1].arch(), Some("gfx942"));
-        assert_eq!(b.jobs[4].object(), Some("a.o"), "host compile of a.o");
-        assert_eq!(b.jobs[2].object(), None);
+        assert_eq!(b.object(&b.jobs[1]), Some("a.o"));
+        assert_eq!(b.arch(&b.jobs[1]), Some("gfx942"));
+        assert_eq!(b.object(&b.jobs[4]), Some("a.o"), "host compile of a.o");
+        assert_eq!(b.object(&b.jobs[2]), None);
     }
 
     #[test]
@@ -592,14 +808,14 @@ mod tests {
         let t = parse(b"# ninja log v5\n100\t200\t0\tmy_output\tdeadbeef\n50\t120\t0\tmy_first_output\t0afef\n");
         assert_eq!(t.builds.len(), 2);
         assert_eq!(
-            t.builds[1].jobs[0].names().collect::<Vec<_>>(),
+            t.builds[1].names(&t.builds[1].jobs[0]).collect::<Vec<_>>(),
             vec!["my_first_output"]
         );
         let t =
             parse(b"# ninja log v6\n1\t5\t0\toutput\tab\n1\t5\t0\tother_output\tab\n# comment\n");
         assert_eq!(t.builds[0].jobs.len(), 1);
         assert_eq!(
-            t.builds[0].jobs[0].names().collect::<Vec<_>>(),
+            t.builds[0].names(&t.builds[0].jobs[0]).collect::<Vec<_>>(),
             vec!["output", "other_output"]
         );
     }
@@ -637,8 +853,129 @@ mod tests {
         assert!(p.trace().pending_bytes > 0);
         p.feed(b"b\th\n");
         let t = p.trace();
-        assert_eq!(t.builds[0].jobs[1].names().collect::<Vec<_>>(), vec!["bb"]);
+        assert_eq!(
+            t.builds[0].names(&t.builds[0].jobs[1]).collect::<Vec<_>>(),
+            vec!["bb"]
+        );
         assert_eq!(t.pending_bytes, 0);
+    }
+
+    /// The builds of an epoch log the plain way: a set of the names of the current
+    /// build, cleared at each repeat.
+    fn naive_epoch_builds(names: &[String]) -> Vec<Vec<String>> {
+        let mut builds: Vec<Vec<String>> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for n in names {
+            if builds.is_empty() || !seen.insert(n.clone()) {
+                builds.push(Vec::new());
+                seen.clear();
+                seen.insert(n.clone());
+            }
+            builds.last_mut().unwrap().push(n.clone());
+        }
+        builds
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn epoch_builds_split_where_a_name_repeats(
+            picks in proptest::collection::vec(0u8..40, 0..300),
+            chunk in 1usize..200,
+        ) {
+            let names: Vec<String> = picks.iter().map(|p| format!("o{p}.o::gfx90{}", p % 3)).collect();
+            let mut file = Vec::new();
+            for (i, n) in names.iter().enumerate() {
+                let t = 1_700_000_000_000i64 + i as i64;
+                file.extend_from_slice(format!("{t}\t{}\t0\t{n}\th{i}\n", t + 5).as_bytes());
+            }
+            // Fed in pieces, as a followed file arrives.
+            let mut p = TraceParser::new();
+            for c in file.chunks(chunk) {
+                p.feed(c);
+            }
+            let t = p.into_trace();
+            let got: Vec<Vec<String>> = t
+                .builds
+                .iter()
+                .map(|b| {
+                    let mut js: Vec<&Job> = b.jobs.iter().collect();
+                    js.sort_by_key(|j| j.line);
+                    js.iter().map(|j| b.name(j).to_string()).collect()
+                })
+                .collect();
+            proptest::prop_assert_eq!(got, naive_epoch_builds(&names));
+        }
+    }
+
+    #[test]
+    fn later_epoch_builds_keep_their_own_names_and_hashes() {
+        let t = parse(
+            b"1700000000000\t1700000000010\t0\ta.o::gfx900\tA1\n\
+              1700000000000\t1700000000020\t0\ta.o\tA2\n\
+              1700000001000\t1700000001010\t0\ta.o::gfx900\tB1\n\
+              1700000002000\t1700000002010\t0\ta.o::gfx900\tC1\n\
+              1700000002000\t1700000002030\t0\tb.o::bundle\tC2\n",
+        );
+        assert_eq!(t.builds.len(), 3);
+        let b = &t.builds[2];
+        assert_eq!(b.epoch_base_ms, 1_700_000_002_000);
+        let got: Vec<(&str, &str, Option<&str>)> = b
+            .jobs
+            .iter()
+            .map(|j| (b.name(j), b.hash(j), b.object(j)))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("a.o::gfx900", "C1", Some("a.o")),
+                ("b.o::bundle", "C2", Some("b.o"))
+            ]
+        );
+        assert_eq!(t.builds[0].jobs[1].kind, JobKind::Host);
+    }
+
+    #[test]
+    fn many_outputs_of_one_edge_merge_through_the_index() {
+        // 40 lines with equal times: 20 edges of two outputs each, the second output of
+        // each edge listed after all the first ones (the indexed path past 16).
+        let mut file = String::new();
+        for k in 0..20 {
+            file.push_str(&format!("1\t9\t0\tfirst{k}\th{k}\n"));
+        }
+        for k in 0..20 {
+            file.push_str(&format!("1\t9\t0\tsecond{k}\th{k}\n"));
+        }
+        let t = parse(file.as_bytes());
+        let b = &t.builds[0];
+        assert_eq!(b.jobs.len(), 20);
+        for (k, j) in b.jobs.iter().enumerate() {
+            assert_eq!(
+                b.names(j).collect::<Vec<_>>(),
+                vec![format!("first{k}"), format!("second{k}")]
+            );
+            assert_eq!(b.label(j), format!("first{k}, second{k}"));
+        }
+    }
+
+    #[test]
+    fn integers_as_str_parse_reads_them() {
+        for s in ["0", "17", " 42 ", "+5", "-3", "9223372036854775807"] {
+            assert_eq!(int(s.as_bytes()), s.trim().parse::<i64>().ok(), "{s:?}");
+        }
+        for s in [
+            "",
+            " ",
+            "-",
+            "+",
+            "1x",
+            "x1",
+            "1 2",
+            "9223372036854775808",
+            "0x10",
+            "１",
+        ] {
+            assert_eq!(int(s.as_bytes()), None, "{s:?}");
+        }
     }
 
     #[test]

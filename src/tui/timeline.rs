@@ -65,7 +65,7 @@ impl Model {
         }
         let mut arch_slot = BTreeMap::new();
         for j in &build.jobs {
-            if let Some(arch) = j.arch() {
+            if let Some(arch) = build.arch(j) {
                 let next = arch_slot.len();
                 arch_slot.entry(arch.to_string()).or_insert(next);
             }
@@ -132,10 +132,7 @@ pub struct Timeline {
     pub last_lanes_area: std::cell::Cell<Rect>,
 }
 
-const EMPTY: &Build = &Build {
-    jobs: Vec::new(),
-    epoch_base_ms: 0,
-};
+const EMPTY: &Build = &Build::EMPTY;
 
 impl Timeline {
     /// Open a parsed trace (the last build shown).
@@ -509,7 +506,7 @@ fn arch_colour(t: &Timeline, arch: &str) -> Color {
 
 fn kind_colour(t: &Timeline, j: &Job) -> Color {
     match j.kind {
-        JobKind::Device => arch_colour(t, j.arch().unwrap_or_default()),
+        JobKind::Device => arch_colour(t, t.current().arch(j).unwrap_or_default()),
         JobKind::Bundle => Color::Yellow,
         JobKind::Host => Color::LightGreen,
         JobKind::Other => Color::Gray,
@@ -526,13 +523,13 @@ fn kind_char(k: JobKind) -> char {
 }
 
 /// Short label of a job inside its bar.
-fn short_name(j: &Job) -> String {
-    let o = base(j.object().unwrap_or_default());
+fn short_name(b: &Build, j: &Job) -> String {
+    let o = base(b.object(j).unwrap_or_default());
     match j.kind {
-        JobKind::Device => format!("{o} {}", j.arch().unwrap_or_default()),
+        JobKind::Device => format!("{o} {}", b.arch(j).unwrap_or_default()),
         JobKind::Bundle => format!("{o} bundle"),
         JobKind::Host => format!("{o} host"),
-        JobKind::Other => base(&j.name).to_string(),
+        JobKind::Other => base(b.name(j)).to_string(),
     }
 }
 
@@ -714,7 +711,7 @@ fn lanes(frame: &mut Frame, t: &Timeline, area: Rect, theme: Theme) {
             let sel = t.selected == Some(i);
             let running = pos.is_some_and(|p| j.end > p);
             let colour = kind_colour(t, j);
-            let label = short_name(j);
+            let label = short_name(t.current(), j);
             let mut chars = label.chars();
             for cx in x..end {
                 let cell = &mut buf[(area.x + LABEL_W + cx as u16, y)];
@@ -875,7 +872,10 @@ fn job_detail(frame: &mut Frame, t: &Timeline, area: Rect, theme: Theme) {
         )],
         Some((i, j)) => {
             let kind = match j.kind {
-                JobKind::Device => format!("device compile for {}", j.arch().unwrap_or_default()),
+                JobKind::Device => format!(
+                    "device compile for {}",
+                    t.current().arch(j).unwrap_or_default()
+                ),
                 JobKind::Bundle => "bundling".to_string(),
                 JobKind::Host => "host compile".to_string(),
                 JobKind::Other => "build step".to_string(),
@@ -883,7 +883,7 @@ fn job_detail(frame: &mut Frame, t: &Timeline, area: Rect, theme: Theme) {
             vec![
                 Line::from(vec![
                     Span::styled(
-                        format!(" {} ", j.label()),
+                        format!(" {} ", t.current().label(j)),
                         if theme.color {
                             Style::new()
                                 .fg(kind_colour(t, j))
