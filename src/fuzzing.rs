@@ -99,6 +99,17 @@ pub fn ninja_log(data: &[u8]) {
         assert!(a.peak_parallelism <= b.jobs.len());
         let lanes = crate::trace::analysis::lanes(&b.jobs);
         assert_eq!(lanes.len(), b.jobs.len());
+        for j in &b.jobs {
+            // Every accessor reads inside the build's text; steps name their object.
+            let name = b.name(j);
+            let _ = (b.hash(j), b.label(j), b.names(j).count());
+            if let Some(o) = b.object(j) {
+                assert!(name.starts_with(o));
+            }
+            if let Some(arch) = b.arch(j) {
+                assert!(name.ends_with(arch));
+            }
+        }
     }
     let _ = crate::trace::chrome::export(&t);
     let mid = data.len() / 2;

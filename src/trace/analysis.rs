@@ -1,7 +1,6 @@
 //! Where build time goes: the analysis of one build's jobs. Pure computation.
 
 use super::{Build, Job, JobKind};
-use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -140,6 +139,11 @@ struct Sweep {
     covered: i64,
     area: i64,
     timeline: Vec<f64>,
+    /// Width of a timeline bucket, ms.
+    width: f64,
+    /// The bucket time has reached (time only moves forward) and where it ends.
+    bucket: usize,
+    bucket_end: f64,
     ends: std::collections::BinaryHeap<std::cmp::Reverse<i64>>,
 }
 
@@ -156,6 +160,9 @@ impl Sweep {
             covered: 0,
             area: 0,
             timeline: vec![0.0; if wall > 0 { TIMELINE_BUCKETS } else { 0 }],
+            width: wall as f64 / TIMELINE_BUCKETS as f64,
+            bucket: 0,
+            bucket_end: wall as f64 / TIMELINE_BUCKETS as f64,
             ends: std::collections::BinaryHeap::new(),
         }
     }
@@ -175,16 +182,25 @@ impl Sweep {
         self.covered = self.covered.saturating_add(dt);
         self.area = self.area.saturating_add(running.saturating_mul(dt));
         if self.wall > 0 && running > 0 {
-            let width = self.wall as f64 / TIMELINE_BUCKETS as f64;
-            let (x0, x1) = ((prev - self.t0) as f64, (t - self.t0) as f64);
-            let first = (x0 / width) as usize;
-            let last = ((x1 / width).ceil() as usize).min(TIMELINE_BUCKETS);
-            for (k, slot) in self.timeline.iter_mut().enumerate().take(last).skip(first) {
-                let lo = x0.max(k as f64 * width);
-                let hi = x1.min((k + 1) as f64 * width);
-                if hi > lo {
-                    *slot += running as f64 * (hi - lo) / width;
+            // Walk the buckets from the one holding `prev` to the one holding `t`.
+            let (mut x, x1) = ((prev - self.t0) as f64, (t - self.t0) as f64);
+            let next = |s: &mut Sweep| {
+                s.bucket += 1;
+                s.bucket_end = (s.bucket + 1) as f64 * s.width;
+            };
+            while x >= self.bucket_end && self.bucket + 1 < TIMELINE_BUCKETS {
+                next(self);
+            }
+            loop {
+                let hi = x1.min(self.bucket_end);
+                if hi > x {
+                    self.timeline[self.bucket] += running as f64 * (hi - x) / self.width;
                 }
+                if x1 <= self.bucket_end || self.bucket + 1 == TIMELINE_BUCKETS {
+                    break;
+                }
+                x = self.bucket_end;
+                next(self);
             }
         }
         self.prev = t;
@@ -260,10 +276,11 @@ pub fn analyse(build: &Build) -> BuildAnalysis {
         first: Option<i64>,
         last: i64,
     }
-    let mut per_arch: FxHashMap<&str, ArchTime> = FxHashMap::default();
-    let mut obj_at: FxHashMap<&str, usize> = FxHashMap::default();
-    let mut obj_list: Vec<(&str, Obj)> = Vec::new();
-    let mut last_obj: Option<(&str, usize)> = None;
+    // Objects and archs are numbered by the build: index, never hash, per job.
+    let mut per_arch: Vec<ArchTime> = vec![ArchTime::default(); build.arch_count()];
+    let mut obj_list: Vec<(&str, Obj)> = (0..build.object_count())
+        .map(|i| (build.object_name(i), Obj::default()))
+        .collect();
     let mut other_serial = 0i64;
     let mut longest_other = 0i64;
     // The slowest steps so far, slowest first; ties go to the earlier job (jobs are in
@@ -277,33 +294,24 @@ pub fn analyse(build: &Build) -> BuildAnalysis {
             top.insert(at, (d, i));
             top.truncate(TOP);
         }
-        if let Some(o) = build.object(j) {
-            // Steps of one object are usually neighbours: look it up once per run.
-            let at = match last_obj {
-                Some((name, at)) if name == o => at,
-                _ => {
-                    let at = *obj_at.entry(o).or_insert_with(|| {
-                        obj_list.push((o, Obj::default()));
-                        obj_list.len() - 1
-                    });
-                    last_obj = Some((o, at));
-                    at
-                }
-            };
-            let e = &mut obj_list[at].1;
+        if let Some(e) = build
+            .object_index(j)
+            .and_then(|o| obj_list.get_mut(o))
+            .map(|(_, e)| e)
+        {
             e.first = Some(e.first.map_or(j.start, |f| f.min(j.start)));
             e.last = e.last.max(j.end);
             match j.kind {
                 JobKind::Device => {
-                    let arch = build.arch(j).unwrap_or_default();
                     e.device = e.device.saturating_add(d);
                     if d > e.slowest || e.slowest_arch.is_empty() {
                         e.slowest = d;
-                        e.slowest_arch = arch;
+                        e.slowest_arch = build.arch(j).unwrap_or_default();
                     }
-                    let a = per_arch.entry(arch).or_default();
-                    a.total_ms = a.total_ms.saturating_add(d);
-                    a.compiles += 1;
+                    if let Some(a) = build.arch_index(j).and_then(|a| per_arch.get_mut(a)) {
+                        a.total_ms = a.total_ms.saturating_add(d);
+                        a.compiles += 1;
+                    }
                 }
                 JobKind::Bundle => e.bundle = e.bundle.saturating_add(d),
                 JobKind::Host => e.host = e.host.saturating_add(d),
@@ -316,13 +324,14 @@ pub fn analyse(build: &Build) -> BuildAnalysis {
     }
     let per_arch_detail: BTreeMap<String, ArchTime> = per_arch
         .into_iter()
+        .enumerate()
         .map(|(k, mut a)| {
             a.mean_ms = if a.compiles > 0 {
                 a.total_ms as f64 / a.compiles as f64
             } else {
                 0.0
             };
-            (k.to_string(), a)
+            (build.arch_name(k).to_string(), a)
         })
         .collect();
     let critical = |e: &Obj| e.slowest.saturating_add(e.bundle).saturating_add(e.host);

@@ -19,7 +19,7 @@ pub mod analysis;
 pub mod chrome;
 pub mod follow;
 
-use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
+use rustc_hash::{FxHashMap, FxHasher};
 use serde::Serialize;
 
 /// Epoch-millisecond times are at least this large.
@@ -80,8 +80,8 @@ impl Text {
 
 /// No further outputs.
 const NO_MORE: u32 = u32::MAX;
-/// No `::` in the name.
-const NO_STEP: u32 = u32::MAX;
+/// Not a step of an object, or not a device compile.
+const NONE: u32 = u32::MAX;
 
 /// One job: one line, or several lines of a multi-output edge. Its name and hash live
 /// in the build's text (read them with [`Build::name`], [`Build::names`],
@@ -99,8 +99,10 @@ pub struct Job {
     text: Text,
     /// Index of its further outputs in [`Build`]'s list, or [`NO_MORE`].
     more: u32,
-    /// Where the last `::` of the name is, or [`NO_STEP`] (found once, when parsed).
-    step: u32,
+    /// Its object's index in [`Build::objects`], or [`NONE`].
+    object: u32,
+    /// A device compile's arch index in [`Build::archs`], or [`NONE`].
+    arch: u32,
 }
 
 impl Job {
@@ -121,6 +123,10 @@ pub struct Build {
     text: String,
     /// Further outputs of multi-output edges (rare).
     more_names: Vec<Vec<Text>>,
+    /// Objects with device steps (start and length in `text`), in order of appearance.
+    objects: Vec<(usize, usize)>,
+    /// Archs of the device compiles, in order of appearance.
+    archs: Vec<(usize, usize)>,
 }
 
 impl Build {
@@ -130,6 +136,8 @@ impl Build {
         epoch_base_ms: 0,
         text: String::new(),
         more_names: Vec::new(),
+        objects: Vec::new(),
+        archs: Vec::new(),
     };
 
     /// A job's output name (the first, for a multi-output edge).
@@ -156,28 +164,49 @@ impl Build {
         self.names(j).collect::<Vec<_>>().join(", ")
     }
 
-    /// A name `obj::step` split in two.
-    fn step<'a>(&'a self, j: &Job) -> Option<(&'a str, &'a str)> {
-        let name = self.name(j);
-        let at = j.step as usize;
-        (j.step != NO_STEP).then(|| (&name[..at], &name[at + 2..]))
+    fn span(&self, (at, len): (usize, usize)) -> &str {
+        &self.text[at..at + len]
     }
 
     /// The object a step belongs to (device, bundle and host steps).
     pub fn object<'a>(&'a self, j: &Job) -> Option<&'a str> {
-        match j.kind {
-            JobKind::Device | JobKind::Bundle => self.step(j).map(|(o, _)| o),
-            JobKind::Host => Some(self.name(j)),
-            JobKind::Other => None,
-        }
+        self.objects.get(j.object as usize).map(|&o| self.span(o))
     }
 
     /// The arch of a device compile.
     pub fn arch<'a>(&'a self, j: &Job) -> Option<&'a str> {
-        match j.kind {
-            JobKind::Device => self.step(j).map(|(_, a)| a),
-            _ => None,
-        }
+        self.archs.get(j.arch as usize).map(|&a| self.span(a))
+    }
+
+    /// The index of a job's object (below [`Build::object_count`]): steps of one object
+    /// share it.
+    pub fn object_index(&self, j: &Job) -> Option<usize> {
+        (j.object != NONE).then_some(j.object as usize)
+    }
+
+    /// The number of objects with device steps.
+    pub fn object_count(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// An object by index.
+    pub fn object_name(&self, index: usize) -> &str {
+        self.objects.get(index).map_or("", |&o| self.span(o))
+    }
+
+    /// The index of a device compile's arch (below [`Build::arch_count`]).
+    pub fn arch_index(&self, j: &Job) -> Option<usize> {
+        (j.arch != NONE).then_some(j.arch as usize)
+    }
+
+    /// The number of archs compiled for.
+    pub fn arch_count(&self) -> usize {
+        self.archs.len()
+    }
+
+    /// An arch by index.
+    pub fn arch_name(&self, index: usize) -> &str {
+        self.archs.get(index).map_or("", |&a| self.span(a))
     }
 }
 
@@ -236,7 +265,8 @@ impl RawBuild {
             kind: JobKind::Other,
             text,
             more: NO_MORE,
-            step: split_step(name).map_or(NO_STEP, |(o, _)| o.len() as u32),
+            object: NONE,
+            arch: NONE,
         });
     }
 }
@@ -280,6 +310,45 @@ fn int(b: &[u8]) -> Option<i64> {
         v = v.checked_mul(10)?.checked_add(i64::from(d))?;
     }
     Some(if neg { -v } else { v })
+}
+
+/// A line's times, and its name and hash: `rest` is `name \t hash`, the tab at `tab`.
+struct Fields<'a> {
+    start: i64,
+    end: i64,
+    rest: &'a [u8],
+    tab: usize,
+}
+
+/// The common line in one pass: three unsigned integers, each followed by a tab, then
+/// the name, a tab and a hash without tabs. `None` for anything else.
+fn plain_fields(raw: &[u8]) -> Option<Fields<'_>> {
+    let mut at = 0;
+    let mut v = [0i64; 3];
+    for x in &mut v {
+        let from = at;
+        while let Some(&c) = raw.get(at)
+            && c.is_ascii_digit()
+        {
+            *x = x.checked_mul(10)?.checked_add(i64::from(c - b'0'))?;
+            at += 1;
+        }
+        if at == from || raw.get(at) != Some(&b'\t') {
+            return None;
+        }
+        at += 1;
+    }
+    let rest = &raw[at..];
+    let tab = memchr::memchr(b'\t', rest)?;
+    if memchr::memchr(b'\t', &rest[tab + 1..]).is_some() {
+        return None;
+    }
+    Some(Fields {
+        start: v[0],
+        end: v[1],
+        rest,
+        tab,
+    })
 }
 
 /// `bytes` for a message: lossy text, quoted.
@@ -383,33 +452,16 @@ impl TraceParser {
             Some(c) if c.is_ascii_whitespace() && raw.trim_ascii().is_empty() => return,
             _ => {}
         }
-        // Five fields, split on tabs (a byte search; the fields are checked one by one).
-        let mut fields: [&[u8]; 5] = [&[]; 5];
-        let mut from = 0;
-        let mut tabs = memchr::memchr_iter(b'\t', raw);
-        for f in fields.iter_mut().take(4) {
-            match tabs.next() {
-                Some(t) => {
-                    *f = &raw[from..t];
-                    from = t + 1;
-                }
-                None => return self.bad_shape(n, raw),
-            }
-        }
-        if tabs.next().is_some() {
-            return self.bad_shape(n, raw);
-        }
-        fields[4] = &raw[from..];
-        let (start, end) = match (int(fields[0]), int(fields[1])) {
-            (Some(s), Some(e)) => (s, e),
-            _ => {
-                let msg = format!(
-                    "start {} or end {} is not an integer",
-                    shown(fields[0]),
-                    shown(fields[1])
-                );
-                return self.diag(n, msg);
-            }
+        // The usual line, `digits \t digits \t digits \t name \t hash`, is read in one
+        // pass; anything else takes the general path with its precise diagnostics.
+        let Some(Fields {
+            start,
+            end,
+            rest,
+            tab,
+        }) = plain_fields(raw).or_else(|| self.general_fields(n, raw))
+        else {
+            return;
         };
         if end < start {
             return self.diag(n, format!("ends ({end}) before it starts ({start})"));
@@ -420,16 +472,11 @@ impl TraceParser {
         if end > MAX_TIME {
             return self.diag(n, format!("time {end} is out of range"));
         }
-        if int(fields[2]).is_none() {
-            let msg = format!("mtime {} is not an integer", shown(fields[2]));
-            return self.diag(n, msg);
-        }
-        let (Ok(name), Ok(hash)) = (
-            std::str::from_utf8(fields[3]),
-            std::str::from_utf8(fields[4].trim_ascii()),
-        ) else {
+        // Name and hash in one UTF-8 check (they are neighbours in the line).
+        let Ok(text) = std::str::from_utf8(rest) else {
             return self.diag(n, "not UTF-8 text".into());
         };
+        let (name, hash) = (&text[..tab], text[tab + 1..].trim_ascii());
         if name.is_empty() {
             return self.diag(n, "empty output name".into());
         }
@@ -457,6 +504,46 @@ impl TraceParser {
         if let Some(b) = self.raw_builds.last_mut() {
             b.push(start, end, n, name, hash);
         }
+    }
+
+    /// The fields of any line, or a diagnostic.
+    fn general_fields<'a>(&mut self, n: u64, raw: &'a [u8]) -> Option<Fields<'a>> {
+        let mut fields: [&[u8]; 4] = [&[]; 4];
+        let mut from = 0;
+        let mut tabs = memchr::memchr_iter(b'\t', raw);
+        for f in &mut fields {
+            let Some(t) = tabs.next() else {
+                self.bad_shape(n, raw);
+                return None;
+            };
+            *f = &raw[from..t];
+            from = t + 1;
+        }
+        let name_at = from - fields[3].len() - 1;
+        if tabs.next().is_some() {
+            self.bad_shape(n, raw);
+            return None;
+        }
+        let (Some(start), Some(end)) = (int(fields[0]), int(fields[1])) else {
+            let msg = format!(
+                "start {} or end {} is not an integer",
+                shown(fields[0]),
+                shown(fields[1])
+            );
+            self.diag(n, msg);
+            return None;
+        };
+        if int(fields[2]).is_none() {
+            let msg = format!("mtime {} is not an integer", shown(fields[2]));
+            self.diag(n, msg);
+            return None;
+        }
+        Some(Fields {
+            start,
+            end,
+            rest: &raw[name_at..],
+            tab: fields[3].len(),
+        })
     }
 
     /// A line without exactly five fields (or not text at all).
@@ -714,41 +801,71 @@ fn build_from(rb: RawBuild, epoch: bool) -> Build {
     }
     jobs.truncate(kept);
     // Steps name their object; objects with device steps make their plain-named job
-    // the host compile.
-    let mut objects: FxHashSet<&str> = FxHashSet::default();
-    let mut last = "";
+    // the host compile. Objects and archs are numbered here, once, so readers index
+    // instead of hashing names.
+    let mut object_at: FxHashMap<&str, u32> = FxHashMap::default();
+    let mut objects: Vec<(usize, usize)> = Vec::new();
+    let mut arch_at: FxHashMap<&str, u32> = FxHashMap::default();
+    let mut archs: Vec<(usize, usize)> = Vec::new();
+    let mut last: (&str, u32) = ("", NONE);
     let mut plain = false;
     for j in &mut jobs {
-        if j.step == NO_STEP {
+        let name = j.text.name(&text);
+        let Some((o, step)) = split_step(name) else {
             plain = true;
             continue;
-        }
-        let name = j.text.name(&text);
-        let (o, step) = (&name[..j.step as usize], &name[j.step as usize + 2..]);
-        // Steps of one object are usually neighbours: skip re-inserting them.
-        if o != last {
-            objects.insert(o);
-            last = o;
-        }
-        j.kind = if step == "bundle" {
-            JobKind::Bundle
-        } else {
-            JobKind::Device
         };
+        // Steps of one object are usually neighbours: look it up once per run.
+        if o != last.0 || last.1 == NONE {
+            let id = match object_at.get(o) {
+                Some(&id) => id,
+                None => {
+                    let id = u32::try_from(objects.len()).unwrap_or(NONE);
+                    if id != NONE {
+                        objects.push((j.text.at, o.len()));
+                        object_at.insert(o, id);
+                    }
+                    id
+                }
+            };
+            last = (o, id);
+        }
+        j.object = last.1;
+        if step == "bundle" {
+            j.kind = JobKind::Bundle;
+        } else {
+            j.kind = JobKind::Device;
+            j.arch = match arch_at.get(step) {
+                Some(&id) => id,
+                None => {
+                    let id = u32::try_from(archs.len()).unwrap_or(NONE);
+                    if id != NONE {
+                        archs.push((j.text.at + o.len() + 2, step.len()));
+                        arch_at.insert(step, id);
+                    }
+                    id
+                }
+            };
+        }
     }
     if plain {
         for j in &mut jobs {
-            if j.step == NO_STEP && objects.contains(j.text.name(&text)) {
+            if j.kind == JobKind::Other
+                && let Some(&id) = object_at.get(j.text.name(&text))
+            {
                 j.kind = JobKind::Host;
+                j.object = id;
             }
         }
     }
-    drop(objects);
+    drop((object_at, arch_at));
     Build {
         jobs,
         epoch_base_ms: base,
         text,
         more_names,
+        objects,
+        archs,
     }
 }
 
@@ -955,6 +1072,52 @@ mod tests {
             );
             assert_eq!(b.label(j), format!("first{k}, second{k}"));
         }
+    }
+
+    proptest::proptest! {
+        /// The one-pass reader of common lines agrees with the general one.
+        #[test]
+        fn plain_lines_read_as_the_general_path_reads_them(
+            line in "[0-9 +-]{0,4}\t[0-9 ]{0,4}\t[0-9x-]{0,3}\t[a-z:\t]{0,6}\t[a-z\t ]{0,4}",
+        ) {
+            let raw = line.as_bytes();
+            let mut p = TraceParser::new();
+            if let Some(f) = plain_fields(raw) {
+                let g = p.general_fields(1, raw);
+                proptest::prop_assert!(g.is_some(), "general path refused {line:?}");
+                let g = g.unwrap();
+                proptest::prop_assert_eq!((f.start, f.end, f.rest, f.tab), (g.start, g.end, g.rest, g.tab));
+            }
+        }
+    }
+
+    #[test]
+    fn objects_and_archs_are_numbered_once_per_build() {
+        let t = parse(
+            b"1\t5\t0\ta.o::gfx900\th1\n1\t6\t0\tb.o::gfx942\th2\n2\t7\t0\ta.o::gfx942\th3\n\
+              7\t8\t0\ta.o::bundle\th4\n8\t9\t0\ta.o\th5\n9\t10\t0\tlink\th6\n",
+        );
+        let b = &t.builds[0];
+        assert_eq!(b.object_count(), 2);
+        assert_eq!(b.arch_count(), 2);
+        let idx: Vec<(Option<usize>, Option<usize>)> = b
+            .jobs
+            .iter()
+            .map(|j| (b.object_index(j), b.arch_index(j)))
+            .collect();
+        assert_eq!(
+            idx,
+            vec![
+                (Some(0), Some(0)),
+                (Some(1), Some(1)),
+                (Some(0), Some(1)),
+                (Some(0), None),
+                (Some(0), None),
+                (None, None)
+            ]
+        );
+        assert_eq!((b.object_name(1), b.arch_name(1)), ("b.o", "gfx942"));
+        assert_eq!(b.object_name(9), "", "out of range reads as empty");
     }
 
     #[test]
