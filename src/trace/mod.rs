@@ -11,9 +11,14 @@
 //! Builds: in build-relative logs a line whose end is smaller than the previous end
 //! starts a new build (ninja's restart); in epoch logs, whose writers append out of
 //! order, that heuristic is wrong, so a new build starts when a name already built in
-//! the current build appears again. Lines with the same hash, start and end are one
-//! job with several outputs. Names `obj::gfx942` are device compiles, `obj::bundle`
-//! bundling, and `obj` the host compile of an object that has device steps.
+//! the current build appears again (decided when the trace is read, see
+//! `split_epoch`). Lines with the same hash, start and end are one job with several
+//! outputs. Names `obj::gfx942` are device compiles, `obj::bundle` bundling, and `obj`
+//! the host compile of an object that has device steps.
+//!
+//! Memory: a job is 56 bytes and holds no allocation; names and hashes live in one
+//! text per [`Build`], which also numbers the objects and archs
+//! ([`Build::object_index`], [`Build::arch_index`]) so readers index instead of hash.
 
 pub mod analysis;
 pub mod chrome;
@@ -446,6 +451,10 @@ impl TraceParser {
         self.line_no += 1;
         let n = self.line_no;
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
+        if raw.len() > MAX_LINE {
+            // Also when a whole long line arrives in one piece.
+            return self.diag(n, format!("line longer than {MAX_LINE} bytes, skipped"));
+        }
         match raw.first() {
             None => return,
             Some(b'#') => return self.header_line(n, raw),
@@ -1118,6 +1127,37 @@ mod tests {
         );
         assert_eq!((b.object_name(1), b.arch_name(1)), ("b.o", "gfx942"));
         assert_eq!(b.object_name(9), "", "out of range reads as empty");
+    }
+
+    #[test]
+    fn a_long_line_is_skipped_whether_it_arrives_whole_or_in_pieces() {
+        let mut file = b"1\t2\t0\ta\th\n3\t4\t0\t".to_vec();
+        file.extend(std::iter::repeat_n(b'x', MAX_LINE + 10));
+        file.extend_from_slice(b"\th\n5\t6\t0\tb\th\n");
+        let whole = parse(&file);
+        let mut p = TraceParser::new();
+        for c in file.chunks(4096) {
+            p.feed(c);
+        }
+        p.finish();
+        for t in [whole, p.into_trace()] {
+            let b = &t.builds[0];
+            let names: Vec<&str> = b.jobs.iter().map(|j| b.name(j)).collect();
+            assert_eq!(names, vec!["a", "b"]);
+            assert_eq!(t.diagnostics.len(), 1);
+            assert_eq!(t.diagnostics[0].line, 2);
+            assert!(t.diagnostics[0].message.contains("longer than"));
+        }
+    }
+
+    #[test]
+    fn a_job_stays_small() {
+        // A million-line trace holds a million of these (the module doc says 56).
+        assert!(
+            std::mem::size_of::<Job>() <= 56,
+            "{}",
+            std::mem::size_of::<Job>()
+        );
     }
 
     #[test]
