@@ -145,4 +145,17 @@ pub fn phc(data: &[u8]) {
     let _ = crate::phc::probe::read_plan(probe, |_| true);
     let _ = crate::phc::jobserver::advertised(cmd);
     let _ = crate::phc::jobserver::local_slots(cmd, 4);
+    // A hipcc-cmd line: words never contain a blank unless it was quoted or escaped.
+    if let Some(words) = crate::phc::probe::shell_words(cmd)
+        && !cmd.contains(['\'', '"', '\\'])
+    {
+        assert!(words.iter().all(|w| !w.contains([' ', '\t'])));
+        assert_eq!(
+            words,
+            cmd.split([' ', '\t'])
+                .filter(|w| !w.is_empty())
+                .collect::<Vec<_>>()
+        );
+    }
+    let _ = crate::phc::probe::hipcc_command(probe);
 }

@@ -340,13 +340,15 @@ fn both_ways(
     args: &[&str],
     out: &str,
     dep: Option<&str>,
-) -> (Vec<u8>, Vec<u8>, String) {
+    env: &[(&str, &str)],
+) -> (Vec<u8>, Vec<u8>, String, String) {
     let dir = tempfile::tempdir().unwrap();
     for s in ["vadd.hip", "saxpy.hip", "counter.hip"] {
         fs::copy(src(s), dir.path().join(s)).unwrap();
     }
     let plain = Command::new(compiler)
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(dir.path())
         .output()
         .unwrap();
@@ -362,8 +364,10 @@ fn both_ways(
     let o = Command::new(PHC)
         .arg(compiler)
         .args(args)
+        .envs(env.iter().copied())
         .current_dir(dir.path())
         .env("PHC_NINJA_TRACE", &trace)
+        .env("PHC_DEBUG", "1")
         .env_remove("MAKEFLAGS")
         .output()
         .unwrap();
@@ -376,7 +380,13 @@ fn both_ways(
             "depfile"
         );
     }
-    (want, got, fs::read_to_string(trace).unwrap_or_default())
+    let log = common::stderr(&o);
+    (
+        want,
+        got,
+        fs::read_to_string(trace).unwrap_or_default(),
+        log,
+    )
 }
 
 #[test]
@@ -428,13 +438,46 @@ fn hipcc_objects_are_byte_identical() {
         ),
     ];
     for (args, out, dep) in cases {
-        let (want, got, trace) = both_ways("hipcc", args, out, *dep);
+        let (want, got, trace, log) = both_ways("hipcc", args, out, *dep, &[]);
         assert!(want == got, "phc object differs from hipcc's for {args:?}");
+        // Behind the Perl wrapper phc runs its clang command itself, with the cuid
+        // the plain command gets.
+        assert!(log.contains("running it directly"), "{log}");
+        assert!(log.contains("the driver's hash, reproduced"), "{log}");
         assert!(
             trace.contains(&format!("{out}::bundle")),
             "phc split the compile: {trace}"
         );
     }
+}
+
+#[test]
+fn hipcc_with_flags_for_the_shell_is_run_as_hipcc_for_each_step() {
+    if common::tool("hipcc").is_none() {
+        return;
+    }
+    // hipcc pastes HIPCC_COMPILE_FLAGS_APPEND into the command it gives the shell, which
+    // expands the variable: phc cannot run that command itself, so it runs hipcc.
+    let args = [
+        "-O2",
+        "-c",
+        "vadd.hip",
+        "--offload-arch=gfx900",
+        "--offload-arch=gfx906",
+        "-o",
+        "v.o",
+    ];
+    let env = [
+        (
+            "HIPCC_COMPILE_FLAGS_APPEND",
+            "-DPHC_FROM_SHELL=$PHC_TEST_VALUE",
+        ),
+        ("PHC_TEST_VALUE", "7"),
+    ];
+    let (want, got, trace, log) = both_ways("hipcc", &args, "v.o", None, &env);
+    assert!(want == got, "phc object differs from hipcc's");
+    assert!(trace.contains("v.o::bundle"), "{trace}");
+    assert!(log.contains("running hipcc for each step"), "{log}");
 }
 
 #[test]
@@ -479,12 +522,17 @@ fn clang19_compressed_objects_are_byte_identical() {
     ];
     for extra in cases {
         let args: Vec<&str> = base.iter().chain(extra.iter()).copied().collect();
-        let (want, got, trace) = both_ways("clang++-19", &args, "z.o", None);
+        let (want, got, trace, log) = both_ways("clang++-19", &args, "z.o", None, &[]);
         assert!(
             want == got,
             "phc object differs from clang-19's for {extra:?}"
         );
         assert!(trace.contains("z.o::bundle"), "{trace}");
+        assert!(log.contains("the driver's hash, reproduced"), "{log}");
+        assert!(
+            !log.contains("running it directly"),
+            "no wrapper here: {log}"
+        );
     }
 }
 

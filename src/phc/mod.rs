@@ -505,12 +505,12 @@ fn parallel(
     mut trace: Option<&mut TraceFile>,
     log: &dyn Fn(&str),
 ) -> Flow {
-    let compiler = &cmd[0];
-    // Ask the driver for its plan.
+    // Ask the driver for its plan (a Perl hipcc also prints the clang command it runs).
     let mut probe_cmd = cmd.to_vec();
     probe_cmd.push("-###".into());
-    let probe = match Command::new(compiler)
+    let probe = match Command::new(&cmd[0])
         .args(&probe_cmd[1..])
+        .env("HIPCC_VERBOSE", "1")
         .stdin(Stdio::null())
         .output()
     {
@@ -523,20 +523,33 @@ fn parallel(
     if !probe.status.success() {
         return Flow::Fallback("the driver's -### probe failed".into());
     }
+    let stdout = String::from_utf8_lossy(&probe.stdout);
     let text = format!(
         "{}\n{}",
         String::from_utf8_lossy(&probe.stderr),
-        String::from_utf8_lossy(&probe.stdout)
+        stdout
+            .lines()
+            .filter(|l| !l.starts_with(probe::HIPCC_CMD))
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     let plan = match probe::read_plan(&text, |p| p.is_file()) {
         Ok(p) => p,
         Err(probe::Unfit(why)) => return Flow::Fallback(why),
     };
+    // Behind a Perl hipcc, run the clang command it runs: the same compiles without a
+    // Perl start for each step, and a cuid phc can reproduce.
+    let direct = resolve_hipcc(&stdout, line, log);
+    let (line, probe_args) = match &direct {
+        Some((l, probe_args)) => (l, &probe_args[..]),
+        None => (line, &probe_cmd[1..]),
+    };
+    let compiler = &line.compiler;
     let order = match probe::match_targets(&plan.targets, &line.archs) {
         Ok(o) => o,
         Err(probe::Unfit(why)) => return Flow::Fallback(why),
     };
-    let cuid = choose_cuid(line, &plan, &probe_cmd[1..], log);
+    let cuid = choose_cuid(line, &plan, probe_args, log);
     log(&format!(
         "bundler {} targets {} extras {:?} cuid {}",
         plan.bundler.display(),
@@ -646,6 +659,58 @@ fn parallel(
     }
     h.emit("host compile");
     Flow::Exit(h.status())
+}
+
+/// The clang command behind a Perl `hipcc` (its `hipcc-cmd:` line in the probe's
+/// output, which ends in the probe's `-###`), read as a compile line, with the
+/// arguments clang got in the probe; `None` when there is none or it does not compile
+/// the same input to the same output for the same archs (phc then runs the command's
+/// own compiler for each step).
+fn resolve_hipcc(
+    stdout: &str,
+    line: &CompileLine,
+    log: &dyn Fn(&str),
+) -> Option<(CompileLine, Vec<String>)> {
+    let Some(mut words) = probe::hipcc_command(stdout) else {
+        if stdout.lines().any(|l| l.starts_with(probe::HIPCC_CMD)) {
+            log("hipcc's clang command needs the shell: running hipcc for each step");
+        }
+        return None;
+    };
+    if words.last().map(String::as_str) != Some("-###") {
+        log("hipcc-cmd line does not end in the probe's -###: running hipcc for each step");
+        return None;
+    }
+    let probe_args = words[1..].to_vec();
+    words.pop();
+    let direct = match args::analyse(&words) {
+        Ok(d) => d,
+        Err(why) => {
+            log(&format!(
+                "hipcc's clang command is not split ({why}): running hipcc"
+            ));
+            return None;
+        }
+    };
+    let sorted = |v: &[String]| {
+        let mut v = v.to_vec();
+        v.sort();
+        v
+    };
+    let same = direct.input == line.input
+        && direct.output == line.output
+        && direct.explicit_output == line.explicit_output
+        && sorted(&direct.archs) == sorted(&line.archs)
+        && direct.user_cuid == line.user_cuid;
+    if !same {
+        log("hipcc's clang command compiles something else: running hipcc for each step");
+        return None;
+    }
+    log(&format!(
+        "hipcc runs {}: running it directly",
+        direct.compiler
+    ));
+    Some((direct, probe_args))
 }
 
 /// The cuid to pass: none when the user gave one or the driver uses none; else the

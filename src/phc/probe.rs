@@ -44,6 +44,80 @@ fn quoted_tokens(line: &str) -> Vec<String> {
     out
 }
 
+/// The prefix of the line where ROCm's Perl `hipcc` prints the command it runs
+/// (`HIPCC_VERBOSE=1`, on standard output).
+pub const HIPCC_CMD: &str = "hipcc-cmd: ";
+
+/// The clang command a Perl `hipcc` runs, from its `hipcc-cmd:` line, or `None` when
+/// there is no such line or it is not plain enough to split exactly as the shell would.
+pub fn hipcc_command(stdout: &str) -> Option<Vec<String>> {
+    let line = stdout.lines().find_map(|l| l.strip_prefix(HIPCC_CMD))?;
+    let words = shell_words(line)?;
+    // The first word is the compiler, not an environment assignment (`NAME=value`).
+    let first = words.first()?;
+    if first.split_once('=').is_some_and(|(name, _)| {
+        !name.is_empty() && name.chars().all(|c| c == '_' || c.is_ascii_alphanumeric())
+    }) {
+        return None;
+    }
+    Some(words)
+}
+
+/// The words of a command string as `/bin/sh` splits it, for the plain subset `hipcc`
+/// writes: blanks between words, backslash escapes, single and double quotes. `None`
+/// for anything the shell would expand or interpret instead (variables, command
+/// substitution, globs, tildes, comments, pipes, redirections, separators), so a
+/// `Some` is exactly the argument list the shell would have passed.
+pub fn shell_words(s: &str) -> Option<Vec<String>> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut in_word = false;
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' | '\t' => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            '\\' => match chars.next()? {
+                '\n' => return None,
+                n => word.push(n),
+            },
+            '\'' => loop {
+                match chars.next()? {
+                    '\'' => break,
+                    c => word.push(c),
+                }
+            },
+            '"' => loop {
+                match chars.next()? {
+                    '"' => break,
+                    '\\' => match chars.next()? {
+                        n @ ('"' | '\\' | '$' | '`') => word.push(n),
+                        '\n' => return None,
+                        n => word.extend(['\\', n]),
+                    },
+                    '$' | '`' => return None,
+                    c => word.push(c),
+                }
+            },
+            '$' | '`' | '*' | '?' | '[' | ';' | '&' | '|' | '<' | '>' | '(' | ')' | '\n' | '{'
+            | '}' => return None,
+            '~' | '#' if !in_word => return None,
+            c => word.push(c),
+        }
+        if c != ' ' && c != '\t' {
+            in_word = true;
+        }
+    }
+    if in_word {
+        words.push(word);
+    }
+    Some(words)
+}
+
 /// What phc takes from the probe.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
@@ -178,6 +252,51 @@ pub fn match_targets(targets: &[String], archs: &[String]) -> Result<Vec<Option<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shell_words_split_as_sh_does_or_refuse() {
+        let w = |s: &str| shell_words(s).map(|v| v.join("|"));
+        assert_eq!(
+            w(r#"/usr/bin/clang++-15  -isystem "/usr/lib/x/.." --hip-device-lib-path="/a b" -o "v.o" -\#\#\#"#),
+            Some(r#"/usr/bin/clang++-15|-isystem|/usr/lib/x/..|--hip-device-lib-path=/a b|-o|v.o|-###"#.into())
+        );
+        assert_eq!(
+            w(r#"a 'b c' "d\"e" f\ g "" x"#),
+            Some(r#"a|b c|d"e|f g||x"#.into())
+        );
+        assert_eq!(
+            w(r#"a "\x" b#c"#),
+            Some(r#"a|\x|b#c"#.into()),
+            "\\x stays in double quotes"
+        );
+        assert_eq!(w("  "), Some(String::new()));
+        for bad in [
+            "a $HOME", "a `id`", "a \"$x\"", "a *.o", "a b?", "a [ab]", "a; b", "a | b", "a > f",
+            "a & b", "a ~/x", "a #c", "a 'open", "a \"open", "a \\", "a (b)", "a {b,c}",
+        ] {
+            assert_eq!(shell_words(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn hipcc_command_line() {
+        let out = "something\nhipcc-cmd: /usr/bin/clang++-15 -O2 -c a.hip -o \"a.o\" -\\#\\#\\#\n";
+        assert_eq!(
+            hipcc_command(out),
+            Some(vec![
+                "/usr/bin/clang++-15".to_string(),
+                "-O2".into(),
+                "-c".into(),
+                "a.hip".into(),
+                "-o".into(),
+                "a.o".into(),
+                "-###".into()
+            ])
+        );
+        assert_eq!(hipcc_command("no line"), None);
+        assert_eq!(hipcc_command("hipcc-cmd: CC=x clang -c a.hip"), None);
+        assert_eq!(hipcc_command("hipcc-cmd: clang -c $SRC"), None);
+    }
 
     const CLANG15: &str = r#"Debian clang version 15.0.6
 Target: x86_64-pc-linux-gnu
