@@ -1,7 +1,9 @@
 //! phc: a compiler launcher that splits one multi-arch HIP compile into a device
 //! compile per arch, run in parallel under a make jobserver, then bundles the code
 //! objects with the driver's own `clang-offload-bundler` and runs the host compile with
-//! the bundle embedded. The object is byte-identical to the plain command's.
+//! the bundle embedded. The object is byte-identical to the plain command's. Behind
+//! ROCm's Perl `hipcc`, the steps run the clang command hipcc itself runs (read from
+//! the probe, see [`probe::hipcc_command`]), saving a Perl start per step.
 //!
 //! Spec: `shared/spec/phc-and-traces.md` §1-3. Layout: [`args`] reads command lines,
 //! [`probe`] reads the driver's `-###` plan, [`jobserver`] is the token client,
