@@ -134,6 +134,9 @@ pub fn phc(data: &[u8]) {
         assert!(d.iter().any(|a| a == "--offload-device-only"));
         let h = crate::phc::args::host_args(&line, out, &[]);
         assert!(h.iter().any(|a| a == "--offload-host-only"));
+        let r = crate::phc::args::host_args_rdc(&line, &[]);
+        assert!(r.iter().any(|a| a == "--offload-host-only"));
+        assert!(!r.iter().any(|a| a == "-fcuda-include-gpubinary"));
         if let Ok(plan) = crate::phc::probe::read_plan(probe, |_| true)
             && let Ok(order) = crate::phc::probe::match_targets(&plan.targets, &line.archs)
         {

@@ -452,6 +452,97 @@ fn hipcc_objects_are_byte_identical() {
 }
 
 #[test]
+fn relocatable_device_code_is_split_and_byte_identical() {
+    // -fgpu-rdc: device compiles write bitcode, the host compile runs beside them, and
+    // the driver's bundler writes the object (spec §1.17). Symbols are named after the
+    // cuid, so this also proves the cuid is the plain command's.
+    let mut cases: Vec<(&str, Vec<&str>, &str, Option<&str>)> = Vec::new();
+    if common::tool("clang++-19").is_some() {
+        cases.push((
+            "clang++-19",
+            vec![
+                "-x",
+                "hip",
+                "--rocm-path=/usr",
+                "--rocm-device-lib-path=/usr/lib/x86_64-linux-gnu/amdgcn/bitcode",
+                "-fgpu-rdc",
+                "-O2",
+                "-c",
+                "counter.hip",
+                "--offload-arch=gfx900",
+                "--offload-arch=gfx90a:xnack+",
+                "-MD",
+                "-o",
+                "r.o",
+            ],
+            "r.o",
+            Some("r.d"),
+        ));
+    }
+    if common::tool("hipcc").is_some() {
+        cases.push((
+            "hipcc",
+            vec![
+                "-fgpu-rdc",
+                "-c",
+                "vadd.hip",
+                "--offload-arch=gfx906",
+                "--offload-arch=gfx1030",
+                "-MD",
+                "-MF",
+                "v.d",
+                "-o",
+                "v.o",
+            ],
+            "v.o",
+            Some("v.d"),
+        ));
+    }
+    for (compiler, args, out, dep) in &cases {
+        let (want, got, trace, log) = both_ways(compiler, args, out, *dep, &[]);
+        assert!(
+            want == got,
+            "phc object differs from {compiler}'s for {args:?}"
+        );
+        assert!(trace.contains(&format!("{out}::bundle")), "{trace}");
+        assert!(
+            trace.lines().any(|l| l.split('\t').nth(3) == Some(*out)),
+            "the host compile is traced: {trace}"
+        );
+        assert!(log.contains("the driver's hash, reproduced"), "{log}");
+        assert!(!log.contains("fallback"), "{log}");
+    }
+    // A random cuid cannot be reproduced: the plain command runs instead.
+    if let Some((compiler, args, out, _)) = cases.first() {
+        let dir = tempfile::tempdir().unwrap();
+        for s in ["vadd.hip", "counter.hip"] {
+            fs::copy(src(s), dir.path().join(s)).unwrap();
+        }
+        let args: Vec<&str> = args
+            .iter()
+            .copied()
+            .filter(|a| *a != "-MD")
+            .chain(["-fuse-cuid=random"])
+            .collect();
+        let o = Command::new(PHC)
+            .arg(compiler)
+            .args(&args)
+            .current_dir(dir.path())
+            .env("PHC_DEBUG", "1")
+            .env_remove("MAKEFLAGS")
+            .output()
+            .unwrap();
+        let log = common::stderr(&o);
+        assert!(o.status.success(), "{log}");
+        assert!(
+            log.contains("-fgpu-rdc needs the driver's own cuid"),
+            "{log}"
+        );
+        assert!(dir.path().join(out).exists());
+    }
+}
+
+#[test]
 fn hipcc_with_flags_for_the_shell_is_run_as_hipcc_for_each_step() {
     if common::tool("hipcc").is_none() {
         return;
@@ -548,28 +639,34 @@ fn a_real_failing_arch_fails_the_compile() {
          __global__ void k(int *p) { *p = 1; }\n",
     )
     .unwrap();
-    let o = Command::new(PHC)
-        .args([
-            "hipcc",
-            "-c",
-            "bad.hip",
-            "--offload-arch=gfx900",
-            "--offload-arch=gfx906",
-            "-o",
-            "bad.o",
-        ])
-        .current_dir(dir.path())
-        .env_remove("MAKEFLAGS")
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(1), "{}", common::stderr(&o));
-    assert_eq!(
-        common::stderr(&o).matches("error: no gfx906 here").count(),
-        1,
-        "{}",
-        common::stderr(&o)
-    );
-    assert!(!dir.path().join("bad.o").exists());
+    // With -fgpu-rdc the host compile runs beside the device compiles and writes
+    // bad.o before the gfx906 compile fails: that host-only object must not stay.
+    for extra in [None, Some("-fgpu-rdc")] {
+        let o = Command::new(PHC)
+            .args([
+                "hipcc",
+                "-c",
+                "bad.hip",
+                "--offload-arch=gfx900",
+                "--offload-arch=gfx906",
+                "-o",
+                "bad.o",
+            ])
+            .args(extra)
+            .current_dir(dir.path())
+            // Slots for all three at once, so the host compile does finish.
+            .env("MAKEFLAGS", "-j4")
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(1), "{}", common::stderr(&o));
+        assert_eq!(
+            common::stderr(&o).matches("error: no gfx906 here").count(),
+            1,
+            "{}",
+            common::stderr(&o)
+        );
+        assert!(!dir.path().join("bad.o").exists(), "{extra:?}");
+    }
 }
 
 #[test]

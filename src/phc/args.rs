@@ -192,6 +192,8 @@ pub struct CompileLine {
     pub input: String,
     /// A user `-cuid=`.
     pub user_cuid: Option<String>,
+    /// Relocatable device code (the last of `-fgpu-rdc`/`-fno-gpu-rdc` is on).
+    pub rdc: bool,
 }
 
 /// Read a command line: `Ok` when it is a multi-arch compile phc may split, else why not.
@@ -240,8 +242,9 @@ pub fn analyse(cmd: &[String]) -> Result<CompileLine, PassReason> {
             .find(|a| *a == on || *a == off)
             .is_some_and(|a| a == on)
     };
-    if last_of("-fgpu-rdc", "-fno-gpu-rdc") {
-        return unsupported("relocatable device code (-fgpu-rdc)");
+    let rdc = last_of("-fgpu-rdc", "-fno-gpu-rdc");
+    if rdc && (has("-S") || has("-emit-llvm")) {
+        return unsupported("relocatable device code written as assembly or bitcode");
     }
     if last_of("--offload-new-driver", "--no-offload-new-driver") {
         return unsupported("the new offload driver");
@@ -309,6 +312,7 @@ pub fn analyse(cmd: &[String]) -> Result<CompileLine, PassReason> {
         explicit_output,
         input,
         user_cuid,
+        rdc,
     })
 }
 
@@ -371,6 +375,21 @@ pub fn host_args(line: &CompileLine, bundle: &Path, cuid: &[String]) -> Vec<Stri
     v
 }
 
+/// The host compile of relocatable device code (spec §1.17): as [`host_args`], but no
+/// bundle is embedded; the object it writes to the user's `-o` (so that dependency
+/// files name it as the plain command's do) is bundled with the device bitcode after.
+pub fn host_args_rdc(line: &CompileLine, cuid: &[String]) -> Vec<String> {
+    let mut v: Vec<String> = line
+        .args
+        .iter()
+        .filter(|a| a.starts_with("--offload-arch=") || !offload_only(a))
+        .cloned()
+        .collect();
+    v.push("--offload-host-only".into());
+    v.extend(cuid.iter().cloned());
+    v
+}
+
 /// clang's default compilation-unit id (`-fuse-cuid=hash`): the low 64 bits of MD5
 /// over the input's real path and every non-input argument as the driver renders it,
 /// in lowercase hex without padding. `implicit` are the arguments the driver adds
@@ -420,10 +439,13 @@ mod tests {
         assert_eq!(analyse(&dup), Err(PassReason::FewArchs(1)));
         let mut rdc = two.clone();
         rdc.push("-fgpu-rdc".into());
-        assert!(matches!(analyse(&rdc), Err(PassReason::Unsupported(_))));
+        assert!(analyse(&rdc).unwrap().rdc);
+        let mut rdc_asm = rdc.clone();
+        rdc_asm.push("-S".into());
+        assert!(matches!(analyse(&rdc_asm), Err(PassReason::Unsupported(_))));
         rdc.push("-fno-gpu-rdc".into());
         assert!(
-            analyse(&rdc).is_ok(),
+            !analyse(&rdc).unwrap().rdc,
             "the last of -fgpu-rdc/-fno-gpu-rdc wins"
         );
         let mut trailing = two.clone();

@@ -1,7 +1,9 @@
 //! phc: a compiler launcher that splits one multi-arch HIP compile into a device
 //! compile per arch, run in parallel under a make jobserver, then bundles the code
 //! objects with the driver's own `clang-offload-bundler` and runs the host compile with
-//! the bundle embedded. The object is byte-identical to the plain command's. Behind
+//! the bundle embedded (with `-fgpu-rdc`: the host compile runs beside the device
+//! compiles and the bundler writes the object last, see [`rdc_bundle`]). The object is
+//! byte-identical to the plain command's. Behind
 //! ROCm's Perl `hipcc`, the steps run the clang command hipcc itself runs (read from
 //! the probe, see [`probe::hipcc_command`]), saving a Perl start per step.
 //!
@@ -547,11 +549,31 @@ fn parallel(
         None => (line, &probe_cmd[1..]),
     };
     let compiler = &line.compiler;
+    match (line.rdc, plan.embedded) {
+        (false, false) => {
+            return Flow::Fallback(
+                "no host compile embeds the bundle (the new offload driver?)".into(),
+            );
+        }
+        (true, true) => return Flow::Fallback("-fgpu-rdc, but the driver embeds a bundle".into()),
+        (true, false) if plan.output != line.output => {
+            return Flow::Fallback(format!(
+                "the driver bundles into {} rather than {}",
+                plan.output, line.output
+            ));
+        }
+        _ => {}
+    }
     let order = match probe::match_targets(&plan.targets, &line.archs) {
         Ok(o) => o,
         Err(probe::Unfit(why)) => return Flow::Fallback(why),
     };
-    let cuid = choose_cuid(line, &plan, probe_args, log);
+    let (cuid, exact) = choose_cuid(line, &plan, probe_args, log);
+    if line.rdc && !exact {
+        // Relocatable device code names symbols after the cuid: a different one would
+        // give a different object.
+        return Flow::Fallback("-fgpu-rdc needs the driver's own cuid".into());
+    }
     log(&format!(
         "bundler {} targets {} extras {:?} cuid {}",
         plan.bundler.display(),
@@ -595,25 +617,60 @@ fn parallel(
         .collect();
     // The driver drops -cuid on host-only compiles (clang 15 and 19), so the host cc1
     // gets it directly too; when the driver does pass it, it is the same value.
-    let mut host = args::host_args(line, &bundle, &cuid_args);
+    let mut host = if line.rdc {
+        args::host_args_rdc(line, &cuid_args)
+    } else {
+        args::host_args(line, &bundle, &cuid_args)
+    };
     if let Some(c) = &cuid {
         host.extend(["-Xclang".to_string(), format!("-cuid={c}")]);
     }
+    // With relocatable device code the host compile needs no bundle: it runs with the
+    // device compiles, and the bundler writes the object last.
+    let mut jobs = dev_lines;
+    if line.rdc {
+        jobs.push(host.clone());
+    }
 
     let name = line.output.clone();
-    let dev = device_phase(compiler, &dev_lines, pool, &rx, &tx, &pids, |f| {
+    let dev = device_phase(compiler, &jobs, pool, &rx, &tx, &pids, |f| {
         if let Some(t) = trace.as_deref_mut() {
-            t.record(&f.start, &f.end, &format!("{name}::{}", line.archs[f.job]));
+            match line.archs.get(f.job) {
+                Some(arch) => t.record(&f.start, &f.end, &format!("{name}::{arch}")),
+                None => t.record(&f.start, &f.end, &name),
+            }
         }
     });
+    // With relocatable device code the host compile wrote the user's -o: a host-only
+    // object must not stay there when the compile as a whole fails (clang, too, removes
+    // its outputs on failure).
+    let unfinished = || {
+        if line.rdc {
+            let _ = std::fs::remove_file(&line.output);
+        }
+    };
     if let Some(sig) = dev.signal {
+        unfinished();
         return Flow::Exit(die_by(sig, tmp));
     }
+    let step = |f: &Finished| {
+        if f.job < line.archs.len() {
+            "device compile"
+        } else {
+            "host compile"
+        }
+    };
     if let Some(code) = dev.first_failure {
+        unfinished();
         for f in &dev.done {
-            f.emit("device compile");
+            f.emit(step(f));
         }
         return Flow::Exit(code);
+    }
+    if line.rdc {
+        return rdc_bundle(
+            line, &plan, &order, &outs, &dev, &rx, &tx, &pids, trace, tmp,
+        );
     }
     // Bundle on the implicit slot, with no token held.
     let mut bargs = vec!["-type=o".to_string()];
@@ -663,6 +720,72 @@ fn parallel(
     Flow::Exit(h.status())
 }
 
+/// The last step of a relocatable-device-code compile: the host object (written to
+/// the user's `-o`) is moved aside in its directory, and the driver's bundler writes
+/// the object from the device bitcode and the host object, in the driver's order.
+#[allow(clippy::too_many_arguments)]
+fn rdc_bundle(
+    line: &CompileLine,
+    plan: &probe::Plan,
+    order: &[Option<usize>],
+    outs: &[PathBuf],
+    dev: &DevicePhase,
+    rx: &Receiver<Ev>,
+    tx: &Sender<Ev>,
+    pids: &Pids,
+    trace: Option<&mut TraceFile>,
+    tmp: tempfile::TempDir,
+) -> Flow {
+    let out = PathBuf::from(&line.output);
+    let aside = out.with_file_name(format!(
+        ".{}.phc-host-{}",
+        out.file_name().map_or("o".into(), |n| n.to_string_lossy()),
+        std::process::id()
+    ));
+    if let Err(e) = std::fs::rename(&out, &aside) {
+        return Flow::Fallback(format!("cannot move the host object aside: {e}"));
+    }
+    let mut bargs = vec!["-type=o".to_string()];
+    bargs.extend(plan.extras.iter().cloned());
+    bargs.push(format!("-targets={}", plan.targets.join(",")));
+    for o in order {
+        bargs.push(match o {
+            None => format!("-input={}", aside.display()),
+            Some(i) => format!("-input={}", outs[*i].display()),
+        });
+    }
+    bargs.push(format!("-output={}", line.output));
+    let start = dev
+        .done
+        .iter()
+        .map(|f| f.end)
+        .max_by_key(|s| s.wall_ms())
+        .unwrap_or_else(Stamp::now);
+    let bundler = plan.bundler.to_string_lossy().into_owned();
+    let (b, sig) = serial_step(&bundler, &bargs, rx, tx, pids, start);
+    let _ = std::fs::remove_file(&aside);
+    if let Some(sig) = sig {
+        let _ = std::fs::remove_file(&out);
+        return Flow::Exit(die_by(sig, tmp));
+    }
+    if let Some(t) = trace {
+        t.record(&b.start, &b.end, &format!("{}::bundle", line.output));
+    }
+    if b.status() != 0 {
+        drop(tmp);
+        return Flow::Fallback(format!("the bundler exited with {}", b.status()));
+    }
+    for f in &dev.done {
+        f.emit(if f.job < line.archs.len() {
+            "device compile"
+        } else {
+            "host compile"
+        });
+    }
+    b.emit("bundler");
+    Flow::Exit(0)
+}
+
 /// The clang command behind a Perl `hipcc` (its `hipcc-cmd:` line in the probe's
 /// output, which ends in the probe's `-###`), read as a compile line, with the
 /// arguments clang got in the probe; `None` when there is none or it does not compile
@@ -703,7 +826,8 @@ fn resolve_hipcc(
         && direct.output == line.output
         && direct.explicit_output == line.explicit_output
         && sorted(&direct.archs) == sorted(&line.archs)
-        && direct.user_cuid == line.user_cuid;
+        && direct.user_cuid == line.user_cuid
+        && direct.rdc == line.rdc;
     if !same {
         log("hipcc's clang command compiles something else: running hipcc for each step");
         return None;
@@ -725,11 +849,13 @@ fn choose_cuid(
     plan: &probe::Plan,
     probe_args: &[String],
     log: &dyn Fn(&str),
-) -> Option<String> {
+) -> (Option<String>, bool) {
     if line.user_cuid.is_some() {
-        return None;
+        return (None, true);
     }
-    let p = plan.cuid.clone()?;
+    let Some(p) = plan.cuid.clone() else {
+        return (None, true);
+    };
     let real = std::fs::canonicalize(&line.input)
         .map(|r| r.to_string_lossy().into_owned())
         .unwrap_or_else(|_| line.input.clone());
@@ -741,14 +867,14 @@ fn choose_cuid(
         if args::clang_hash_cuid(&real, implicit, probe_args) == p {
             let c = args::clang_hash_cuid(&real, implicit, &line.args);
             log(&format!("cuid {c}: the driver's hash, reproduced"));
-            return Some(c);
+            return (Some(c), true);
         }
     }
     log(&format!(
         "cuid {p}: the probe's (could not reproduce the driver's hash; objects with \
          cuid-named symbols may differ from the plain command's)"
     ));
-    Some(p)
+    (Some(p), false)
 }
 
 /// Where phc's source of tokens is, for reports.

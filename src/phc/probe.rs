@@ -130,6 +130,12 @@ pub struct Plan {
     /// Every other bundler argument, verbatim and in order, without `-input=`,
     /// `-output=` and `-type=`.
     pub extras: Vec<String>,
+    /// The bundler's `-output=`.
+    pub output: String,
+    /// Whether a host compile embeds the bundle (whole-program compile); when none
+    /// does, the bundler writes the object itself (relocatable device code, or the new
+    /// offload driver).
+    pub embedded: bool,
 }
 
 /// Why the probe's plan cannot be reproduced.
@@ -180,20 +186,17 @@ pub fn read_plan(text: &str, exists: impl Fn(&Path) -> bool) -> Result<Plan, Unf
     let targets = targets.ok_or_else(|| Unfit("the bundler line has no -targets=".into()))?;
     let output = output.ok_or_else(|| Unfit("the bundler line has no -output=".into()))?;
     // Whole-program shape: a host compile embeds exactly that bundle.
-    let embeds = cmds.iter().any(|c| {
+    let embedded = cmds.iter().any(|c| {
         c.windows(2)
             .any(|w| w[0] == "-fcuda-include-gpubinary" && w[1] == output)
     });
-    if !embeds {
-        return Err(Unfit(
-            "no host compile embeds the bundle (RDC or the new offload driver)".into(),
-        ));
-    }
     Ok(Plan {
         cuid,
         bundler,
         targets,
         extras,
+        output,
+        embedded,
     })
 }
 
@@ -330,9 +333,10 @@ Target: x86_64-pc-linux-gnu
         assert!(read_plan(&two, |_| true).is_err(), "two bundler lines");
         let rdc = CLANG15.replace("-fcuda-include-gpubinary", "-fgpu-rdc");
         assert!(
-            read_plan(&rdc, |_| true).is_err(),
+            !read_plan(&rdc, |_| true).unwrap().embedded,
             "no embedding host compile"
         );
+        assert!(read_plan(CLANG15, |_| true).unwrap().embedded);
         assert!(read_plan("", |_| true).is_err());
     }
 
