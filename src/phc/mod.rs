@@ -2,7 +2,7 @@
 //! compile per arch, run in parallel under a make jobserver, then bundles the code
 //! objects with the driver's own `clang-offload-bundler` and runs the host compile with
 //! the bundle embedded (with `-fgpu-rdc`: the host compile runs beside the device
-//! compiles and the bundler writes the object last, see [`rdc_bundle`]). The object is
+//! compiles and the bundler writes the object last, see `rdc_bundle`). The object is
 //! byte-identical to the plain command's. Behind
 //! ROCm's Perl `hipcc`, the steps run the clang command hipcc itself runs (read from
 //! the probe, see [`probe::hipcc_command`]), saving a Perl start per step.
