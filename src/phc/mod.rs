@@ -3,9 +3,9 @@
 //! objects with the driver's own `clang-offload-bundler` and runs the host compile with
 //! the bundle embedded (with `-fgpu-rdc`: the host compile runs beside the device
 //! compiles and the bundler writes the object last, see `rdc_bundle`). The object is
-//! byte-identical to the plain command's. Behind
-//! ROCm's Perl `hipcc`, the steps run the clang command hipcc itself runs (read from
-//! the probe, see [`probe::hipcc_command`]), saving a Perl start per step.
+//! byte-identical to the plain command's. Behind ROCm's Perl `hipcc`, the steps run
+//! the clang command hipcc itself runs (read from the probe, see
+//! [`probe::hipcc_command`]), saving a Perl start per step.
 //!
 //! Spec: `shared/spec/phc-and-traces.md` §1-3. Layout: [`args`] reads command lines,
 //! [`probe`] reads the driver's `-###` plan, [`jobserver`] is the token client,
@@ -653,17 +653,10 @@ fn parallel(
         unfinished();
         return Flow::Exit(die_by(sig, tmp));
     }
-    let step = |f: &Finished| {
-        if f.job < line.archs.len() {
-            "device compile"
-        } else {
-            "host compile"
-        }
-    };
     if let Some(code) = dev.first_failure {
         unfinished();
         for f in &dev.done {
-            f.emit(step(f));
+            f.emit(step(f, line));
         }
         return Flow::Exit(code);
     }
@@ -776,14 +769,19 @@ fn rdc_bundle(
         return Flow::Fallback(format!("the bundler exited with {}", b.status()));
     }
     for f in &dev.done {
-        f.emit(if f.job < line.archs.len() {
-            "device compile"
-        } else {
-            "host compile"
-        });
+        f.emit(step(f, line));
     }
     b.emit("bundler");
     Flow::Exit(0)
+}
+
+/// What a job of the parallel phase compiled: one job per arch, then (RDC) the host.
+fn step(f: &Finished, line: &CompileLine) -> &'static str {
+    if f.job < line.archs.len() {
+        "device compile"
+    } else {
+        "host compile"
+    }
 }
 
 /// The clang command behind a Perl `hipcc` (its `hipcc-cmd:` line in the probe's
