@@ -132,9 +132,9 @@ pub fn phc(data: &[u8]) {
         let out = std::path::Path::new("/t/x.out");
         let d = crate::phc::args::device_args(&line, &line.archs[0], &[], out);
         assert!(d.iter().any(|a| a == "--offload-device-only"));
-        let h = crate::phc::args::host_args(&line, out, &[]);
+        let h = crate::phc::args::host_args(&line, Some(out), &[]);
         assert!(h.iter().any(|a| a == "--offload-host-only"));
-        let r = crate::phc::args::host_args_rdc(&line, &[]);
+        let r = crate::phc::args::host_args(&line, None, &[]);
         assert!(r.iter().any(|a| a == "--offload-host-only"));
         assert!(!r.iter().any(|a| a == "-fcuda-include-gpubinary"));
         if let Ok(plan) = crate::phc::probe::read_plan(probe, |_| true)

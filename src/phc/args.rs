@@ -351,34 +351,16 @@ pub fn device_args(line: &CompileLine, arch: &str, cuid: &[String], out: &Path) 
 }
 
 /// The host compile (spec §1.10): compression and `--offload-jobs` dropped, `-o` and
-/// the dependency flags kept, the bundle embedded, then the cuid.
+/// the dependency flags kept, the bundle embedded, then the cuid. With relocatable
+/// device code (spec §1.17) there is no bundle to embed (`None`): the object it writes
+/// to the user's `-o` (so that dependency files name it as the plain command's do) is
+/// bundled with the device bitcode after.
 ///
 /// Unlike the reference, the `--offload-arch` values stay: with `--offload-host-only`
 /// they do not change the object (checked byte for byte with clang 15 and 19), and
 /// without them ROCm's `hipcc` runs GPU detection (`rocm_agent_enumerator`) for every
 /// host compile, which is slow and prints errors on machines without a GPU.
-pub fn host_args(line: &CompileLine, bundle: &Path, cuid: &[String]) -> Vec<String> {
-    let mut v: Vec<String> = line
-        .args
-        .iter()
-        .filter(|a| a.starts_with("--offload-arch=") || !offload_only(a))
-        .cloned()
-        .collect();
-    v.extend([
-        "--offload-host-only".to_string(),
-        "-Xclang".into(),
-        "-fcuda-include-gpubinary".into(),
-        "-Xclang".into(),
-        bundle.to_string_lossy().into_owned(),
-    ]);
-    v.extend(cuid.iter().cloned());
-    v
-}
-
-/// The host compile of relocatable device code (spec §1.17): as [`host_args`], but no
-/// bundle is embedded; the object it writes to the user's `-o` (so that dependency
-/// files name it as the plain command's do) is bundled with the device bitcode after.
-pub fn host_args_rdc(line: &CompileLine, cuid: &[String]) -> Vec<String> {
+pub fn host_args(line: &CompileLine, bundle: Option<&Path>, cuid: &[String]) -> Vec<String> {
     let mut v: Vec<String> = line
         .args
         .iter()
@@ -386,6 +368,14 @@ pub fn host_args_rdc(line: &CompileLine, cuid: &[String]) -> Vec<String> {
         .cloned()
         .collect();
     v.push("--offload-host-only".into());
+    if let Some(bundle) = bundle {
+        v.extend([
+            "-Xclang".to_string(),
+            "-fcuda-include-gpubinary".into(),
+            "-Xclang".into(),
+            bundle.to_string_lossy().into_owned(),
+        ]);
+    }
     v.extend(cuid.iter().cloned());
     v
 }
@@ -537,7 +527,7 @@ mod tests {
                 "/t/1.out"
             ])
         );
-        let h = host_args(&l, Path::new("/t/b.hipfb"), &s(&["-cuid=abc"]));
+        let h = host_args(&l, Some(Path::new("/t/b.hipfb")), &s(&["-cuid=abc"]));
         assert!(h.contains(&"k.d".to_string()) && h.contains(&"k.o".to_string()));
         assert!(h.contains(&"--offload-arch=gfx906".to_string()));
         assert!(!h.iter().any(|a| a.starts_with("--offload-comp")));
@@ -551,6 +541,13 @@ mod tests {
                 "/t/b.hipfb",
                 "-cuid=abc"
             ])[..]
+        );
+        // Relocatable device code: nothing embedded, the rest the same.
+        let r = host_args(&l, None, &s(&["-cuid=abc"]));
+        assert_eq!(r[..r.len() - 2], h[..h.len() - 6]);
+        assert_eq!(
+            &r[r.len() - 2..],
+            &s(&["--offload-host-only", "-cuid=abc"])[..]
         );
     }
 

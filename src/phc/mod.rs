@@ -617,11 +617,8 @@ fn parallel(
         .collect();
     // The driver drops -cuid on host-only compiles (clang 15 and 19), so the host cc1
     // gets it directly too; when the driver does pass it, it is the same value.
-    let mut host = if line.rdc {
-        args::host_args_rdc(line, &cuid_args)
-    } else {
-        args::host_args(line, &bundle, &cuid_args)
-    };
+    let embed = (!line.rdc).then_some(bundle.as_path());
+    let mut host = args::host_args(line, embed, &cuid_args);
     if let Some(c) = &cuid {
         host.extend(["-Xclang".to_string(), format!("-cuid={c}")]);
     }
@@ -660,22 +657,36 @@ fn parallel(
         }
         return Flow::Exit(code);
     }
-    if line.rdc {
-        return rdc_bundle(
-            line, &plan, &order, &outs, &dev, &rx, &tx, &pids, trace, tmp,
-        );
-    }
-    // Bundle on the implicit slot, with no token held.
+    // The bundle. With relocatable device code the bundler writes the object itself,
+    // from the device bitcode and the host object, which is first moved aside from the
+    // user's -o in its own directory; otherwise the host entry is empty and the bundle
+    // is embedded by the host compile after.
+    let (host_input, bundle_out, aside) = if line.rdc {
+        let out = PathBuf::from(&line.output);
+        let aside = out.with_file_name(format!(
+            ".{}.phc-host-{}",
+            out.file_name().map_or("o".into(), |n| n.to_string_lossy()),
+            std::process::id()
+        ));
+        if let Err(e) = std::fs::rename(&out, &aside) {
+            return Flow::Fallback(format!("cannot move the host object aside: {e}"));
+        }
+        (aside.clone(), out, Some(aside))
+    } else {
+        (PathBuf::from("/dev/null"), bundle.clone(), None)
+    };
     let mut bargs = vec!["-type=o".to_string()];
     bargs.extend(plan.extras.iter().cloned());
     bargs.push(format!("-targets={}", plan.targets.join(",")));
     for o in &order {
-        bargs.push(match o {
-            None => "-input=/dev/null".to_string(),
-            Some(i) => format!("-input={}", outs[*i].display()),
-        });
+        let input = match o {
+            None => &host_input,
+            Some(i) => &outs[*i],
+        };
+        bargs.push(format!("-input={}", input.display()));
     }
-    bargs.push(format!("-output={}", bundle.display()));
+    bargs.push(format!("-output={}", bundle_out.display()));
+    // On the implicit slot, with no token held.
     let bstart = dev
         .done
         .iter()
@@ -684,7 +695,11 @@ fn parallel(
         .unwrap_or_else(Stamp::now);
     let bundler = plan.bundler.to_string_lossy().into_owned();
     let (b, sig) = serial_step(&bundler, &bargs, &rx, &tx, &pids, bstart);
+    if let Some(a) = &aside {
+        let _ = std::fs::remove_file(a);
+    }
     if let Some(sig) = sig {
+        unfinished();
         return Flow::Exit(die_by(sig, tmp));
     }
     if let Some(t) = trace.as_deref_mut() {
@@ -698,9 +713,12 @@ fn parallel(
         return Flow::Fallback(format!("the bundler exited with {}", b.status()));
     }
     for f in &dev.done {
-        f.emit("device compile");
+        f.emit(step(f, line));
     }
     b.emit("bundler");
+    if line.rdc {
+        return Flow::Exit(0);
+    }
     // Host compile, starting exactly where the bundle ended.
     let (h, sig) = serial_step(compiler, &host, &rx, &tx, &pids, b.end);
     if let Some(t) = trace {
@@ -711,68 +729,6 @@ fn parallel(
     }
     h.emit("host compile");
     Flow::Exit(h.status())
-}
-
-/// The last step of a relocatable-device-code compile: the host object (written to
-/// the user's `-o`) is moved aside in its directory, and the driver's bundler writes
-/// the object from the device bitcode and the host object, in the driver's order.
-#[allow(clippy::too_many_arguments)]
-fn rdc_bundle(
-    line: &CompileLine,
-    plan: &probe::Plan,
-    order: &[Option<usize>],
-    outs: &[PathBuf],
-    dev: &DevicePhase,
-    rx: &Receiver<Ev>,
-    tx: &Sender<Ev>,
-    pids: &Pids,
-    trace: Option<&mut TraceFile>,
-    tmp: tempfile::TempDir,
-) -> Flow {
-    let out = PathBuf::from(&line.output);
-    let aside = out.with_file_name(format!(
-        ".{}.phc-host-{}",
-        out.file_name().map_or("o".into(), |n| n.to_string_lossy()),
-        std::process::id()
-    ));
-    if let Err(e) = std::fs::rename(&out, &aside) {
-        return Flow::Fallback(format!("cannot move the host object aside: {e}"));
-    }
-    let mut bargs = vec!["-type=o".to_string()];
-    bargs.extend(plan.extras.iter().cloned());
-    bargs.push(format!("-targets={}", plan.targets.join(",")));
-    for o in order {
-        bargs.push(match o {
-            None => format!("-input={}", aside.display()),
-            Some(i) => format!("-input={}", outs[*i].display()),
-        });
-    }
-    bargs.push(format!("-output={}", line.output));
-    let start = dev
-        .done
-        .iter()
-        .map(|f| f.end)
-        .max_by_key(|s| s.wall_ms())
-        .unwrap_or_else(Stamp::now);
-    let bundler = plan.bundler.to_string_lossy().into_owned();
-    let (b, sig) = serial_step(&bundler, &bargs, rx, tx, pids, start);
-    let _ = std::fs::remove_file(&aside);
-    if let Some(sig) = sig {
-        let _ = std::fs::remove_file(&out);
-        return Flow::Exit(die_by(sig, tmp));
-    }
-    if let Some(t) = trace {
-        t.record(&b.start, &b.end, &format!("{}::bundle", line.output));
-    }
-    if b.status() != 0 {
-        drop(tmp);
-        return Flow::Fallback(format!("the bundler exited with {}", b.status()));
-    }
-    for f in &dev.done {
-        f.emit(step(f, line));
-    }
-    b.emit("bundler");
-    Flow::Exit(0)
 }
 
 /// What a job of the parallel phase compiled: one job per arch, then (RDC) the host.
