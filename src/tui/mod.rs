@@ -311,12 +311,7 @@ pub fn run(path: PathBuf, archive: Option<kpack::kpack::archive::ArchiveIndex>) 
     });
     let theme = ui::Theme::from_env();
     let mut pack_cancel = kpack::event::CancelToken::new();
-    let mut terminal = ratatui::init();
-    let _ = ratatui::crossterm::execute!(
-        std::io::stdout(),
-        ratatui::crossterm::event::EnableMouseCapture
-    );
-    let result = (|| -> Result<()> {
+    with_terminal(|terminal| {
         loop {
             terminal.draw(|f| ui::draw(f, &app, theme))?;
             let Ok(ev) = rx.recv() else { break };
@@ -339,7 +334,20 @@ pub fn run(path: PathBuf, archive: Option<kpack::kpack::archive::ArchiveIndex>) 
             }
         }
         Ok(())
-    })();
+    })
+}
+
+/// Open the timeline on a trace file; with `follow`, keep reading what a running
+/// build appends. The file is read on a background thread.
+/// Run `body` on the terminal in raw mode with mouse capture; the terminal is restored
+/// whatever `body` returns.
+fn with_terminal(body: impl FnOnce(&mut ratatui::DefaultTerminal) -> Result<()>) -> Result<()> {
+    let mut terminal = ratatui::init();
+    let _ = ratatui::crossterm::execute!(
+        std::io::stdout(),
+        ratatui::crossterm::event::EnableMouseCapture
+    );
+    let result = body(&mut terminal);
     let _ = ratatui::crossterm::execute!(
         std::io::stdout(),
         ratatui::crossterm::event::DisableMouseCapture
@@ -348,8 +356,6 @@ pub fn run(path: PathBuf, archive: Option<kpack::kpack::archive::ArchiveIndex>) 
     result
 }
 
-/// Open the timeline on a trace file; with `follow`, keep reading what a running
-/// build appends. The file is read on a background thread.
 pub fn run_timeline(path: PathBuf, follow: bool) -> Result<()> {
     use timeline::{Timeline, TimelineEvent};
     let (tx, rx) = channel::<TimelineEvent>();
@@ -380,12 +386,7 @@ pub fn run_timeline(path: PathBuf, follow: bool) -> Result<()> {
     });
     let mut t = Timeline::new(path, kpack::trace::Trace::default(), follow);
     let theme = ui::Theme::from_env();
-    let mut terminal = ratatui::init();
-    let _ = ratatui::crossterm::execute!(
-        std::io::stdout(),
-        ratatui::crossterm::event::EnableMouseCapture
-    );
-    let result = (|| -> Result<()> {
+    with_terminal(|terminal| {
         let mut last = Instant::now();
         while !t.quit {
             terminal.draw(|f| timeline::draw(f, &t, theme))?;
@@ -410,11 +411,5 @@ pub fn run_timeline(path: PathBuf, follow: bool) -> Result<()> {
             last = now;
         }
         Ok(())
-    })();
-    let _ = ratatui::crossterm::execute!(
-        std::io::stdout(),
-        ratatui::crossterm::event::DisableMouseCapture
-    );
-    ratatui::restore();
-    result
+    })
 }
