@@ -7,6 +7,7 @@
 
 use kpack::elf::{self, ElfContent};
 use kpack::event::NoEvents;
+use kpack::fsutil;
 use kpack::scan::{self, FileKind, ScanOptions};
 use std::io::Write;
 use std::path::PathBuf;
@@ -21,7 +22,7 @@ fn main() {
     for f in report.files.iter().filter(|f| {
         f.kind == FileKind::FatBinary && f.hard_link_of.is_none() && f.container.is_none()
     }) {
-        let Ok(Some(map)) = scan::map_file(&tree.join(&f.path)) else {
+        let Ok(Some(map)) = fsutil::map_file(&tree.join(&f.path)) else {
             continue;
         };
         let Ok(ElfContent::Fat(fat)) = elf::inspect(&map) else {

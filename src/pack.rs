@@ -21,6 +21,7 @@ use crate::event::{CancelToken, EventSink};
 use crate::family::Families;
 use crate::kpack::Marker;
 use crate::kpack::archive::{Archive, ArchiveMeta, ArchiveWriter, Scheme};
+use crate::fsutil;
 use crate::scan::{self, FileKind, FileReport, ScanOptions, TreeReport};
 use rayon::prelude::*;
 use serde::Serialize;
@@ -470,7 +471,7 @@ pub fn estimate(plan: &mut PackPlan, tree: &Path, opts: &PackOptions) {
             }
             let (path, tu) = k.key.rsplit_once('#').unwrap_or((&k.key, "0"));
             let Some(f) = by_path.get(path) else { continue };
-            let Ok(Some(map)) = scan::map_file(&tree.join(path)) else {
+            let Ok(Some(map)) = fsutil::map_file(&tree.join(path)) else {
                 continue;
             };
             let Ok(ElfContent::Fat(fat)) = elf::inspect(&map) else {
@@ -667,7 +668,7 @@ impl Worker<'_> {
             path: f.path.clone(),
             phase: Phase::Kernels,
         });
-        let map = scan::map_file(src)
+        let map = fsutil::map_file(src)
             .map_err(|e| Error::io(src, e))?
             .ok_or_else(|| Error::Invalid(format!("{}: empty", f.path)))?;
         let data: &[u8] = &map;
@@ -707,7 +708,7 @@ impl Worker<'_> {
         for b in &fat.bundles {
             self.archive_bundle(f, b, sec)?;
             // Its pages are consumed: let them leave the resident set.
-            scan::release_range(
+            fsutil::release_range(
                 &map,
                 span.offset as usize + b.offset as usize,
                 b.stored_size as usize,

@@ -11,12 +11,13 @@ use crate::elf::{self, ElfContent, ElfKind, FatBinary, WrapperInfo};
 use crate::error::{Error, Result};
 use crate::event::{EventSink, ScanEvent};
 use crate::kerneldb::{self, Database};
+use crate::fsutil::{map_open_file, open_regular};
 use crate::kpack::Marker;
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, Metadata};
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use crate::kpack::archive::MAGIC as KPACK_MAGIC;
@@ -646,56 +647,6 @@ fn inspect_entry(e: &Entry) -> FileReport {
         return r;
     }
     inspect_file(&e.abs, &e.rel, e.meta.len(), mode)
-}
-
-/// Open a regular file for reading without following a symlink or blocking on a
-/// fifo swapped in after the walk.
-pub fn open_regular(path: &Path) -> std::io::Result<File> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
-    Ok(file)
-}
-
-/// Open a regular file as [`open_regular`] does and map it (`None` when empty).
-pub fn map_file(path: &Path) -> std::io::Result<Option<memmap2::Mmap>> {
-    let file = open_regular(path)?;
-    if file.metadata()?.len() == 0 {
-        return Ok(None);
-    }
-    map_open_file(&file).map(Some)
-}
-
-/// Tell the kernel this process no longer needs the pages of `len` bytes at
-/// `offset` of a read-only file map: they leave the process's resident set (and are
-/// read again from the page cache if touched later). Used after consuming large
-/// inputs so that peak memory does not grow with the files processed.
-pub fn release_range(map: &memmap2::Mmap, offset: usize, len: usize) {
-    let page = 4096;
-    let start = offset.div_ceil(page) * page;
-    let end = (offset.saturating_add(len) / page * page).min(map.len() / page * page);
-    if end > start {
-        // SAFETY: `map` is a read-only, file-backed mapping (memmap2's Mmap), so
-        // dropping its pages loses nothing: a later access faults them back in from
-        // the file. No reference into the range is used after this call by callers
-        // (they pass ranges they are done with; a later read would still be valid).
-        let _ = unsafe {
-            map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
-        };
-    }
-}
-
-/// Map an open file read-only.
-pub fn map_open_file(file: &File) -> std::io::Result<memmap2::Mmap> {
-    // SAFETY: the map is read-only and private to this process. kpack never writes
-    // to its inputs; if another process truncates the file while it is mapped, reads
-    // past the new end fault (SIGBUS) — the same risk every mmap-based reader takes,
-    // accepted for zero-copy reading of multi-GB trees.
-    unsafe { memmap2::Mmap::map(file) }
 }
 
 /// Inspect one regular file (`rel` is the name used in the report).

@@ -512,7 +512,7 @@ pub struct Archive {
 impl Archive {
     /// Open and index an archive (mmap; reads the header, TOC and frame lengths only).
     pub fn open(path: &Path) -> Result<Archive> {
-        let file = crate::scan::open_regular(path).map_err(|e| Error::io(path, e))?;
+        let file = crate::fsutil::open_regular(path).map_err(|e| Error::io(path, e))?;
         let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
         let src = FileAt { file, size };
         let index = parse_index_at(&src).map_err(|e| Error::format(path, e))?;
@@ -521,7 +521,7 @@ impl Archive {
         let bytes = if size == 0 {
             Bytes::Owned(Vec::new())
         } else {
-            let m = crate::scan::map_open_file(&src.file).map_err(|e| Error::io(path, e))?;
+            let m = crate::fsutil::map_open_file(&src.file).map_err(|e| Error::io(path, e))?;
             let _ = m.advise(memmap2::Advice::Random);
             Bytes::Map(m)
         };
@@ -652,7 +652,7 @@ impl Archive {
                         Err(e) => Some(format!("{} @ {}: {e}", k.key, k.arch)),
                     };
                     if let Bytes::Map(m) = &self.bytes {
-                        crate::scan::release_range(
+                        crate::fsutil::release_range(
                             m,
                             k.offset as usize,
                             k.compressed_size as usize,

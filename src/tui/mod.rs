@@ -188,7 +188,7 @@ fn start(req: Request, root: &Path, tx: &Sender<AppEvent>, cancel: &kpack::event
             let path = file_in(root, &rel);
             let tx = tx.clone();
             std::thread::spawn(move || {
-                let r = kpack::scan::map_file(&path)
+                let r = kpack::fsutil::map_file(&path)
                     .map_err(|e| e.to_string())
                     .and_then(|m| {
                         kpack::elf::rewrite::parse_layout(m.as_deref().unwrap_or_default())
@@ -208,7 +208,7 @@ fn start(req: Request, root: &Path, tx: &Sender<AppEvent>, cancel: &kpack::event
                         "../".repeat(rel.matches('/').count())
                     )],
                 };
-                let r = kpack::scan::map_file(&path)
+                let r = kpack::fsutil::map_file(&path)
                     .map_err(|e| e.to_string())
                     .and_then(|m| {
                         kpack::elf::rewrite::plan_rewrite(m.as_deref().unwrap_or_default(), &marker)
