@@ -115,9 +115,9 @@ fn main() {
     for _ in 0..runs {
         let t = Instant::now();
         let w = ArchiveWriter::create(&ours_path, meta(), Scheme::ZstdPerKernel, 3).unwrap();
-        kernels
-            .par_iter()
-            .for_each(|(k, a, d)| w.add(k, a, d).unwrap());
+        kernels.par_iter().for_each(|(k, a, d)| {
+            w.add(k, a, d).unwrap();
+        });
         ours_size = w.finish().unwrap().file_size;
         ours.push(t.elapsed().as_secs_f64());
         let t = Instant::now();

@@ -24,15 +24,24 @@ pub struct Cli {
 /// Options of every command.
 #[derive(Debug, Args, Clone)]
 pub struct Common {
-    /// Print a report instead of opening the terminal UI.
-    #[arg(long, global = true, env = "KPACK_NO_TUI")]
+    /// Print a report instead of opening the terminal UI (env KPACK_NO_TUI:
+    /// 1/0, true/false, yes/no, on/off).
+    #[arg(
+        long,
+        global = true,
+        env = "KPACK_NO_TUI",
+        value_parser = clap::builder::BoolishValueParser::new(),
+        action = clap::ArgAction::SetTrue,
+        hide_env_values = true
+    )]
     pub no_tui: bool,
 
     /// Print machine-readable JSON on stdout (implies --no-tui).
     #[arg(long, global = true)]
     pub json: bool,
 
-    /// Exit with status 1 when any diagnostic was raised.
+    /// Exit with status 1 when any diagnostic was raised; for pack, any warning is
+    /// fatal and nothing is written.
     #[arg(long, global = true)]
     pub strict: bool,
 
@@ -158,7 +167,7 @@ pub struct PackArgs {
     #[arg(long)]
     pub group: String,
     /// A family preset (gfx90X, gfx94X, gfx950, gfx101X, gfx103X, gfx110X, gfx115X,
-    /// gfx120X, gfx125X) or NAME=arch,arch. Repeat for several.
+    /// gfx120X, gfx125X) or NAME=arch,arch. Repeat, or list presets with commas.
     #[arg(long = "family", required = true)]
     pub families: Vec<String>,
     /// combined: one tree with .kpack/ at its root; split: OUT/generic plus OUT/<family> overlays.
@@ -170,18 +179,40 @@ pub struct PackArgs {
     /// Kernel compression in the archives.
     #[arg(long, value_enum, default_value_t = CompressionArg::Zstd)]
     pub compression: CompressionArg,
-    /// zstd level (1-22).
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(i32).range(1..=22))]
+    /// zstd level: 1-22, or `max` (level 19 with a window as large as each kernel;
+    /// slower, for bundles that were stored compressed).
+    #[arg(long, default_value = "3", value_parser = parse_level)]
     pub level: i32,
+    /// Archives holding the kernels of host-only binaries in TREE (files, or
+    /// directories of .kpack files); searched before those their markers name.
+    /// Repeat for several.
+    #[arg(long = "archives", value_name = "PATH")]
+    pub archives: Vec<PathBuf>,
+    /// Copy damaged fat binaries as they are (with their device code) instead of
+    /// refusing to pack.
+    #[arg(long)]
+    pub copy_damaged: bool,
     /// Print the plan without writing anything.
     #[arg(long)]
     pub dry_run: bool,
     /// Skip verifying the output.
     #[arg(long)]
     pub no_verify: bool,
-    /// Replace OUT if it exists and is not empty.
+    /// Replace OUT when it holds a previous pack's output (its ledger); any other
+    /// non-empty OUT is refused.
     #[arg(long)]
     pub force: bool,
+}
+
+/// `--level`: 1-22 or `max`.
+fn parse_level(s: &str) -> Result<i32, String> {
+    if s.eq_ignore_ascii_case("max") {
+        return Ok(kpack::kpack::archive::LEVEL_MAX);
+    }
+    match s.parse::<i32>() {
+        Ok(n) if (1..=22).contains(&n) => Ok(n),
+        _ => Err(format!("{s:?} is not a zstd level: write 1-22 or max")),
+    }
 }
 
 /// `--export` values.
@@ -238,6 +269,31 @@ mod tests {
     #[test]
     fn clap_definition_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn no_tui_env_takes_boolish_values_and_level_takes_max() {
+        for (v, want) in [
+            ("1", true),
+            ("yes", true),
+            ("true", true),
+            ("0", false),
+            ("no", false),
+        ] {
+            // The environment is process-wide (tests/cli_scan.rs sets it on a child);
+            // here the flag's own value parser.
+            let p = clap::builder::BoolishValueParser::new();
+            let cmd = clap::Command::new("t");
+            let arg = clap::Arg::new("a");
+            let got = clap::builder::TypedValueParser::parse_ref(&p, &cmd, Some(&arg), v.as_ref());
+            assert_eq!(got.unwrap(), want, "{v}");
+        }
+        assert_eq!(
+            parse_level("max").unwrap(),
+            kpack::kpack::archive::LEVEL_MAX
+        );
+        assert_eq!(parse_level("7").unwrap(), 7);
+        assert!(parse_level("0").is_err() && parse_level("fast").is_err());
     }
 
     #[test]

@@ -79,6 +79,13 @@ pub enum Error {
     /// A request that cannot be carried out as asked (bad argument, existing output…).
     #[error("{0}")]
     Invalid(String),
+    /// The operation ran, and found what the caller asked to be fatal (warnings under
+    /// `--strict`, a failed check): exit status 1 at the command line.
+    #[error("{0}")]
+    Findings(String),
+    /// The user cancelled; nothing was written.
+    #[error("cancelled")]
+    Cancelled,
 }
 
 impl Error {

@@ -85,6 +85,18 @@ impl Family {
                 )));
             }
             check_name(name)?;
+            let unknown: Vec<&str> = processors
+                .iter()
+                .map(String::as_str)
+                .filter(|p| !known_processor(p))
+                .collect();
+            if !unknown.is_empty() {
+                return Err(Error::Invalid(format!(
+                    "custom family {name:?}: unknown arch name(s) {}; known: {}",
+                    unknown.join(", "),
+                    known_processors().join(" ")
+                )));
+            }
             return Ok(Family {
                 name: name.to_string(),
                 processors,
@@ -113,6 +125,19 @@ impl Family {
     }
 }
 
+/// Every processor the presets know (the names `NAME=arch,…` may use).
+pub fn known_processors() -> Vec<&'static str> {
+    PRESETS
+        .iter()
+        .flat_map(|(_, p)| p.iter().copied())
+        .collect()
+}
+
+/// Whether `p` (without feature flags) is a processor the presets know.
+pub fn known_processor(p: &str) -> bool {
+    PRESETS.iter().any(|(_, ps)| ps.contains(&p))
+}
+
 fn check_name(name: &str) -> Result<()> {
     if name.contains(['/', '\\', '\0', ':']) || name == "." || name == ".." {
         return Err(Error::Invalid(format!(
@@ -132,9 +157,20 @@ impl Families {
         if specs.is_empty() {
             return Err(Error::Invalid("choose at least one --family".into()));
         }
+        // `--family gfx90X,gfx94X` lists presets; `NAME=a,b` is one custom family.
         let fams: Vec<Family> = specs
             .iter()
-            .map(|s| Family::parse(s))
+            .flat_map(|s| {
+                if s.contains('=') {
+                    vec![s.as_str()]
+                } else {
+                    s.split(',')
+                        .map(str::trim)
+                        .filter(|x| !x.is_empty())
+                        .collect()
+                }
+            })
+            .map(Family::parse)
             .collect::<Result<_>>()?;
         for (i, a) in fams.iter().enumerate() {
             for b in &fams[i + 1..] {
@@ -184,6 +220,16 @@ mod tests {
         assert!(Families::parse(&[]).is_err());
         assert!(Family::parse("a/b=gfx900").is_err());
         assert_eq!(Family::parse("GFX94x").unwrap().name, "gfx94X");
+        let e = Family::parse("mine=gfx9999,banana,gfx90a")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("gfx9999, banana") && e.contains("known: gfx900"),
+            "{e}"
+        );
+        let f = Families::parse(&["gfx90X,gfx94X".into(), "mine=gfx1100,gfx1101".into()]).unwrap();
+        assert_eq!(f.0.len(), 3);
+        assert_eq!(f.0[2].processors, ["gfx1100", "gfx1101"]);
     }
 
     #[test]

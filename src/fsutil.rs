@@ -8,8 +8,8 @@
 
 use crate::error::{Error, Result};
 use std::fs::{File, Permissions};
-use std::os::unix::fs::OpenOptionsExt;
 use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// Write `bytes` to `path` atomically, with `mode` (default 0644).
@@ -93,4 +93,3 @@ pub fn map_open_file(file: &File) -> std::io::Result<memmap2::Mmap> {
     // accepted for zero-copy reading of multi-GB trees.
     unsafe { memmap2::Mmap::map(file) }
 }
-

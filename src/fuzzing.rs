@@ -87,6 +87,44 @@ pub fn rewrite(data: &[u8]) {
         }
         // A second rewrite must refuse.
         assert!(elf::rewrite::plan_rewrite(&r.bytes, &marker).is_err());
+        // Re-pointing it (as a re-pack does) keeps a host-only binary whose marker
+        // decodes to the new one.
+        let other = Marker {
+            kpack_search_paths: vec!["../.kpack/a.kpack".into(), "../.kpack/b.kpack".into()],
+            kernel_name: "lib/other.so".into(),
+        };
+        let again = elf::remark::replace_marker(&r.bytes, &other)
+            .unwrap_or_else(|e| panic!("a fresh rewrite cannot be re-pointed: {e}"));
+        let again = elf::AlignedBytes::copy_of(&again);
+        match elf::inspect(again.as_slice()) {
+            Ok(elf::ElfContent::Fat(fat)) => {
+                assert!(fat.host_only);
+                assert_eq!(fat.marker.as_ref(), Some(&other));
+            }
+            other => panic!("re-pointed image is not a host-only binary: {other:?}"),
+        }
+    } else {
+        // Arbitrary images: replacing a marker errors or yields a sound image.
+        if let Ok(out) = elf::remark::replace_marker(data, &marker) {
+            let before = elf::rewrite::structural_faults(data);
+            assert!(
+                elf::rewrite::structural_faults(&out)
+                    .iter()
+                    .all(|f| before.contains(f))
+            );
+        }
+    }
+}
+
+/// The pack ledger's reader: arbitrary bytes parse or give an error naming the file.
+pub fn ledger(data: &[u8]) {
+    let p = std::path::Path::new("fuzz-ledger.json");
+    match crate::kpack::ledger::Ledger::parse(p, data) {
+        Ok(l) => {
+            let again = crate::kpack::ledger::Ledger::parse(p, &l.to_json());
+            assert_eq!(again.ok(), Some(l));
+        }
+        Err(e) => assert!(e.to_string().starts_with("fuzz-ledger.json: ")),
     }
 }
 

@@ -25,6 +25,15 @@ fn main() {
                     .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
             }) {
                 EXIT_OK
+            } else if e.chain().any(|c| {
+                matches!(
+                    c.downcast_ref::<kpack::Error>(),
+                    Some(kpack::Error::Findings(_))
+                )
+            }) {
+                // The run completed and found what the user asked to be fatal.
+                eprintln!("kpack-tui: {e:#}");
+                EXIT_FINDINGS
             } else {
                 eprintln!("kpack-tui: error: {e:#}");
                 EXIT_ERROR
@@ -161,7 +170,7 @@ fn run_scan(path: &Path, common: &Common) -> Result<i32> {
         .with_context(|| format!("cannot scan {}", path.display()))?;
     progress.finish();
     if common.json {
-        batch::print_json(&report)?;
+        batch::print_json("kpack-tui.scan/1", &report)?;
     } else {
         let out = io::stdout();
         let mut out = io::BufWriter::new(out.lock());

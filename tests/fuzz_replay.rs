@@ -151,6 +151,11 @@ fn marker() {
 }
 
 #[test]
+fn ledger_reader() {
+    replay("ledger", 3000, kpack::fuzzing::ledger);
+}
+
+#[test]
 fn rewrite_plan_apply_verify() {
     replay("rewrite", 600, kpack::fuzzing::rewrite);
 }

@@ -383,13 +383,27 @@ fn output_guards() {
         "--family",
         "gfx103X",
     ];
+    // A directory a pack did not write is never replaced, --force or not (#14.9).
+    for extra in [&[][..], &["--force"][..]] {
+        let o = pack(&[&args[..], extra].concat());
+        assert_eq!(o.status.code(), Some(2));
+        assert!(
+            stderr(&o).contains("not a previous pack's output"),
+            "{}",
+            stderr(&o)
+        );
+        assert!(out.join("keep.txt").exists());
+    }
+    // A previous pack's output (it has a ledger) needs --force, and is replaced.
+    std::fs::remove_dir_all(&out).unwrap();
+    assert!(pack(&args).status.success());
+    std::fs::write(out.join("stale.txt"), "x").unwrap();
     let o = pack(&args);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("--force"));
-    assert!(out.join("keep.txt").exists());
+    assert!(stderr(&o).contains("pass --force"), "{}", stderr(&o));
     let o = pack(&[&args[..], &["--force"]].concat());
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(!out.join("keep.txt").exists());
+    assert!(!out.join("stale.txt").exists());
     assert!(out.join(".kpack/g_gfx90X.kpack").exists());
     let o = pack(&[
         tree.to_str().unwrap(),
@@ -430,8 +444,12 @@ fn dry_run_writes_nothing_and_reports_the_plan() {
         "--dry-run",
         "--json",
     ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    // The real run would stop on gfx1030 (--unassigned error): so does the dry run
+    // (#14.6), after printing the plan.
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("gfx1030"), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["schema"], "kpack-tui.pack-plan/1");
     assert_eq!(v["families"][0]["name"], "gfx90X");
     assert!(v["families"][0]["kernels"].as_u64().unwrap() >= 10);
     assert!(

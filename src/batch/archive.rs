@@ -59,8 +59,7 @@ pub fn inspect(path: &Path, json: bool, out: &mut dyn Write) -> Result<i32> {
             kernels: &idx.kernels,
             totals,
         };
-        serde_json::to_writer_pretty(&mut *out, &j)?;
-        writeln!(out)?;
+        super::write_json(out, "kpack-tui.archive/1", &j)?;
         return Ok(EXIT_OK);
     }
     writeln!(
@@ -130,21 +129,45 @@ pub fn verify(path: &Path, json: bool, out: &mut dyn Write) -> Result<i32> {
     if !path.exists() {
         bail!("{}: no such file", path.display());
     }
-    let (faults, kernels) = match Archive::open(path) {
-        Ok(a) => (a.verify(), a.index.kernels.len()),
-        Err(e) => (vec![e.to_string()], 0),
+    let (faults, kernels, checksummed) = match Archive::open(path) {
+        Ok(a) => (a.verify(), a.index.kernels.len(), a.checksummed()),
+        Err(e) => (vec![e.to_string()], 0, false),
     };
+    let mut notes = Vec::new();
+    if !checksummed && kernels > 0 {
+        notes.push(
+            "its kernels carry no checksum (raw, or zstd frames written without one, as by \
+             other tools): a changed byte inside a kernel cannot be detected from the archive \
+             alone; verify the packed tree, whose ledger holds a hash of every kernel"
+                .to_string(),
+        );
+    }
     if json {
-        serde_json::to_writer_pretty(
-            &mut *out,
-            &serde_json::json!({"path": path.display().to_string(), "sound": faults.is_empty(), "kernels": kernels, "faults": faults}),
+        super::write_json(
+            out,
+            "kpack-tui.verify-archive/1",
+            &serde_json::json!({"path": path.display().to_string(), "kind": "archive", "sound": faults.is_empty(), "kernels": kernels, "checksummed": checksummed, "faults": faults, "notes": notes}),
         )?;
-        writeln!(out)?;
-    } else if faults.is_empty() {
+        return Ok(if faults.is_empty() {
+            EXIT_OK
+        } else {
+            EXIT_FINDINGS
+        });
+    }
+    for n in &notes {
+        writeln!(out, "note: {n}")?;
+    }
+    if faults.is_empty() {
         writeln!(
             out,
-            "{}: sound ({kernels} kernels, every frame decodes to its size)",
-            path.display()
+            "{}: sound ({kernels} {}, every frame decodes to its size{})",
+            path.display(),
+            super::pack::plural(kernels as u64, "kernel", "kernels"),
+            if checksummed {
+                " and matches its checksum"
+            } else {
+                ""
+            }
         )?;
     } else {
         writeln!(
@@ -197,7 +220,18 @@ pub fn extract(
         );
         return Ok(EXIT_ERROR);
     };
-    let bytes = a.kernel(e)?;
+    let bytes = a.kernel(e).map_err(|e| {
+        kpack::Error::Findings(format!("refusing to extract (nothing written): {e}"))
+    })?;
+    if bytes.len() as u64 != e.size {
+        return Err(kpack::Error::Findings(format!(
+            "{}: {key} @ {arch} decodes to {} bytes, the TOC says {}; nothing written",
+            path.display(),
+            bytes.len(),
+            e.size
+        ))
+        .into());
+    }
     kpack::fsutil::write_atomic(out_path, &bytes, None)?;
     eprintln!(
         "extracted {key} @ {arch} ({}) to {}",

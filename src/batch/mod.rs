@@ -30,11 +30,32 @@ pub fn pct(part: u64, whole: u64) -> String {
     format!("{:.0}%", part as f64 * 100.0 / whole as f64)
 }
 
-/// Write JSON to stdout with a trailing newline.
-pub fn print_json<T: serde::Serialize>(value: &T) -> io::Result<()> {
+/// A `--json` document: `{"schema": "kpack-tui.<command>/<version>", ...value}`.
+/// Every `--json` output has a schema under `docs/schema/` (tests validate them).
+#[derive(serde::Serialize)]
+pub struct Versioned<'a, T: serde::Serialize> {
+    /// `kpack-tui.<command>/<version>`.
+    pub schema: &'static str,
+    /// The document.
+    #[serde(flatten)]
+    pub value: &'a T,
+}
+
+/// Write a `--json` document (pretty, trailing newline) to `out`.
+pub fn write_json<T: serde::Serialize>(
+    out: &mut dyn Write,
+    schema: &'static str,
+    value: &T,
+) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, &Versioned { schema, value })
+        .map_err(io::Error::other)?;
+    writeln!(out)
+}
+
+/// Write a `--json` document to stdout.
+pub fn print_json<T: serde::Serialize>(schema: &'static str, value: &T) -> io::Result<()> {
     let out = io::stdout();
     let mut out = io::BufWriter::new(out.lock());
-    serde_json::to_writer_pretty(&mut out, value).map_err(io::Error::other)?;
-    writeln!(out)?;
+    write_json(&mut out, schema, value)?;
     out.flush()
 }

@@ -1,6 +1,6 @@
 //! `pack` and `verify TREE` in batch mode: progress on stderr, summary on stdout.
 
-use super::{EXIT_FINDINGS, EXIT_OK, pct, size};
+use super::{EXIT_FINDINGS, EXIT_OK, pct, size, write_json};
 use crate::cli::{Common, CompressionArg, LayoutArg, PackArgs, UnassignedArg};
 use anyhow::Result;
 use kpack::event::{CancelToken, EventSink};
@@ -103,26 +103,27 @@ impl EventSink<PackEvent> for Progress {
 }
 
 fn options(args: &PackArgs, common: &Common) -> Result<PackOptions> {
-    Ok(PackOptions {
-        group: args.group.clone(),
-        families: Families::parse(&args.families)?,
-        layout: match args.layout {
-            LayoutArg::Combined => Layout::Combined,
-            LayoutArg::Split => Layout::Split,
-        },
-        unassigned: match args.unassigned {
-            UnassignedArg::Error => Unassigned::Error,
-            UnassignedArg::Drop => Unassigned::Drop,
-        },
-        scheme: match args.compression {
-            CompressionArg::None => Scheme::None,
-            CompressionArg::Zstd => Scheme::ZstdPerKernel,
-        },
-        level: args.level,
-        threads: common.jobs,
-        force: args.force,
-        verify: !args.no_verify,
-    })
+    let mut o = PackOptions::new(&args.group, Families::parse(&args.families)?);
+    o.layout = match args.layout {
+        LayoutArg::Combined => Layout::Combined,
+        LayoutArg::Split => Layout::Split,
+    };
+    o.unassigned = match args.unassigned {
+        UnassignedArg::Error => Unassigned::Error,
+        UnassignedArg::Drop => Unassigned::Drop,
+    };
+    o.scheme = match args.compression {
+        CompressionArg::None => Scheme::None,
+        CompressionArg::Zstd => Scheme::ZstdPerKernel,
+    };
+    o.level = args.level;
+    o.threads = common.jobs;
+    o.force = args.force;
+    o.verify = !args.no_verify;
+    o.archives = args.archives.clone();
+    o.copy_damaged = args.copy_damaged;
+    o.strict = common.strict;
+    Ok(o)
 }
 
 fn print_plan(out: &mut dyn Write, plan: &PackPlan) -> std::io::Result<()> {
@@ -137,13 +138,24 @@ fn print_plan(out: &mut dyn Write, plan: &PackPlan) -> std::io::Result<()> {
         plan.binaries,
         size(plan.device_bytes)
     )?;
+    if !plan.repacked.is_empty() {
+        let kernels: u64 = plan.repacked.iter().map(|r| r.kernels).sum();
+        writeln!(
+            out,
+            "  {} host-only binaries packed again from their archives ({kernels} kernels from {})",
+            plan.repacked.len(),
+            plan.consumed_archives.join(", ")
+        )?;
+    }
+    let approx = if plan.projection == "exact" { "" } else { "~" };
     for f in &plan.families {
         writeln!(
             out,
-            "  {:<10} {:<32} {:>5} kernels  {:>11} raw  ~{:>11}  arches {}{}",
+            "  {:<10} {:<32} {:>5} {}  {:>11} raw  {approx}{:>11}  arches {}{}",
             f.name,
-            f.archive,
+            f.archive.as_deref().unwrap_or("(no archive: no kernel)"),
             f.kernels,
+            plural(f.kernels, "kernel", "kernels"),
             size(f.raw_bytes),
             size(f.estimated_bytes),
             f.gfx_arches.join(" "),
@@ -162,19 +174,28 @@ fn print_plan(out: &mut dyn Write, plan: &PackPlan) -> std::io::Result<()> {
             .collect();
         writeln!(out, "  unassigned: {}", list.join(", "))?;
     }
-    for c in &plan.copied_fat {
-        writeln!(
-            out,
-            "  copied with device code (not an executable or shared library): {c}"
-        )?;
+    for c in &plan.copied {
+        writeln!(out, "  copied as it is: {} ({})", c.path, c.reason)?;
     }
+    for w in &plan.warnings {
+        writeln!(out, "  warning: {w}")?;
+    }
+    let what = match plan.projection {
+        "exact" => "projected output (archives exact: every kernel compressed)",
+        _ => "projected output (archives estimated from a sample)",
+    };
     writeln!(
         out,
-        "  input {} -> projected output ~{} ({})",
+        "  input {} -> {what} {approx}{} ({})",
         size(plan.input_bytes),
         size(plan.projected_bytes),
         pct(plan.projected_bytes, plan.input_bytes)
     )
+}
+
+/// `1 kernel`, `2 kernels`.
+pub fn plural(n: u64, one: &'static str, many: &'static str) -> &'static str {
+    if n == 1 { one } else { many }
 }
 
 /// `kpack-tui pack`.
@@ -186,11 +207,13 @@ pub fn run(args: &PackArgs, common: &Common) -> Result<i32> {
     if args.dry_run {
         pack::estimate(&mut plan, &args.tree, &opts);
         if common.json {
-            serde_json::to_writer_pretty(&mut out, &plan)?;
-            writeln!(out)?;
+            write_json(&mut out, "kpack-tui.pack-plan/1", &plan)?;
         } else {
             print_plan(&mut out, &plan)?;
         }
+        out.flush()?;
+        // The status the real run would end with.
+        pack::check_plan(&plan, &args.output, &opts)?;
         return Ok(EXIT_OK);
     }
     let progress = Progress::new();
@@ -205,8 +228,7 @@ pub fn run(args: &PackArgs, common: &Common) -> Result<i32> {
     progress.clear();
     let report = report?;
     if common.json {
-        serde_json::to_writer_pretty(&mut out, &report)?;
-        writeln!(out)?;
+        write_json(&mut out, "kpack-tui.pack/1", &report)?;
         return Ok(EXIT_OK);
     }
     writeln!(
@@ -220,30 +242,63 @@ pub fn run(args: &PackArgs, common: &Common) -> Result<i32> {
     let files: Vec<String> = report
         .files
         .iter()
-        .map(|(k, n)| format!("{n} {k}"))
+        .map(|(k, n)| format!("{n} {}", k.replace('_', " ")))
         .collect();
     writeln!(out, "  files: {}", files.join(", "))?;
     writeln!(
         out,
-        "  bytes: {} -> {} ({})",
+        "  bytes: {} -> {} ({}){}",
         size(report.bytes_in),
         size(report.bytes_out),
-        pct(report.bytes_out, report.bytes_in)
+        pct(report.bytes_out, report.bytes_in),
+        if report.bytes_out > report.bytes_in {
+            "  - the output is LARGER than the input"
+        } else {
+            ""
+        }
     )?;
-    for (path, kernels, bytes) in &report.archives {
-        let raw = report
-            .plan
-            .families
-            .iter()
-            .find(|f| &f.archive == path)
-            .map_or(0, |f| f.raw_bytes);
+    for a in &report.archives {
         writeln!(
             out,
-            "  archive {path}: {kernels} kernels, {} ({} raw, {:.2}×)",
-            size(*bytes),
-            size(raw),
-            raw as f64 / (*bytes).max(1) as f64
+            "  archive {}: {} {}, {} ({} raw, {:.2}×)",
+            a.path,
+            a.kernels,
+            plural(a.kernels, "kernel", "kernels"),
+            size(a.bytes),
+            size(a.raw_bytes),
+            a.raw_bytes as f64 / a.bytes.max(1) as f64
         )?;
+    }
+    if !report.grown.is_empty() {
+        let extra: u64 = report
+            .grown
+            .iter()
+            .map(|g| g.bytes_out.saturating_sub(g.bytes_in))
+            .sum();
+        writeln!(
+            out,
+            "  {} {} grew by {} in all (host-only binary + its archived kernels vs the fat binary){}",
+            report.grown.len(),
+            plural(report.grown.len() as u64, "binary", "binaries"),
+            size(extra),
+            if common.long {
+                ":"
+            } else {
+                "; --long lists them"
+            }
+        )?;
+        if common.long {
+            for g in &report.grown {
+                writeln!(
+                    out,
+                    "    {}: {} -> {}: {}",
+                    g.path,
+                    size(g.bytes_in),
+                    size(g.bytes_out),
+                    g.reason
+                )?;
+            }
+        }
     }
     if !report.plan.unassigned.is_empty() {
         let list: Vec<String> = report
@@ -258,9 +313,13 @@ pub fn run(args: &PackArgs, common: &Common) -> Result<i32> {
         out,
         "  verify: {}",
         if report.verified {
-            "sound"
+            format!(
+                "sound ({} {} proved reachable with their recorded hashes)",
+                report.verified_kernels,
+                plural(report.verified_kernels, "kernel", "kernels")
+            )
         } else {
-            "skipped (--no-verify)"
+            "skipped (--no-verify)".into()
         }
     )?;
     if !report.warnings.is_empty() {
@@ -277,37 +336,61 @@ pub fn verify(root: &Path, json: bool, out: &mut dyn Write) -> Result<i32> {
         Layout::Combined
     };
     let verdict = pack::verify_tree(root, None, layout);
-    let faults = &verdict.faults;
+    let sound = verdict.faults.is_empty();
+    let code = if sound { EXIT_OK } else { EXIT_FINDINGS };
     if json {
-        serde_json::to_writer_pretty(
-            &mut *out,
-            &serde_json::json!({"path": root.display().to_string(), "sound": faults.is_empty(), "faults": faults, "notes": verdict.notes}),
+        #[derive(serde::Serialize)]
+        struct Out<'a> {
+            path: String,
+            kind: &'static str,
+            sound: bool,
+            #[serde(flatten)]
+            verdict: &'a pack::TreeVerdict,
+        }
+        write_json(
+            out,
+            "kpack-tui.verify-tree/1",
+            &Out {
+                path: root.display().to_string(),
+                kind: "tree",
+                sound,
+                verdict: &verdict,
+            },
         )?;
-        writeln!(out)?;
-        return Ok(if faults.is_empty() {
-            EXIT_OK
-        } else {
-            EXIT_FINDINGS
-        });
+        return Ok(code);
     }
     for n in &verdict.notes {
         writeln!(out, "note: {n}")?;
     }
-    if faults.is_empty() {
+    for u in &verdict.unproven {
+        writeln!(out, "not proven: {u}")?;
+    }
+    if sound {
+        let how = match &verdict.ledger {
+            Some(l) => format!(
+                "every kernel of the ledger ({l}) resolves through the runtime's lookup to its \
+                 recorded bytes: {} {}",
+                verdict.proved,
+                plural(verdict.proved, "kernel", "kernels")
+            ),
+            None => format!(
+                "archives verified; {} {} found through the markers (without a ledger,                  missing kernels cannot be detected)",
+                verdict.proved,
+                plural(verdict.proved, "kernel", "kernels")
+            ),
+        };
+        writeln!(out, "{}: sound ({how})", root.display())?;
+    } else {
         writeln!(
             out,
-            "{}: sound (archives verified, every marker resolves to archives holding its kernels)",
-            root.display()
+            "{}: {} {}",
+            root.display(),
+            verdict.faults.len(),
+            plural(verdict.faults.len() as u64, "fault", "faults")
         )?;
-    } else {
-        writeln!(out, "{}: {} fault(s)", root.display(), faults.len())?;
-        for f in faults {
+        for f in &verdict.faults {
             writeln!(out, "  {f}")?;
         }
     }
-    Ok(if faults.is_empty() {
-        EXIT_OK
-    } else {
-        EXIT_FINDINGS
-    })
+    Ok(code)
 }

@@ -56,8 +56,7 @@ pub fn preview(binary: &Path, args: &MarkerArgs, json: bool, out: &mut dyn Write
         Err(e) => return refusal(binary, e),
     };
     if json {
-        serde_json::to_writer_pretty(&mut *out, &r.plan)?;
-        writeln!(out)?;
+        super::write_json(out, "kpack-tui.preview/1", &r.plan)?;
     } else {
         print_plan(out, binary, &r.plan)?;
     }

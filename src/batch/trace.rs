@@ -85,8 +85,7 @@ pub fn run(file: &Path, export: bool, output: Option<&Path>, common: &Common) ->
             diagnostics: &t.diagnostics,
             diagnostic_count: t.diagnostic_count,
         };
-        serde_json::to_writer_pretty(&mut out, &j)?;
-        writeln!(out)?;
+        super::write_json(&mut out, "kpack-tui.trace/1", &j)?;
     } else {
         writeln!(
             out,

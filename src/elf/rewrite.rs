@@ -35,8 +35,8 @@ use std::path::Path;
 
 /// The page size the layout is computed for (as the reference and x86-64 Linux).
 pub const PAGE: u64 = 4096;
-const PHENT: u64 = 56;
-const SHENT: u64 = 64;
+pub(crate) const PHENT: u64 = 56;
+pub(crate) const SHENT: u64 = 64;
 const EHDR: usize = 64;
 const R_X86_64_64: u32 = 1;
 const R_X86_64_RELATIVE: u32 = 8;
@@ -69,7 +69,7 @@ pub enum RewriteError {
     VerifyFailed(Vec<String>),
 }
 
-type Result<T> = std::result::Result<T, RewriteError>;
+pub(crate) type Result<T> = std::result::Result<T, RewriteError>;
 
 fn malformed(offset: u64, what: impl Into<String>) -> RewriteError {
     RewriteError::Malformed(FormatError::new(offset, what.into()))
@@ -128,11 +128,11 @@ impl Segment {
         .to_string()
     }
 
-    fn file_end(&self) -> u64 {
+    pub(crate) fn file_end(&self) -> u64 {
         self.p_offset.saturating_add(self.p_filesz)
     }
 
-    fn mem_end(&self) -> u64 {
+    pub(crate) fn mem_end(&self) -> u64 {
         self.p_vaddr.saturating_add(self.p_memsz)
     }
 }
@@ -165,10 +165,10 @@ pub struct Section {
 }
 
 impl Section {
-    fn nobits(&self) -> bool {
+    pub(crate) fn nobits(&self) -> bool {
         self.sh_type == elf::SHT_NOBITS
     }
-    fn alloc(&self) -> bool {
+    pub(crate) fn alloc(&self) -> bool {
         self.sh_flags & u64::from(elf::SHF_ALLOC) != 0
     }
     /// Bytes the section occupies in the file.
@@ -223,23 +223,23 @@ pub struct ElfLayout {
 fn rd_u16(d: &[u8], o: usize) -> u16 {
     u16::from_le_bytes([d[o], d[o + 1]])
 }
-fn rd_u32(d: &[u8], o: usize) -> u32 {
+pub(crate) fn rd_u32(d: &[u8], o: usize) -> u32 {
     u32::from_le_bytes([d[o], d[o + 1], d[o + 2], d[o + 3]])
 }
-fn rd_u64(d: &[u8], o: usize) -> u64 {
+pub(crate) fn rd_u64(d: &[u8], o: usize) -> u64 {
     u64::from(rd_u32(d, o)) | (u64::from(rd_u32(d, o + 4)) << 32)
 }
 fn wr_u32(d: &mut [u8], o: usize, v: u32) {
     d[o..o + 4].copy_from_slice(&v.to_le_bytes());
 }
-fn wr_u64(d: &mut [u8], o: usize, v: u64) {
+pub(crate) fn wr_u64(d: &mut [u8], o: usize, v: u64) {
     d[o..o + 8].copy_from_slice(&v.to_le_bytes());
 }
 fn wr_u16(d: &mut [u8], o: usize, v: u16) {
     d[o..o + 2].copy_from_slice(&v.to_le_bytes());
 }
 
-fn range(data: &[u8], off: u64, len: u64, what: &str) -> Result<std::ops::Range<usize>> {
+pub(crate) fn range(data: &[u8], off: u64, len: u64, what: &str) -> Result<std::ops::Range<usize>> {
     let end = off.checked_add(len).filter(|&e| e <= data.len() as u64);
     match end {
         Some(e) => Ok(off as usize..e as usize),
@@ -413,7 +413,7 @@ pub fn parse_layout(data: &[u8]) -> Result<ElfLayout> {
 }
 
 impl ElfLayout {
-    fn section(&self, name: &str) -> Option<(usize, &Section)> {
+    pub(crate) fn section(&self, name: &str) -> Option<(usize, &Section)> {
         self.sections
             .iter()
             .enumerate()

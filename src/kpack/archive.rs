@@ -40,6 +40,8 @@ pub const MAX_KERNEL_SIZE: u64 = 4 << 30;
 pub const MAX_TOC_SIZE: u64 = 1 << 30;
 /// Default zstd level.
 pub const DEFAULT_LEVEL: i32 = 3;
+/// The level `--level max` stands for: zstd 19 with a window as large as each kernel.
+pub const LEVEL_MAX: i32 = 19;
 
 /// How kernels are stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -509,6 +511,15 @@ pub struct Archive {
     pub index: ArchiveIndex,
 }
 
+impl std::fmt::Debug for Archive {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Archive")
+            .field("path", &self.path)
+            .field("kernels", &self.index.kernels.len())
+            .finish()
+    }
+}
+
 impl Archive {
     /// Open and index an archive (mmap; reads the header, TOC and frame lengths only).
     pub fn open(path: &Path) -> Result<Archive> {
@@ -588,9 +599,27 @@ impl Archive {
         }
     }
 
+    /// Whether every stored kernel carries a checksum (zstd frames with the content
+    /// checksum flag), so that a changed byte is detected without a ledger.
+    pub fn checksummed(&self) -> bool {
+        self.index.compression_scheme == Scheme::ZstdPerKernel
+            && self.index.kernels.iter().all(|k| {
+                let s = self.stored(k);
+                s.len() > 4 && s[..4] == [0x28, 0xb5, 0x2f, 0xfd] && s[4] & 0x04 != 0
+            })
+    }
+
     /// Check everything: ranges, ordinals, arch lists, and that every frame decodes to
-    /// its size. Returns the faults found (empty when sound).
+    /// its size (and, for zstd frames written with one, matches its checksum). Returns
+    /// the faults found (empty when sound).
     pub fn verify(&self) -> Vec<String> {
+        self.verify_hashed(false).0
+    }
+
+    /// [`verify`](Self::verify), also returning the SHA-256 of every kernel that
+    /// decoded (index-aligned with `index.kernels`) when `hash` is set, from the same
+    /// single decode.
+    pub fn verify_hashed(&self, hash: bool) -> (Vec<String>, Vec<Option<String>>) {
         let mut faults = Vec::new();
         let idx = &self.index;
         let n_ranges = match idx.compression_scheme {
@@ -635,21 +664,29 @@ impl Archive {
             }
         }
         // Decoding every frame is the expensive part: do it in parallel.
-        let decode_faults: Vec<String> = {
+        let decoded: Vec<(Option<String>, Option<String>)> = {
             use rayon::prelude::*;
             idx.kernels
                 .par_iter()
-                .filter_map(|k| {
+                .map(|k| {
                     let verdict = match self.kernel(k) {
-                        Ok(b) if b.len() as u64 == k.size => None,
-                        Ok(b) => Some(format!(
-                            "{} @ {}: is {} bytes, TOC says {}",
-                            k.key,
-                            k.arch,
-                            b.len(),
-                            k.size
-                        )),
-                        Err(e) => Some(format!("{} @ {}: {e}", k.key, k.arch)),
+                        Ok(b) if b.len() as u64 == k.size => {
+                            (None, hash.then(|| crate::kpack::ledger::sha256_hex(&b)))
+                        }
+                        Ok(b) => (
+                            Some(format!(
+                                "{} @ {}: is {} bytes, TOC says {}",
+                                k.key,
+                                k.arch,
+                                b.len(),
+                                k.size
+                            )),
+                            None,
+                        ),
+                        // The error names the key and arch already; the file is the
+                        // caller's to name.
+                        Err(Error::Format { error, .. }) => (Some(error.to_string()), None),
+                        Err(e) => (Some(format!("{} @ {}: {e}", k.key, k.arch)), None),
                     };
                     if let Bytes::Map(m) = &self.bytes {
                         crate::fsutil::release_range(
@@ -662,7 +699,11 @@ impl Archive {
                 })
                 .collect()
         };
-        faults.extend(decode_faults);
+        let mut hashes = Vec::with_capacity(decoded.len());
+        for (fault, h) in decoded {
+            faults.extend(fault);
+            hashes.push(h);
+        }
         for k in &idx.kernels {
             if k.offset < BLOB_START {
                 faults.push(format!(
@@ -690,7 +731,7 @@ impl Archive {
                 faults.push(format!("{}: {e}", k.key));
             }
         }
-        faults
+        (faults, hashes)
     }
 }
 
@@ -735,6 +776,7 @@ pub fn decompress_frame(frame: &[u8], size: u64) -> FormatResult<Vec<u8>> {
             .min(256 << 20),
     );
     let mut dec = zstd::stream::read::Decoder::with_buffer(frame)
+        .and_then(|mut d| d.window_log_max(31).map(|()| d))
         .map_err(|e| err(0, format!("cannot start zstd: {e}")))?
         .single_frame();
     (&mut dec)
@@ -809,6 +851,32 @@ impl Archive {
                 refused.join("\n  ")
             )));
         }
+        // Every kernel is checked (decoded, its size and zstd checksum) before
+        // anything is written: bad bytes are never extracted.
+        let bad: Vec<String> = {
+            use rayon::prelude::*;
+            plan.par_iter()
+                .filter_map(|(_, k)| match self.kernel(k) {
+                    Ok(b) if b.len() as u64 == k.size => None,
+                    Ok(b) => Some(format!(
+                        "{} @ {}: decodes to {} bytes, the TOC says {}",
+                        k.key,
+                        k.arch,
+                        b.len(),
+                        k.size
+                    )),
+                    Err(e) => Some(e.to_string()),
+                })
+                .collect()
+        };
+        if !bad.is_empty() {
+            return Err(Error::Findings(format!(
+                "{}: refusing to extract, {} kernel(s) fail their checks (nothing written):\n  {}",
+                self.path.display(),
+                bad.len(),
+                bad.join("\n  ")
+            )));
+        }
         std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
         let canon_root = root.canonicalize().map_err(|e| Error::io(root, e))?;
         for (dest, k) in &plan {
@@ -871,11 +939,23 @@ pub fn encode_kernel(data: &[u8], scheme: Scheme, level: i32) -> std::io::Result
                 if slot.as_ref().is_none_or(|(l, _)| *l != level) {
                     let mut c = zstd::bulk::Compressor::new(level)?;
                     c.include_contentsize(true)?;
-                    c.include_checksum(false)?;
+                    // The frame checksum (XXH64 of the content, 4 bytes) lets every
+                    // reader - ours, the reference runtime's ZSTD_decompressDCtx, the
+                    // Python zstandard module - detect a changed byte.
+                    c.include_checksum(true)?;
                     *slot = Some((level, c));
                 }
                 match slot.as_mut() {
-                    Some((_, c)) => c.compress(data),
+                    Some((_, c)) => {
+                        if level >= LEVEL_MAX {
+                            // The window spans the whole kernel (one frame per kernel
+                            // still; one-shot decoders need no window buffer).
+                            let w = (usize::BITS - data.len().max(1 << 10).leading_zeros())
+                                .clamp(10, 27);
+                            c.set_parameter(zstd::zstd_safe::CParameter::WindowLog(w))?;
+                        }
+                        c.compress(data)
+                    }
                     None => Err(std::io::Error::other("no zstd context")),
                 }
             })
@@ -953,18 +1033,20 @@ impl ArchiveWriter {
     }
 
     /// Add a kernel. Compression happens on the calling thread, outside the lock.
-    pub fn add(&self, key: &str, arch: &str, data: &[u8]) -> Result<()> {
+    /// Returns the bytes stored for it.
+    pub fn add(&self, key: &str, arch: &str, data: &[u8]) -> Result<u64> {
         self.add_with_metadata(key, arch, data, BTreeMap::new())
     }
 
     /// Add a kernel with string metadata (e.g. `target`, the full entry ID).
+    /// Returns the bytes stored for it.
     pub fn add_with_metadata(
         &self,
         key: &str,
         arch: &str,
         data: &[u8],
         metadata: BTreeMap<String, String>,
-    ) -> Result<()> {
+    ) -> Result<u64> {
         let key = key.replace('\\', "/");
         let tu_ok = key
             .rsplit_once('#')
@@ -997,6 +1079,7 @@ impl ArchiveWriter {
             )));
         }
         let offset = s.len;
+        let stored_len = stored.len() as u64;
         s.file
             .write_all(&stored)
             .map_err(|e| Error::io(self.spool_file.path(), e))?;
@@ -1010,7 +1093,7 @@ impl ArchiveWriter {
                 metadata,
             },
         );
-        Ok(())
+        Ok(stored_len)
     }
 
     /// Number of kernels added so far and their stored bytes.

@@ -69,17 +69,13 @@ impl EventSink<ScanEvent> for ScanForward {
 
 /// The core's pack plan with estimates, for the UI (written nowhere).
 fn plan(root: &Path, families: &[String]) -> Result<kpack::pack::PackPlan, String> {
-    let opts = kpack::pack::PackOptions {
-        group: "preview".into(),
-        families: kpack::family::Families::parse(families).map_err(|e| e.to_string())?,
-        layout: kpack::pack::Layout::Combined,
-        unassigned: kpack::pack::Unassigned::Drop,
-        scheme: kpack::kpack::Scheme::ZstdPerKernel,
-        level: kpack::kpack::archive::DEFAULT_LEVEL,
-        threads: 0,
-        force: false,
-        verify: false,
-    };
+    let mut opts = kpack::pack::PackOptions::new(
+        "preview",
+        kpack::family::Families::parse(families).map_err(|e| e.to_string())?,
+    );
+    opts.unassigned = kpack::pack::Unassigned::Drop;
+    opts.verify = false;
+    opts.copy_damaged = true;
     let out = std::env::temp_dir().join("kpack-tui-plan-preview");
     let mut p = kpack::pack::plan_pack(root, &out, &opts).map_err(|e| e.to_string())?;
     kpack::pack::estimate(&mut p, root, &opts);
@@ -101,21 +97,15 @@ fn run_pack(
     tx: &Sender<AppEvent>,
     cancel: &kpack::event::CancelToken,
 ) -> Result<kpack::pack::PackReport, String> {
-    let opts = kpack::pack::PackOptions {
-        group: s.group.clone(),
-        families: kpack::family::Families::parse(&s.families).map_err(|e| e.to_string())?,
-        layout: if s.split {
-            kpack::pack::Layout::Split
-        } else {
-            kpack::pack::Layout::Combined
-        },
-        unassigned: kpack::pack::Unassigned::Drop,
-        scheme: kpack::kpack::Scheme::ZstdPerKernel,
-        level: s.level,
-        threads: 0,
-        force: false,
-        verify: true,
-    };
+    let mut opts = kpack::pack::PackOptions::new(
+        &s.group,
+        kpack::family::Families::parse(&s.families).map_err(|e| e.to_string())?,
+    );
+    if s.split {
+        opts.layout = kpack::pack::Layout::Split;
+    }
+    opts.unassigned = kpack::pack::Unassigned::Drop;
+    opts.level = s.level;
     let out = PathBuf::from(&s.output);
     let plan = kpack::pack::plan_pack(root, &out, &opts).map_err(|e| e.to_string())?;
     kpack::pack::execute_pack(plan, root, &out, &opts, &PackForward(tx.clone()), cancel)

@@ -844,8 +844,20 @@ fn pack(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                     size(r.bytes_out)
                 )),
             ];
-            for (path, k, b) in &r.archives {
-                l.push(Line::from(format!("{path}: {k} kernels, {}", size(*b))));
+            for a in &r.archives {
+                l.push(Line::from(format!(
+                    "{}: {} kernels, {}",
+                    a.path,
+                    a.kernels,
+                    size(a.bytes)
+                )));
+            }
+            if r.bytes_out > r.bytes_in {
+                l.push(Line::from(format!(
+                    "the output is larger than the input: {} binaries stored their device code \
+                     compressed (CCOB); try zstd level max",
+                    r.grown.len()
+                )));
             }
             if !r.plan.unassigned.is_empty() {
                 let u: Vec<String> = r

@@ -105,3 +105,49 @@ pub fn tree_hashes(root: &Path) -> std::collections::BTreeMap<String, (Vec<u8>, 
     }
     m
 }
+
+/// Every code object of the fat binaries (executables and shared libraries) of a
+/// tree, read through kpack's bundle reader: (path, bundle index, target) → bytes.
+pub fn fat_code_objects(tree: &Path) -> std::collections::BTreeMap<(String, u32, String), Vec<u8>> {
+    use kpack::elf::{self, ElfContent};
+    use kpack::scan::{self, FileKind, ScanOptions};
+    let report = scan::scan(tree, &ScanOptions::default(), &kpack::event::NoEvents).unwrap();
+    let mut m = std::collections::BTreeMap::new();
+    for f in report.files.iter().filter(|f| {
+        f.kind == FileKind::FatBinary && f.hard_link_of.is_none() && f.container.is_none()
+    }) {
+        let data = std::fs::read(tree.join(&f.path)).unwrap();
+        let Ok(ElfContent::Fat(fat)) = elf::inspect(&data) else {
+            continue;
+        };
+        let Some(span) = fat.fatbin else { continue };
+        let sec = &data[span.offset as usize..(span.offset + span.size) as usize];
+        for b in &fat.bundles {
+            let un = b.uncompressed(sec, 1 << 34).unwrap();
+            for (e, bytes) in b.code_objects(&un).unwrap() {
+                if let Some(arch) = e.id.arch() {
+                    m.insert((f.path.clone(), b.index as u32, arch), bytes.to_vec());
+                }
+            }
+        }
+    }
+    m
+}
+
+/// The ledger of a packed tree (combined layout).
+pub fn ledger(root: &Path) -> kpack::kpack::ledger::Ledger {
+    kpack::kpack::ledger::Ledger::read(root)
+        .unwrap()
+        .expect("a ledger")
+        .1
+}
+
+/// Run kpack-tui with extra environment.
+pub fn kpack_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_kpack-tui"));
+    c.args(args).env_remove("KPACK_NO_TUI");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().expect("run kpack-tui")
+}

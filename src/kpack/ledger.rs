@@ -1,0 +1,275 @@
+//! The ledger: what a pack promised. Written by `pack` beside its archives as
+//! `.kpack/kpack-tui-ledger.json` (in the split layout, under `generic/`, so that a
+//! merged install carries it). It lists, per host-only binary, every (bundle index,
+//! target) it had with the size and SHA-256 of the code object, the archives written,
+//! the selection, and what the user chose to drop. `verify TREE` proves each promise
+//! through the runtime's lookup; `--force` replaces only an output holding one.
+//!
+//! The runtime and the reference readers look only at `*.kpack` files named by
+//! markers, so an extra JSON file in `.kpack/` disturbs neither (checked in tests).
+
+use crate::error::{Error, Result};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+/// Where the ledger lives, relative to the install root.
+pub const LEDGER_PATH: &str = ".kpack/kpack-tui-ledger.json";
+/// The `schema` value of this version.
+pub const LEDGER_SCHEMA: &str = "kpack-tui.ledger/1";
+/// A ledger larger than this is not read (a tree of a million kernels is ~250 MB).
+pub const MAX_LEDGER_SIZE: u64 = 1 << 30;
+
+/// The whole ledger.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ledger {
+    /// Always [`LEDGER_SCHEMA`].
+    pub schema: String,
+    /// The tool and version that wrote it.
+    pub generator: String,
+    /// The group name of the archives.
+    pub group: String,
+    /// The hash used for `sha256` fields.
+    pub hash: String,
+    /// `combined` (one tree), or `split` (a generic tree plus one overlay per family:
+    /// an install may hold only some overlays, and the archives of the others are
+    /// then not installed rather than missing).
+    pub layout: String,
+    /// What was selected.
+    pub selection: Selection,
+    /// Archives written, relative to the install root.
+    pub archives: Vec<LedgerArchive>,
+    /// Host-only binaries and the kernels promised for each.
+    pub binaries: Vec<LedgerBinary>,
+    /// Kernels the user chose to leave out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<DroppedKernel>,
+    /// Binaries copied as they were (host-only ones whose archives were not found,
+    /// damaged ones under `--copy-damaged`): no promise is made for them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unpacked: Vec<UnpackedBinary>,
+}
+
+/// A host-only binary the pack copied without its kernels.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UnpackedBinary {
+    /// Path relative to the install root.
+    pub path: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// The selection a pack was run with.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Selection {
+    /// Families: name and processors.
+    pub families: Vec<SelectedFamily>,
+    /// `error` or `drop`.
+    pub unassigned: String,
+}
+
+/// One selected family.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SelectedFamily {
+    /// Its name.
+    pub name: String,
+    /// Its processors.
+    pub processors: Vec<String>,
+}
+
+/// An archive written.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LedgerArchive {
+    /// Path relative to the install root.
+    pub path: String,
+    /// Its `gfx_arches`.
+    pub gfx_arches: Vec<String>,
+    /// Kernels in it.
+    pub kernels: u64,
+}
+
+/// A host-only binary and its promised kernels.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LedgerBinary {
+    /// Path relative to the install root.
+    pub path: String,
+    /// The marker's `kernel_name`.
+    pub kernel_name: String,
+    /// Bundle indices its wrappers name.
+    pub bundles: Vec<u32>,
+    /// Every kernel archived for it, sorted by bundle then target.
+    pub kernels: Vec<LedgerKernel>,
+}
+
+/// One promised code object.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LedgerKernel {
+    /// Bundle index (the `#N` of the TOC key, the wrapper's co_index).
+    pub bundle: u32,
+    /// Target ID.
+    pub target: String,
+    /// Code-object bytes.
+    pub size: u64,
+    /// SHA-256 of the code object, lower-case hex.
+    pub sha256: String,
+}
+
+/// A kernel left out on purpose.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DroppedKernel {
+    /// Binary path.
+    pub path: String,
+    /// Bundle index.
+    pub bundle: u32,
+    /// Target ID.
+    pub target: String,
+    /// Code-object bytes.
+    pub size: u64,
+    /// Why.
+    pub reason: String,
+}
+
+/// SHA-256 of `data`, lower-case hex.
+pub fn sha256_hex(data: &[u8]) -> String {
+    format!("{:x}", Sha256::digest(data))
+}
+
+impl Ledger {
+    /// A new, empty ledger for `group`.
+    pub fn new(group: &str) -> Ledger {
+        Ledger {
+            schema: LEDGER_SCHEMA.into(),
+            generator: format!("kpack-tui {}", env!("CARGO_PKG_VERSION")),
+            group: group.into(),
+            hash: "sha256".into(),
+            layout: "combined".into(),
+            ..Ledger::default()
+        }
+    }
+
+    /// Sort everything, so the file does not depend on the order work finished in.
+    pub fn normalise(&mut self) {
+        self.archives.sort_by(|a, b| a.path.cmp(&b.path));
+        self.binaries.sort_by(|a, b| a.path.cmp(&b.path));
+        for b in &mut self.binaries {
+            b.bundles.sort_unstable();
+            b.bundles.dedup();
+            b.kernels
+                .sort_by(|x, y| (x.bundle, &x.target).cmp(&(y.bundle, &y.target)));
+        }
+        self.unpacked.sort_by(|a, b| a.path.cmp(&b.path));
+        self.dropped
+            .sort_by(|x, y| (&x.path, x.bundle, &x.target).cmp(&(&y.path, y.bundle, &y.target)));
+    }
+
+    /// The JSON text (pretty, with a final newline).
+    pub fn to_json(&self) -> Vec<u8> {
+        let mut v = serde_json::to_vec_pretty(self).unwrap_or_default();
+        v.push(b'\n');
+        v
+    }
+
+    /// Parse a ledger, checking its schema.
+    pub fn parse(path: &Path, data: &[u8]) -> Result<Ledger> {
+        let l: Ledger = serde_json::from_slice(data).map_err(|e| {
+            Error::Invalid(format!("{}: not a kpack-tui ledger: {e}", path.display()))
+        })?;
+        if l.schema != LEDGER_SCHEMA {
+            return Err(Error::Invalid(format!(
+                "{}: ledger schema {:?}, this version reads {LEDGER_SCHEMA:?}",
+                path.display(),
+                l.schema
+            )));
+        }
+        if l.hash != "sha256" {
+            return Err(Error::Invalid(format!(
+                "{}: ledger hash {:?} is not sha256",
+                path.display(),
+                l.hash
+            )));
+        }
+        Ok(l)
+    }
+
+    /// Read the ledger of the install rooted at `root`: `Ok(None)` when there is none.
+    pub fn read(root: &Path) -> Result<Option<(PathBuf, Ledger)>> {
+        let path = root.join(LEDGER_PATH);
+        let meta = match std::fs::symlink_metadata(&path) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io(&path, e)),
+        };
+        if !meta.is_file() {
+            return Err(Error::Invalid(format!(
+                "{}: the ledger is not a regular file",
+                path.display()
+            )));
+        }
+        if meta.len() > MAX_LEDGER_SIZE {
+            return Err(Error::Invalid(format!(
+                "{}: ledger of {} bytes is above the {MAX_LEDGER_SIZE}-byte bound",
+                path.display(),
+                meta.len()
+            )));
+        }
+        let data = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+        Ledger::parse(&path, &data).map(|l| Some((path, l)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_bad_input() {
+        let mut l = Ledger::new("rocm");
+        l.binaries.push(LedgerBinary {
+            path: "lib/b.so".into(),
+            kernel_name: "lib/b.so".into(),
+            bundles: vec![1, 0, 1],
+            kernels: vec![
+                LedgerKernel {
+                    bundle: 1,
+                    target: "gfx900".into(),
+                    size: 3,
+                    sha256: sha256_hex(b"abc"),
+                },
+                LedgerKernel {
+                    bundle: 0,
+                    target: "gfx906".into(),
+                    size: 0,
+                    sha256: sha256_hex(b""),
+                },
+            ],
+        });
+        l.normalise();
+        assert_eq!(l.binaries[0].bundles, [0, 1]);
+        assert_eq!(l.binaries[0].kernels[0].bundle, 0);
+        assert_eq!(
+            l.binaries[0].kernels[1].sha256,
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        let p = Path::new("x.json");
+        assert_eq!(Ledger::parse(p, &l.to_json()).unwrap(), l);
+        let e = Ledger::parse(p, b"{}").unwrap_err().to_string();
+        assert!(e.contains("x.json: not a kpack-tui ledger"), "{e}");
+        let other = String::from_utf8(l.to_json())
+            .unwrap()
+            .replace("ledger/1", "ledger/9");
+        assert!(
+            Ledger::parse(p, other.as_bytes())
+                .unwrap_err()
+                .to_string()
+                .contains("ledger/9")
+        );
+    }
+}

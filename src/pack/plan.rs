@@ -1,0 +1,672 @@
+//! Planning a pack: what each file becomes, where each kernel comes from and goes,
+//! and every reason to refuse, found before anything is written.
+
+use super::{
+    CopiedFile, FamilyPlan, KernelFrom, Layout, PackOptions, PackPlan, PlanDiagnostic,
+    PlannedBinary, PlannedKernel, RepackedBinary,
+};
+use crate::elf::{self, ElfContent, ElfKind};
+use crate::error::{Error, Result};
+use crate::family::Families;
+use crate::fsutil;
+use crate::kpack::Archive;
+use crate::kpack::ledger::{LEDGER_PATH, Ledger};
+use crate::kpack::marker::Marker;
+use crate::kpack::resolve::{GFXARCH, TreeArchives, join_in_tree};
+use crate::scan::{self, FileKind, FileReport, ScanOptions, Severity};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+fn canonical_or_self(p: &Path) -> PathBuf {
+    std::fs::canonicalize(p)
+        .unwrap_or_else(|_| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()))
+}
+
+/// Where a kernel-database file goes in the split layout: `None` for files that are
+/// not arch-specific (they stay generic), `Some(Some(i))` for family `i`,
+/// `Some(None)` for an arch no selected family takes.
+pub(crate) fn database_family(f: &FileReport, fams: &Families) -> Option<Option<usize>> {
+    if f.kind != FileKind::KernelDatabase {
+        return None;
+    }
+    f.arch.as_deref().map(|a| fams.assign(a))
+}
+
+/// Whether a scanned fat file can be rewritten host-only.
+pub(crate) fn rewritable(f: &FileReport) -> bool {
+    f.container.is_none()
+        && matches!(
+            f.elf_kind,
+            Some(ElfKind::SharedLibrary | ElfKind::PieExecutable | ElfKind::Executable)
+        )
+        && !f.rdc_object
+        && f.hard_link_of.is_none()
+}
+
+/// The marker a binary at `rel` gets: one search path per family archive written.
+pub(crate) fn marker_for(rel: &str, group: &str, families: &[FamilyPlan]) -> Marker {
+    let depth = rel.matches('/').count();
+    let up = "../".repeat(depth);
+    Marker {
+        kpack_search_paths: families
+            .iter()
+            .filter(|f| f.archive.is_some())
+            .map(|f| format!("{up}.kpack/{group}_{}.kpack", f.name))
+            .collect(),
+        kernel_name: rel.to_string(),
+    }
+}
+
+/// Archive path of a family, relative to the output.
+pub(crate) fn archive_rel(opts: &PackOptions, family: &str) -> String {
+    let name = format!(".kpack/{}_{}.kpack", opts.group, family);
+    match opts.layout {
+        Layout::Combined => name,
+        Layout::Split => format!("{family}/{name}"),
+    }
+}
+
+/// The ledger of a previous pack in `out` (combined or split layout), if any.
+pub(crate) fn ledger_in(out: &Path) -> Option<PathBuf> {
+    [out.join(LEDGER_PATH), out.join("generic").join(LEDGER_PATH)]
+        .into_iter()
+        .find(|p| p.is_file())
+}
+
+/// Archives named with `--archives`: files, or every `*.kpack` below a directory
+/// (sorted), in the order given.
+fn user_archives(paths: &[PathBuf]) -> Result<Vec<(String, Archive)>> {
+    let mut out = Vec::new();
+    for p in paths {
+        let mut files = Vec::new();
+        if p.is_dir() {
+            for e in walkdir::WalkDir::new(p)
+                .follow_links(false)
+                .sort_by_file_name()
+            {
+                let e = e.map_err(|e| Error::Invalid(format!("{}: {e}", p.display())))?;
+                if e.file_type().is_file() && e.path().extension().is_some_and(|x| x == "kpack") {
+                    files.push(e.path().to_path_buf());
+                }
+            }
+            if files.is_empty() {
+                return Err(Error::Invalid(format!(
+                    "--archives {}: no .kpack file in it",
+                    p.display()
+                )));
+            }
+        } else {
+            files.push(p.clone());
+        }
+        for f in files {
+            let a = Archive::open(&f)?;
+            out.push((f.display().to_string(), a));
+        }
+    }
+    Ok(out)
+}
+
+/// The in-tree archives a marker names, in search order: direct paths, and for a
+/// `@GFXARCH@` pattern every archive present whose path is the pattern with one of
+/// its own `gfx_arches` in place of the token.
+fn marker_archives(m: &Marker, rel: &str, tree: &TreeArchives) -> Vec<String> {
+    let dir = rel.rsplit_once('/').map_or("", |(d, _)| d);
+    let mut out: Vec<String> = Vec::new();
+    for sp in &m.kpack_search_paths {
+        let Some(p) = join_in_tree(dir, sp) else {
+            continue;
+        };
+        if p.contains(GFXARCH) {
+            for (path, a) in tree {
+                let hit = a
+                    .index
+                    .meta
+                    .gfx_arches
+                    .iter()
+                    .any(|t| p.replacen(GFXARCH, t, 1) == *path);
+                if hit && !out.contains(path) {
+                    out.push(path.clone());
+                }
+            }
+        } else if tree.contains_key(&p) && !out.contains(&p) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Compute what a pack will do (scans the tree, reads archive indexes; writes
+/// nothing). Errors here are refusals: nothing was written.
+pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan> {
+    if opts.group.is_empty() || opts.group.contains(['/', '\\', '\0']) {
+        return Err(Error::Invalid(format!(
+            "group name {:?} cannot be used in a file name",
+            opts.group
+        )));
+    }
+    let tree_c = canonical_or_self(tree);
+    let out_c = canonical_or_self(out);
+    if out_c.starts_with(&tree_c) {
+        return Err(Error::Invalid(format!(
+            "the output {} is inside the input tree {}; choose a directory outside it",
+            out.display(),
+            tree.display()
+        )));
+    }
+    if tree_c.starts_with(&out_c) {
+        return Err(Error::Invalid(format!(
+            "the input {} is inside the output {}",
+            tree.display(),
+            out.display()
+        )));
+    }
+    if !std::fs::metadata(tree).map(|m| m.is_dir()).unwrap_or(false) {
+        return Err(Error::Invalid(format!(
+            "{} is not a directory",
+            tree.display()
+        )));
+    }
+    let report = scan::scan(
+        tree,
+        &ScanOptions {
+            threads: opts.threads,
+        },
+        &crate::event::NoEvents,
+    )?;
+    let mut warnings = Vec::new();
+    let diagnostics: Vec<PlanDiagnostic> = report
+        .diagnostics
+        .iter()
+        .map(|d| PlanDiagnostic {
+            path: d.path.clone(),
+            severity: match d.severity {
+                Severity::Error => "error",
+                Severity::Warning => "warning",
+            },
+            message: d.message.clone(),
+        })
+        .collect();
+    let damaged: Vec<PlanDiagnostic> = diagnostics
+        .iter()
+        .filter(|d| d.severity == "error")
+        .cloned()
+        .collect();
+    let damaged_paths: BTreeSet<&str> = damaged.iter().map(|d| d.path.as_str()).collect();
+
+    // Archives in the tree, and those the user named.
+    let mut inputs = TreeArchives::new();
+    for f in report.files.iter().filter(|f| f.kind == FileKind::Kpack) {
+        if damaged_paths.contains(f.path.as_str()) {
+            continue;
+        }
+        match Archive::open(&tree.join(&f.path)) {
+            Ok(a) => {
+                inputs.insert(f.path.clone(), a);
+            }
+            Err(e) => warnings.push(format!("{}: archive not readable: {e}", f.path)),
+        }
+    }
+    let tree_archives: BTreeSet<String> = inputs.keys().cloned().collect();
+    let user = user_archives(&opts.archives)?;
+    let user_keys: Vec<String> = user.iter().map(|(k, _)| k.clone()).collect();
+    for (k, a) in user {
+        inputs.insert(k, a);
+    }
+    // A previous pack's ledger in the input: its hashes check what is re-read.
+    let input_ledger = match Ledger::read(tree) {
+        Ok(l) => l.map(|(_, l)| l),
+        Err(e) => {
+            warnings.push(format!("{e}; its hashes are not used"));
+            None
+        }
+    };
+
+    let n = opts.families.0.len();
+    let mut kernels: Vec<Vec<PlannedKernel>> = vec![Vec::new(); n];
+    let mut unassigned: BTreeMap<String, u64> = BTreeMap::new();
+    let mut copied = Vec::new();
+    let mut repacked = Vec::new();
+    let mut consumed: BTreeSet<String> = BTreeSet::new();
+    let mut planned: BTreeMap<String, PlannedBinary> = BTreeMap::new();
+    let mut binaries = 0;
+    let mut device_bytes = 0;
+    let mut db_files = vec![0u64; n];
+    for f in &report.files {
+        if let Some(fam) = database_family(f, &opts.families) {
+            match fam {
+                Some(i) => db_files[i] += 1,
+                None if opts.layout == Layout::Split => {
+                    *unassigned
+                        .entry(format!(
+                            "{} (kernel database)",
+                            f.arch.clone().unwrap_or_default()
+                        ))
+                        .or_default() += 1;
+                }
+                None => {}
+            }
+        }
+        if f.hard_link_of.is_some() {
+            continue;
+        }
+        let damaged = damaged_paths.contains(f.path.as_str());
+        let mut pb = match f.kind {
+            FileKind::FatBinary if damaged => {
+                warnings.push(format!(
+                    "{}: damaged, copied as it is with its device code (--copy-damaged)",
+                    f.path
+                ));
+                copied.push(CopiedFile {
+                    path: f.path.clone(),
+                    reason: "damaged (--copy-damaged): copied with its device code".into(),
+                });
+                continue;
+            }
+            FileKind::FatBinary if !rewritable(f) || f.bundles.is_empty() => {
+                copied.push(CopiedFile {
+                    path: f.path.clone(),
+                    reason: "not an executable or shared library: copied with its device code"
+                        .into(),
+                });
+                continue;
+            }
+            FileKind::FatBinary => {
+                binaries += 1;
+                device_bytes += f.device_bytes;
+                let mut pb = PlannedBinary {
+                    kernel_name: f.path.clone(),
+                    bundles: f.bundles.iter().map(|b| b.index as u32).collect(),
+                    kernels: Vec::new(),
+                    dropped: Vec::new(),
+                    host_only: false,
+                };
+                for b in &f.bundles {
+                    for t in &b.targets {
+                        pb.kernels.push((
+                            b.index as u32,
+                            t.arch.clone(),
+                            t.size,
+                            KernelFrom::Bundle,
+                        ));
+                    }
+                }
+                pb
+            }
+            FileKind::HostOnlyBinary if !damaged && rewritable(f) => {
+                let Some(m) = &f.marker else {
+                    copied.push(CopiedFile {
+                        path: f.path.clone(),
+                        reason: "host-only binary without a readable marker: copied as it is"
+                            .into(),
+                    });
+                    continue;
+                };
+                let mut from: Vec<String> = user_keys.clone();
+                for p in marker_archives(m, &f.path, &inputs) {
+                    if tree_archives.contains(&p) && !from.contains(&p) {
+                        from.push(p);
+                    }
+                }
+                let bundles: BTreeSet<u32> = f
+                    .wrappers
+                    .iter()
+                    .map(|w| (w.reserved & 0xffff_ffff) as u32)
+                    .collect();
+                let mut pb = PlannedBinary {
+                    kernel_name: m.kernel_name.clone(),
+                    bundles: bundles.iter().copied().collect(),
+                    kernels: Vec::new(),
+                    dropped: Vec::new(),
+                    host_only: true,
+                };
+                let mut seen: BTreeSet<(u32, String)> = BTreeSet::new();
+                let mut used: Vec<String> = Vec::new();
+                for co in &bundles {
+                    let key = format!("{}#{co}", m.kernel_name);
+                    for p in &from {
+                        let a = &inputs[p];
+                        for e in a.index.kernels.iter().filter(|e| e.key == key) {
+                            if seen.insert((*co, e.arch.clone())) {
+                                pb.kernels.push((
+                                    *co,
+                                    e.arch.clone(),
+                                    e.size,
+                                    KernelFrom::Archive(p.clone()),
+                                ));
+                                if !used.contains(p) {
+                                    used.push(p.clone());
+                                }
+                            }
+                        }
+                    }
+                }
+                if pb.kernels.is_empty() {
+                    let w = format!(
+                        "{}: host-only binary whose archives are not here ({}); copied as it \
+                         is (name them with --archives to pack its kernels again)",
+                        f.path,
+                        m.kpack_search_paths.join(", ")
+                    );
+                    warnings.push(w);
+                    copied.push(CopiedFile {
+                        path: f.path.clone(),
+                        reason: "host-only binary whose archives were not found".into(),
+                    });
+                    continue;
+                }
+                for co in &bundles {
+                    if !pb.kernels.iter().any(|k| k.0 == *co) {
+                        warnings.push(format!(
+                            "{}: no archive holds any kernel of bundle #{co}",
+                            f.path
+                        ));
+                    }
+                }
+                if let Some(l) = &input_ledger
+                    && let Some(lb) = l.binaries.iter().find(|b| b.path == f.path)
+                {
+                    for k in &lb.kernels {
+                        if !seen.contains(&(k.bundle, k.target.clone())) {
+                            return Err(Error::Invalid(format!(
+                                "{}: the input's ledger promises bundle #{} for {}, and no \
+                                 archive holds it (the input tree is damaged: run verify on it)",
+                                f.path, k.bundle, k.target
+                            )));
+                        }
+                    }
+                }
+                for p in &used {
+                    if tree_archives.contains(p) {
+                        consumed.insert(p.clone());
+                    }
+                }
+                repacked.push(RepackedBinary {
+                    path: f.path.clone(),
+                    kernels: pb.kernels.len() as u64,
+                    archives: used,
+                });
+                pb
+            }
+            _ => continue,
+        };
+        // Assign every kernel to a family, or to what is left out.
+        let mut keep = Vec::with_capacity(pb.kernels.len());
+        for k in pb.kernels.drain(..) {
+            match opts.families.assign(&k.1) {
+                Some(i) => {
+                    kernels[i].push(PlannedKernel {
+                        key: format!("{}#{}", f.path, k.0),
+                        arch: k.1.clone(),
+                        size: k.2,
+                    });
+                    keep.push(k);
+                }
+                None => {
+                    *unassigned.entry(k.1.clone()).or_default() += 1;
+                    pb.dropped.push((k.0, k.1, k.2));
+                }
+            }
+        }
+        pb.kernels = keep;
+        planned.insert(f.path.clone(), pb);
+    }
+    for d in &damaged {
+        if !copied.iter().any(|c| c.path == d.path) {
+            warnings.push(format!(
+                "{}: damaged ({}), copied as it is (--copy-damaged)",
+                d.path, d.message
+            ));
+            copied.push(CopiedFile {
+                path: d.path.clone(),
+                reason: "damaged (--copy-damaged): copied as it is".into(),
+            });
+        }
+    }
+    if !damaged.is_empty() && !opts.copy_damaged {
+        let list: Vec<String> = damaged
+            .iter()
+            .map(|d| format!("{}: {}", d.path, d.message))
+            .collect();
+        return Err(Error::Invalid(format!(
+            "the scan found {} damaged file(s); pass --copy-damaged to copy them as they are:\n  {}",
+            damaged.len(),
+            list.join("\n  ")
+        )));
+    }
+    // Input archives: consumed ones are packed again, never copied; any other whose
+    // name an output archive takes would be lost.
+    for (i, fam) in opts.families.0.iter().enumerate() {
+        let out_rel = archive_rel(opts, &fam.name);
+        if kernels[i].is_empty() {
+            continue;
+        }
+        if tree_archives.contains(&out_rel) && !consumed.contains(&out_rel) {
+            return Err(Error::Invalid(format!(
+                "the input archive {out_rel} would be replaced by the output archive of the \
+                 same name, and no binary in the tree uses its kernels; move it out of the \
+                 tree or choose another --group"
+            )));
+        }
+    }
+    for p in &consumed {
+        let a = &inputs[p];
+        let claimed: BTreeSet<String> = planned
+            .iter()
+            .filter(|(_, b)| b.host_only)
+            .flat_map(|(path, b)| b.bundles.iter().map(move |co| format!("{path}#{co}")))
+            .collect();
+        let names: BTreeSet<String> = report
+            .files
+            .iter()
+            .filter_map(|f| f.marker.as_ref().map(|m| (f, m)))
+            .flat_map(|(f, m)| {
+                f.wrappers
+                    .iter()
+                    .map(move |w| format!("{}#{}", m.kernel_name, w.reserved & 0xffff_ffff))
+            })
+            .collect();
+        let orphans = a
+            .index
+            .kernels
+            .iter()
+            .filter(|e| !names.contains(&e.key) && !claimed.contains(&e.key))
+            .count();
+        if orphans > 0 {
+            warnings.push(format!(
+                "{p}: {orphans} kernel(s) belong to no binary in the tree and are not carried over"
+            ));
+        }
+    }
+    let families: Vec<FamilyPlan> = opts
+        .families
+        .0
+        .iter()
+        .enumerate()
+        .map(|(i, fam)| {
+            let arches: BTreeSet<String> = kernels[i].iter().map(|k| k.arch.clone()).collect();
+            FamilyPlan {
+                name: fam.name.clone(),
+                archive: (!kernels[i].is_empty()).then(|| archive_rel(opts, &fam.name)),
+                gfx_arches: arches.into_iter().collect(),
+                kernels: kernels[i].len() as u64,
+                raw_bytes: kernels[i].iter().map(|k| k.size).sum(),
+                estimated_bytes: 0,
+                database_files: db_files[i],
+            }
+        })
+        .collect();
+    for f in families.iter().filter(|f| f.archive.is_none()) {
+        warnings.push(format!(
+            "family {} receives no kernel: no archive is written and no marker names one",
+            f.name
+        ));
+    }
+    if families.iter().all(|f| f.archive.is_none()) && !planned.is_empty() {
+        return Err(Error::Invalid(
+            "no kernel in the tree is for a selected family; nothing to pack".into(),
+        ));
+    }
+    Ok(PackPlan {
+        tree: tree.display().to_string(),
+        output: out.display().to_string(),
+        layout: opts.layout,
+        families,
+        unassigned,
+        binaries,
+        repacked,
+        consumed_archives: consumed.into_iter().collect(),
+        copied,
+        damaged,
+        device_bytes,
+        input_bytes: report.totals.bytes,
+        projected_bytes: 0,
+        projection: "none",
+        diagnostics,
+        warnings,
+        kernels,
+        binaries_planned: planned,
+        inputs: Arc::new(inputs),
+        report: Some(report),
+    })
+}
+
+/// Largest sample of device code compressed for an estimate.
+const SAMPLE_BYTES: u64 = 32 << 20;
+
+/// Fill in the size estimates: every kernel is compressed when the device code is
+/// at most 32 MiB (the projection is then exact for the archives), else an even
+/// sample of that size; host-only binaries' sizes are computed by planning their
+/// rewrite (exact).
+pub fn estimate(plan: &mut PackPlan, tree: &Path, opts: &PackOptions) {
+    use rayon::prelude::*;
+    let total_raw: u64 = plan.families.iter().map(|f| f.raw_bytes).sum();
+    let exact = total_raw <= SAMPLE_BYTES || opts.scheme == crate::kpack::Scheme::None;
+    // Compressed sizes by (path#k, arch) of the kernels sampled.
+    let paths: Vec<&String> = plan.binaries_planned.keys().collect();
+    let stride = if exact {
+        1
+    } else {
+        (total_raw / SAMPLE_BYTES).max(1) as usize
+    };
+    let inputs = plan.inputs.clone();
+    let families = plan.families.clone();
+    let group = opts.group.clone();
+    // Per binary: its host-only size, and (key, arch, raw, compressed) of the kernels
+    // sampled.
+    type Sampled = (u64, Vec<(String, String, u64, u64)>);
+    let results: Vec<Sampled> = paths
+        .par_iter()
+        .enumerate()
+        .map(|(i, path)| {
+            let pb = &plan.binaries_planned[*path];
+            let mut host = 0u64;
+            let mut sampled = Vec::new();
+            let Ok(Some(map)) = fsutil::map_file(&tree.join(path)) else {
+                return (0, sampled);
+            };
+            let marker = marker_for(path, &group, &families);
+            host = if pb.host_only {
+                elf::remark::replace_marker(&map, &marker)
+                    .map(|b| b.len() as u64)
+                    .unwrap_or(map.len() as u64)
+            } else {
+                elf::rewrite::plan_rewrite(&map, &marker)
+                    .map(|r| r.bytes.len() as u64)
+                    .unwrap_or(map.len() as u64)
+            }
+            .max(host);
+            if i % stride != 0 {
+                return (host, sampled);
+            }
+            let fat = match elf::inspect(&map) {
+                Ok(ElfContent::Fat(fat)) => Some(fat),
+                _ => None,
+            };
+            for (co, arch, _, from) in &pb.kernels {
+                let bytes: Option<Vec<u8>> = match from {
+                    KernelFrom::Archive(p) => inputs.get(p).and_then(|a| {
+                        let key = format!("{}#{co}", pb.kernel_name);
+                        a.entry(&key, arch)
+                            .and_then(|e| a.kernel(e).ok().map(|c| c.into_owned()))
+                    }),
+                    KernelFrom::Bundle => fat.as_ref().and_then(|fat| {
+                        let span = fat.fatbin.as_ref()?;
+                        let sec =
+                            map.get(span.offset as usize..(span.offset + span.size) as usize)?;
+                        let b = fat.bundles.iter().find(|b| b.index as u32 == *co)?;
+                        let un = b.uncompressed(sec, 1 << 34).ok()?;
+                        let cos = b.code_objects(&un).ok()?;
+                        cos.iter()
+                            .find(|(e, _)| e.id.arch().as_deref() == Some(arch))
+                            .map(|(_, d)| d.to_vec())
+                    }),
+                };
+                if let Some(b) = bytes
+                    && let Ok(z) = crate::kpack::archive::encode_kernel(&b, opts.scheme, opts.level)
+                {
+                    sampled.push((
+                        format!("{path}#{co}"),
+                        arch.clone(),
+                        b.len() as u64,
+                        z.len() as u64,
+                    ));
+                }
+            }
+            (host, sampled)
+        })
+        .collect();
+    let host_written: u64 = results.iter().map(|r| r.0).sum();
+    let mut by_kernel: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
+    for (_, s) in &results {
+        for (k, a, raw, z) in s {
+            by_kernel.insert((k.clone(), a.clone()), (*raw, *z));
+        }
+    }
+    for (i, fp) in plan.families.iter_mut().enumerate() {
+        if fp.archive.is_none() {
+            fp.estimated_bytes = 0;
+            continue;
+        }
+        let ks = &plan.kernels[i];
+        let (mut raw, mut z) = (0u64, 0u64);
+        for k in ks {
+            if let Some((r, c)) = by_kernel.get(&(k.key.clone(), k.arch.clone())) {
+                raw += r;
+                z += c;
+            }
+        }
+        let ratio = if raw == 0 { 1.0 } else { z as f64 / raw as f64 };
+        let unknown_raw = fp.raw_bytes.saturating_sub(raw);
+        // Header, frame lengths, and a TOC entry of about 96 bytes per kernel.
+        let overhead = 64 + 4 + 4 * fp.kernels + fp.kernels * 96 + 256;
+        fp.estimated_bytes = z + (unknown_raw as f64 * ratio) as u64 + overhead;
+    }
+    let archives: u64 = plan.families.iter().map(|f| f.estimated_bytes).sum();
+    // Binaries are replaced by their host-only forms; consumed archives leave.
+    let binaries_in: u64 = plan
+        .report
+        .as_ref()
+        .map(|r| {
+            r.files
+                .iter()
+                .filter(|f| plan.binaries_planned.contains_key(&f.path))
+                .map(|f| f.size)
+                .sum()
+        })
+        .unwrap_or(0);
+    let consumed_in: u64 = plan
+        .report
+        .as_ref()
+        .map(|r| {
+            r.files
+                .iter()
+                .filter(|f| plan.consumed_archives.contains(&f.path) || f.path == LEDGER_PATH)
+                .map(|f| f.size)
+                .sum()
+        })
+        .unwrap_or(0);
+    plan.projected_bytes =
+        plan.input_bytes.saturating_sub(binaries_in + consumed_in) + host_written + archives;
+    plan.projection = if exact { "exact" } else { "estimate" };
+}

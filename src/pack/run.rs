@@ -1,0 +1,807 @@
+//! Carrying out a plan: into a staging directory beside the output, every binary is
+//! mapped once, its kernels compressed on the worker thread into their family's
+//! archive, the binary written host-only; every other file copied; then archives and
+//! the ledger are written, the result verified and renamed into place.
+
+use super::plan::{database_family, ledger_in, marker_for};
+use super::{
+    Growth, KernelFrom, Layout, PackEvent, PackOptions, PackPlan, PackReport, Phase, PlannedBinary,
+    Unassigned, WrittenArchive, verify_tree,
+};
+use crate::bundle::Compression;
+use crate::elf::{self, ElfContent};
+use crate::error::{Error, Result};
+use crate::event::{CancelToken, EventSink};
+use crate::fsutil;
+use crate::kpack::archive::{ArchiveMeta, ArchiveWriter};
+use crate::kpack::ledger::{
+    DroppedKernel, LEDGER_PATH, Ledger, LedgerArchive, LedgerBinary, LedgerKernel, SelectedFamily,
+    Selection, UnpackedBinary, sha256_hex,
+};
+use crate::scan::{FileKind, FileReport};
+use rayon::prelude::*;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+fn set_mtime(path: &Path, meta: &std::fs::Metadata) {
+    if let (Ok(f), Ok(m)) = (
+        std::fs::File::options().write(true).open(path),
+        meta.modified(),
+    ) {
+        let _ = f.set_times(std::fs::FileTimes::new().set_modified(m));
+    }
+}
+
+fn set_dir_mtime(path: &Path, meta: &std::fs::Metadata) {
+    if let (Ok(f), Ok(m)) = (std::fs::File::open(path), meta.modified()) {
+        let _ = f.set_times(std::fs::FileTimes::new().set_modified(m));
+    }
+}
+
+/// Temporary output directories are named `.<out name>.kpack-tmp-<pid>` next to it.
+fn tmp_prefix(out: &Path) -> Result<(PathBuf, String)> {
+    let parent = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .to_path_buf();
+    let name = out
+        .file_name()
+        .ok_or_else(|| Error::Invalid(format!("{} has no file name", out.display())))?
+        .to_string_lossy()
+        .into_owned();
+    Ok((parent, format!(".{name}.kpack-tmp-")))
+}
+
+/// Remove temporary directories left by runs that were killed (their pid is gone).
+fn clean_stale(out: &Path, sink: &dyn EventSink<PackEvent>) -> Result<()> {
+    let (parent, prefix) = tmp_prefix(out)?;
+    let Ok(rd) = std::fs::read_dir(&parent) else {
+        return Ok(());
+    };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(&prefix)
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            sink.event(PackEvent::Warning(format!(
+                "removing {} left by an interrupted run",
+                e.path().display()
+            )));
+            std::fs::remove_dir_all(e.path()).map_err(|x| Error::io(e.path(), x))?;
+        }
+    }
+    Ok(())
+}
+
+/// The refusals a plan carries before anything is written (also what `--dry-run`
+/// reports as its exit status): unassigned code under `--unassigned error`, an output
+/// that is not a previous pack's, warnings under `--strict`.
+pub fn check_plan(plan: &PackPlan, out: &Path, opts: &PackOptions) -> Result<()> {
+    if !plan.unassigned.is_empty() && opts.unassigned == Unassigned::Error {
+        let list: Vec<String> = plan
+            .unassigned
+            .iter()
+            .map(|(a, n)| format!("{a} ({n})"))
+            .collect();
+        return Err(Error::Invalid(format!(
+            "code for archs outside the selected families: {}; add a --family for them or pass --unassigned drop",
+            list.join(", ")
+        )));
+    }
+    if out.exists() {
+        let empty = std::fs::read_dir(out)
+            .map(|mut d| d.next().is_none())
+            .unwrap_or(false);
+        if !empty {
+            match (ledger_in(out), opts.force) {
+                (Some(_), true) => {}
+                (Some(l), false) => {
+                    return Err(Error::Invalid(format!(
+                        "{} holds a previous pack (ledger {}); pass --force to replace it",
+                        out.display(),
+                        l.display()
+                    )));
+                }
+                (None, _) => {
+                    return Err(Error::Invalid(format!(
+                        "{} exists, is not empty and is not a previous pack's output (no {}); \
+                         it is left alone even with --force: remove it or choose another output",
+                        out.display(),
+                        LEDGER_PATH
+                    )));
+                }
+            }
+        }
+    }
+    if opts.strict && !plan.warnings.is_empty() {
+        return Err(Error::Findings(format!(
+            "--strict: {} warning(s), nothing written:\n  {}",
+            plan.warnings.len(),
+            plan.warnings.join("\n  ")
+        )));
+    }
+    Ok(())
+}
+
+struct Worker<'a> {
+    tree: &'a Path,
+    stage: &'a Path,
+    plan: &'a PackPlan,
+    opts: &'a PackOptions,
+    /// Writer per family (None: no kernel for it, no archive).
+    writers: &'a [Option<ArchiveWriter>],
+    sink: &'a dyn EventSink<PackEvent>,
+    warnings: &'a Mutex<Vec<String>>,
+    ledger: &'a Mutex<Vec<LedgerBinary>>,
+    grown: &'a Mutex<Vec<Growth>>,
+    input_hashes: &'a BTreeMap<(String, u32, String), String>,
+    bytes_out: &'a AtomicU64,
+    kernel_counts: &'a [AtomicU64],
+}
+
+impl Worker<'_> {
+    fn warn(&self, w: String) {
+        self.sink.event(PackEvent::Warning(w.clone()));
+        if let Ok(mut v) = self.warnings.lock() {
+            v.push(w);
+        }
+    }
+
+    fn dest(&self, rel: &str, db_family: Option<Option<usize>>) -> Option<PathBuf> {
+        match (self.opts.layout, db_family) {
+            (Layout::Combined, _) => Some(self.stage.join(rel)),
+            (Layout::Split, Some(Some(i))) => {
+                Some(self.stage.join(&self.opts.families.0[i].name).join(rel))
+            }
+            (Layout::Split, Some(None)) => None,
+            (Layout::Split, None) => Some(self.stage.join("generic").join(rel)),
+        }
+    }
+
+    fn copy(&self, src: &Path, dst: &Path, meta: &std::fs::Metadata) -> Result<u64> {
+        let n = std::fs::copy(src, dst).map_err(|e| Error::io(src, e))?;
+        std::fs::set_permissions(dst, meta.permissions()).map_err(|e| Error::io(dst, e))?;
+        set_mtime(dst, meta);
+        Ok(n)
+    }
+
+    fn process(&self, worker: usize, f: &FileReport) -> Result<()> {
+        let fams = &self.opts.families;
+        // Consumed input archives are packed again, and a previous ledger replaced.
+        if (f.kind == FileKind::Kpack && self.plan.consumed_archives.contains(&f.path))
+            || f.path == LEDGER_PATH
+        {
+            return Ok(());
+        }
+        let src = self.tree.join(&f.path);
+        let db = database_family(f, fams);
+        let Some(dst) = self.dest(&f.path, db) else {
+            self.warn(format!(
+                "{}: kernel database for {} left out (no selected family)",
+                f.path,
+                f.arch.clone().unwrap_or_default()
+            ));
+            return Ok(());
+        };
+        if let Some(parent) = dst.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+        }
+        match f.kind {
+            FileKind::Symlink => {
+                let target = std::fs::read_link(&src).map_err(|e| Error::io(&src, e))?;
+                std::os::unix::fs::symlink(&target, &dst).map_err(|e| Error::io(&dst, e))?;
+            }
+            FileKind::Other => {
+                self.warn(format!(
+                    "{}: special file ({}) skipped",
+                    f.path,
+                    f.file_type.unwrap_or("unknown")
+                ));
+            }
+            _ if f.hard_link_of.is_some() => {} // second pass
+            _ => {
+                let meta = std::fs::metadata(&src).map_err(|e| Error::io(&src, e))?;
+                let out = if let Some(pb) = self.plan.binaries_planned.get(&f.path) {
+                    self.pack_binary(worker, f, pb, &src, &dst, &meta)?
+                } else {
+                    self.sink.event(PackEvent::Phase {
+                        worker,
+                        path: f.path.clone(),
+                        phase: Phase::Copy,
+                    });
+                    self.copy(&src, &dst, &meta)?
+                };
+                self.bytes_out.fetch_add(out, Ordering::Relaxed);
+                self.sink.event(PackEvent::FileDone {
+                    path: f.path.clone(),
+                    bytes_in: f.size,
+                    bytes_out: out,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn pack_binary(
+        &self,
+        worker: usize,
+        f: &FileReport,
+        pb: &PlannedBinary,
+        src: &Path,
+        dst: &Path,
+        meta: &std::fs::Metadata,
+    ) -> Result<u64> {
+        self.sink.event(PackEvent::Phase {
+            worker,
+            path: f.path.clone(),
+            phase: Phase::Rewrite,
+        });
+        let map = fsutil::map_file(src)
+            .map_err(|e| Error::io(src, e))?
+            .ok_or_else(|| Error::Invalid(format!("{}: empty", f.path)))?;
+        let data: &[u8] = &map;
+        let marker = marker_for(&f.path, &self.opts.group, &self.plan.families);
+        // Rewrite first (in memory): a fat binary that cannot be rewritten is copied
+        // whole and none of its kernels is archived.
+        let rewritten = if pb.host_only {
+            elf::remark::replace_marker(data, &marker).map_err(|e| {
+                Error::Invalid(format!(
+                    "{}: cannot point the host-only binary at the new archives: {e}",
+                    f.path
+                ))
+            })?
+        } else {
+            match elf::rewrite::plan_rewrite(data, &marker) {
+                Ok(r) => r.bytes,
+                Err(e) => {
+                    self.warn(format!(
+                        "{}: not packed, copied with its device code: {e}",
+                        f.path
+                    ));
+                    return self.copy(src, dst, meta);
+                }
+            }
+        };
+        self.sink.event(PackEvent::Phase {
+            worker,
+            path: f.path.clone(),
+            phase: Phase::Kernels,
+        });
+        let mut entry = LedgerBinary {
+            path: f.path.clone(),
+            kernel_name: marker.kernel_name.clone(),
+            bundles: pb.bundles.clone(),
+            kernels: Vec::with_capacity(pb.kernels.len()),
+        };
+        if pb.host_only {
+            for (co, arch, _, from) in &pb.kernels {
+                let KernelFrom::Archive(p) = from else {
+                    continue;
+                };
+                let a = self.plan.inputs.get(p).ok_or_else(|| {
+                    Error::Invalid(format!("{}: input archive {p} went away", f.path))
+                })?;
+                let key = format!("{}#{co}", pb.kernel_name);
+                let e = a.entry(&key, arch).ok_or_else(|| {
+                    Error::Invalid(format!("{p}: {key} @ {arch} went away while packing"))
+                })?;
+                let bytes = a.kernel(e)?;
+                self.archive_kernel(&f.path, *co, arch, &bytes, None, &mut entry)?;
+            }
+        } else {
+            let ElfContent::Fat(fat) = elf::inspect(data).map_err(|e| Error::format(src, e))?
+            else {
+                return Err(Error::Invalid(format!(
+                    "{}: no longer a fat binary",
+                    f.path
+                )));
+            };
+            let span = fat
+                .fatbin
+                .clone()
+                .ok_or_else(|| Error::Invalid(format!("{}: no .hip_fatbin", f.path)))?;
+            let sec = &data[span.offset as usize..(span.offset + span.size) as usize];
+            let mut stored = 0u64;
+            let wanted: BTreeSet<(u32, &str)> =
+                pb.kernels.iter().map(|k| (k.0, k.1.as_str())).collect();
+            for b in &fat.bundles {
+                let un = b
+                    .uncompressed(sec, 1 << 34)
+                    .map_err(|e| Error::format(src, e))?;
+                let cos = b.code_objects(&un).map_err(|e| Error::format(src, e))?;
+                for (e, bytes) in cos {
+                    let Some(arch) = e.id.arch() else { continue };
+                    if wanted.contains(&(b.index as u32, arch.as_str())) {
+                        stored += self.archive_kernel(
+                            &f.path,
+                            b.index as u32,
+                            &arch,
+                            bytes,
+                            Some(&e.id.triple),
+                            &mut entry,
+                        )?;
+                    }
+                }
+                // Its pages are consumed: let them leave the resident set.
+                fsutil::release_range(
+                    &map,
+                    span.offset as usize + b.offset as usize,
+                    b.stored_size as usize,
+                );
+            }
+            let out = rewritten.len() as u64 + stored;
+            if out > f.size {
+                let compressed = fat
+                    .bundles
+                    .iter()
+                    .any(|b| b.compression != Compression::None);
+                if let Ok(mut g) = self.grown.lock() {
+                    g.push(Growth {
+                        path: f.path.clone(),
+                        bytes_in: f.size,
+                        bytes_out: out,
+                        reason: if compressed {
+                            format!(
+                                "its bundles were compressed as a whole (CCOB); one zstd frame \
+                                 per kernel at level {} keeps more (try --level max)",
+                                self.opts.level
+                            )
+                        } else {
+                            "the marker segment and page alignment add more than the device \
+                             code removed"
+                                .into()
+                        },
+                    });
+                }
+            }
+        }
+        if entry.kernels.len() != pb.kernels.len() {
+            return Err(Error::Invalid(format!(
+                "{}: {} kernel(s) planned, {} found while packing (the file changed?)",
+                f.path,
+                pb.kernels.len(),
+                entry.kernels.len()
+            )));
+        }
+        if let Ok(mut l) = self.ledger.lock() {
+            l.push(entry);
+        }
+        fsutil::write_new(dst, &rewritten, meta)?;
+        Ok(rewritten.len() as u64)
+    }
+
+    fn archive_kernel(
+        &self,
+        path: &str,
+        co: u32,
+        arch: &str,
+        bytes: &[u8],
+        triple: Option<&str>,
+        entry: &mut LedgerBinary,
+    ) -> Result<u64> {
+        let Some(i) = self.opts.families.assign(arch) else {
+            return Ok(0);
+        };
+        let Some(w) = &self.writers[i] else {
+            return Ok(0);
+        };
+        let sha256 = sha256_hex(bytes);
+        if let Some(h) = self
+            .input_hashes
+            .get(&(path.to_string(), co, arch.to_string()))
+            && *h != sha256
+        {
+            return Err(Error::Invalid(format!(
+                "{path}: bundle #{co} for {arch} differs from the input ledger's hash \
+                 (the input tree is damaged: run verify on it)"
+            )));
+        }
+        let key = format!("{path}#{co}");
+        let mut meta = BTreeMap::new();
+        meta.insert(
+            "target".to_string(),
+            triple.map_or_else(
+                || format!("hipv4-amdgcn-amd-amdhsa--{arch}"),
+                str::to_string,
+            ),
+        );
+        let stored = w.add_with_metadata(&key, arch, bytes, meta)?;
+        entry.kernels.push(LedgerKernel {
+            bundle: co,
+            target: arch.to_string(),
+            size: bytes.len() as u64,
+            sha256,
+        });
+        let n = self.kernel_counts[i].fetch_add(1, Ordering::Relaxed) + 1;
+        let (_, total) = w.progress();
+        self.sink.event(PackEvent::Family {
+            family: self.opts.families.0[i].name.clone(),
+            kernels: n,
+            stored: total,
+        });
+        Ok(stored)
+    }
+}
+
+/// Carry out a plan. On any error or cancellation the temporary output is removed
+/// and the output is left as it was.
+pub fn execute_pack(
+    plan: PackPlan,
+    tree: &Path,
+    out: &Path,
+    opts: &PackOptions,
+    sink: &dyn EventSink<PackEvent>,
+    cancel: &CancelToken,
+) -> Result<PackReport> {
+    check_plan(&plan, out, opts)?;
+    clean_stale(out, sink)?;
+    let start = Instant::now();
+    let (parent, prefix) = tmp_prefix(out)?;
+    std::fs::create_dir_all(&parent).map_err(|e| Error::io(&parent, e))?;
+    let stage = parent.join(format!("{prefix}{}", std::process::id()));
+    if stage.exists() {
+        std::fs::remove_dir_all(&stage).map_err(|e| Error::io(&stage, e))?;
+    }
+    std::fs::create_dir(&stage).map_err(|e| Error::io(&stage, e))?;
+    let staged = run_stage(&plan, tree, &stage, opts, sink, cancel).and_then(|s| {
+        if opts.strict && !s.warnings.is_empty() {
+            return Err(Error::Findings(format!(
+                "--strict: {} warning(s) while packing, nothing written:\n  {}",
+                s.warnings.len(),
+                s.warnings.join("\n  ")
+            )));
+        }
+        Ok(s)
+    });
+    let staged = match staged {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&stage);
+            return Err(e);
+        }
+    };
+    let mut verify_faults = Vec::new();
+    let mut verified_kernels = 0;
+    if opts.verify {
+        sink.event(PackEvent::Finishing("verifying"));
+        let v = verify_tree(&stage, Some(&plan), opts.layout);
+        verify_faults = v.faults;
+        verified_kernels = v.proved;
+        if !verify_faults.is_empty() {
+            let _ = std::fs::remove_dir_all(&stage);
+            return Err(Error::Invalid(format!(
+                "the packed tree fails verification, nothing was written:\n  {}",
+                verify_faults.join("\n  ")
+            )));
+        }
+    }
+    if cancel.is_cancelled() {
+        let _ = std::fs::remove_dir_all(&stage);
+        return Err(Error::Cancelled);
+    }
+    sink.event(PackEvent::Finishing("renaming into place"));
+    let placed = if out.exists() && opts.force && ledger_in(out).is_some() {
+        let old = parent.join(format!("{prefix}{}-old", std::process::id()));
+        std::fs::rename(out, &old)
+            .and_then(|()| std::fs::rename(&stage, out))
+            .map(|()| {
+                let _ = std::fs::remove_dir_all(&old);
+            })
+    } else {
+        // rename(2) replaces only an empty directory: another pack that finished
+        // first keeps its output.
+        std::fs::rename(&stage, out)
+    };
+    if let Err(e) = placed {
+        let _ = std::fs::remove_dir_all(&stage);
+        if matches!(e.raw_os_error(), Some(libc::ENOTEMPTY) | Some(libc::EEXIST)) {
+            return Err(Error::Invalid(format!(
+                "{} appeared while packing (another pack finished first) and is kept; \
+                 pass --force to replace it",
+                out.display()
+            )));
+        }
+        return Err(Error::io(out, e));
+    }
+    Ok(PackReport {
+        bytes_in: plan.input_bytes,
+        plan,
+        archives: staged.archives,
+        files: staged.files,
+        bytes_out: staged.bytes_out,
+        grown: staged.grown,
+        seconds: start.elapsed().as_secs_f64(),
+        warnings: staged.warnings,
+        verify_faults,
+        verified: opts.verify,
+        verified_kernels,
+    })
+}
+
+struct Staged {
+    archives: Vec<WrittenArchive>,
+    warnings: Vec<String>,
+    bytes_out: u64,
+    files: BTreeMap<String, u64>,
+    grown: Vec<Growth>,
+}
+
+fn run_stage(
+    plan: &PackPlan,
+    tree: &Path,
+    stage: &Path,
+    opts: &PackOptions,
+    sink: &dyn EventSink<PackEvent>,
+    cancel: &CancelToken,
+) -> Result<Staged> {
+    let report = plan
+        .report
+        .as_ref()
+        .ok_or_else(|| Error::Invalid("plan has no scan".into()))?;
+    let fams = &opts.families;
+    // Directories first (empty ones kept), in the layout's place.
+    let dirs: Vec<PathBuf> = walk_dirs(tree)?;
+    let roots: Vec<PathBuf> = match opts.layout {
+        Layout::Combined => vec![stage.to_path_buf()],
+        Layout::Split => vec![stage.join("generic")],
+    };
+    for r in &roots {
+        for d in &dirs {
+            std::fs::create_dir_all(r.join(d)).map_err(|e| Error::io(r.join(d), e))?;
+        }
+    }
+    let mut writers = Vec::new();
+    for (i, fam) in fams.0.iter().enumerate() {
+        let Some(rel) = &plan.families[i].archive else {
+            writers.push(None);
+            continue;
+        };
+        let p = stage.join(rel);
+        if let Some(d) = p.parent() {
+            std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
+        }
+        let meta = ArchiveMeta {
+            group_name: opts.group.clone(),
+            gfx_arch_family: fam.name.clone(),
+            gfx_arches: plan.families[i].gfx_arches.clone(),
+        };
+        writers.push(Some(ArchiveWriter::create(
+            &p,
+            meta,
+            opts.scheme,
+            opts.level,
+        )?));
+    }
+    let total_bytes: u64 = report
+        .files
+        .iter()
+        .filter(|f| f.hard_link_of.is_none() && f.kind != FileKind::Symlink)
+        .map(|f| f.size)
+        .sum();
+    sink.event(PackEvent::Started {
+        files: report.files.len() as u64,
+        bytes: total_bytes,
+    });
+    for w in &plan.warnings {
+        sink.event(PackEvent::Warning(w.clone()));
+    }
+    let input_hashes: BTreeMap<(String, u32, String), String> =
+        crate::kpack::ledger::Ledger::read(tree)
+            .ok()
+            .flatten()
+            .map(|(_, l)| {
+                l.binaries
+                    .into_iter()
+                    .flat_map(|b| {
+                        let path = b.path;
+                        b.kernels
+                            .into_iter()
+                            .map(move |k| ((path.clone(), k.bundle, k.target), k.sha256))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+    let warnings = Mutex::new(plan.warnings.clone());
+    let ledger_bins = Mutex::new(Vec::new());
+    let grown = Mutex::new(Vec::new());
+    let bytes_out = AtomicU64::new(0);
+    let kernel_counts: Vec<AtomicU64> = fams.0.iter().map(|_| AtomicU64::new(0)).collect();
+    let w = Worker {
+        tree,
+        stage,
+        plan,
+        opts,
+        writers: &writers,
+        sink,
+        warnings: &warnings,
+        ledger: &ledger_bins,
+        grown: &grown,
+        input_hashes: &input_hashes,
+        bytes_out: &bytes_out,
+        kernel_counts: &kernel_counts,
+    };
+    // Largest files first, one per task, so the long ones start early and the cores
+    // stay busy to the end. (No nested parallel loops: a worker waiting on one would
+    // steal other files, and the binaries in flight would grow with the tree.)
+    let mut order: Vec<&FileReport> = report.files.iter().collect();
+    order.sort_by(|a, b| b.size.cmp(&a.size).then(a.path.cmp(&b.path)));
+    let run = || -> Result<()> {
+        order.par_iter().with_max_len(1).try_for_each(|f| {
+            if cancel.is_cancelled() {
+                return Err(Error::Cancelled);
+            }
+            let worker = rayon::current_thread_index().unwrap_or(0);
+            w.process(worker, f).map_err(|e| match e {
+                Error::Cancelled => Error::Cancelled,
+                other => Error::Invalid(format!("{}: {other}", f.path)),
+            })
+        })
+    };
+    if opts.threads > 0 {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(opts.threads)
+            .build()
+            .map_err(|e| Error::Invalid(format!("cannot start {} threads: {e}", opts.threads)))?
+            .install(run)?;
+    } else {
+        run()?;
+    }
+    // Hard links: to the copy of the first path of the inode.
+    for f in report.files.iter().filter(|f| f.hard_link_of.is_some()) {
+        let first = f.hard_link_of.as_deref().unwrap_or_default();
+        let (Some(a), Some(b)) = (
+            w.dest(first, database_family(f, fams)),
+            w.dest(&f.path, database_family(f, fams)),
+        ) else {
+            continue;
+        };
+        if a.exists() {
+            std::fs::hard_link(&a, &b).map_err(|e| Error::io(&b, e))?;
+        }
+    }
+    sink.event(PackEvent::Finishing("writing archives"));
+    let mut ledger = Ledger::new(&opts.group);
+    if opts.layout == Layout::Split {
+        ledger.layout = "split".into();
+    }
+    ledger.selection = Selection {
+        families: fams
+            .0
+            .iter()
+            .map(|f| SelectedFamily {
+                name: f.name.clone(),
+                processors: f.processors.clone(),
+            })
+            .collect(),
+        unassigned: match opts.unassigned {
+            Unassigned::Error => "error".into(),
+            Unassigned::Drop => "drop".into(),
+        },
+    };
+    let mut archives = Vec::new();
+    for (i, wr) in writers.into_iter().enumerate() {
+        let Some(wr) = wr else { continue };
+        let s = wr.finish()?;
+        let path = plan.families[i].archive.clone().unwrap_or_default();
+        // The ledger's paths are those of the merged install (split: without the
+        // overlay directory).
+        let merged = match opts.layout {
+            Layout::Combined => path.clone(),
+            Layout::Split => path
+                .split_once('/')
+                .map_or(path.clone(), |(_, r)| r.to_string()),
+        };
+        ledger.archives.push(LedgerArchive {
+            path: merged,
+            gfx_arches: plan.families[i].gfx_arches.clone(),
+            kernels: s.kernels,
+        });
+        archives.push(WrittenArchive {
+            path,
+            family: fams.0[i].name.clone(),
+            kernels: s.kernels,
+            raw_bytes: s.raw_bytes,
+            bytes: s.file_size,
+        });
+        bytes_out.fetch_add(s.file_size, Ordering::Relaxed);
+    }
+    ledger.binaries = ledger_bins.into_inner().unwrap_or_default();
+    for (path, pb) in &plan.binaries_planned {
+        for (co, target, size) in &pb.dropped {
+            ledger.dropped.push(DroppedKernel {
+                path: path.clone(),
+                bundle: *co,
+                target: target.clone(),
+                size: *size,
+                reason: "no selected family (--unassigned drop)".into(),
+            });
+        }
+    }
+    for c in &plan.copied {
+        let host_only = report
+            .files
+            .iter()
+            .any(|f| f.path == c.path && f.kind == FileKind::HostOnlyBinary);
+        if host_only {
+            ledger.unpacked.push(UnpackedBinary {
+                path: c.path.clone(),
+                reason: c.reason.clone(),
+            });
+        }
+    }
+    for d in &plan.damaged {
+        if !ledger.unpacked.iter().any(|u| u.path == d.path) {
+            ledger.unpacked.push(UnpackedBinary {
+                path: d.path.clone(),
+                reason: format!("damaged, copied as it was (--copy-damaged): {}", d.message),
+            });
+        }
+    }
+    ledger.normalise();
+    let ledger_path = roots[0].join(LEDGER_PATH);
+    if let Some(d) = ledger_path.parent() {
+        std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
+    }
+    let json = ledger.to_json();
+    fsutil::write_atomic(&ledger_path, &json, None)?;
+    bytes_out.fetch_add(json.len() as u64, Ordering::Relaxed);
+    // Directory mtimes last (writing into them changed them).
+    for r in &roots {
+        for d in dirs.iter().rev() {
+            if let Ok(m) = std::fs::metadata(tree.join(d)) {
+                set_dir_mtime(&r.join(d), &m);
+            }
+        }
+    }
+    let mut files = BTreeMap::new();
+    for f in report.files.iter().filter(|f| f.path != LEDGER_PATH) {
+        let class = if plan.binaries_planned.contains_key(&f.path) {
+            "packed_binary"
+        } else if f.kind == FileKind::Kpack && plan.consumed_archives.contains(&f.path) {
+            "repacked_archive"
+        } else {
+            f.kind.name()
+        };
+        *files.entry(class.to_string()).or_default() += 1;
+    }
+    let mut grown = grown.into_inner().unwrap_or_default();
+    grown.sort_by(|a, b| a.path.cmp(&b.path));
+    let mut warnings = warnings.into_inner().unwrap_or_default();
+    let planned = plan.warnings.len();
+    warnings[planned..].sort();
+    Ok(Staged {
+        archives,
+        warnings,
+        bytes_out: bytes_out.load(Ordering::Relaxed),
+        files,
+        grown,
+    })
+}
+
+fn walk_dirs(tree: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for e in walkdir::WalkDir::new(tree)
+        .follow_links(false)
+        .sort_by_file_name()
+        .min_depth(1)
+    {
+        let e = e.map_err(|e| Error::Invalid(format!("{}: {e}", tree.display())))?;
+        if e.file_type().is_dir() {
+            out.push(
+                e.path()
+                    .strip_prefix(tree)
+                    .unwrap_or(e.path())
+                    .to_path_buf(),
+            );
+        }
+    }
+    Ok(out)
+}

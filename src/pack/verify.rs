@@ -1,0 +1,386 @@
+//! Verifying a packed tree: would the runtime find every kernel?
+//!
+//! With a ledger (trees kpack-tui packed), every promised (binary, bundle, target) is
+//! looked up exactly as the runtime does (marker → search paths, `@GFXARCH@`
+//! expanded over the archives present, bundle index, feature-flag matching) and must
+//! reach bytes of the recorded size and SHA-256. Without one (trees packed by other
+//! tools), what can be checked is checked, and the verdict says what could not be
+//! proven.
+
+use super::{Layout, PackPlan};
+use crate::kpack::Archive;
+use crate::kpack::ledger::{LEDGER_PATH, Ledger};
+use crate::kpack::marker::Marker;
+use crate::kpack::resolve::{GFXARCH, Loader, Lookup, TreeArchives, join_in_tree, lookup};
+use crate::scan::{self, FileKind, FileReport, ScanOptions};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// The verdict on a packed tree.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TreeVerdict {
+    /// Problems that break loading (non-empty = not sound).
+    pub faults: Vec<String>,
+    /// Things worth knowing that break nothing.
+    pub notes: Vec<String>,
+    /// The ledger the promises came from (relative to the tree), if any.
+    pub ledger: Option<String>,
+    /// Kernels proved reachable through the runtime's lookup, with the recorded size
+    /// and hash when a ledger is present.
+    pub proved: u64,
+    /// What could not be proven (no ledger, binaries outside it).
+    pub unproven: Vec<String>,
+}
+
+fn lookup_fault(l: &Lookup<'_>) -> String {
+    match l {
+        Lookup::Found { .. } => String::new(),
+        Lookup::NoArchive { probed } => format!(
+            "no archive found (the runtime probes {})",
+            if probed.is_empty() {
+                "nothing inside the tree".to_string()
+            } else {
+                probed.join(", ")
+            }
+        ),
+        Lookup::NoArch => "no reachable archive lists this target in gfx_arches".into(),
+        Lookup::NoKernel {
+            archive,
+            target,
+            key,
+        } => format!("{archive} lists {target} but holds no {key}"),
+    }
+}
+
+/// Check a packed tree. `plan` (when verifying a pack's own staging output) adds:
+/// every planned kernel is in its family's archive, and `gfx_arches` is exactly the
+/// arches packed.
+pub fn verify_tree(root: &Path, plan: Option<&PackPlan>, layout: Layout) -> TreeVerdict {
+    let mut v = TreeVerdict::default();
+    let report = match scan::scan(root, &ScanOptions::default(), &crate::event::NoEvents) {
+        Ok(r) => r,
+        Err(e) => {
+            v.faults.push(e.to_string());
+            return v;
+        }
+    };
+    // In the split layout, binaries live under generic/ and archives under <family>/:
+    // resolve markers as in the merged install.
+    let norm = |p: &str| -> String {
+        match layout {
+            Layout::Combined => p.to_string(),
+            Layout::Split => p
+                .split_once('/')
+                .map_or(p.to_string(), |(_, rest)| rest.to_string()),
+        }
+    };
+    let ledger_root = match layout {
+        Layout::Combined => root.to_path_buf(),
+        Layout::Split => root.join("generic"),
+    };
+    let ledger = match Ledger::read(&ledger_root) {
+        Ok(l) => l.map(|(_, l)| l),
+        Err(e) => {
+            v.faults.push(e.to_string());
+            None
+        }
+    };
+    if ledger.is_some() {
+        v.ledger = Some(match layout {
+            Layout::Combined => LEDGER_PATH.to_string(),
+            Layout::Split => format!("generic/{LEDGER_PATH}"),
+        });
+    }
+    let copied_on_purpose = |p: &str| {
+        ledger
+            .as_ref()
+            .is_some_and(|l| l.unpacked.iter().any(|u| u.path == norm(p)))
+    };
+    for d in report
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == scan::Severity::Error)
+    {
+        if copied_on_purpose(&d.path) {
+            v.unproven.push(format!(
+                "{}: damaged, copied as it was by the pack: {}",
+                d.path, d.message
+            ));
+        } else {
+            v.faults.push(format!("{}: {}", d.path, d.message));
+        }
+    }
+    let mut archives = TreeArchives::new();
+    let mut hashes: BTreeMap<String, Vec<Option<String>>> = BTreeMap::new();
+    for f in report.files.iter().filter(|f| f.kind == FileKind::Kpack) {
+        match Archive::open(&root.join(&f.path)) {
+            Ok(a) => {
+                let (faults, h) = a.verify_hashed(ledger.is_some());
+                for fault in faults {
+                    v.faults.push(format!("{}: {fault}", f.path));
+                }
+                hashes.insert(norm(&f.path), h);
+                archives.insert(norm(&f.path), a);
+            }
+            Err(e) => v.faults.push(e.to_string()),
+        }
+    }
+    let hosts: BTreeMap<String, &FileReport> = report
+        .files
+        .iter()
+        .filter(|f| f.kind == FileKind::HostOnlyBinary && f.hard_link_of.is_none())
+        .map(|f| (norm(&f.path), f))
+        .collect();
+    let co_indices = |f: &FileReport| -> BTreeSet<u32> {
+        f.wrappers
+            .iter()
+            .map(|w| (w.reserved & 0xffff_ffff) as u32)
+            .collect()
+    };
+    let mut in_ledger = BTreeSet::new();
+    if let Some(l) = &ledger {
+        // In a split layout's install, an overlay not installed is not a fault: its
+        // targets are reported as not installed.
+        let mut not_installed: BTreeSet<&str> = BTreeSet::new();
+        for la in &l.archives {
+            match archives.get(&la.path) {
+                None if l.layout == "split" => {
+                    v.notes.push(format!(
+                        "{}: not installed (its overlay is not in this tree): {} {} for {} \
+                         unavailable",
+                        la.path,
+                        la.kernels,
+                        if la.kernels == 1 { "kernel" } else { "kernels" },
+                        la.gfx_arches.join(" ")
+                    ));
+                    not_installed.extend(la.gfx_arches.iter().map(String::as_str));
+                }
+                None => v.faults.push(format!(
+                    "{}: archive in the ledger is missing from the tree",
+                    la.path
+                )),
+                Some(a) if a.index.meta.gfx_arches != la.gfx_arches => v.faults.push(format!(
+                    "{}: gfx_arches {:?}, the ledger says {:?} (replaced by another archive?)",
+                    la.path, a.index.meta.gfx_arches, la.gfx_arches
+                )),
+                Some(_) => {}
+            }
+        }
+        for lb in &l.binaries {
+            in_ledger.insert(lb.path.clone());
+            let Some(f) = hosts.get(&lb.path) else {
+                v.faults.push(format!(
+                    "{}: in the ledger, but not a host-only binary in the tree",
+                    lb.path
+                ));
+                continue;
+            };
+            let Some(m) = &f.marker else {
+                v.faults.push(format!(
+                    "{}: host-only binary without a readable marker",
+                    lb.path
+                ));
+                continue;
+            };
+            if m.kernel_name != lb.kernel_name {
+                v.faults.push(format!(
+                    "{}: marker names {:?}, the ledger {:?}",
+                    lb.path, m.kernel_name, lb.kernel_name
+                ));
+            }
+            let cos: Vec<u32> = co_indices(f).into_iter().collect();
+            if cos != lb.bundles {
+                v.faults.push(format!(
+                    "{}: wrappers name bundles {cos:?}, the ledger {:?}",
+                    lb.path, lb.bundles
+                ));
+            }
+            let dir = lb.path.rsplit_once('/').map_or("", |(d, _)| d);
+            for k in &lb.kernels {
+                let arch = [k.target.clone()];
+                let found = lookup(&archives, m, dir, k.bundle, &arch, Loader::Newest);
+                let Lookup::Found { archive, entry, .. } = &found else {
+                    if not_installed.contains(k.target.as_str())
+                        && matches!(found, Lookup::NoArchive { .. } | Lookup::NoArch)
+                    {
+                        continue;
+                    }
+                    v.faults.push(format!(
+                        "{}: bundle #{} for {}: {}",
+                        lb.path,
+                        k.bundle,
+                        k.target,
+                        lookup_fault(&found)
+                    ));
+                    continue;
+                };
+                let idx = archives[*archive]
+                    .index
+                    .kernels
+                    .iter()
+                    .position(|e| std::ptr::eq(e, *entry));
+                let got = idx.and_then(|i| hashes.get(*archive).and_then(|h| h[i].as_deref()));
+                if entry.size != k.size || got != Some(k.sha256.as_str()) {
+                    v.faults.push(format!(
+                        "{}: bundle #{} for {}: {archive} holds {} bytes{} where the ledger \
+                         recorded {} bytes with SHA-256 {}",
+                        lb.path,
+                        k.bundle,
+                        k.target,
+                        entry.size,
+                        got.map_or_else(
+                            || " that do not decode".to_string(),
+                            |h| format!(" with SHA-256 {h}")
+                        ),
+                        k.size,
+                        k.sha256
+                    ));
+                    continue;
+                }
+                v.proved += 1;
+                if let Lookup::NoKernel { archive: first, .. } =
+                    lookup(&archives, m, dir, k.bundle, &arch, Loader::FirstMatch)
+                {
+                    v.notes.push(format!(
+                        "{}: bundle #{} for {}: found in {archive}, but loaders before Aug 2026 \
+                         stop at {first} (listed first, without it)",
+                        lb.path, k.bundle, k.target
+                    ));
+                }
+            }
+        }
+    } else if !hosts.is_empty() {
+        v.unproven.push(format!(
+            "no ledger ({LEDGER_PATH}): the tree was not packed by kpack-tui, so which kernels \
+             each binary had is unknown; a kernel missing from every archive cannot be detected"
+        ));
+    }
+    // Every host-only binary, ledger or not: what its reachable archives hold for it
+    // must load, and consistently across its bundles.
+    for (path, f) in &hosts {
+        let Some(m) = &f.marker else {
+            if !in_ledger.contains(path) {
+                v.faults.push(format!(
+                    "{path}: host-only binary without a readable marker"
+                ));
+            }
+            continue;
+        };
+        if in_ledger.contains(path) {
+            continue;
+        }
+        if let Some(u) = ledger
+            .as_ref()
+            .and_then(|l| l.unpacked.iter().find(|u| u.path == *path))
+        {
+            v.unproven.push(format!(
+                "{path}: copied as it was by the pack ({}); its kernels are not proven here",
+                u.reason
+            ));
+            continue;
+        }
+        if ledger.is_some() {
+            v.unproven.push(format!(
+                "{path}: host-only binary not in the ledger (copied as it was by the pack)"
+            ));
+        }
+        check_unledgered(&mut v, path, m, &co_indices(f), &archives);
+    }
+    if let Some(plan) = plan {
+        for (i, fp) in plan.families.iter().enumerate() {
+            let Some(rel) = &fp.archive else { continue };
+            let Some(a) = archives.get(&norm(rel)) else {
+                v.faults.push(format!("archive {rel} is missing"));
+                continue;
+            };
+            for k in &plan.kernels[i] {
+                if a.entry(&k.key, &k.arch).is_none_or(|e| e.size != k.size) {
+                    v.faults.push(format!(
+                        "{rel}: {} @ {} missing or of the wrong size",
+                        k.key, k.arch
+                    ));
+                }
+            }
+            if a.index.meta.gfx_arches != fp.gfx_arches {
+                v.faults.push(format!(
+                    "{rel}: gfx_arches {:?}, expected {:?}",
+                    a.index.meta.gfx_arches, fp.gfx_arches
+                ));
+            }
+        }
+    }
+    v
+}
+
+/// Checks of a host-only binary with no ledger entry: some reachable archive holds
+/// kernels for it, every target it has is there for all its bundles, and each loads.
+fn check_unledgered(
+    v: &mut TreeVerdict,
+    path: &str,
+    m: &Marker,
+    cos: &BTreeSet<u32>,
+    archives: &TreeArchives,
+) {
+    let dir = path.rsplit_once('/').map_or("", |(d, _)| d);
+    // The archives its marker can reach, whatever the device.
+    let mut reach: Vec<&str> = Vec::new();
+    for sp in &m.kpack_search_paths {
+        let Some(p) = join_in_tree(dir, sp) else {
+            continue;
+        };
+        for (ap, a) in archives {
+            let hit = if p.contains(GFXARCH) {
+                a.index
+                    .meta
+                    .gfx_arches
+                    .iter()
+                    .any(|t| p.replacen(GFXARCH, t, 1) == *ap)
+            } else {
+                p == *ap
+            };
+            if hit && !reach.contains(&ap.as_str()) {
+                reach.push(ap);
+            }
+        }
+    }
+    let keys: BTreeMap<String, u32> = cos
+        .iter()
+        .map(|c| (format!("{}#{c}", m.kernel_name), *c))
+        .collect();
+    let mut targets: BTreeSet<String> = BTreeSet::new();
+    for ap in &reach {
+        for e in archives[*ap].index.kernels.iter() {
+            if keys.contains_key(&e.key) {
+                targets.insert(e.arch.clone());
+            }
+        }
+    }
+    if targets.is_empty() {
+        v.faults.push(format!(
+            "{path}: no archive reachable from its marker holds any kernel for it ({})",
+            m.kpack_search_paths.join(", ")
+        ));
+        return;
+    }
+    for t in &targets {
+        for co in cos {
+            let found = lookup(
+                archives,
+                m,
+                dir,
+                *co,
+                std::slice::from_ref(t),
+                Loader::Newest,
+            );
+            if matches!(found, Lookup::Found { .. }) {
+                v.proved += 1;
+            } else {
+                v.faults.push(format!(
+                    "{path}: bundle #{co} for {t}: {}",
+                    lookup_fault(&found)
+                ));
+            }
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! Interop with the reference C++ runtime (`../shared/oracles/rocm-kpack-runtime`, what
+//! the HIP runtime links to load device code): every kernel of packed fixture trees
+//! loads through its public API, byte-exact against the code objects of the original
+//! fat binaries. The runtime is built here with its own script; `tests/oracle/
+//! load_all.cpp` calls it as CLR does (wrapper pointer → marker, binary path, the
+//! bundle index from `reserved1`, the device ISA).
+
+mod common;
+
+use common::*;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Build the runtime and the driver once per target directory; `None` (skip with a
+/// note) outside CI when the build tools are missing.
+fn driver() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kpack-oracle");
+    let script = shared().join("oracles/rocm-kpack-runtime/build.sh");
+    for t in ["cmake", "c++"] {
+        tool(t)?;
+    }
+    for h in ["/usr/include/msgpack.hpp", "/usr/include/zstd.h"] {
+        if !Path::new(h).exists() {
+            assert!(!in_ci(), "{h} is required in CI (see .ci/run)");
+            eprintln!("note: {h} missing; skipping the reference-runtime test");
+            return None;
+        }
+    }
+    let o = Command::new("bash")
+        .arg(&script)
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "building the reference runtime failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let text = String::from_utf8(o.stdout).unwrap();
+    let mut lines = text.lines();
+    let (inc, lib) = (lines.next().unwrap(), lines.next().unwrap());
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracle/load_all.cpp");
+    let exe = dir.join("load_all");
+    let fresh = |p: &Path| p.metadata().and_then(|m| m.modified()).ok();
+    if fresh(&exe) < fresh(&src) {
+        let o = Command::new("c++")
+            .args(["-std=c++17", "-O1", "-DROCM_KPACK_STATIC", "-I", inc])
+            .arg(&src)
+            .arg(lib)
+            .args(["-lzstd", "-lpthread", "-o"])
+            .arg(&exe)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    Some(exe)
+}
+
+/// Load every kernel the ledger of `root` promises through the runtime and compare
+/// with `original` (path, bundle, target → bytes). Returns the number loaded.
+fn load_all(exe: &Path, root: &Path, original: &BTreeMap<(String, u32, String), Vec<u8>>) -> usize {
+    let l = ledger(root);
+    let mut n = 0;
+    for b in &l.binaries {
+        let targets: Vec<String> = {
+            let mut t: Vec<String> = b.kernels.iter().map(|k| k.target.clone()).collect();
+            t.sort();
+            t.dedup();
+            t
+        };
+        if targets.is_empty() {
+            continue;
+        }
+        let out = tempfile::tempdir().unwrap();
+        // The device ISA as HSA names it.
+        let isas: Vec<String> = targets
+            .iter()
+            .map(|t| format!("amdgcn-amd-amdhsa--{t}"))
+            .collect();
+        let o = Command::new(exe)
+            .arg(root.join(&b.path))
+            .arg(out.path())
+            .args(&isas)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success(), "{}: {text}", b.path);
+        for k in &b.kernels {
+            let i = targets.iter().position(|t| *t == k.target).unwrap();
+            let got = std::fs::read(out.path().join(format!("{}_{i}.co", k.bundle)))
+                .unwrap_or_else(|e| panic!("{} #{} {}: {e}\n{text}", b.path, k.bundle, k.target));
+            let want = &original[&(b.path.clone(), k.bundle, k.target.clone())];
+            assert!(
+                got == *want,
+                "{} #{} {}: the runtime loaded different bytes",
+                b.path,
+                k.bundle,
+                k.target
+            );
+            n += 1;
+        }
+    }
+    n
+}
+
+fn pack(tree: &Path, out: &Path, families: &str) {
+    let o = kpack(&[
+        "pack",
+        tree.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--group",
+        "rocm",
+        "--family",
+        families,
+        "--unassigned",
+        "drop",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn every_kernel_of_packed_trees_loads_byte_exact_through_the_reference_runtime() {
+    let Some(exe) = driver() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let original = fat_code_objects(&demo());
+    // Combined family archives: uncompressed and CCOB bundles, multi-TU binaries,
+    // executables and libraries, a feature-flagged target.
+    let packed = tmp.path().join("packed");
+    pack(&demo(), &packed, "gfx90X,gfx103X");
+    let n = load_all(&exe, &packed, &original);
+    let promised: usize = ledger(&packed)
+        .binaries
+        .iter()
+        .map(|b| b.kernels.len())
+        .sum();
+    assert_eq!(n, promised);
+    assert!(n >= 16, "{n}");
+    // Re-packed from the packed tree under other families: still byte-exact.
+    let regrouped = tmp.path().join("regrouped");
+    pack(
+        &packed,
+        &regrouped,
+        "vega=gfx900,gfx906,gfx908,gfx90a,gfx1030",
+    );
+    assert_eq!(load_all(&exe, &regrouped, &original), n);
+    // The fixture binaries (PIE and non-PIE executables, RDC library).
+    let fx = tmp.path().join("fixtures");
+    let fx_tree = fixtures().parent().unwrap().to_path_buf();
+    pack(&fx_tree, &fx, "gfx90X,gfx103X");
+    let fx_original = fat_code_objects(&fx_tree);
+    assert!(load_all(&exe, &fx, &fx_original) >= 8);
+}

@@ -1,0 +1,447 @@
+//! Pack and verify as a release gate (issue #14): nothing lost on re-pack, every
+//! fault found, exit codes and flags CI can build on. Each test reproduces one of
+//! the issue's numbered findings.
+
+mod common;
+
+use common::*;
+use kpack::kpack::archive::Archive;
+use std::path::{Path, PathBuf};
+
+fn pack(args: &[&str]) -> std::process::Output {
+    kpack(&[&["pack"], args].concat())
+}
+
+/// Pack `tree` into `out` with the demo's families, dropping nothing unexpected.
+fn pack_demo_like(tree: &Path, out: &Path, families: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        tree.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--group",
+        "rocm",
+        "--unassigned",
+        "drop",
+    ];
+    for f in families {
+        args.extend(["--family", f]);
+    }
+    pack(&args)
+}
+
+fn packed_demo(dir: &Path) -> PathBuf {
+    let out = dir.join("packed");
+    let o = pack_demo_like(&demo(), &out, &["gfx90X", "gfx103X"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    out
+}
+
+fn verify_json(path: &Path) -> (i32, serde_json::Value) {
+    let o = kpack(&["verify", path.to_str().unwrap(), "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&o), stderr(&o)));
+    (o.status.code().unwrap(), v)
+}
+
+/// Every kernel the ledger promises, as (path, bundle, target) → bytes read back
+/// through the archives (the test's own lookup: the key in the one archive whose
+/// gfx_arches has the target).
+fn archived(root: &Path) -> std::collections::BTreeMap<(String, u32, String), Vec<u8>> {
+    let l = ledger(root);
+    let archives: Vec<Archive> = l
+        .archives
+        .iter()
+        .map(|a| Archive::open(&root.join(&a.path)).unwrap())
+        .collect();
+    let mut m = std::collections::BTreeMap::new();
+    for b in &l.binaries {
+        for k in &b.kernels {
+            let key = format!("{}#{}", b.kernel_name, k.bundle);
+            let a = archives
+                .iter()
+                .find(|a| a.index.meta.gfx_arches.contains(&k.target))
+                .unwrap();
+            let e = a.entry(&key, &k.target).unwrap();
+            m.insert(
+                (b.path.clone(), k.bundle, k.target.clone()),
+                a.kernel(e).unwrap().into_owned(),
+            );
+        }
+    }
+    m
+}
+
+#[test]
+fn repacking_a_packed_tree_keeps_every_kernel_byte_for_byte() {
+    // #14.1: pack, then pack the output again (same selection, then another one).
+    let tmp = tempfile::tempdir().unwrap();
+    let first = packed_demo(tmp.path());
+    let original = fat_code_objects(&demo());
+    let kept: std::collections::BTreeMap<_, _> = original
+        .iter()
+        .filter(|((p, _, _), _)| ledger(&first).binaries.iter().any(|b| &b.path == p))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    assert_eq!(archived(&first), kept);
+
+    let again = tmp.path().join("again");
+    let o = pack_demo_like(&first, &again, &["gfx90X,gfx103X"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("repacked archive"), "{}", stdout(&o));
+    assert_eq!(archived(&again), kept, "same selection");
+    // The input archives are re-read, never replaced by empty ones.
+    for a in ["rocm_gfx90X", "rocm_gfx103X"] {
+        let x = Archive::open(&again.join(format!(".kpack/{a}.kpack"))).unwrap();
+        assert!(!x.index.kernels.is_empty(), "{a}");
+    }
+    assert_eq!(verify_json(&again).0, 0);
+
+    // Re-grouped: other family names and a narrower selection; the kernels of the
+    // selected targets are all still there, the rest recorded as dropped.
+    let regrouped = tmp.path().join("regrouped");
+    let o = pack_demo_like(&again, &regrouped, &["vega=gfx900,gfx906", "rdna2=gfx1030"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let want: std::collections::BTreeMap<_, _> = kept
+        .iter()
+        .filter(|((_, _, t), _)| ["gfx900", "gfx906", "gfx1030"].contains(&t.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    assert_eq!(archived(&regrouped), want);
+    let l = ledger(&regrouped);
+    assert!(l.dropped.iter().any(|d| d.target == "gfx908"));
+    assert!(!regrouped.join(".kpack/rocm_gfx90X.kpack").exists());
+    assert_eq!(verify_json(&regrouped).0, 0);
+    // The re-pointed executables still run.
+    if tool("hipcc").is_some() {
+        for exe in ["bin/vadd_app", "bin/legacy_app"] {
+            let o = std::process::Command::new(regrouped.join(exe))
+                .output()
+                .unwrap();
+            assert!(
+                o.status.success(),
+                "{exe}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+    }
+}
+
+#[test]
+fn host_only_binaries_whose_archives_are_elsewhere() {
+    // #14.2: a tree holding a host-only binary whose archives are not in it packs;
+    // the binary is copied as it is, with a warning naming it.
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("fx");
+    let o = pack_demo_like(fixtures().parent().unwrap(), &out, &["gfx90X"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("bin/hostonly: host-only binary whose archives are not here"));
+    assert_eq!(
+        std::fs::read(out.join("bin/hostonly")).unwrap(),
+        std::fs::read(fixtures().join("hostonly")).unwrap()
+    );
+    let (code, v) = verify_json(&out);
+    assert_eq!(code, 0, "{v}");
+    assert!(v["unproven"].to_string().contains("bin/hostonly"), "{v}");
+
+    // With the archives moved away and named by --archives, the kernels come back.
+    let first = packed_demo(tmp.path());
+    let moved = tmp.path().join("moved-archives");
+    std::fs::rename(first.join(".kpack"), &moved).unwrap();
+    std::fs::remove_file(moved.join("kpack-tui-ledger.json")).unwrap();
+    let back = tmp.path().join("back");
+    let o = pack(&[
+        first.to_str().unwrap(),
+        "-o",
+        back.to_str().unwrap(),
+        "--group",
+        "rocm",
+        "--family",
+        "gfx90X,gfx103X",
+        "--unassigned",
+        "drop",
+        "--archives",
+        moved.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(ledger(&back).binaries.len(), 5);
+    assert_eq!(verify_json(&back).0, 0);
+}
+
+#[test]
+fn verify_catches_a_deleted_a_swapped_and_a_changed_archive() {
+    // #14.3 and #14.4.
+    let tmp = tempfile::tempdir().unwrap();
+    let good = packed_demo(tmp.path());
+    let (code, v) = verify_json(&good);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["schema"], "kpack-tui.verify-tree/1");
+    assert_eq!(v["proved"].as_u64().unwrap(), 16);
+    let copy = |name: &str| {
+        let d = tmp.path().join(name);
+        assert!(
+            std::process::Command::new("cp")
+                .arg("-a")
+                .arg(&good)
+                .arg(&d)
+                .status()
+                .unwrap()
+                .success()
+        );
+        d
+    };
+    let deleted = copy("deleted");
+    std::fs::remove_file(deleted.join(".kpack/rocm_gfx103X.kpack")).unwrap();
+    let swapped = copy("swapped");
+    std::fs::copy(
+        swapped.join(".kpack/rocm_gfx90X.kpack"),
+        swapped.join(".kpack/rocm_gfx103X.kpack"),
+    )
+    .unwrap();
+    let flipped = copy("flipped");
+    let a = flipped.join(".kpack/rocm_gfx90X.kpack");
+    let arch = Archive::open(&a).unwrap();
+    // A byte in the middle of the largest kernel's frame.
+    let e = arch
+        .index
+        .kernels
+        .iter()
+        .max_by_key(|k| k.compressed_size)
+        .unwrap()
+        .clone();
+    drop(arch);
+    let mut bytes = std::fs::read(&a).unwrap();
+    bytes[(e.offset + e.compressed_size / 2) as usize] ^= 0x20;
+    std::fs::write(&a, &bytes).unwrap();
+    for (tree, needle) in [
+        (
+            &deleted,
+            "rocm_gfx103X.kpack: archive in the ledger is missing",
+        ),
+        (&swapped, "replaced by another archive"),
+        (
+            &flipped,
+            &*format!("bundle #{}", e.key.rsplit_once('#').unwrap().1),
+        ),
+    ] {
+        let (code, v) = verify_json(tree);
+        assert_eq!(code, 1, "{}: {v}", tree.display());
+        assert_eq!(v["sound"], false);
+        assert!(v["faults"].to_string().contains(needle), "{v}");
+        let text = kpack(&["verify", tree.to_str().unwrap()]);
+        assert!(!stdout(&text).contains("sound"), "{}", stdout(&text));
+    }
+    // The archive alone: the frame checksum finds the changed byte.
+    let o = kpack(&["verify", a.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(stdout(&o).contains("checksum"), "{}", stdout(&o));
+    // extract refuses to write bad bytes, one kernel or all.
+    let dir = tmp.path().join("ex");
+    let o = kpack(&[
+        "extract",
+        a.to_str().unwrap(),
+        "--all",
+        "-o",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(!dir.exists());
+    let one = tmp.path().join("one.co");
+    let o = kpack(&[
+        "extract",
+        a.to_str().unwrap(),
+        &e.key,
+        &e.arch,
+        "-o",
+        one.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(!one.exists());
+}
+
+#[test]
+fn kpack_no_tui_takes_the_usual_boolean_spellings() {
+    // #14.5.
+    for v in ["1", "true", "yes", "on", "0", "false", "no"] {
+        let o = kpack_env(
+            &[demo().to_str().unwrap(), "--json"],
+            &[("KPACK_NO_TUI", v)],
+        );
+        assert!(o.status.success(), "KPACK_NO_TUI={v}: {}", stderr(&o));
+    }
+    let o = kpack_env(&[demo().to_str().unwrap()], &[("KPACK_NO_TUI", "1")]);
+    assert!(stdout(&o).contains("Files by class"), "{}", stdout(&o));
+}
+
+/// A copy of the demo whose `lib/libvadd.so.1.0` is cut short.
+fn damaged_demo(dir: &Path) -> PathBuf {
+    let t = copy_demo(dir);
+    let f = t.join("lib/libvadd.so.1.0");
+    let b = std::fs::read(&f).unwrap();
+    std::fs::write(&f, &b[..b.len() * 2 / 3]).unwrap();
+    t
+}
+
+#[test]
+fn damaged_fat_binaries_stop_the_pack_unless_copied_on_purpose() {
+    // #14.7.
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = damaged_demo(tmp.path());
+    let out = tmp.path().join("out");
+    let base = [
+        tree.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--group",
+        "rocm",
+        "--family",
+        "gfx90X,gfx103X",
+        "--unassigned",
+        "drop",
+    ];
+    for extra in [&[][..], &["--dry-run"][..], &["--strict"][..]] {
+        let o = pack(&[&base[..], extra].concat());
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("damaged"), "{}", stderr(&o));
+        assert!(stderr(&o).contains("lib/libvadd.so.1.0:"), "{}", stderr(&o));
+        assert!(!out.exists());
+    }
+    let o = pack(&[&base[..], &["--copy-damaged"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read(out.join("lib/libvadd.so.1.0")).unwrap(),
+        std::fs::read(tree.join("lib/libvadd.so.1.0")).unwrap()
+    );
+    // --strict: the copy is a warning, and warnings are fatal.
+    let strict = tmp.path().join("strict");
+    let o = pack(
+        &[
+            &base[..2],
+            &[strict.to_str().unwrap()],
+            &base[3..],
+            &["--copy-damaged", "--strict"],
+        ]
+        .concat(),
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(!strict.exists());
+}
+
+#[test]
+fn families_without_kernels_and_unknown_arches() {
+    // #14.8.
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    let o = pack_demo_like(&demo(), &out, &["gfx90X,gfx103X,gfx125X"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("family gfx125X receives no kernel"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!out.join(".kpack/rocm_gfx125X.kpack").exists());
+    let l = ledger(&out);
+    assert_eq!(l.archives.len(), 2);
+    let o = kpack(&["lib/libzkern.so", "--json"].map(|p| {
+        if p.starts_with("lib/") {
+            Box::leak(out.join(p).to_string_lossy().into_owned().into_boxed_str()) as &str
+        } else {
+            p
+        }
+    }));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let paths = v["files"][0]["marker"]["kpack_search_paths"].to_string();
+    assert!(
+        !paths.contains("gfx125X") && paths.contains("gfx103X"),
+        "{paths}"
+    );
+    // With --strict the warning is fatal.
+    let o = pack(&[
+        demo().to_str().unwrap(),
+        "-o",
+        tmp.path().join("s").to_str().unwrap(),
+        "--group",
+        "rocm",
+        "--family",
+        "gfx90X,gfx103X,gfx125X",
+        "--unassigned",
+        "drop",
+        "--strict",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let o = pack(&[
+        demo().to_str().unwrap(),
+        "-o",
+        tmp.path().join("u").to_str().unwrap(),
+        "--group",
+        "rocm",
+        "--family",
+        "mine=gfx9999,banana",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("gfx9999, banana"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("known: gfx900"), "{}", stderr(&o));
+}
+
+#[test]
+fn progress_on_a_pipe_is_whole_lines() {
+    // #14.10: a tree that takes long enough to report progress (> 300 ms).
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path().join("many");
+    std::fs::create_dir_all(t.join("lib")).unwrap();
+    for i in 0..300 {
+        std::fs::copy(
+            fixtures().join("libzkern.so"),
+            t.join(format!("lib/l{i:03}.so")),
+        )
+        .unwrap();
+    }
+    let o = kpack_env(
+        &[
+            "pack",
+            t.to_str().unwrap(),
+            "-o",
+            tmp.path().join("o").to_str().unwrap(),
+            "--group",
+            "g",
+            "--family",
+            "gfx90X,gfx103X",
+            "--level",
+            "19",
+            "-j",
+            "1",
+        ],
+        &[],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(!err.contains('\r') && !err.contains('\x1b'), "{err:?}");
+    assert!(err.is_empty() || err.ends_with('\n'), "{err:?}");
+    // And stdout starts on a line of its own.
+    assert!(stdout(&o).starts_with("packed "), "{}", stdout(&o));
+}
+
+#[test]
+fn the_ledger_does_not_disturb_readers_and_force_needs_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = packed_demo(tmp.path());
+    let l = ledger(&out);
+    assert_eq!(l.schema, "kpack-tui.ledger/1");
+    assert_eq!(l.binaries.len(), 5);
+    for b in &l.binaries {
+        for k in &b.kernels {
+            assert_eq!(k.sha256.len(), 64);
+        }
+    }
+    // The scan sees the ledger as an ordinary file beside the archives, and a second
+    // pack of the same input gives the same bytes (ledger included).
+    let again = tmp.path().join("again");
+    let o = pack_demo_like(&demo(), &again, &["gfx90X", "gfx103X"]);
+    assert!(o.status.success());
+    for f in [".kpack/kpack-tui-ledger.json", ".kpack/rocm_gfx90X.kpack"] {
+        assert_eq!(
+            std::fs::read(out.join(f)).unwrap(),
+            std::fs::read(again.join(f)).unwrap(),
+            "{f}"
+        );
+    }
+}
