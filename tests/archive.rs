@@ -103,6 +103,18 @@ fn reference_archives_read_correctly() {
     assert_eq!(z.index.meta.gfx_arches, vec!["gfx1100", "gfx1101"]);
     assert_eq!(z.index.compression_scheme, Scheme::ZstdPerKernel);
     check_contents(&z, &zstd_kernels());
+    // The reference writer's frames carry no checksum, and verify says what that
+    // means; our own archives carry one.
+    assert!(!z.checksummed() && !noop.checksummed());
+    for name in ["test_zstd.kpack", "test_noop.kpack"] {
+        let o = kpack(&["verify", dir.join(name).to_str().unwrap()]);
+        assert!(o.status.success());
+        assert!(
+            stdout(&o).contains("note: its kernels carry no checksum"),
+            "{}",
+            stdout(&o)
+        );
+    }
 }
 
 #[test]

@@ -560,11 +560,15 @@ impl Archive {
 
     /// Look up a kernel.
     pub fn entry(&self, key: &str, arch: &str) -> Option<&KernelEntry> {
+        self.entry_index(key, arch).map(|i| &self.index.kernels[i])
+    }
+
+    /// Where a kernel is in `index.kernels`.
+    pub fn entry_index(&self, key: &str, arch: &str) -> Option<usize> {
         self.index
             .kernels
             .binary_search_by(|k| k.key.as_str().cmp(key).then(k.arch.as_str().cmp(arch)))
             .ok()
-            .map(|i| &self.index.kernels[i])
     }
 
     /// The stored bytes of a kernel (a zstd frame, or the raw kernel).
@@ -1172,6 +1176,43 @@ impl ArchiveWriter {
             file_size,
         })
     }
+}
+
+/// The size of the archive [`ArchiveWriter::finish`] lays out for these kernels
+/// (key, arch, original size, stored size, metadata): header, frame lengths, blobs
+/// and the TOC, exactly. Used to project pack outputs without writing them.
+pub fn archive_size(
+    meta: &ArchiveMeta,
+    scheme: Scheme,
+    kernels: impl IntoIterator<Item = (String, String, u64, u64, BTreeMap<String, String>)>,
+) -> u64 {
+    let entries: BTreeMap<(String, String), Spooled> = kernels
+        .into_iter()
+        .map(|(k, a, original_size, len, metadata)| {
+            (
+                (k, a),
+                Spooled {
+                    offset: 0,
+                    len,
+                    original_size,
+                    metadata,
+                },
+            )
+        })
+        .collect();
+    let mut pos = BLOB_START;
+    if scheme == Scheme::ZstdPerKernel {
+        pos += 4;
+    }
+    let mut blobs = Vec::with_capacity(entries.len());
+    for s in entries.values() {
+        if scheme == Scheme::ZstdPerKernel {
+            pos += 4;
+        }
+        blobs.push((pos, s.len));
+        pos += s.len;
+    }
+    pos + encode_toc(meta, scheme, &entries, &blobs, pos).len() as u64
 }
 
 /// The TOC in the reference writer's key order, every string in the str family.

@@ -20,10 +20,18 @@
 //!    leaves no output; a later run removes the temporary directory of a dead run.
 
 mod plan;
+mod record;
 mod run;
 mod verify;
 
 pub use plan::{estimate, plan_pack};
+
+/// Whether a scanned fat binary is one a pack rewrites host-only (an executable or
+/// shared library with bundles; not an object, static archive, PE image, RDC object
+/// or second hard link).
+pub fn packable(f: &crate::scan::FileReport) -> bool {
+    f.kind == crate::scan::FileKind::FatBinary && plan::rewritable(f) && !f.bundles.is_empty()
+}
 pub use run::{check_plan, execute_pack};
 pub use verify::{TreeVerdict, verify_tree};
 

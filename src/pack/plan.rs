@@ -534,39 +534,108 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
 /// Largest sample of device code compressed for an estimate.
 const SAMPLE_BYTES: u64 = 32 << 20;
 
-/// Fill in the size estimates: every kernel is compressed when the device code is
-/// at most 32 MiB (the projection is then exact for the archives), else an even
-/// sample of that size; host-only binaries' sizes are computed by planning their
-/// rewrite (exact).
+/// A kernel as the estimate sees it: key, arch, raw size, stored size, TOC metadata.
+type Projected = (String, String, u64, u64, BTreeMap<String, String>);
+
+/// The `target` metadata the archive records for a kernel.
+fn target_meta(triple: Option<&str>, arch: &str) -> BTreeMap<String, String> {
+    let mut m = BTreeMap::new();
+    m.insert(
+        "target".to_string(),
+        triple.map_or_else(
+            || format!("hipv4-amdgcn-amd-amdhsa--{arch}"),
+            str::to_string,
+        ),
+    );
+    m
+}
+
+/// Compress the kernels of one planned binary: (key, arch, raw, stored, metadata).
+fn sample_binary(
+    map: &[u8],
+    path: &str,
+    pb: &PlannedBinary,
+    inputs: &TreeArchives,
+    opts: &PackOptions,
+) -> Vec<Projected> {
+    let mut out = Vec::new();
+    let mut push = |co: u32, arch: &str, bytes: &[u8], triple: Option<&str>| {
+        if let Ok(z) = crate::kpack::archive::encode_kernel(bytes, opts.scheme, opts.level) {
+            out.push((
+                format!("{path}#{co}"),
+                arch.to_string(),
+                bytes.len() as u64,
+                z.len() as u64,
+                target_meta(triple, arch),
+            ));
+        }
+    };
+    if pb.host_only {
+        for (co, arch, _, from) in &pb.kernels {
+            let KernelFrom::Archive(p) = from else {
+                continue;
+            };
+            let Some(a) = inputs.get(p) else { continue };
+            let key = format!("{}#{co}", pb.kernel_name);
+            if let Some(e) = a.entry(&key, arch)
+                && let Ok(b) = a.kernel(e)
+            {
+                push(*co, arch, &b, e.metadata.get("target").map(String::as_str));
+            }
+        }
+        return out;
+    }
+    let Ok(ElfContent::Fat(fat)) = elf::inspect(map) else {
+        return out;
+    };
+    let Some(span) = &fat.fatbin else { return out };
+    let Some(sec) = map.get(span.offset as usize..(span.offset + span.size) as usize) else {
+        return out;
+    };
+    let wanted: BTreeSet<(u32, &str)> = pb.kernels.iter().map(|k| (k.0, k.1.as_str())).collect();
+    for b in &fat.bundles {
+        let Ok(un) = b.uncompressed(sec, 1 << 34) else {
+            continue;
+        };
+        for (e, bytes) in b.code_objects(&un).unwrap_or_default() {
+            if let Some(arch) = e.id.arch()
+                && wanted.contains(&(b.index as u32, arch.as_str()))
+            {
+                push(b.index as u32, &arch, bytes, Some(&e.id.triple));
+            }
+        }
+    }
+    out
+}
+
+/// Fill in the size projection. When the device code to pack is at most 32 MiB every
+/// kernel is compressed and the projection is exact (archives laid out as the writer
+/// lays them out, host-only binaries by planning their rewrite, the ledger by
+/// building it); above that, binaries are sampled evenly up to about 32 MiB and the
+/// rest is scaled by each family's measured ratio (`projection` says `estimate`).
 pub fn estimate(plan: &mut PackPlan, tree: &Path, opts: &PackOptions) {
     use rayon::prelude::*;
     let total_raw: u64 = plan.families.iter().map(|f| f.raw_bytes).sum();
-    let exact = total_raw <= SAMPLE_BYTES || opts.scheme == crate::kpack::Scheme::None;
-    // Compressed sizes by (path#k, arch) of the kernels sampled.
+    let exact = total_raw <= SAMPLE_BYTES;
     let paths: Vec<&String> = plan.binaries_planned.keys().collect();
     let stride = if exact {
         1
     } else {
-        (total_raw / SAMPLE_BYTES).max(1) as usize
+        (total_raw / SAMPLE_BYTES).max(1) as usize + 1
     };
     let inputs = plan.inputs.clone();
     let families = plan.families.clone();
-    let group = opts.group.clone();
-    // Per binary: its host-only size, and (key, arch, raw, compressed) of the kernels
-    // sampled.
-    type Sampled = (u64, Vec<(String, String, u64, u64)>);
-    let results: Vec<Sampled> = paths
+    // Per binary: its host-only size, and the kernels compressed.
+    let results: Vec<(u64, Vec<Projected>)> = paths
         .par_iter()
         .enumerate()
         .map(|(i, path)| {
             let pb = &plan.binaries_planned[*path];
-            let mut host = 0u64;
-            let mut sampled = Vec::new();
             let Ok(Some(map)) = fsutil::map_file(&tree.join(path)) else {
-                return (0, sampled);
+                return (0, Vec::new());
             };
-            let marker = marker_for(path, &group, &families);
-            host = if pb.host_only {
+            let marker = marker_for(path, &opts.group, &families);
+            let host = if pb.host_only {
                 elf::remark::replace_marker(&map, &marker)
                     .map(|b| b.len() as u64)
                     .unwrap_or(map.len() as u64)
@@ -574,53 +643,18 @@ pub fn estimate(plan: &mut PackPlan, tree: &Path, opts: &PackOptions) {
                 elf::rewrite::plan_rewrite(&map, &marker)
                     .map(|r| r.bytes.len() as u64)
                     .unwrap_or(map.len() as u64)
-            }
-            .max(host);
-            if i % stride != 0 {
-                return (host, sampled);
-            }
-            let fat = match elf::inspect(&map) {
-                Ok(ElfContent::Fat(fat)) => Some(fat),
-                _ => None,
             };
-            for (co, arch, _, from) in &pb.kernels {
-                let bytes: Option<Vec<u8>> = match from {
-                    KernelFrom::Archive(p) => inputs.get(p).and_then(|a| {
-                        let key = format!("{}#{co}", pb.kernel_name);
-                        a.entry(&key, arch)
-                            .and_then(|e| a.kernel(e).ok().map(|c| c.into_owned()))
-                    }),
-                    KernelFrom::Bundle => fat.as_ref().and_then(|fat| {
-                        let span = fat.fatbin.as_ref()?;
-                        let sec =
-                            map.get(span.offset as usize..(span.offset + span.size) as usize)?;
-                        let b = fat.bundles.iter().find(|b| b.index as u32 == *co)?;
-                        let un = b.uncompressed(sec, 1 << 34).ok()?;
-                        let cos = b.code_objects(&un).ok()?;
-                        cos.iter()
-                            .find(|(e, _)| e.id.arch().as_deref() == Some(arch))
-                            .map(|(_, d)| d.to_vec())
-                    }),
-                };
-                if let Some(b) = bytes
-                    && let Ok(z) = crate::kpack::archive::encode_kernel(&b, opts.scheme, opts.level)
-                {
-                    sampled.push((
-                        format!("{path}#{co}"),
-                        arch.clone(),
-                        b.len() as u64,
-                        z.len() as u64,
-                    ));
-                }
+            if i % stride != 0 {
+                return (host, Vec::new());
             }
-            (host, sampled)
+            (host, sample_binary(&map, path, pb, &inputs, opts))
         })
         .collect();
     let host_written: u64 = results.iter().map(|r| r.0).sum();
-    let mut by_kernel: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
-    for (_, s) in &results {
-        for (k, a, raw, z) in s {
-            by_kernel.insert((k.clone(), a.clone()), (*raw, *z));
+    let mut by_kernel: BTreeMap<(String, String), Projected> = BTreeMap::new();
+    for (_, s) in results {
+        for p in s {
+            by_kernel.insert((p.0.clone(), p.1.clone()), p);
         }
     }
     for (i, fp) in plan.families.iter_mut().enumerate() {
@@ -629,44 +663,58 @@ pub fn estimate(plan: &mut PackPlan, tree: &Path, opts: &PackOptions) {
             continue;
         }
         let ks = &plan.kernels[i];
-        let (mut raw, mut z) = (0u64, 0u64);
-        for k in ks {
-            if let Some((r, c)) = by_kernel.get(&(k.key.clone(), k.arch.clone())) {
-                raw += r;
-                z += c;
-            }
-        }
-        let ratio = if raw == 0 { 1.0 } else { z as f64 / raw as f64 };
-        let unknown_raw = fp.raw_bytes.saturating_sub(raw);
-        // Header, frame lengths, and a TOC entry of about 96 bytes per kernel.
-        let overhead = 64 + 4 + 4 * fp.kernels + fp.kernels * 96 + 256;
-        fp.estimated_bytes = z + (unknown_raw as f64 * ratio) as u64 + overhead;
+        let (raw, z): (u64, u64) = ks
+            .iter()
+            .filter_map(|k| by_kernel.get(&(k.key.clone(), k.arch.clone())))
+            .fold((0, 0), |(r, c), p| (r + p.2, c + p.3));
+        let ratio = if raw == 0 {
+            0.35
+        } else {
+            z as f64 / raw as f64
+        };
+        let projected = ks.iter().map(|k| {
+            by_kernel
+                .get(&(k.key.clone(), k.arch.clone()))
+                .cloned()
+                .unwrap_or_else(|| {
+                    (
+                        k.key.clone(),
+                        k.arch.clone(),
+                        k.size,
+                        (k.size as f64 * ratio) as u64,
+                        target_meta(None, &k.arch),
+                    )
+                })
+        });
+        let meta = crate::kpack::ArchiveMeta {
+            group_name: opts.group.clone(),
+            gfx_arch_family: fp.name.clone(),
+            gfx_arches: fp.gfx_arches.clone(),
+        };
+        fp.estimated_bytes = crate::kpack::archive::archive_size(&meta, opts.scheme, projected);
     }
     let archives: u64 = plan.families.iter().map(|f| f.estimated_bytes).sum();
-    // Binaries are replaced by their host-only forms; consumed archives leave.
-    let binaries_in: u64 = plan
+    // Binaries are replaced by their host-only forms; consumed archives and a previous
+    // ledger leave; kernel-database files of no family leave the split layout.
+    let files = plan
         .report
         .as_ref()
-        .map(|r| {
-            r.files
-                .iter()
-                .filter(|f| plan.binaries_planned.contains_key(&f.path))
-                .map(|f| f.size)
-                .sum()
+        .map(|r| r.files.as_slice())
+        .unwrap_or_default();
+    let leaving: u64 = files
+        .iter()
+        .filter(|f| {
+            plan.binaries_planned.contains_key(&f.path)
+                || plan.consumed_archives.contains(&f.path)
+                || f.path == LEDGER_PATH
+                || (opts.layout == Layout::Split
+                    && database_family(f, &opts.families) == Some(None))
         })
-        .unwrap_or(0);
-    let consumed_in: u64 = plan
-        .report
-        .as_ref()
-        .map(|r| {
-            r.files
-                .iter()
-                .filter(|f| plan.consumed_archives.contains(&f.path) || f.path == LEDGER_PATH)
-                .map(|f| f.size)
-                .sum()
-        })
-        .unwrap_or(0);
-    plan.projected_bytes =
-        plan.input_bytes.saturating_sub(binaries_in + consumed_in) + host_written + archives;
+        .map(|f| f.size)
+        .sum();
+    plan.projected_bytes = plan.input_bytes.saturating_sub(leaving)
+        + host_written
+        + archives
+        + super::record::ledger_size(plan, opts);
     plan.projection = if exact { "exact" } else { "estimate" };
 }

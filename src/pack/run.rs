@@ -4,6 +4,7 @@
 //! the ledger are written, the result verified and renamed into place.
 
 use super::plan::{database_family, ledger_in, marker_for};
+use super::record::ledger_of;
 use super::{
     Growth, KernelFrom, Layout, PackEvent, PackOptions, PackPlan, PackReport, Phase, PlannedBinary,
     Unassigned, WrittenArchive, verify_tree,
@@ -14,10 +15,7 @@ use crate::error::{Error, Result};
 use crate::event::{CancelToken, EventSink};
 use crate::fsutil;
 use crate::kpack::archive::{ArchiveMeta, ArchiveWriter};
-use crate::kpack::ledger::{
-    DroppedKernel, LEDGER_PATH, Ledger, LedgerArchive, LedgerBinary, LedgerKernel, SelectedFamily,
-    Selection, UnpackedBinary, sha256_hex,
-};
+use crate::kpack::ledger::{LEDGER_PATH, LedgerBinary, LedgerKernel, sha256_hex};
 use crate::scan::{FileKind, FileReport};
 use rayon::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
@@ -294,7 +292,8 @@ impl Worker<'_> {
                     Error::Invalid(format!("{p}: {key} @ {arch} went away while packing"))
                 })?;
                 let bytes = a.kernel(e)?;
-                self.archive_kernel(&f.path, *co, arch, &bytes, None, &mut entry)?;
+                let triple = e.metadata.get("target").map(String::as_str);
+                self.archive_kernel(&f.path, *co, arch, &bytes, triple, &mut entry)?;
             }
         } else {
             let ElfContent::Fat(fat) = elf::inspect(data).map_err(|e| Error::format(src, e))?
@@ -668,44 +667,12 @@ fn run_stage(
         }
     }
     sink.event(PackEvent::Finishing("writing archives"));
-    let mut ledger = Ledger::new(&opts.group);
-    if opts.layout == Layout::Split {
-        ledger.layout = "split".into();
-    }
-    ledger.selection = Selection {
-        families: fams
-            .0
-            .iter()
-            .map(|f| SelectedFamily {
-                name: f.name.clone(),
-                processors: f.processors.clone(),
-            })
-            .collect(),
-        unassigned: match opts.unassigned {
-            Unassigned::Error => "error".into(),
-            Unassigned::Drop => "drop".into(),
-        },
-    };
     let mut archives = Vec::new();
     for (i, wr) in writers.into_iter().enumerate() {
         let Some(wr) = wr else { continue };
         let s = wr.finish()?;
-        let path = plan.families[i].archive.clone().unwrap_or_default();
-        // The ledger's paths are those of the merged install (split: without the
-        // overlay directory).
-        let merged = match opts.layout {
-            Layout::Combined => path.clone(),
-            Layout::Split => path
-                .split_once('/')
-                .map_or(path.clone(), |(_, r)| r.to_string()),
-        };
-        ledger.archives.push(LedgerArchive {
-            path: merged,
-            gfx_arches: plan.families[i].gfx_arches.clone(),
-            kernels: s.kernels,
-        });
         archives.push(WrittenArchive {
-            path,
+            path: plan.families[i].archive.clone().unwrap_or_default(),
             family: fams.0[i].name.clone(),
             kernels: s.kernels,
             raw_bytes: s.raw_bytes,
@@ -713,39 +680,7 @@ fn run_stage(
         });
         bytes_out.fetch_add(s.file_size, Ordering::Relaxed);
     }
-    ledger.binaries = ledger_bins.into_inner().unwrap_or_default();
-    for (path, pb) in &plan.binaries_planned {
-        for (co, target, size) in &pb.dropped {
-            ledger.dropped.push(DroppedKernel {
-                path: path.clone(),
-                bundle: *co,
-                target: target.clone(),
-                size: *size,
-                reason: "no selected family (--unassigned drop)".into(),
-            });
-        }
-    }
-    for c in &plan.copied {
-        let host_only = report
-            .files
-            .iter()
-            .any(|f| f.path == c.path && f.kind == FileKind::HostOnlyBinary);
-        if host_only {
-            ledger.unpacked.push(UnpackedBinary {
-                path: c.path.clone(),
-                reason: c.reason.clone(),
-            });
-        }
-    }
-    for d in &plan.damaged {
-        if !ledger.unpacked.iter().any(|u| u.path == d.path) {
-            ledger.unpacked.push(UnpackedBinary {
-                path: d.path.clone(),
-                reason: format!("damaged, copied as it was (--copy-damaged): {}", d.message),
-            });
-        }
-    }
-    ledger.normalise();
+    let ledger = ledger_of(plan, opts, ledger_bins.into_inner().unwrap_or_default());
     let ledger_path = roots[0].join(LEDGER_PATH);
     if let Some(d) = ledger_path.parent() {
         std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;

@@ -112,15 +112,21 @@ pub fn verify_tree(root: &Path, plan: Option<&PackPlan>, layout: Layout) -> Tree
         }
     }
     let mut archives = TreeArchives::new();
-    let mut hashes: BTreeMap<String, Vec<Option<String>>> = BTreeMap::new();
+    // Per archive: whether kernels were hashed, and the hashes (index-aligned).
+    let mut hashes: BTreeMap<String, (bool, Vec<Option<String>>)> = BTreeMap::new();
     for f in report.files.iter().filter(|f| f.kind == FileKind::Kpack) {
         match Archive::open(&root.join(&f.path)) {
             Ok(a) => {
-                let (faults, h) = a.verify_hashed(ledger.is_some());
+                // The pack's own check trusts the frame checksums (zstd's XXH64 of the
+                // bytes hashed for the ledger a moment earlier) instead of hashing
+                // everything twice; `verify TREE` recomputes every SHA-256, and
+                // archives without checksums are always hashed.
+                let hashed = ledger.is_some() && (plan.is_none() || !a.checksummed());
+                let (faults, h) = a.verify_hashed(hashed);
                 for fault in faults {
                     v.faults.push(format!("{}: {fault}", f.path));
                 }
-                hashes.insert(norm(&f.path), h);
+                hashes.insert(norm(&f.path), (hashed, h));
                 archives.insert(norm(&f.path), a);
             }
             Err(e) => v.faults.push(e.to_string()),
@@ -215,13 +221,14 @@ pub fn verify_tree(root: &Path, plan: Option<&PackPlan>, layout: Layout) -> Tree
                     ));
                     continue;
                 };
-                let idx = archives[*archive]
-                    .index
-                    .kernels
-                    .iter()
-                    .position(|e| std::ptr::eq(e, *entry));
-                let got = idx.and_then(|i| hashes.get(*archive).and_then(|h| h[i].as_deref()));
-                if entry.size != k.size || got != Some(k.sha256.as_str()) {
+                let key = format!("{}#{}", lb.kernel_name, k.bundle);
+                let idx = archives[*archive].entry_index(&key, &entry.arch);
+                let (hashed, h) = &hashes[*archive];
+                let got = idx.and_then(|i| h[i].as_deref());
+                // Unhashed (checksummed frames in the pack's own check): a frame that
+                // fails to decode is already an archive fault.
+                let hash_ok = !*hashed || got == Some(k.sha256.as_str());
+                if entry.size != k.size || !hash_ok {
                     v.faults.push(format!(
                         "{}: bundle #{} for {}: {archive} holds {} bytes{} where the ledger \
                          recorded {} bytes with SHA-256 {}",

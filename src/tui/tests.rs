@@ -336,7 +336,7 @@ fn families_view_shows_the_core_pack_plan() {
     assert!(!app.planning);
     let text = format!("{}", render(&app, 160, 48).backend());
     assert!(
-        text.contains("pack plan (core, sampled compression)"),
+        text.contains("pack plan (every kernel compressed: exact)"),
         "{text}"
     );
     assert!(

@@ -443,12 +443,10 @@ fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     let bar_w = right.width.saturating_sub(40) as u64;
     let mut l = Vec::new();
     let mut unassigned = Vec::new();
-    let mut per_family: Vec<u64> = vec![0; fams.0.len()];
     for (arch, raw) in &report.archs {
         let fam = fams.assign(arch);
-        match fam {
-            Some(i) => per_family[i] += raw,
-            None => unassigned.push(arch.clone()),
+        if fam.is_none() {
+            unassigned.push(arch.clone());
         }
         let n = (raw * bar_w / max) as usize;
         let style = if fam.is_some() {
@@ -463,34 +461,50 @@ fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         ]));
     }
     l.push(Line::from(""));
-    let device: u64 = report
+    // What leaves the tree: the whole pages of `.hip_fatbin` of the binaries a pack
+    // rewrites, and their kernels of the selected families go to the archives.
+    let packed: Vec<&kpack::scan::FileReport> = report
         .files
         .iter()
-        .filter(|f| f.kind == FileKind::FatBinary && f.hard_link_of.is_none())
-        .map(|f| f.device_bytes)
+        .filter(|f| f.kind == FileKind::FatBinary && kpack::pack::packable(f))
+        .collect();
+    let leaving: u64 = packed
+        .iter()
+        .map(|f| f.fatbin.as_ref().map_or(0, |s| s.size / 4096 * 4096))
         .sum();
-    let host_tree = report.totals.bytes.saturating_sub(device);
-    // Quick estimate: zstd -3 keeps about 30% of code objects (measured in bench/).
-    let archives: u64 = per_family.iter().map(|b| b * 3 / 10).sum();
+    // Each rewritten binary gains a page-aligned segment for its marker.
+    let host_tree = report.totals.bytes.saturating_sub(leaving) + packed.len() as u64 * 4096;
+    let mut per_family = vec![0u64; fams.0.len()];
+    for f in &packed {
+        for t in f.bundles.iter().flat_map(|b| &b.targets) {
+            if let Some(i) = fams.assign(&t.arch) {
+                per_family[i] += t.size;
+            }
+        }
+    }
+    // A guess before compressing anything: zstd -3 keeps 25-40% of code objects
+    // (bench/), so the range is shown; `e` computes the real figure.
+    let raw: u64 = per_family.iter().sum();
+    let (lo, hi) = (raw / 4, raw * 2 / 5);
     l.push(Line::from(Span::styled(
-        "projected output (≈, zstd -3)",
+        "projected output: a guess (zstd keeps 25-40% of code)",
         Style::new().add_modifier(Modifier::BOLD),
     )));
-    l.push(Line::from(format!("host-only tree  {}", size(host_tree))));
+    l.push(Line::from(format!("host-only tree  ≈{}", size(host_tree))));
     for (f, b) in fams.0.iter().zip(&per_family) {
         l.push(Line::from(format!(
-            "{:<15} ≈{} ({} raw)",
+            "{:<15} {}–{} ({} raw)",
             f.name,
-            size(b * 3 / 10),
+            size(b / 4),
+            size(b * 2 / 5),
             size(*b)
         )));
     }
-    let total = host_tree + archives;
     l.push(Line::from(format!(
-        "total           ≈{} of {} ({:.0}% saved)",
-        size(total),
+        "total           {}–{} of {}",
+        size(host_tree + lo),
+        size(host_tree + hi),
         size(report.totals.bytes),
-        100.0 - total as f64 * 100.0 / report.totals.bytes.max(1) as f64
     )));
     if !unassigned.is_empty() {
         l.push(Line::from(Span::styled(
@@ -504,12 +518,17 @@ fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         _ if app.planning => l.push(Line::from("computing the pack plan…")),
         Some((for_names, Ok(p))) if *for_names == names => {
             l.push(Line::from(Span::styled(
-                "pack plan (core, sampled compression)",
+                if p.projection == "exact" {
+                    "pack plan (every kernel compressed: exact)"
+                } else {
+                    "pack plan (estimate from a compressed sample)"
+                },
                 Style::new().add_modifier(Modifier::BOLD),
             )));
+            let approx = if p.projection == "exact" { "" } else { "≈" };
             for f in &p.families {
                 l.push(Line::from(format!(
-                    "{:<10} {:>5} kernels {:>11} raw ≈{:>11}",
+                    "{:<10} {:>5} kernels {:>11} raw {approx}{:>11}",
                     f.name,
                     f.kernels,
                     size(f.raw_bytes),
@@ -517,7 +536,7 @@ fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                 )));
             }
             l.push(Line::from(format!(
-                "output ≈{} of {}",
+                "output {approx}{} of {}",
                 size(p.projected_bytes),
                 size(p.input_bytes)
             )));

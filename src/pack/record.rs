@@ -1,0 +1,115 @@
+//! The ledger a pack writes, built from its plan and the kernels it archived (also
+//! used, with placeholder hashes, to project the ledger's size before packing).
+
+use super::{Layout, PackOptions, PackPlan, Unassigned};
+use crate::kpack::ledger::{
+    DroppedKernel, Ledger, LedgerArchive, LedgerBinary, SelectedFamily, Selection, UnpackedBinary,
+};
+use crate::scan::FileKind;
+
+/// The ledger of `plan` carried out with `opts`, `binaries` being what each binary
+/// had archived.
+pub(super) fn ledger_of(
+    plan: &PackPlan,
+    opts: &PackOptions,
+    binaries: Vec<LedgerBinary>,
+) -> Ledger {
+    let mut ledger = Ledger::new(&opts.group);
+    if opts.layout == Layout::Split {
+        ledger.layout = "split".into();
+    }
+    ledger.selection = Selection {
+        families: opts
+            .families
+            .0
+            .iter()
+            .map(|f| SelectedFamily {
+                name: f.name.clone(),
+                processors: f.processors.clone(),
+            })
+            .collect(),
+        unassigned: match opts.unassigned {
+            Unassigned::Error => "error".into(),
+            Unassigned::Drop => "drop".into(),
+        },
+    };
+    for f in &plan.families {
+        let Some(path) = &f.archive else { continue };
+        // The ledger's paths are those of the merged install (split: without the
+        // overlay directory).
+        let merged = match opts.layout {
+            Layout::Combined => path.clone(),
+            Layout::Split => path
+                .split_once('/')
+                .map_or(path.clone(), |(_, r)| r.to_string()),
+        };
+        ledger.archives.push(LedgerArchive {
+            path: merged,
+            gfx_arches: f.gfx_arches.clone(),
+            kernels: f.kernels,
+        });
+    }
+    ledger.binaries = binaries;
+    for (path, pb) in &plan.binaries_planned {
+        for (co, target, size) in &pb.dropped {
+            ledger.dropped.push(DroppedKernel {
+                path: path.clone(),
+                bundle: *co,
+                target: target.clone(),
+                size: *size,
+                reason: "no selected family (--unassigned drop)".into(),
+            });
+        }
+    }
+    let files = plan
+        .report
+        .as_ref()
+        .map(|r| r.files.as_slice())
+        .unwrap_or_default();
+    for c in &plan.copied {
+        let host_only = files
+            .iter()
+            .any(|f| f.path == c.path && f.kind == FileKind::HostOnlyBinary);
+        if host_only {
+            ledger.unpacked.push(UnpackedBinary {
+                path: c.path.clone(),
+                reason: c.reason.clone(),
+            });
+        }
+    }
+    for d in &plan.damaged {
+        if !ledger.unpacked.iter().any(|u| u.path == d.path) {
+            ledger.unpacked.push(UnpackedBinary {
+                path: d.path.clone(),
+                reason: format!("damaged, copied as it was (--copy-damaged): {}", d.message),
+            });
+        }
+    }
+    ledger.normalise();
+    ledger
+}
+
+/// The ledger's size once written: the plan's ledger with placeholder hashes (every
+/// hash has the same length).
+pub(super) fn ledger_size(plan: &PackPlan, opts: &PackOptions) -> u64 {
+    let binaries = plan
+        .binaries_planned
+        .iter()
+        .map(|(path, pb)| LedgerBinary {
+            path: path.clone(),
+            kernel_name: path.clone(),
+            bundles: pb.bundles.clone(),
+            kernels: pb
+                .kernels
+                .iter()
+                .map(|(co, t, size, _)| crate::kpack::ledger::LedgerKernel {
+                    bundle: *co,
+                    target: t.clone(),
+                    size: *size,
+                    sha256: "0".repeat(64),
+                })
+                .collect(),
+        })
+        .collect();
+    ledger_of(plan, opts, binaries).to_json().len() as u64
+}

@@ -1,0 +1,162 @@
+//! The `--json` contract: every command's output carries `"schema":
+//! "kpack-tui.<command>/1"` and validates against `docs/schema/<command>.schema.json`
+//! (objects with fixed keys reject unknown ones, so an undocumented field fails here).
+//! Outputs come from real runs on the demo, the fixtures, damaged and packed trees.
+
+mod common;
+
+use common::*;
+use std::path::Path;
+
+fn schema(name: &str) -> jsonschema::Validator {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("docs/schema/{name}.schema.json"));
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+    jsonschema::validator_for(&s).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn check(name: &str, what: &str, bytes: &[u8]) {
+    let v: serde_json::Value = serde_json::from_slice(bytes)
+        .unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {}", String::from_utf8_lossy(bytes)));
+    assert_eq!(v["schema"], format!("kpack-tui.{name}/1"), "{what}");
+    let errors: Vec<String> = schema(name)
+        .iter_errors(&v)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "{what} against {name}: {errors:#?}");
+}
+
+fn json(name: &str, args: &[&str]) {
+    let o = kpack(&[args, &["--json"]].concat());
+    assert!(!o.stdout.is_empty(), "{args:?}: {}", stderr(&o));
+    check(name, &format!("{args:?}"), &o.stdout);
+}
+
+#[test]
+fn every_json_output_follows_its_schema() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = |p: &str| tmp.path().join(p).to_string_lossy().into_owned();
+    let demo = demo().to_string_lossy().into_owned();
+    let fx = fixtures().parent().unwrap().to_string_lossy().into_owned();
+    let bin = |f: &str| fixtures().join(f).to_string_lossy().into_owned();
+    // A damaged copy of the demo.
+    let dmg = copy_demo(tmp.path());
+    let lib = dmg.join("lib/libvadd.so.1.0");
+    let b = std::fs::read(&lib).unwrap();
+    std::fs::write(&lib, &b[..b.len() / 2]).unwrap();
+    let dmg = dmg.to_string_lossy().into_owned();
+
+    for p in [
+        &demo,
+        &fx,
+        &dmg,
+        &bin("libkern.a"),
+        &bin("kfat.dll"),
+        &bin("librdc.so"),
+    ] {
+        json("scan", &[p]);
+    }
+    let fams = [
+        "--group",
+        "rocm",
+        "--family",
+        "gfx90X,gfx103X",
+        "--unassigned",
+        "drop",
+    ];
+    json(
+        "pack",
+        &[&["pack", &demo, "-o", &t("p1")], &fams[..]].concat(),
+    );
+    json(
+        "pack",
+        &[&["pack", &fx, "-o", &t("p2")], &fams[..]].concat(),
+    );
+    json(
+        "pack",
+        &[
+            &["pack", &demo, "-o", &t("p3"), "--layout", "split"],
+            &fams[..],
+        ]
+        .concat(),
+    );
+    json(
+        "pack",
+        &[&["pack", &t("p1"), "-o", &t("p4")], &fams[..]].concat(),
+    );
+    json(
+        "pack",
+        &[&["pack", &dmg, "-o", &t("p5"), "--copy-damaged"], &fams[..]].concat(),
+    );
+    json(
+        "pack-plan",
+        &[
+            "pack",
+            &demo,
+            "-o",
+            &t("x"),
+            "--group",
+            "g",
+            "--family",
+            "gfx90X,gfx125X",
+            "--dry-run",
+        ],
+    );
+    json(
+        "pack-plan",
+        &[&["pack", &t("p1"), "-o", &t("x"), "--dry-run"], &fams[..]].concat(),
+    );
+    json("scan", &[&t("p1")]);
+    json("archive", &[&t("p1/.kpack/rocm_gfx90X.kpack")]);
+    let reference = shared().join("fixtures/reference-kpack/test_zstd.kpack");
+    if reference.exists() {
+        json("archive", &[&reference.to_string_lossy()]);
+        json("verify-archive", &["verify", &reference.to_string_lossy()]);
+    }
+    json(
+        "verify-archive",
+        &["verify", &t("p1/.kpack/rocm_gfx90X.kpack")],
+    );
+    std::fs::write(t("bad.kpack"), b"KPAK\x01\0\0\0garbage").unwrap();
+    json("verify-archive", &["verify", &t("bad.kpack")]);
+    for p in ["p1", "p2", "p3", "p5"] {
+        json("verify-tree", &["verify", &t(p)]);
+    }
+    std::fs::remove_file(t("p1/.kpack/rocm_gfx103X.kpack")).unwrap();
+    json("verify-tree", &["verify", &t("p1")]);
+    json("verify-tree", &["verify", &fx]);
+    for f in ["libvadd.so", "app_nopie", "app_pie"] {
+        json("preview", &["preview", &bin(f)]);
+    }
+    let traces = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/traces");
+    for f in ["phc-make-j2.trace", "hipcc-2obj-4arch.trace"] {
+        json("trace", &["trace", &traces.join(f).to_string_lossy()]);
+    }
+    // The ledger is a document of its own, with its schema.
+    for p in ["p2", "p4", "p5"] {
+        let l = std::fs::read(tmp.path().join(p).join(".kpack/kpack-tui-ledger.json")).unwrap();
+        check("ledger", p, &l);
+    }
+    let l = std::fs::read(tmp.path().join("p3/generic/.kpack/kpack-tui-ledger.json")).unwrap();
+    check("ledger", "p3", &l);
+}
+
+#[test]
+fn schemas_reject_what_they_should() {
+    // An unknown field and a wrong type are both caught: the schemas are a contract.
+    let v = schema("verify-tree");
+    let ok = serde_json::json!({"schema": "kpack-tui.verify-tree/1", "path": "x", "kind": "tree",
+        "sound": true, "faults": [], "notes": [], "ledger": null, "proved": 0, "unproven": []});
+    assert!(
+        v.is_valid(&ok),
+        "{:?}",
+        v.iter_errors(&ok)
+            .map(|e| e.to_string())
+            .collect::<Vec<_>>()
+    );
+    let mut extra = ok.clone();
+    extra["surprise"] = serde_json::json!(1);
+    assert!(!v.is_valid(&extra));
+    let mut wrong = ok.clone();
+    wrong["proved"] = serde_json::json!("many");
+    assert!(!v.is_valid(&wrong));
+}
