@@ -105,18 +105,28 @@ fn load_all(exe: &Path, root: &Path, original: &BTreeMap<(String, u32, String), 
 }
 
 fn pack(tree: &Path, out: &Path, families: &str) {
-    let o = kpack(&[
-        "pack",
-        tree.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--group",
-        "rocm",
-        "--family",
-        families,
-        "--unassigned",
-        "drop",
-    ]);
+    pack_with(tree, out, families, &[]);
+}
+
+fn pack_with(tree: &Path, out: &Path, families: &str, extra: &[&str]) {
+    let o = kpack(
+        &[
+            &[
+                "pack",
+                tree.to_str().unwrap(),
+                "-o",
+                out.to_str().unwrap(),
+                "--group",
+                "rocm",
+                "--family",
+                families,
+                "--unassigned",
+                "drop",
+            ][..],
+            extra,
+        ]
+        .concat(),
+    );
     assert!(o.status.success(), "{}", stderr(&o));
 }
 
@@ -145,6 +155,15 @@ fn every_kernel_of_packed_trees_loads_byte_exact_through_the_reference_runtime()
         "vega=gfx900,gfx906,gfx908,gfx90a,gfx1030",
     );
     assert_eq!(load_all(&exe, &regrouped, &original), n);
+    // zstd 19 with a kernel-sized window, and raw (scheme none) archives.
+    for (name, extra) in [
+        ("max", ["--level", "max"]),
+        ("raw", ["--compression", "none"]),
+    ] {
+        let out = tmp.path().join(name);
+        pack_with(&demo(), &out, "gfx90X,gfx103X", &extra);
+        assert_eq!(load_all(&exe, &out, &original), n, "{name}");
+    }
     // The fixture binaries (PIE and non-PIE executables, RDC library).
     let fx = tmp.path().join("fixtures");
     let fx_tree = fixtures().parent().unwrap().to_path_buf();

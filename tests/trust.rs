@@ -445,3 +445,123 @@ fn the_ledger_does_not_disturb_readers_and_force_needs_it() {
         );
     }
 }
+
+#[test]
+fn growth_is_reported_and_level_max_narrows_it() {
+    // #14.11: the CCOB-compressed library grows when packed; pack says so and why.
+    let tmp = tempfile::tempdir().unwrap();
+    let run = |level: &str, out: &str| -> serde_json::Value {
+        let o = pack(&[
+            demo().to_str().unwrap(),
+            "-o",
+            tmp.path().join(out).to_str().unwrap(),
+            "--group",
+            "rocm",
+            "--family",
+            "gfx90X,gfx103X",
+            "--unassigned",
+            "drop",
+            "--level",
+            level,
+            "--json",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let l3 = run("3", "l3");
+    let max = run("max", "max");
+    let grown = l3["grown"].as_array().unwrap();
+    let z = grown
+        .iter()
+        .find(|g| g["path"] == "lib/libzkern.so")
+        .expect("the CCOB library is reported");
+    assert!(z["reason"].as_str().unwrap().contains("CCOB"), "{z}");
+    assert!(z["bytes_out"].as_u64().unwrap() > z["bytes_in"].as_u64().unwrap());
+    let archives = |v: &serde_json::Value| -> u64 {
+        v["archives"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["bytes"].as_u64().unwrap())
+            .sum()
+    };
+    assert!(
+        archives(&max) < archives(&l3),
+        "{} vs {}",
+        archives(&max),
+        archives(&l3)
+    );
+    assert_eq!(verify_json(&tmp.path().join("max")).0, 0);
+    // The text report says it too.
+    let o = pack(&[
+        demo().to_str().unwrap(),
+        "-o",
+        tmp.path().join("text").to_str().unwrap(),
+        "--group",
+        "rocm",
+        "--family",
+        "gfx90X,gfx103X",
+        "--unassigned",
+        "drop",
+        "--long",
+    ]);
+    assert!(stdout(&o).contains("lib/libzkern.so: "), "{}", stdout(&o));
+}
+
+#[test]
+fn dry_run_projection_matches_the_real_output() {
+    // #14.11: the projection, the plan and the result agree (exactly, below 32 MiB of
+    // device code), on the demo and on a generated tree of many binaries.
+    let tmp = tempfile::tempdir().unwrap();
+    let many = tmp.path().join("many");
+    std::fs::create_dir_all(many.join("lib")).unwrap();
+    for (i, f) in [
+        "libvadd.so",
+        "libzkern.so",
+        "app_pie",
+        "app_nopie",
+        "librdc.so",
+    ]
+    .iter()
+    .cycle()
+    .take(40)
+    .enumerate()
+    {
+        std::fs::copy(fixtures().join(f), many.join(format!("lib/{i:02}-{f}"))).unwrap();
+    }
+    for (n, tree) in [demo(), many].iter().enumerate() {
+        let out = tmp.path().join(format!("o{n}"));
+        let args = [
+            tree.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--group",
+            "rocm",
+            "--family",
+            "gfx90X,gfx103X",
+            "--unassigned",
+            "drop",
+            "--json",
+        ];
+        let plan: serde_json::Value =
+            serde_json::from_slice(&pack(&[&args[..], &["--dry-run"]].concat()).stdout).unwrap();
+        let o = pack(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let real: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(plan["projection"], "exact");
+        assert_eq!(
+            plan["projected_bytes"],
+            real["bytes_out"],
+            "{}",
+            tree.display()
+        );
+        for (f, a) in plan["families"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(real["archives"].as_array().unwrap())
+        {
+            assert_eq!(f["estimated_bytes"], a["bytes"]);
+        }
+    }
+}

@@ -342,22 +342,34 @@ impl Worker<'_> {
                     .bundles
                     .iter()
                     .any(|b| b.compression != Compression::None);
+                let in_bundles: u64 = fat.bundles.iter().map(|b| b.stored_size).sum();
+                let mut why = Vec::new();
+                if compressed && stored > in_bundles {
+                    why.push(format!(
+                        "its bundles were stored compressed (CCOB, {in_bundles} bytes); one zstd \
+                         frame per kernel at level {} takes {stored} bytes{}",
+                        self.opts.level,
+                        if self.opts.level < crate::kpack::archive::LEVEL_MAX {
+                            " (--level max narrows this)"
+                        } else {
+                            ""
+                        }
+                    ));
+                }
+                if rewritten.len() as u64 + in_bundles > f.size {
+                    why.push(format!(
+                        "the host-only file keeps {} of {} bytes (only whole pages of \
+                         .hip_fatbin leave it, and the marker takes a page of its own)",
+                        rewritten.len(),
+                        f.size
+                    ));
+                }
                 if let Ok(mut g) = self.grown.lock() {
                     g.push(Growth {
                         path: f.path.clone(),
                         bytes_in: f.size,
                         bytes_out: out,
-                        reason: if compressed {
-                            format!(
-                                "its bundles were compressed as a whole (CCOB); one zstd frame \
-                                 per kernel at level {} keeps more (try --level max)",
-                                self.opts.level
-                            )
-                        } else {
-                            "the marker segment and page alignment add more than the device \
-                             code removed"
-                                .into()
-                        },
+                        reason: why.join("; "),
                     });
                 }
             }
