@@ -17,7 +17,10 @@ fi
 for t in $(ls fuzz_targets | sed 's/\.rs$//'); do
   mkdir -p "corpus/$t"
   echo "fuzz: $t (${limit[*]})"
-  cargo +nightly fuzz run "$t" "corpus/$t" "seeds/$t" -- "${limit[@]}" -rss_limit_mb=2048 -max_len=65536 2>&1 |
-    grep -E "^#[0-9]+ +DONE|^Done [0-9]+ runs|ERROR|panicked|SUMMARY|Test unit" || true
-  [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "fuzz: $t found a crash (see fuzz/artifacts/$t)" >&2; exit 1; }
+  # pipefail: the pipeline fails when cargo fuzz does (the filter never fails it).
+  if ! cargo +nightly fuzz run "$t" "corpus/$t" "seeds/$t" -- "${limit[@]}" -rss_limit_mb=2048 -max_len=65536 2>&1 |
+    { grep -E "^#[0-9]+ +DONE|^Done [0-9]+ runs|ERROR|panicked|SUMMARY|Test unit" || true; }; then
+    echo "fuzz: $t found a crash (see fuzz/artifacts/$t)" >&2
+    exit 1
+  fi
 done

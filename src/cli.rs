@@ -163,13 +163,24 @@ pub struct PackArgs {
     /// Output directory (must not be inside TREE).
     #[arg(short, long)]
     pub output: PathBuf,
-    /// Group name: archives are `<group>_<family>.kpack`.
+    /// Group name: archives are `.kpack/<group>_<target>.kpack` (or `_<family>`).
     #[arg(long)]
     pub group: String,
-    /// A family preset (gfx90X, gfx94X, gfx950, gfx101X, gfx103X, gfx110X, gfx115X,
-    /// gfx120X, gfx125X) or NAME=arch,arch. Repeat, or list presets with commas.
-    #[arg(long = "family", required = true)]
+    /// Select a family preset (gfx90X, gfx94X, gfx950, gfx101X, gfx103X, gfx110X,
+    /// gfx115X, gfx120X, gfx125X) or NAME=arch,arch. Repeat, or list presets with commas.
+    #[arg(long = "family", required_unless_present_any = ["targets", "all"])]
     pub families: Vec<String>,
+    /// Select a target ID (`gfx90a:xnack+`, only that ID) or a processor (`gfx90a`,
+    /// with its feature variants). Repeat, or list with commas.
+    #[arg(long = "target", value_delimiter = ',')]
+    pub targets: Vec<String>,
+    /// Select every target with code in the tree.
+    #[arg(long)]
+    pub all: bool,
+    /// One archive per target ID (the default: markers hold one @GFXARCH@ pattern, as
+    /// ROCm ships) or one per family (markers list each archive).
+    #[arg(long, value_enum, default_value_t = ArchivePerArg::Target)]
+    pub archive_per: ArchivePerArg,
     /// combined: one tree with .kpack/ at its root; split: OUT/generic plus OUT/<family> overlays.
     #[arg(long, value_enum, default_value_t = LayoutArg::Combined)]
     pub layout: LayoutArg,
@@ -220,6 +231,15 @@ fn parse_level(s: &str) -> Result<i32, String> {
 pub enum ExportArg {
     /// Chrome trace-event JSON (Perfetto, chrome://tracing).
     Chrome,
+}
+
+/// `--archive-per` values.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ArchivePerArg {
+    /// `.kpack/<group>_<target>.kpack`, one per target ID.
+    Target,
+    /// `.kpack/<group>_<family>.kpack`, one per selected family.
+    Family,
 }
 
 /// `--layout` values.

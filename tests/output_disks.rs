@@ -122,7 +122,7 @@ fn a_full_disk_fails_cleanly_and_leaves_no_partial_output() {
     std::fs::write(&filler, vec![0u8; 90 * 1024]).unwrap_or_default();
     let o = kpack(&[
         "extract",
-        packed.join(".kpack/g_gfx90X.kpack").to_str().unwrap(),
+        packed.join(".kpack/g_gfx900.kpack").to_str().unwrap(),
         "--all",
         "-o",
         small.path().join("x").to_str().unwrap(),

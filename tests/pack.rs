@@ -10,8 +10,10 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// `pack` with one archive per family: these tests check the family layout
+/// (`tests/trust.rs` and `tests/per_target.rs` cover the per-target default).
 fn pack(args: &[&str]) -> std::process::Output {
-    kpack(&[&["pack"], args].concat())
+    kpack(&[&["pack"], args, &["--archive-per", "family"]].concat())
 }
 
 /// Every entry of a tree: path → (kind, bytes or link target, mode, mtime).
@@ -457,11 +459,11 @@ fn dry_run_writes_nothing_and_reports_the_plan() {
     assert!(stderr(&o).contains("gfx1030"), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["schema"], "kpack-tui.pack-plan/1");
-    assert_eq!(v["families"][0]["name"], "gfx90X");
-    assert!(v["families"][0]["kernels"].as_u64().unwrap() >= 10);
+    assert_eq!(v["units"][0]["name"], "gfx90X");
+    assert!(v["units"][0]["kernels"].as_u64().unwrap() >= 10);
     assert!(
-        v["families"][0]["estimated_bytes"].as_u64().unwrap()
-            < v["families"][0]["raw_bytes"].as_u64().unwrap()
+        v["units"][0]["estimated_bytes"].as_u64().unwrap()
+            < v["units"][0]["raw_bytes"].as_u64().unwrap()
     );
     assert!(v["unassigned"]["gfx1030"].as_u64().unwrap() > 0);
     assert!(!out.exists());

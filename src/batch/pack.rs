@@ -1,12 +1,12 @@
 //! `pack` and `verify TREE` in batch mode: progress on stderr, summary on stdout.
 
 use super::{EXIT_FINDINGS, EXIT_OK, pct, size, write_json};
-use crate::cli::{Common, CompressionArg, LayoutArg, PackArgs, UnassignedArg};
+use crate::cli::{ArchivePerArg, Common, CompressionArg, LayoutArg, PackArgs, UnassignedArg};
 use anyhow::Result;
 use kpack::event::{CancelToken, EventSink};
 use kpack::family::Families;
 use kpack::kpack::Scheme;
-use kpack::pack::{self, Layout, PackEvent, PackOptions, PackPlan, Unassigned};
+use kpack::pack::{self, ArchivePer, Layout, PackEvent, PackOptions, PackPlan, Unassigned};
 use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::sync::Mutex;
@@ -103,7 +103,18 @@ impl EventSink<PackEvent> for Progress {
 }
 
 fn options(args: &PackArgs, common: &Common) -> Result<PackOptions> {
-    let mut o = PackOptions::new(&args.group, Families::parse(&args.families)?);
+    let families = if args.families.is_empty() {
+        Families::default()
+    } else {
+        Families::parse(&args.families)?
+    };
+    let mut o = PackOptions::new(&args.group, families);
+    o.targets = args.targets.iter().map(|t| t.trim().to_string()).collect();
+    o.all = args.all;
+    o.archive_per = match args.archive_per {
+        ArchivePerArg::Target => ArchivePer::Target,
+        ArchivePerArg::Family => ArchivePer::Family,
+    };
     o.layout = match args.layout {
         LayoutArg::Combined => Layout::Combined,
         LayoutArg::Split => Layout::Split,
@@ -148,10 +159,10 @@ fn print_plan(out: &mut dyn Write, plan: &PackPlan) -> std::io::Result<()> {
         )?;
     }
     let approx = if plan.projection == "exact" { "" } else { "~" };
-    for f in &plan.families {
+    for f in &plan.units {
         writeln!(
             out,
-            "  {:<10} {:<32} {:>5} {}  {:>11} raw  {approx}{:>11}  arches {}{}",
+            "  {:<14} {:<40} {:>5} {}  {:>11} raw  {approx}{:>11}  arches {}{}",
             f.name,
             f.archive.as_deref().unwrap_or("(no archive: no kernel)"),
             f.kernels,

@@ -98,7 +98,8 @@ pub fn replace_marker(data: &[u8], marker: &Marker) -> Result<Vec<u8>> {
         let h = (e_shoff + i as u64 * SHENT) as usize;
         if i == mi {
             wr_u64(&mut out, h + 32, new.len() as u64);
-        } else if s.sh_type != elf::SHT_NULL && s.sh_offset >= old_end {
+        } else if i != 0 && s.sh_offset >= old_end {
+            // Whatever its type (a NULL-typed string table still names the others).
             wr_u64(&mut out, h + 24, moved(s.sh_offset));
         }
     }

@@ -65,8 +65,16 @@ pub struct UnpackedBinary {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Selection {
+    /// `target` (one archive per target ID) or `family`.
+    pub archive_per: String,
     /// Families: name and processors.
     pub families: Vec<SelectedFamily>,
+    /// Target IDs or processors selected one by one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<String>,
+    /// Every target in the tree was selected.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub all: bool,
     /// `error` or `drop`.
     pub unassigned: String,
 }

@@ -22,6 +22,7 @@
 mod plan;
 mod record;
 mod run;
+pub mod units;
 mod verify;
 
 pub use plan::{estimate, plan_pack};
@@ -53,6 +54,18 @@ pub enum Layout {
     Split,
 }
 
+/// What one archive holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ArchivePer {
+    /// One archive per target ID (`<group>_gfx90a:xnack+.kpack`), markers with one
+    /// `@GFXARCH@` pattern: the shape ROCm ships; host binaries never change when
+    /// device packages are added or removed.
+    Target,
+    /// One archive per selected family, markers listing each archive.
+    Family,
+}
+
 /// What to do with code for archs outside every selected family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -68,8 +81,14 @@ pub enum Unassigned {
 pub struct PackOptions {
     /// Group (product) name.
     pub group: String,
-    /// Selected families.
+    /// Selected families (presets or custom).
     pub families: Families,
+    /// Selected target IDs or processors (`gfx90a` takes its feature variants too).
+    pub targets: Vec<String>,
+    /// Select every target in the tree.
+    pub all: bool,
+    /// One archive per target (default) or per family.
+    pub archive_per: ArchivePer,
     /// Layout.
     pub layout: Layout,
     /// Policy for unassigned code.
@@ -100,6 +119,9 @@ impl PackOptions {
         PackOptions {
             group: group.into(),
             families,
+            targets: Vec::new(),
+            all: false,
+            archive_per: ArchivePer::Target,
             layout: Layout::Combined,
             unassigned: Unassigned::Error,
             scheme: Scheme::ZstdPerKernel,
@@ -245,10 +267,10 @@ pub struct PlannedKernel {
     pub size: u64,
 }
 
-/// Per-family figures of a plan.
+/// One archive of a plan: a target ID (per-target archives) or a family.
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct FamilyPlan {
-    /// Family name.
+pub struct ArchivePlan {
+    /// The target ID, or the family's name.
     pub name: String,
     /// Archive path relative to the output; none when no kernel is for this family
     /// (no archive is written and markers do not name one).
@@ -331,8 +353,11 @@ pub struct PackPlan {
     pub output: String,
     /// Layout.
     pub layout: Layout,
-    /// Families.
-    pub families: Vec<FamilyPlan>,
+    /// One archive per target or per family.
+    pub archive_per: ArchivePer,
+    /// The archives (units): one per target ID with code in the tree, or one per
+    /// selected family.
+    pub units: Vec<ArchivePlan>,
     /// Arch → number of kernels for archs no family takes.
     pub unassigned: BTreeMap<String, u64>,
     /// Fat binaries to rewrite.
@@ -365,9 +390,12 @@ pub struct PackPlan {
     /// Things worth knowing found while planning (fatal with `--strict`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
-    /// Kernels, by family index (not serialised).
+    /// Kernels, by unit index (not serialised).
     #[serde(skip)]
     pub(crate) kernels: Vec<Vec<PlannedKernel>>,
+    /// Target ID → unit index, for every target that is packed.
+    #[serde(skip)]
+    pub(crate) unit_of: BTreeMap<String, usize>,
     /// Binaries to write host-only, by path.
     #[serde(skip)]
     pub(crate) binaries_planned: BTreeMap<String, PlannedBinary>,
@@ -383,8 +411,8 @@ pub struct PackPlan {
 pub struct WrittenArchive {
     /// Path relative to the output.
     pub path: String,
-    /// Family.
-    pub family: String,
+    /// The target ID or family it holds.
+    pub unit: String,
     /// Kernels.
     pub kernels: u64,
     /// Sum of their sizes.

@@ -1,13 +1,13 @@
 //! Planning a pack: what each file becomes, where each kernel comes from and goes,
 //! and every reason to refuse, found before anything is written.
 
+use super::units::{Units, archive_rel, check_targets, check_unit_name};
 use super::{
-    CopiedFile, FamilyPlan, KernelFrom, Layout, PackOptions, PackPlan, PlanDiagnostic,
+    ArchivePer, ArchivePlan, CopiedFile, KernelFrom, Layout, PackOptions, PackPlan, PlanDiagnostic,
     PlannedBinary, PlannedKernel, RepackedBinary,
 };
 use crate::elf::{self, ElfContent, ElfKind};
 use crate::error::{Error, Result};
-use crate::family::Families;
 use crate::fsutil;
 use crate::kpack::Archive;
 use crate::kpack::ledger::{LEDGER_PATH, Ledger};
@@ -24,13 +24,16 @@ fn canonical_or_self(p: &Path) -> PathBuf {
 }
 
 /// Where a kernel-database file goes in the split layout: `None` for files that are
-/// not arch-specific (they stay generic), `Some(Some(i))` for family `i`,
-/// `Some(None)` for an arch no selected family takes.
-pub(crate) fn database_family(f: &FileReport, fams: &Families) -> Option<Option<usize>> {
+/// not arch-specific (they stay generic), `Some(Some(i))` for unit `i`, `Some(None)`
+/// for an arch nothing selected takes.
+pub(crate) fn database_unit(
+    f: &FileReport,
+    unit_of: &BTreeMap<String, usize>,
+) -> Option<Option<usize>> {
     if f.kind != FileKind::KernelDatabase {
         return None;
     }
-    f.arch.as_deref().map(|a| fams.assign(a))
+    f.arch.as_deref().map(|a| unit_of.get(a).copied())
 }
 
 /// Whether a scanned fat file can be rewritten host-only.
@@ -44,26 +47,22 @@ pub(crate) fn rewritable(f: &FileReport) -> bool {
         && f.hard_link_of.is_none()
 }
 
-/// The marker a binary at `rel` gets: one search path per family archive written.
-pub(crate) fn marker_for(rel: &str, group: &str, families: &[FamilyPlan]) -> Marker {
+/// The marker a binary at `rel` gets: per target, the one pattern
+/// `../.kpack/<group>_@GFXARCH@.kpack` (the same whatever is installed); per family,
+/// one search path per archive written.
+pub(crate) fn marker_for(rel: &str, group: &str, per: ArchivePer, units: &[ArchivePlan]) -> Marker {
     let depth = rel.matches('/').count();
     let up = "../".repeat(depth);
     Marker {
-        kpack_search_paths: families
-            .iter()
-            .filter(|f| f.archive.is_some())
-            .map(|f| format!("{up}.kpack/{group}_{}.kpack", f.name))
-            .collect(),
+        kpack_search_paths: match per {
+            ArchivePer::Target => vec![format!("{up}.kpack/{group}_{GFXARCH}.kpack")],
+            ArchivePer::Family => units
+                .iter()
+                .filter(|f| f.archive.is_some())
+                .map(|f| format!("{up}.kpack/{group}_{}.kpack", f.name))
+                .collect(),
+        },
         kernel_name: rel.to_string(),
-    }
-}
-
-/// Archive path of a family, relative to the output.
-pub(crate) fn archive_rel(opts: &PackOptions, family: &str) -> String {
-    let name = format!(".kpack/{}_{}.kpack", opts.group, family);
-    match opts.layout {
-        Layout::Combined => name,
-        Layout::Split => format!("{family}/{name}"),
     }
 }
 
@@ -145,6 +144,12 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
             opts.group
         )));
     }
+    if opts.families.0.is_empty() && opts.targets.is_empty() && !opts.all {
+        return Err(Error::Invalid(
+            "choose what to pack: --family, --target or --all".into(),
+        ));
+    }
+    check_targets(&opts.targets)?;
     let tree_c = canonical_or_self(tree);
     let out_c = canonical_or_self(out);
     if out_c.starts_with(&tree_c) {
@@ -222,8 +227,6 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
         }
     };
 
-    let n = opts.families.0.len();
-    let mut kernels: Vec<Vec<PlannedKernel>> = vec![Vec::new(); n];
     let mut unassigned: BTreeMap<String, u64> = BTreeMap::new();
     let mut copied = Vec::new();
     let mut repacked = Vec::new();
@@ -231,27 +234,12 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
     let mut planned: BTreeMap<String, PlannedBinary> = BTreeMap::new();
     let mut binaries = 0;
     let mut device_bytes = 0;
-    let mut db_files = vec![0u64; n];
     for f in &report.files {
-        if let Some(fam) = database_family(f, &opts.families) {
-            match fam {
-                Some(i) => db_files[i] += 1,
-                None if opts.layout == Layout::Split => {
-                    *unassigned
-                        .entry(format!(
-                            "{} (kernel database)",
-                            f.arch.clone().unwrap_or_default()
-                        ))
-                        .or_default() += 1;
-                }
-                None => {}
-            }
-        }
         if f.hard_link_of.is_some() {
             continue;
         }
         let damaged = damaged_paths.contains(f.path.as_str());
-        let mut pb = match f.kind {
+        let pb = match f.kind {
             FileKind::FatBinary if damaged => {
                 warnings.push(format!(
                     "{}: damaged, copied as it is with its device code (--copy-damaged)",
@@ -390,13 +378,49 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
             }
             _ => continue,
         };
-        // Assign every kernel to a family, or to what is left out.
+        planned.insert(f.path.clone(), pb);
+    }
+    // The units (archives): from every target with code in the tree.
+    let archs: BTreeSet<&str> = planned
+        .values()
+        .flat_map(|pb| pb.kernels.iter().map(|k| k.1.as_str()))
+        .chain(
+            report
+                .files
+                .iter()
+                .filter(|f| f.kind == FileKind::KernelDatabase)
+                .filter_map(|f| f.arch.as_deref()),
+        )
+        .collect();
+    let units = Units::new(archs.iter().copied(), opts);
+    for u in &units.names {
+        check_unit_name(u)?;
+    }
+    let n = units.names.len();
+    let mut kernels: Vec<Vec<PlannedKernel>> = vec![Vec::new(); n];
+    let mut db_files = vec![0u64; n];
+    for f in &report.files {
+        match database_unit(f, &units.of) {
+            Some(Some(i)) => db_files[i] += 1,
+            Some(None) if opts.layout == Layout::Split => {
+                *unassigned
+                    .entry(format!(
+                        "{} (kernel database)",
+                        f.arch.clone().unwrap_or_default()
+                    ))
+                    .or_default() += 1;
+            }
+            _ => {}
+        }
+    }
+    // Assign every kernel to its unit, or to what is left out.
+    for (path, pb) in planned.iter_mut() {
         let mut keep = Vec::with_capacity(pb.kernels.len());
         for k in pb.kernels.drain(..) {
-            match opts.families.assign(&k.1) {
-                Some(i) => {
+            match units.of.get(&k.1) {
+                Some(&i) => {
                     kernels[i].push(PlannedKernel {
-                        key: format!("{}#{}", f.path, k.0),
+                        key: format!("{path}#{}", k.0),
                         arch: k.1.clone(),
                         size: k.2,
                     });
@@ -409,7 +433,6 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
             }
         }
         pb.kernels = keep;
-        planned.insert(f.path.clone(), pb);
     }
     for d in &damaged {
         if !copied.iter().any(|c| c.path == d.path) {
@@ -436,8 +459,8 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
     }
     // Input archives: consumed ones are packed again, never copied; any other whose
     // name an output archive takes would be lost.
-    for (i, fam) in opts.families.0.iter().enumerate() {
-        let out_rel = archive_rel(opts, &fam.name);
+    for (i, name) in units.names.iter().enumerate() {
+        let out_rel = archive_rel(opts, name);
         if kernels[i].is_empty() {
             continue;
         }
@@ -478,17 +501,18 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
             ));
         }
     }
-    let families: Vec<FamilyPlan> = opts
-        .families
-        .0
+    let unit_plans: Vec<ArchivePlan> = units
+        .names
         .iter()
         .enumerate()
-        .map(|(i, fam)| {
+        .map(|(i, name)| {
             let arches: BTreeSet<String> = kernels[i].iter().map(|k| k.arch.clone()).collect();
-            FamilyPlan {
-                name: fam.name.clone(),
-                archive: (!kernels[i].is_empty()).then(|| archive_rel(opts, &fam.name)),
-                gfx_arches: arches.into_iter().collect(),
+            let mut gfx_arches: Vec<String> = arches.into_iter().collect();
+            gfx_arches.sort_by(|a, b| super::units::target_order(a, b));
+            ArchivePlan {
+                name: name.clone(),
+                archive: (!kernels[i].is_empty()).then(|| archive_rel(opts, name)),
+                gfx_arches,
                 kernels: kernels[i].len() as u64,
                 raw_bytes: kernels[i].iter().map(|k| k.size).sum(),
                 estimated_bytes: 0,
@@ -496,22 +520,45 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
             }
         })
         .collect();
-    for f in families.iter().filter(|f| f.archive.is_none()) {
+    for f in unit_plans
+        .iter()
+        .filter(|f| f.archive.is_none() && f.database_files == 0)
+    {
         warnings.push(format!(
             "family {} receives no kernel: no archive is written and no marker names one",
             f.name
         ));
     }
-    if families.iter().all(|f| f.archive.is_none()) && !planned.is_empty() {
+    if opts.archive_per == ArchivePer::Target {
+        for f in &opts.families.0 {
+            if !units.of.keys().any(|a| f.contains(a)) {
+                warnings.push(format!(
+                    "family {} receives no kernel: no target of it has code in the tree",
+                    f.name
+                ));
+            }
+        }
+    }
+    for t in &opts.targets {
+        if !units
+            .of
+            .keys()
+            .any(|a| a == t || (!t.contains(':') && a.split(':').next() == Some(t)))
+        {
+            warnings.push(format!("target {t} has no code in the tree"));
+        }
+    }
+    if unit_plans.iter().all(|f| f.archive.is_none()) && !planned.is_empty() {
         return Err(Error::Invalid(
-            "no kernel in the tree is for a selected family; nothing to pack".into(),
+            "no kernel in the tree is for a selected target; nothing to pack".into(),
         ));
     }
     Ok(PackPlan {
         tree: tree.display().to_string(),
         output: out.display().to_string(),
         layout: opts.layout,
-        families,
+        archive_per: opts.archive_per,
+        units: unit_plans,
         unassigned,
         binaries,
         repacked,
@@ -525,6 +572,7 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
         diagnostics,
         warnings,
         kernels,
+        unit_of: units.of,
         binaries_planned: planned,
         inputs: Arc::new(inputs),
         report: Some(report),
@@ -615,7 +663,7 @@ fn sample_binary(
 /// rest is scaled by each family's measured ratio (`projection` says `estimate`).
 pub fn estimate(plan: &mut PackPlan, tree: &Path, opts: &PackOptions) {
     use rayon::prelude::*;
-    let total_raw: u64 = plan.families.iter().map(|f| f.raw_bytes).sum();
+    let total_raw: u64 = plan.units.iter().map(|f| f.raw_bytes).sum();
     let exact = total_raw <= SAMPLE_BYTES;
     let paths: Vec<&String> = plan.binaries_planned.keys().collect();
     let stride = if exact {
@@ -624,7 +672,7 @@ pub fn estimate(plan: &mut PackPlan, tree: &Path, opts: &PackOptions) {
         (total_raw / SAMPLE_BYTES).max(1) as usize + 1
     };
     let inputs = plan.inputs.clone();
-    let families = plan.families.clone();
+    let units = plan.units.clone();
     // Per binary: its host-only size, and the kernels compressed.
     let results: Vec<(u64, Vec<Projected>)> = paths
         .par_iter()
@@ -634,7 +682,7 @@ pub fn estimate(plan: &mut PackPlan, tree: &Path, opts: &PackOptions) {
             let Ok(Some(map)) = fsutil::map_file(&tree.join(path)) else {
                 return (0, Vec::new());
             };
-            let marker = marker_for(path, &opts.group, &families);
+            let marker = marker_for(path, &opts.group, plan.archive_per, &units);
             let host = if pb.host_only {
                 elf::remark::replace_marker(&map, &marker)
                     .map(|b| b.len() as u64)
@@ -657,7 +705,7 @@ pub fn estimate(plan: &mut PackPlan, tree: &Path, opts: &PackOptions) {
             by_kernel.insert((p.0.clone(), p.1.clone()), p);
         }
     }
-    for (i, fp) in plan.families.iter_mut().enumerate() {
+    for (i, fp) in plan.units.iter_mut().enumerate() {
         if fp.archive.is_none() {
             fp.estimated_bytes = 0;
             continue;
@@ -693,7 +741,7 @@ pub fn estimate(plan: &mut PackPlan, tree: &Path, opts: &PackOptions) {
         };
         fp.estimated_bytes = crate::kpack::archive::archive_size(&meta, opts.scheme, projected);
     }
-    let archives: u64 = plan.families.iter().map(|f| f.estimated_bytes).sum();
+    let archives: u64 = plan.units.iter().map(|f| f.estimated_bytes).sum();
     // Binaries are replaced by their host-only forms; consumed archives and a previous
     // ledger leave; kernel-database files of no family leave the split layout.
     let files = plan
@@ -707,8 +755,7 @@ pub fn estimate(plan: &mut PackPlan, tree: &Path, opts: &PackOptions) {
             plan.binaries_planned.contains_key(&f.path)
                 || plan.consumed_archives.contains(&f.path)
                 || f.path == LEDGER_PATH
-                || (opts.layout == Layout::Split
-                    && database_family(f, &opts.families) == Some(None))
+                || (opts.layout == Layout::Split && database_unit(f, &plan.unit_of) == Some(None))
         })
         .map(|f| f.size)
         .sum();

@@ -19,6 +19,12 @@ pub(super) fn ledger_of(
         ledger.layout = "split".into();
     }
     ledger.selection = Selection {
+        archive_per: match opts.archive_per {
+            super::ArchivePer::Target => "target".into(),
+            super::ArchivePer::Family => "family".into(),
+        },
+        targets: opts.targets.clone(),
+        all: opts.all,
         families: opts
             .families
             .0
@@ -33,7 +39,7 @@ pub(super) fn ledger_of(
             Unassigned::Drop => "drop".into(),
         },
     };
-    for f in &plan.families {
+    for f in &plan.units {
         let Some(path) = &f.archive else { continue };
         // The ledger's paths are those of the merged install (split: without the
         // overlay directory).

@@ -3,7 +3,7 @@
 //! archive, the binary written host-only; every other file copied; then archives and
 //! the ledger are written, the result verified and renamed into place.
 
-use super::plan::{database_family, ledger_in, marker_for};
+use super::plan::{database_unit, ledger_in, marker_for};
 use super::record::ledger_of;
 use super::{
     Growth, KernelFrom, Layout, PackEvent, PackOptions, PackPlan, PackReport, Phase, PlannedBinary,
@@ -90,7 +90,7 @@ pub fn check_plan(plan: &PackPlan, out: &Path, opts: &PackOptions) -> Result<()>
             .map(|(a, n)| format!("{a} ({n})"))
             .collect();
         return Err(Error::Invalid(format!(
-            "code for archs outside the selected families: {}; add a --family for them or pass --unassigned drop",
+            "code for targets nothing selects: {}; select them (--family, --target, --all) or pass --unassigned drop",
             list.join(", ")
         )));
     }
@@ -157,7 +157,7 @@ impl Worker<'_> {
         match (self.opts.layout, db_family) {
             (Layout::Combined, _) => Some(self.stage.join(rel)),
             (Layout::Split, Some(Some(i))) => {
-                Some(self.stage.join(&self.opts.families.0[i].name).join(rel))
+                Some(self.stage.join(&self.plan.units[i].name).join(rel))
             }
             (Layout::Split, Some(None)) => None,
             (Layout::Split, None) => Some(self.stage.join("generic").join(rel)),
@@ -172,7 +172,6 @@ impl Worker<'_> {
     }
 
     fn process(&self, worker: usize, f: &FileReport) -> Result<()> {
-        let fams = &self.opts.families;
         // Consumed input archives are packed again, and a previous ledger replaced.
         if (f.kind == FileKind::Kpack && self.plan.consumed_archives.contains(&f.path))
             || f.path == LEDGER_PATH
@@ -180,7 +179,7 @@ impl Worker<'_> {
             return Ok(());
         }
         let src = self.tree.join(&f.path);
-        let db = database_family(f, fams);
+        let db = database_unit(f, &self.plan.unit_of);
         let Some(dst) = self.dest(&f.path, db) else {
             self.warn(format!(
                 "{}: kernel database for {} left out (no selected family)",
@@ -246,7 +245,12 @@ impl Worker<'_> {
             .map_err(|e| Error::io(src, e))?
             .ok_or_else(|| Error::Invalid(format!("{}: empty", f.path)))?;
         let data: &[u8] = &map;
-        let marker = marker_for(&f.path, &self.opts.group, &self.plan.families);
+        let marker = marker_for(
+            &f.path,
+            &self.opts.group,
+            self.plan.archive_per,
+            &self.plan.units,
+        );
         // Rewrite first (in memory): a fat binary that cannot be rewritten is copied
         // whole and none of its kernels is archived.
         let rewritten = if pb.host_only {
@@ -398,7 +402,7 @@ impl Worker<'_> {
         triple: Option<&str>,
         entry: &mut LedgerBinary,
     ) -> Result<u64> {
-        let Some(i) = self.opts.families.assign(arch) else {
+        let Some(&i) = self.plan.unit_of.get(arch) else {
             return Ok(0);
         };
         let Some(w) = &self.writers[i] else {
@@ -434,7 +438,7 @@ impl Worker<'_> {
         let n = self.kernel_counts[i].fetch_add(1, Ordering::Relaxed) + 1;
         let (_, total) = w.progress();
         self.sink.event(PackEvent::Family {
-            family: self.opts.families.0[i].name.clone(),
+            family: self.plan.units[i].name.clone(),
             kernels: n,
             stored: total,
         });
@@ -557,7 +561,6 @@ fn run_stage(
         .report
         .as_ref()
         .ok_or_else(|| Error::Invalid("plan has no scan".into()))?;
-    let fams = &opts.families;
     // Directories first (empty ones kept), in the layout's place.
     let dirs: Vec<PathBuf> = walk_dirs(tree)?;
     let roots: Vec<PathBuf> = match opts.layout {
@@ -570,8 +573,8 @@ fn run_stage(
         }
     }
     let mut writers = Vec::new();
-    for (i, fam) in fams.0.iter().enumerate() {
-        let Some(rel) = &plan.families[i].archive else {
+    for unit in &plan.units {
+        let Some(rel) = &unit.archive else {
             writers.push(None);
             continue;
         };
@@ -581,8 +584,8 @@ fn run_stage(
         }
         let meta = ArchiveMeta {
             group_name: opts.group.clone(),
-            gfx_arch_family: fam.name.clone(),
-            gfx_arches: plan.families[i].gfx_arches.clone(),
+            gfx_arch_family: unit.name.clone(),
+            gfx_arches: unit.gfx_arches.clone(),
         };
         writers.push(Some(ArchiveWriter::create(
             &p,
@@ -624,7 +627,7 @@ fn run_stage(
     let ledger_bins = Mutex::new(Vec::new());
     let grown = Mutex::new(Vec::new());
     let bytes_out = AtomicU64::new(0);
-    let kernel_counts: Vec<AtomicU64> = fams.0.iter().map(|_| AtomicU64::new(0)).collect();
+    let kernel_counts: Vec<AtomicU64> = plan.units.iter().map(|_| AtomicU64::new(0)).collect();
     let w = Worker {
         tree,
         stage,
@@ -669,8 +672,8 @@ fn run_stage(
     for f in report.files.iter().filter(|f| f.hard_link_of.is_some()) {
         let first = f.hard_link_of.as_deref().unwrap_or_default();
         let (Some(a), Some(b)) = (
-            w.dest(first, database_family(f, fams)),
-            w.dest(&f.path, database_family(f, fams)),
+            w.dest(first, database_unit(f, &plan.unit_of)),
+            w.dest(&f.path, database_unit(f, &plan.unit_of)),
         ) else {
             continue;
         };
@@ -684,8 +687,8 @@ fn run_stage(
         let Some(wr) = wr else { continue };
         let s = wr.finish()?;
         archives.push(WrittenArchive {
-            path: plan.families[i].archive.clone().unwrap_or_default(),
-            family: fams.0[i].name.clone(),
+            path: plan.units[i].archive.clone().unwrap_or_default(),
+            unit: plan.units[i].name.clone(),
             kernels: s.kernels,
             raw_bytes: s.raw_bytes,
             bytes: s.file_size,

@@ -295,7 +295,7 @@ pub fn verify_tree(root: &Path, plan: Option<&PackPlan>, layout: Layout) -> Tree
         check_unledgered(&mut v, path, m, &co_indices(f), &archives);
     }
     if let Some(plan) = plan {
-        for (i, fp) in plan.families.iter().enumerate() {
+        for (i, fp) in plan.units.iter().enumerate() {
             let Some(rel) = &fp.archive else { continue };
             let Some(a) = archives.get(&norm(rel)) else {
                 v.faults.push(format!("archive {rel} is missing"));

@@ -328,7 +328,7 @@ fn families_view_shows_the_core_pack_plan() {
     let expected = plan
         .as_ref()
         .unwrap()
-        .families
+        .units
         .iter()
         .map(|f| f.kernels)
         .collect::<Vec<_>>();
@@ -428,7 +428,12 @@ fn pack_result_screen_from_a_real_pack() {
     app.update(AppEvent::PackDone(Box::new(r)));
     let t = format!("{}", render(&app, 120, 30).backend());
     assert!(t.contains("verify: sound"), "{t}");
-    assert!(t.contains(".kpack/demo_gfx90X.kpack: 12 kernels"), "{t}");
+    // One archive per target (the default), with the feature-flagged target apart.
+    assert!(t.contains(".kpack/demo_gfx900.kpack: 6 kernels"), "{t}");
+    assert!(
+        t.contains(".kpack/demo_gfx90a:xnack+.kpack: 1 kernel,"),
+        "{t}"
+    );
 }
 
 // ---- the trace timeline ----

@@ -526,7 +526,7 @@ fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                 Style::new().add_modifier(Modifier::BOLD),
             )));
             let approx = if p.projection == "exact" { "" } else { "≈" };
-            for f in &p.families {
+            for f in &p.units {
                 l.push(Line::from(format!(
                     "{:<10} {:>5} kernels {:>11} raw {approx}{:>11}",
                     f.name,
@@ -865,9 +865,10 @@ fn pack(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             ];
             for a in &r.archives {
                 l.push(Line::from(format!(
-                    "{}: {} kernels, {}",
+                    "{}: {} {}, {}",
                     a.path,
                     a.kernels,
+                    if a.kernels == 1 { "kernel" } else { "kernels" },
                     size(a.bytes)
                 )));
             }
