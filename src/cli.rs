@@ -152,6 +152,11 @@ pub enum Command {
     Verify {
         /// An archive or a packed tree.
         path: PathBuf,
+        /// Answer for one device instead: would a process on this GPU (an ISA such
+        /// as `gfx90a:sramecc+:xnack-`) find every kernel of every binary? Lists what
+        /// it would not. Repeat for several devices.
+        #[arg(long = "device", value_name = "ISA")]
+        devices: Vec<String>,
     },
 }
 

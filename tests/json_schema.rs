@@ -124,6 +124,17 @@ fn every_json_output_follows_its_schema() {
     std::fs::remove_file(t("p1/.kpack/rocm_gfx1030.kpack")).unwrap();
     json("verify-tree", &["verify", &t("p1")]);
     json("verify-tree", &["verify", &fx]);
+    json(
+        "verify-device",
+        &[
+            "verify",
+            &t("p2"),
+            "--device",
+            "gfx900",
+            "--device",
+            "gfx90a:xnack-",
+        ],
+    );
     for f in ["libvadd.so", "app_nopie", "app_pie"] {
         json("preview", &["preview", &bin(f)]);
     }

@@ -158,3 +158,51 @@ fn targets_processors_and_all() {
     ]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn verify_answers_for_one_device() {
+    // `verify TREE --device ISA`: would a process on this GPU find its kernels?
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    assert!(pack(&demo(), &out, &["--all"]).status.success());
+    let run = |isa: &str| {
+        let o = kpack(&["verify", out.to_str().unwrap(), "--device", isa, "--json"]);
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        (o.status.code().unwrap(), v)
+    };
+    // An xnack+ device with sramecc takes the gfx90a:xnack+ archive (feature subsets).
+    let (code, v) = run("amdgcn-amd-amdhsa--gfx90a:sramecc+:xnack+");
+    assert_eq!(code, 1, "the other binaries have no gfx90a code");
+    assert_eq!(v["schema"], "kpack-tui.verify-device/1");
+    let d = &v["devices"][0];
+    assert_eq!(d["device"], "gfx90a:sramecc+:xnack+");
+    let found = d["found"].as_array().unwrap();
+    assert_eq!(found.len(), 1, "{d}");
+    assert_eq!(found[0]["path"], "lib/libvadd.so.1.0");
+    assert_eq!(found[0]["archive"], ".kpack/rocm_gfx90a:xnack+.kpack");
+    assert_eq!(found[0]["target"], "gfx90a:xnack+");
+    // An xnack- device never takes xnack+ code: nothing to load at all.
+    let (code, v) = run("gfx90a:xnack-");
+    assert_eq!(code, 1);
+    assert!(v["devices"][0]["found"].as_array().unwrap().is_empty());
+    assert!(
+        v["devices"][0]["missing"]
+            .to_string()
+            .contains("no archive found")
+    );
+    // A tree whose every binary has gfx900 code: a gfx900 device finds everything.
+    let tree = tmp.path().join("g900");
+    std::fs::create_dir_all(tree.join("lib")).unwrap();
+    for f in ["libvadd.so", "librdc.so"] {
+        std::fs::copy(fixtures().join(f), tree.join("lib").join(f)).unwrap();
+    }
+    let packed = tmp.path().join("g900-packed");
+    assert!(
+        pack(&tree, &packed, &["--target", "gfx900"])
+            .status
+            .success()
+    );
+    let o = kpack(&["verify", packed.to_str().unwrap(), "--device", "gfx900"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(stdout(&o).contains("every bundle of every binary loads"));
+}

@@ -339,13 +339,78 @@ pub fn run(args: &PackArgs, common: &Common) -> Result<i32> {
     Ok(EXIT_OK)
 }
 
-/// `kpack-tui verify TREE`.
-pub fn verify(root: &Path, json: bool, out: &mut dyn Write) -> Result<i32> {
-    let layout = if root.join("generic").is_dir() && !root.join(".kpack").exists() {
+/// The layout of a packed tree: split when it has `generic/` and no `.kpack/`.
+fn layout_of(root: &Path) -> Layout {
+    if root.join("generic").is_dir() && !root.join(".kpack").exists() {
         Layout::Split
     } else {
         Layout::Combined
-    };
+    }
+}
+
+/// `kpack-tui verify TREE --device ISA...`: 0 when every bundle of every binary loads
+/// on every device, 1 with what would not.
+pub fn verify_devices(
+    root: &Path,
+    devices: &[String],
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<i32> {
+    let layout = layout_of(root);
+    let verdicts: Vec<pack::DeviceVerdict> = devices
+        .iter()
+        .map(|d| pack::verify_device(root, layout, d))
+        .collect::<std::result::Result<_, _>>()?;
+    let ok = verdicts.iter().all(|v| v.missing.is_empty());
+    if json {
+        #[derive(serde::Serialize)]
+        struct Out<'a> {
+            path: String,
+            sound: bool,
+            devices: &'a [pack::DeviceVerdict],
+        }
+        write_json(
+            out,
+            "kpack-tui.verify-device/1",
+            &Out {
+                path: root.display().to_string(),
+                sound: ok,
+                devices: &verdicts,
+            },
+        )?;
+    } else {
+        for v in &verdicts {
+            if v.missing.is_empty() {
+                writeln!(
+                    out,
+                    "{}: on {} every bundle of every binary loads ({} found; the runtime asks for {})",
+                    root.display(),
+                    v.device,
+                    v.found.len(),
+                    v.arch_list.join(", ")
+                )?;
+            } else {
+                writeln!(
+                    out,
+                    "{}: on {} {} of {} bundles would not load (the runtime asks for {}):",
+                    root.display(),
+                    v.device,
+                    v.missing.len(),
+                    v.missing.len() + v.found.len(),
+                    v.arch_list.join(", ")
+                )?;
+                for m in &v.missing {
+                    writeln!(out, "  {m}")?;
+                }
+            }
+        }
+    }
+    Ok(if ok { EXIT_OK } else { EXIT_FINDINGS })
+}
+
+/// `kpack-tui verify TREE`.
+pub fn verify(root: &Path, json: bool, out: &mut dyn Write) -> Result<i32> {
+    let layout = layout_of(root);
     let verdict = pack::verify_tree(root, None, layout);
     let sound = verdict.faults.is_empty();
     let code = if sound { EXIT_OK } else { EXIT_FINDINGS };

@@ -34,7 +34,7 @@ pub fn packable(f: &crate::scan::FileReport) -> bool {
     f.kind == crate::scan::FileKind::FatBinary && plan::rewritable(f) && !f.bundles.is_empty()
 }
 pub use run::{check_plan, execute_pack};
-pub use verify::{TreeVerdict, verify_tree};
+pub use verify::{DeviceHit, DeviceVerdict, TreeVerdict, verify_device, verify_tree};
 
 use crate::family::Families;
 use crate::kpack::archive::Scheme;

@@ -391,3 +391,91 @@ fn check_unledgered(
         }
     }
 }
+
+/// What a process on one device would find: every bundle of every host-only binary,
+/// looked up as CLR asks (the device's ISA, then its generic ISA), by the newest
+/// loader's rules.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct DeviceVerdict {
+    /// The device ISA asked about (`amdgcn-amd-amdhsa--` stripped).
+    pub device: String,
+    /// The arch list the runtime is given for it.
+    pub arch_list: Vec<String>,
+    /// Bundles that resolve: binary, bundle, archive, target.
+    pub found: Vec<DeviceHit>,
+    /// Bundles that would not load, with the runtime's reason.
+    pub missing: Vec<String>,
+}
+
+/// One bundle resolved for a device.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeviceHit {
+    /// Binary path.
+    pub path: String,
+    /// Bundle index.
+    pub bundle: u32,
+    /// Archive it comes from.
+    pub archive: String,
+    /// The target that matched.
+    pub target: String,
+}
+
+/// Would a process on `device` (e.g. `gfx90a:sramecc+:xnack-`) find every kernel of
+/// every host-only binary of the tree at `root`?
+pub fn verify_device(root: &Path, layout: Layout, device: &str) -> crate::Result<DeviceVerdict> {
+    let report = scan::scan(root, &ScanOptions::default(), &crate::event::NoEvents)?;
+    let norm = |p: &str| -> String {
+        match layout {
+            Layout::Combined => p.to_string(),
+            Layout::Split => p
+                .split_once('/')
+                .map_or(p.to_string(), |(_, rest)| rest.to_string()),
+        }
+    };
+    let mut archives = TreeArchives::new();
+    for f in report.files.iter().filter(|f| f.kind == FileKind::Kpack) {
+        if let Ok(a) = Archive::open(&root.join(&f.path)) {
+            archives.insert(norm(&f.path), a);
+        }
+    }
+    let device = device.strip_prefix("amdgcn-amd-amdhsa--").unwrap_or(device);
+    let arch_list = crate::kpack::resolve::device_arch_list(device);
+    let mut v = DeviceVerdict {
+        device: device.to_string(),
+        arch_list: arch_list.clone(),
+        ..DeviceVerdict::default()
+    };
+    for f in report
+        .files
+        .iter()
+        .filter(|f| f.kind == FileKind::HostOnlyBinary && f.hard_link_of.is_none())
+    {
+        let path = norm(&f.path);
+        let Some(m) = &f.marker else {
+            v.missing.push(format!("{path}: no readable marker"));
+            continue;
+        };
+        let dir = path.rsplit_once('/').map_or("", |(d, _)| d);
+        let cos: BTreeSet<u32> = f
+            .wrappers
+            .iter()
+            .map(|w| (w.reserved & 0xffff_ffff) as u32)
+            .collect();
+        for co in cos {
+            match lookup(&archives, m, dir, co, &arch_list, Loader::Newest) {
+                Lookup::Found {
+                    archive, target, ..
+                } => v.found.push(DeviceHit {
+                    path: path.clone(),
+                    bundle: co,
+                    archive: archive.to_string(),
+                    target,
+                }),
+                other => v
+                    .missing
+                    .push(format!("{path}: bundle #{co}: {}", lookup_fault(&other))),
+            }
+        }
+    }
+    Ok(v)
+}
