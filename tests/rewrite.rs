@@ -122,6 +122,29 @@ fn real_binaries_rewrite_cleanly_for_readelf_and_elflint() {
             co, expect,
             "{name}: co_index = the bundle each wrapper pointed to"
         );
+        // Executables whose table moved: the kernel's AT_PHDR (load address +
+        // e_phoff) is where the table is mapped, as EL8 kernels need
+        // (workflows.md §5): p_vaddr - p_offset of its segment is the first
+        // segment's, 0 for PIE.
+        let data = std::fs::read(&out).unwrap();
+        let lay = kpack::elf::rewrite::parse_layout(&data).unwrap();
+        let interp = lay.segments.iter().any(|p| p.p_type == 3);
+        if interp && plan.phdr_relocated {
+            let first = lay.segments.iter().find(|p| p.p_type == 1).unwrap();
+            let bias = first.p_vaddr - first.p_offset;
+            let c = lay
+                .segments
+                .iter()
+                .find(|p| p.p_type == 1 && p.p_offset == lay.e_phoff)
+                .unwrap_or_else(|| panic!("{name}: the table has a segment of its own"));
+            assert_eq!(c.p_vaddr - c.p_offset, bias, "{name}");
+            let phdr = lay.segments.iter().find(|p| p.p_type == 6).unwrap();
+            assert_eq!(
+                (phdr.p_offset, phdr.p_vaddr),
+                (c.p_offset, c.p_vaddr),
+                "{name}"
+            );
+        }
     }
 }
 

@@ -75,10 +75,14 @@ pub fn print_plan(out: &mut dyn Write, binary: &Path, p: &RewritePlan) -> std::i
         p.bundles,
         size(p.marker_size),
         p.marker_vaddr,
-        if p.phdr_relocated {
-            "; program headers moved into the new segment"
-        } else {
-            ""
+        match (p.phdr_relocated, p.phdr_padding) {
+            (false, _) => String::new(),
+            (true, 0) => "; program headers moved into the new segment".into(),
+            (true, n) => format!(
+                "; program headers moved into the new segment, {} of zeros before it so that \
+                 its address is its offset (EL8 kernels)",
+                size(n)
+            ),
         }
     )?;
     writeln!(

@@ -466,6 +466,9 @@ pub struct RewritePlan {
     pub marker_vaddr: u64,
     /// Whether the program-header table moved into the new segment.
     pub phdr_relocated: bool,
+    /// Zero bytes added so that an executable's moved program-header table is mapped
+    /// where the kernel looks for it (address = offset + load bias; EL8 kernels).
+    pub phdr_padding: u64,
     /// The wrappers redirected.
     pub wrappers: Vec<WrapperChange>,
     /// Program headers before.
@@ -806,7 +809,7 @@ pub fn plan_rewrite(data: &[u8], marker: &Marker) -> Result<Rewritten> {
         .map(|p| p.mem_end())
         .max()
         .unwrap_or(0);
-    let new_vaddr = round_up(max_end, PAGE);
+    let mut new_vaddr = round_up(max_end, PAGE);
     let marker_bytes = marker.encode();
     let n_phdr = segs.len() as u64 + 1;
     // Room for the table where it is? Up to the first content after it.
@@ -832,6 +835,24 @@ pub fn plan_rewrite(data: &[u8], marker: &Marker) -> Result<Rewritten> {
         && covering_load.is_some_and(|p| phoff + n_phdr * PHENT <= p.file_end())
         && phoff < cut.start;
     let table_bytes = if fits_in_place { 0 } else { n_phdr * PHENT };
+    // An executable whose table moves gets it where the kernel looks (workflows.md
+    // §5): Linux 4.18 (EL8) computes AT_PHDR as the load address + e_phoff, and a
+    // directly run binary whose table is elsewhere crashes in ld.so. So the new
+    // segment's address is its file offset plus the first segment's address - offset
+    // (0 for PIE: p_vaddr == p_offset); the file is zero-padded when it is shorter.
+    let bias = lay
+        .segments
+        .iter()
+        .find(|p| p.p_type == elf::PT_LOAD)
+        .map_or(0, |p| p.p_vaddr.wrapping_sub(p.p_offset));
+    let normalise = !fits_in_place
+        && lay.segments.iter().any(|p| p.p_type == elf::PT_INTERP)
+        && bias % PAGE == 0
+        && bias < 1 << 47;
+    if normalise {
+        let off = round_up(data.len() as u64 - removed, PAGE);
+        new_vaddr = new_vaddr.max(off + bias);
+    }
 
     // --- Output image: the input without the removed pages, then the patches at
     // their shifted offsets (one copy of the bytes kept; removed pages never read).
@@ -863,6 +884,11 @@ pub fn plan_rewrite(data: &[u8], marker: &Marker) -> Result<Rewritten> {
         });
     }
     out.resize(round_up(out.len() as u64, PAGE) as usize, 0);
+    let before_pad = out.len() as u64;
+    if normalise {
+        out.resize((new_vaddr - bias) as usize, 0);
+    }
+    let phdr_padding = out.len() as u64 - before_pad;
     let new_off = out.len() as u64;
     out.resize(out.len() + table_bytes as usize, 0);
     let marker_off = out.len() as u64;
@@ -997,6 +1023,7 @@ pub fn plan_rewrite(data: &[u8], marker: &Marker) -> Result<Rewritten> {
         marker_size: marker_bytes.len() as u64,
         marker_vaddr,
         phdr_relocated: !fits_in_place,
+        phdr_padding,
         wrappers: changes,
         segments_before: lay.segments.clone(),
         segments_after: after.segments,
