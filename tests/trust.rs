@@ -29,6 +29,27 @@ fn pack_demo_like(tree: &Path, out: &Path, families: &[&str]) -> std::process::O
     pack(&args)
 }
 
+/// `pack TREE -o OUT --group rocm --family FAMILIES --unassigned drop EXTRA...`.
+fn pack_in(tree: &str, out: &str, families: &str, extra: &[&str]) -> std::process::Output {
+    pack(
+        &[
+            &[
+                tree,
+                "-o",
+                out,
+                "--group",
+                "rocm",
+                "--family",
+                families,
+                "--unassigned",
+                "drop",
+            ][..],
+            extra,
+        ]
+        .concat(),
+    )
+}
+
 fn packed_demo(dir: &Path) -> PathBuf {
     let out = dir.join("packed");
     let o = pack_demo_like(&demo(), &out, &["gfx90X", "gfx103X"]);
@@ -150,19 +171,12 @@ fn host_only_binaries_whose_archives_are_elsewhere() {
     std::fs::rename(first.join(".kpack"), &moved).unwrap();
     std::fs::remove_file(moved.join("kpack-tui-ledger.json")).unwrap();
     let back = tmp.path().join("back");
-    let o = pack(&[
+    let o = pack_in(
         first.to_str().unwrap(),
-        "-o",
         back.to_str().unwrap(),
-        "--group",
-        "rocm",
-        "--family",
         "gfx90X,gfx103X",
-        "--unassigned",
-        "drop",
-        "--archives",
-        moved.to_str().unwrap(),
-    ]);
+        &["--archives", moved.to_str().unwrap()],
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(ledger(&back).binaries.len(), 5);
     assert_eq!(verify_json(&back).0, 0);
@@ -344,19 +358,12 @@ fn families_without_kernels_and_unknown_arches() {
     assert_eq!(l.archives.len(), 5, "one per target");
     // Per family, the empty family gets no archive and no marker path.
     let out = tmp.path().join("per-family");
-    let o = pack(&[
+    let o = pack_in(
         demo().to_str().unwrap(),
-        "-o",
         out.to_str().unwrap(),
-        "--group",
-        "rocm",
-        "--family",
         "gfx90X,gfx103X,gfx125X",
-        "--unassigned",
-        "drop",
-        "--archive-per",
-        "family",
-    ]);
+        &["--archive-per", "family"],
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(!out.join(".kpack/rocm_gfx125X.kpack").exists());
     assert_eq!(ledger(&out).archives.len(), 2);
@@ -368,18 +375,12 @@ fn families_without_kernels_and_unknown_arches() {
         "{paths}"
     );
     // With --strict the warning is fatal.
-    let o = pack(&[
+    let o = pack_in(
         demo().to_str().unwrap(),
-        "-o",
         tmp.path().join("s").to_str().unwrap(),
-        "--group",
-        "rocm",
-        "--family",
         "gfx90X,gfx103X,gfx125X",
-        "--unassigned",
-        "drop",
-        "--strict",
-    ]);
+        &["--strict"],
+    );
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let o = pack(&[
         demo().to_str().unwrap(),
@@ -464,20 +465,12 @@ fn growth_is_reported_and_level_max_narrows_it() {
     // #14.11: the CCOB-compressed library grows when packed; pack says so and why.
     let tmp = tempfile::tempdir().unwrap();
     let run = |level: &str, out: &str| -> serde_json::Value {
-        let o = pack(&[
+        let o = pack_in(
             demo().to_str().unwrap(),
-            "-o",
             tmp.path().join(out).to_str().unwrap(),
-            "--group",
-            "rocm",
-            "--family",
             "gfx90X,gfx103X",
-            "--unassigned",
-            "drop",
-            "--level",
-            level,
-            "--json",
-        ]);
+            &["--level", level, "--json"],
+        );
         assert!(o.status.success(), "{}", stderr(&o));
         serde_json::from_slice(&o.stdout).unwrap()
     };
@@ -506,18 +499,12 @@ fn growth_is_reported_and_level_max_narrows_it() {
     );
     assert_eq!(verify_json(&tmp.path().join("max")).0, 0);
     // The text report says it too.
-    let o = pack(&[
+    let o = pack_in(
         demo().to_str().unwrap(),
-        "-o",
         tmp.path().join("text").to_str().unwrap(),
-        "--group",
-        "rocm",
-        "--family",
         "gfx90X,gfx103X",
-        "--unassigned",
-        "drop",
-        "--long",
-    ]);
+        &["--long"],
+    );
     assert!(stdout(&o).contains("lib/libzkern.so: "), "{}", stdout(&o));
 }
 

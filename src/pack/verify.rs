@@ -33,6 +33,17 @@ pub struct TreeVerdict {
     pub unproven: Vec<String>,
 }
 
+/// A path of a packed tree as it is in the merged install: in the split layout,
+/// binaries live under `generic/` and archives under `<unit>/`.
+fn merged_path(layout: Layout, p: &str) -> String {
+    match layout {
+        Layout::Combined => p.to_string(),
+        Layout::Split => p
+            .split_once('/')
+            .map_or(p.to_string(), |(_, rest)| rest.to_string()),
+    }
+}
+
 fn lookup_fault(l: &Lookup<'_>) -> String {
     match l {
         Lookup::Found { .. } => String::new(),
@@ -65,16 +76,7 @@ pub fn verify_tree(root: &Path, plan: Option<&PackPlan>, layout: Layout) -> Tree
             return v;
         }
     };
-    // In the split layout, binaries live under generic/ and archives under <family>/:
-    // resolve markers as in the merged install.
-    let norm = |p: &str| -> String {
-        match layout {
-            Layout::Combined => p.to_string(),
-            Layout::Split => p
-                .split_once('/')
-                .map_or(p.to_string(), |(_, rest)| rest.to_string()),
-        }
-    };
+    let norm = |p: &str| merged_path(layout, p);
     let ledger_root = match layout {
         Layout::Combined => root.to_path_buf(),
         Layout::Split => root.join("generic"),
@@ -424,14 +426,7 @@ pub struct DeviceHit {
 /// every host-only binary of the tree at `root`?
 pub fn verify_device(root: &Path, layout: Layout, device: &str) -> crate::Result<DeviceVerdict> {
     let report = scan::scan(root, &ScanOptions::default(), &crate::event::NoEvents)?;
-    let norm = |p: &str| -> String {
-        match layout {
-            Layout::Combined => p.to_string(),
-            Layout::Split => p
-                .split_once('/')
-                .map_or(p.to_string(), |(_, rest)| rest.to_string()),
-        }
-    };
+    let norm = |p: &str| merged_path(layout, p);
     let mut archives = TreeArchives::new();
     for f in report.files.iter().filter(|f| f.kind == FileKind::Kpack) {
         if let Ok(a) = Archive::open(&root.join(&f.path)) {
