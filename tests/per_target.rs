@@ -9,22 +9,7 @@ use kpack::kpack::archive::Archive;
 use std::path::Path;
 
 fn pack(tree: &Path, out: &Path, extra: &[&str]) -> std::process::Output {
-    kpack(
-        &[
-            &[
-                "pack",
-                tree.to_str().unwrap(),
-                "-o",
-                out.to_str().unwrap(),
-                "--group",
-                "rocm",
-                "--unassigned",
-                "drop",
-            ][..],
-            extra,
-        ]
-        .concat(),
-    )
+    pack_rocm(tree, out, extra)
 }
 
 #[test]

@@ -109,24 +109,7 @@ fn pack(tree: &Path, out: &Path, families: &str) {
 }
 
 fn pack_with(tree: &Path, out: &Path, families: &str, extra: &[&str]) {
-    let o = kpack(
-        &[
-            &[
-                "pack",
-                tree.to_str().unwrap(),
-                "-o",
-                out.to_str().unwrap(),
-                "--group",
-                "rocm",
-                "--family",
-                families,
-                "--unassigned",
-                "drop",
-            ][..],
-            extra,
-        ]
-        .concat(),
-    );
+    let o = pack_rocm(tree, out, &[&["--family", families][..], extra].concat());
     assert!(o.status.success(), "{}", stderr(&o));
 }
 

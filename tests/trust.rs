@@ -14,39 +14,16 @@ fn pack(args: &[&str]) -> std::process::Output {
 
 /// Pack `tree` into `out` with the demo's families, dropping nothing unexpected.
 fn pack_demo_like(tree: &Path, out: &Path, families: &[&str]) -> std::process::Output {
-    let mut args = vec![
-        tree.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--group",
-        "rocm",
-        "--unassigned",
-        "drop",
-    ];
-    for f in families {
-        args.extend(["--family", f]);
-    }
-    pack(&args)
+    let args: Vec<&str> = families.iter().flat_map(|f| ["--family", f]).collect();
+    pack_rocm(tree, out, &args)
 }
 
 /// `pack TREE -o OUT --group rocm --family FAMILIES --unassigned drop EXTRA...`.
 fn pack_in(tree: &str, out: &str, families: &str, extra: &[&str]) -> std::process::Output {
-    pack(
-        &[
-            &[
-                tree,
-                "-o",
-                out,
-                "--group",
-                "rocm",
-                "--family",
-                families,
-                "--unassigned",
-                "drop",
-            ][..],
-            extra,
-        ]
-        .concat(),
+    pack_rocm(
+        Path::new(tree),
+        Path::new(out),
+        &[&["--family", families][..], extra].concat(),
     )
 }
 

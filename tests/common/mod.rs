@@ -151,3 +151,19 @@ pub fn kpack_env(args: &[&str], env: &[(&str, &str)]) -> Output {
     }
     c.output().expect("run kpack-tui")
 }
+
+/// `kpack-tui pack TREE -o OUT --group rocm --unassigned drop ARGS...`: the pack the
+/// trust, per-target and runtime tests share (they add the selection in ARGS).
+pub fn pack_rocm(tree: &Path, out: &Path, args: &[&str]) -> Output {
+    let base = [
+        "pack",
+        tree.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--group",
+        "rocm",
+        "--unassigned",
+        "drop",
+    ];
+    kpack(&[&base[..], args].concat())
+}
