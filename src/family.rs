@@ -58,7 +58,7 @@ pub const PRESETS: &[(&str, &[&str])] = &[
     ),
     ("gfx115X", &["gfx1150", "gfx1151", "gfx1152", "gfx1153"]),
     ("gfx120X", &["gfx1200", "gfx1201", "gfx12-generic"]),
-    ("gfx125X", &["gfx1250", "gfx1251"]),
+    ("gfx125X", &["gfx1250", "gfx1250-strict", "gfx1251"]),
 ];
 
 /// A selected family.

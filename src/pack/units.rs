@@ -167,6 +167,7 @@ mod tests {
     #[test]
     fn natural_target_order() {
         let mut v = vec![
+            "gfx1250-strict",
             "gfx1250",
             "gfx90a",
             "gfx1010",
@@ -185,9 +186,14 @@ mod tests {
                 "gfx942",
                 "gfx9-generic",
                 "gfx1010",
-                "gfx1250"
+                "gfx1250",
+                "gfx1250-strict"
             ]
         );
+        // The strict processor is its own target, never folded into gfx1250.
+        let o = opts(ArchivePer::Target, &["gfx125X"], &[], false);
+        let u = Units::new(["gfx1250", "gfx1250-strict"], &o);
+        assert_eq!(u.names, ["gfx1250", "gfx1250-strict"]);
     }
 
     #[test]
