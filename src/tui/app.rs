@@ -95,6 +95,8 @@ pub struct PackSettings {
     pub families: Vec<String>,
     /// Split layout instead of combined.
     pub split: bool,
+    /// One archive per family instead of one per target.
+    pub per_family: bool,
     /// Output directory.
     pub output: String,
     /// zstd level.
@@ -606,6 +608,7 @@ impl App {
                 group: "rocm".into(),
                 families,
                 split: false,
+                per_family: false,
                 output,
                 level: kpack::kpack::archive::DEFAULT_LEVEL,
             },
@@ -637,6 +640,7 @@ impl App {
                 KeyCode::Char('+') => settings.level = (settings.level + 1).min(22),
                 KeyCode::Char('-') => settings.level = (settings.level - 1).max(1),
                 KeyCode::F(2) => settings.split = !settings.split,
+                KeyCode::F(3) => settings.per_family = !settings.per_family,
                 KeyCode::Backspace => {
                     let f = if *field == 0 {
                         &mut settings.group

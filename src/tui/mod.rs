@@ -104,6 +104,9 @@ fn run_pack(
     if s.split {
         opts.layout = kpack::pack::Layout::Split;
     }
+    if s.per_family {
+        opts.archive_per = kpack::pack::ArchivePer::Family;
+    }
     opts.unassigned = kpack::pack::Unassigned::Drop;
     opts.level = s.level;
     let out = PathBuf::from(&s.output);

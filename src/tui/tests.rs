@@ -417,6 +417,7 @@ fn pack_result_screen_from_a_real_pack() {
         group: "demo".into(),
         families: vec!["gfx90X".into(), "gfx103X".into()],
         split: false,
+        per_family: false,
         output: out.display().to_string(),
         level: 3,
     };
@@ -610,4 +611,36 @@ mod timeline_views {
         assert_eq!(t.follow.as_ref().unwrap().restarts, 1);
         insta::assert_snapshot!("timeline_follow_new_build", render(&t, 80, 24).backend());
     }
+}
+
+#[test]
+fn pack_dialog_chooses_archives_per_target_or_family() {
+    let mut app = scanned();
+    key(&mut app, KeyCode::Char('2'));
+    key(&mut app, KeyCode::Char('P'));
+    let t = format!("{}", render(&app, 120, 30).backend());
+    assert!(
+        t.contains("one per target (markers: <group>_@GFXARCH@.kpack)"),
+        "{t}"
+    );
+    key(&mut app, KeyCode::F(3));
+    let t = format!("{}", render(&app, 120, 30).backend());
+    assert!(t.contains("one per family"), "{t}");
+    // The setting reaches the core: a real pack writes family archives.
+    let tmp = tempfile::tempdir().unwrap();
+    let settings = super::app::PackSettings {
+        group: "demo".into(),
+        families: vec!["gfx90X".into(), "gfx103X".into()],
+        split: false,
+        per_family: true,
+        output: tmp.path().join("p").display().to_string(),
+        level: 3,
+    };
+    let (tx, _rx) = std::sync::mpsc::channel();
+    let r = super::run_pack(&demo(), &settings, &tx, &kpack::event::CancelToken::new()).unwrap();
+    let names: Vec<&str> = r.archives.iter().map(|a| a.path.as_str()).collect();
+    assert_eq!(
+        names,
+        [".kpack/demo_gfx90X.kpack", ".kpack/demo_gfx103X.kpack"]
+    );
 }

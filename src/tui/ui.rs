@@ -661,7 +661,10 @@ fn help(frame: &mut Frame, app: &App, area: Rect) {
         View::Pack => keys.extend([
             ("Enter", "start packing (dialog)"),
             ("↑↓, typing", "choose and edit group / output"),
-            ("+ -, F2", "zstd level, layout combined/split"),
+            (
+                "+ -, F2, F3",
+                "zstd level, layout combined/split, archives per target/family",
+            ),
             ("Esc", "back; during a pack: cancel cleanly"),
         ]),
         View::Inspector => keys.extend([
@@ -738,6 +741,14 @@ fn pack(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                         "split (generic + overlays)"
                     } else {
                         "combined"
+                    }
+                )),
+                Line::from(format!(
+                    "  archives   {}",
+                    if settings.per_family {
+                        "one per family (markers list each)"
+                    } else {
+                        "one per target (markers: <group>_@GFXARCH@.kpack)"
                     }
                 )),
                 Line::from(format!("  zstd level {}", settings.level)),
