@@ -124,6 +124,37 @@ pub fn candidate_paths(marker: &Marker, binary_dir: &str, arch_list: &[String]) 
     out
 }
 
+/// The archives of `archives` a marker can reach whatever the device, in search
+/// order: its direct paths that exist, and for a `@GFXARCH@` pattern every archive
+/// whose path is the pattern with one of its own `gfx_arches` in place of the token.
+pub fn reachable_archives<'a>(
+    marker: &Marker,
+    binary_dir: &str,
+    archives: &'a TreeArchives,
+) -> Vec<&'a str> {
+    let mut out: Vec<&'a str> = Vec::new();
+    for sp in &marker.kpack_search_paths {
+        let Some(p) = join_in_tree(binary_dir, sp) else {
+            continue;
+        };
+        for (path, a) in archives {
+            let hit = if p.contains(GFXARCH) {
+                a.index
+                    .meta
+                    .gfx_arches
+                    .iter()
+                    .any(|t| p.replacen(GFXARCH, t, 1) == *path)
+            } else {
+                p == *path
+            };
+            if hit && !out.contains(&path.as_str()) {
+                out.push(path);
+            }
+        }
+    }
+    out
+}
+
 /// Where a lookup ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Lookup<'a> {

@@ -12,7 +12,7 @@ use crate::fsutil;
 use crate::kpack::Archive;
 use crate::kpack::ledger::{LEDGER_PATH, Ledger};
 use crate::kpack::marker::Marker;
-use crate::kpack::resolve::{GFXARCH, TreeArchives, join_in_tree};
+use crate::kpack::resolve::{GFXARCH, TreeArchives, reachable_archives};
 use crate::scan::{self, FileKind, FileReport, ScanOptions, Severity};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -104,35 +104,6 @@ fn user_archives(paths: &[PathBuf]) -> Result<Vec<(String, Archive)>> {
         }
     }
     Ok(out)
-}
-
-/// The in-tree archives a marker names, in search order: direct paths, and for a
-/// `@GFXARCH@` pattern every archive present whose path is the pattern with one of
-/// its own `gfx_arches` in place of the token.
-fn marker_archives(m: &Marker, rel: &str, tree: &TreeArchives) -> Vec<String> {
-    let dir = rel.rsplit_once('/').map_or("", |(d, _)| d);
-    let mut out: Vec<String> = Vec::new();
-    for sp in &m.kpack_search_paths {
-        let Some(p) = join_in_tree(dir, sp) else {
-            continue;
-        };
-        if p.contains(GFXARCH) {
-            for (path, a) in tree {
-                let hit = a
-                    .index
-                    .meta
-                    .gfx_arches
-                    .iter()
-                    .any(|t| p.replacen(GFXARCH, t, 1) == *path);
-                if hit && !out.contains(path) {
-                    out.push(path.clone());
-                }
-            }
-        } else if tree.contains_key(&p) && !out.contains(&p) {
-            out.push(p);
-        }
-    }
-    out
 }
 
 /// Compute what a pack will do (scans the tree, reads archive indexes; writes
@@ -291,9 +262,10 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
                     continue;
                 };
                 let mut from: Vec<String> = user_keys.clone();
-                for p in marker_archives(m, &f.path, &inputs) {
-                    if tree_archives.contains(&p) && !from.contains(&p) {
-                        from.push(p);
+                let dir = f.path.rsplit_once('/').map_or("", |(d, _)| d);
+                for p in reachable_archives(m, dir, &inputs) {
+                    if tree_archives.contains(p) && !from.iter().any(|x| x == p) {
+                        from.push(p.to_string());
                     }
                 }
                 let bundles: BTreeSet<u32> = f
@@ -472,23 +444,24 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
             )));
         }
     }
+    // Keys some binary of the tree uses (by its path or its marker's name).
+    let claimed: BTreeSet<String> = planned
+        .iter()
+        .filter(|(_, b)| b.host_only)
+        .flat_map(|(path, b)| b.bundles.iter().map(move |co| format!("{path}#{co}")))
+        .collect();
+    let names: BTreeSet<String> = report
+        .files
+        .iter()
+        .filter_map(|f| f.marker.as_ref().map(|m| (f, m)))
+        .flat_map(|(f, m)| {
+            f.wrappers
+                .iter()
+                .map(move |w| format!("{}#{}", m.kernel_name, w.reserved & 0xffff_ffff))
+        })
+        .collect();
     for p in &consumed {
         let a = &inputs[p];
-        let claimed: BTreeSet<String> = planned
-            .iter()
-            .filter(|(_, b)| b.host_only)
-            .flat_map(|(path, b)| b.bundles.iter().map(move |co| format!("{path}#{co}")))
-            .collect();
-        let names: BTreeSet<String> = report
-            .files
-            .iter()
-            .filter_map(|f| f.marker.as_ref().map(|m| (f, m)))
-            .flat_map(|(f, m)| {
-                f.wrappers
-                    .iter()
-                    .map(move |w| format!("{}#{}", m.kernel_name, w.reserved & 0xffff_ffff))
-            })
-            .collect();
         let orphans = a
             .index
             .kernels

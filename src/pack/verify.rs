@@ -11,7 +11,7 @@ use super::{Layout, PackPlan};
 use crate::kpack::Archive;
 use crate::kpack::ledger::{LEDGER_PATH, Ledger};
 use crate::kpack::marker::Marker;
-use crate::kpack::resolve::{GFXARCH, Loader, Lookup, TreeArchives, join_in_tree, lookup};
+use crate::kpack::resolve::{Loader, Lookup, TreeArchives, lookup, reachable_archives};
 use crate::scan::{self, FileKind, FileReport, ScanOptions};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -332,27 +332,7 @@ fn check_unledgered(
     archives: &TreeArchives,
 ) {
     let dir = path.rsplit_once('/').map_or("", |(d, _)| d);
-    // The archives its marker can reach, whatever the device.
-    let mut reach: Vec<&str> = Vec::new();
-    for sp in &m.kpack_search_paths {
-        let Some(p) = join_in_tree(dir, sp) else {
-            continue;
-        };
-        for (ap, a) in archives {
-            let hit = if p.contains(GFXARCH) {
-                a.index
-                    .meta
-                    .gfx_arches
-                    .iter()
-                    .any(|t| p.replacen(GFXARCH, t, 1) == *ap)
-            } else {
-                p == *ap
-            };
-            if hit && !reach.contains(&ap.as_str()) {
-                reach.push(ap);
-            }
-        }
-    }
+    let reach = reachable_archives(m, dir, archives);
     let keys: BTreeMap<String, u32> = cos
         .iter()
         .map(|c| (format!("{}#{c}", m.kernel_name), *c))
