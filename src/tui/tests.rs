@@ -396,7 +396,7 @@ fn pack_dialog_live_panes_cancel_and_result() {
     for s in [
         "worker 0: kernels  bin/vadd_app",
         "worker 1: rewrite  lib/librdc.so",
-        "gfx90X          4 kernels",
+        "gfx90X              4 kernels",
         "warnings (1)",
         "1 / 19 files",
     ] {

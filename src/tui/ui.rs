@@ -527,10 +527,16 @@ fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             )));
             let approx = if p.projection == "exact" { "" } else { "≈" };
             for f in &p.units {
+                let note = if f.archive.is_none() && f.database_files > 0 {
+                    format!("  ({} kernel-database files, no archive)", f.database_files)
+                } else {
+                    String::new()
+                };
                 l.push(Line::from(format!(
-                    "{:<10} {:>5} kernels {:>11} raw {approx}{:>11}",
+                    "{:<14} {:>5} {:<7} {:>11} raw {approx}{:>11}{note}",
                     f.name,
                     f.kernels,
+                    if f.kernels == 1 { "kernel" } else { "kernels" },
                     size(f.raw_bytes),
                     size(f.estimated_bytes)
                 )));
@@ -828,7 +834,7 @@ fn pack(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             let fl: Vec<Line> = p
                 .families
                 .iter()
-                .map(|(f, (k, b))| Line::from(format!("{f:<10} {k:>6} kernels  {:>11}", size(*b))))
+                .map(|(f, (k, b))| Line::from(format!("{f:<14} {k:>6} kernels  {:>11}", size(*b))))
                 .collect();
             frame.render_widget(
                 Paragraph::new(fl).block(Block::bordered().title(" archives ")),
