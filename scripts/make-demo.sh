@@ -9,7 +9,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 fx=${1:-$here/tests/fixtures/bin}
 out=${2:-$here/assets/demo}
 rm -rf "$out"
-mkdir -p "$out"/{bin,lib/rocblas/library,lib/aotriton/kernels/gfx90a,share/miopen/db,share/doc/demo,include}
+mkdir -p "$out"/{bin,lib/rocblas/library,lib/aotriton.images/amd-gfx90a/flash,share/miopen/db,share/doc/demo,include}
 
 cp "$fx/app_pie" "$out/bin/vadd_app"
 cp "$fx/app_nopie" "$out/bin/legacy_app"
@@ -26,9 +26,11 @@ cp "$fx/kernels.hipfb" "$out/lib/rocblas/library/Kernels.so-000-gfx900.hsaco"
 printf 'tensile library for gfx90a\n%.0s' {1..40} > "$out/lib/rocblas/library/TensileLibrary_gfx90a.dat"
 printf 'tensile library for gfx900\n%.0s' {1..30} > "$out/lib/rocblas/library/TensileLibrary_gfx900.dat"
 printf 'tensile library index\n' > "$out/lib/rocblas/library/TensileLibrary.dat"
-cp "$fx/vadd-gfx90a.co" "$out/lib/aotriton/kernels/gfx90a/attn_fwd.hsaco"
+cp "$fx/vadd-gfx90a.co" "$out/lib/aotriton.images/amd-gfx90a/flash/attn_fwd.hsaco"
 printf 'miopen tuning model\n%.0s' {1..20} > "$out/share/miopen/db/gfx90a.tn.model"
 printf 'miopen tuning model\n%.0s' {1..10} > "$out/share/miopen/db/generic.tn.model"
+# MIOpen glues the CU count to the arch: gfx90a68 is gfx90a with 68 CUs.
+printf 'miopen perf db\n%.0s' {1..12} > "$out/share/miopen/db/gfx90a68.db.txt"
 
 cat > "$out/include/vadd.h" <<'H'
 /* Host API of the demo libraries. */

@@ -11,7 +11,7 @@
 //! | [`kpack`] | the `.rocm_kpack_ref` marker |
 //! | [`scan`] | walking an install tree and classifying every file |
 //! | [`phc`] | the parallel per-arch HIP compile launcher and its jobserver client |
-//! | [`kerneldb`] | kernel-database file patterns (rocBLAS, hipBLASLt, MIOpen, AOTriton) |
+//! | [`kerneldb`] | kernel-database handlers (Tensile, MIOpen, CK, AOTriton, hipkernelprovider, RocJitsu) |
 #![deny(clippy::unwrap_used, clippy::panic)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::panic))]
 

@@ -11,7 +11,7 @@ use crate::elf::{self, ElfContent, ElfKind, FatBinary, WrapperInfo};
 use crate::error::{Error, Result};
 use crate::event::{EventSink, ScanEvent};
 use crate::fsutil::{map_open_file, open_regular};
-use crate::kerneldb::{self, Database};
+use crate::kerneldb::{self, Database, Rule};
 use crate::kpack::Marker;
 use rayon::prelude::*;
 use serde::Serialize;
@@ -33,7 +33,7 @@ pub enum FileKind {
     HostOnlyBinary,
     /// A standalone offload bundle file (`*.co`, `*.hsaco`…).
     Bundle,
-    /// A per-arch kernel-database file (rocBLAS, hipBLASLt, MIOpen, AOTriton).
+    /// A per-arch kernel-database file (Tensile, MIOpen, CK, AOTriton, … see `kerneldb`).
     KernelDatabase,
     /// A `.kpack` archive.
     Kpack,
@@ -196,6 +196,13 @@ pub struct FileReport {
     /// Kernel-database library.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub database: Option<Database>,
+    /// What the database handler read from the path (`gfx90a-xnack+`, `gfx12_0`);
+    /// `arch` is its base arch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub database_key: Option<String>,
+    /// The handler rule that attributed the database file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub database_rule: Option<Rule>,
     /// Arch of a kernel-database file or raw code object.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub arch: Option<String>,
@@ -267,6 +274,8 @@ impl FileReport {
             marker: None,
             rdc_object: false,
             database: None,
+            database_key: None,
+            database_rule: None,
             arch: None,
             target: None,
             hard_link_of: None,
@@ -656,7 +665,9 @@ pub fn inspect_file(abs: &Path, rel: &str, size: u64, mode: u32) -> FileReport {
     if let Some(d) = &db {
         r.kind = FileKind::KernelDatabase;
         r.database = Some(d.database);
-        r.arch = d.arch.clone();
+        r.arch = Some(d.arch.clone());
+        r.database_key = Some(d.key.clone());
+        r.database_rule = Some(d.rule);
     }
     let file = match open_regular(abs) {
         Ok(f) => f,

@@ -285,9 +285,24 @@ fn demo_tree_has_every_class_and_symlinks_are_not_followed() {
     let db = r
         .files
         .iter()
-        .find(|f| f.path == "lib/aotriton/kernels/gfx90a/attn_fwd.hsaco")
+        .find(|f| f.path == "lib/aotriton.images/amd-gfx90a/flash/attn_fwd.hsaco")
         .unwrap();
     assert_eq!(db.arch.as_deref(), Some("gfx90a"));
+    assert_eq!(
+        db.database_rule,
+        Some(kpack::kerneldb::Rule::AotritonImageDir)
+    );
+    let miopen = r
+        .files
+        .iter()
+        .find(|f| f.path == "share/miopen/db/gfx90a68.db.txt")
+        .unwrap();
+    assert_eq!(miopen.arch.as_deref(), Some("gfx90a"), "CU count removed");
+    // Arch-independent files next to databases are ordinary files.
+    assert_eq!(
+        kind("lib/rocblas/library/TensileLibrary.dat"),
+        Some(FileKind::Opaque)
+    );
     // Symlinked binaries are not counted twice.
     let n_fat = r
         .files

@@ -8,7 +8,8 @@ use std::io::{self, Write};
 /// How many binaries the "top" list shows.
 const TOP: usize = 10;
 
-/// Print the text report of a scan. `long` prints every file with device code.
+/// Print the text report of a scan. `long` prints every file with device code and
+/// every kernel-database file (with the rule that attributed it).
 pub fn print_text(out: &mut dyn Write, r: &TreeReport, long: bool) -> io::Result<()> {
     let single =
         r.files.len() == 1 && r.totals.directories == 0 && !std::path::Path::new(&r.root).is_dir();
@@ -106,6 +107,7 @@ pub fn print_text(out: &mut dyn Write, r: &TreeReport, long: bool) -> io::Result
                 || !f.members.is_empty()
                 || f.marker.is_some()
                 || f.kpack.is_some()
+                || f.database.is_some()
         }) {
             writeln!(out)?;
             print_file(out, f)?;
@@ -147,6 +149,14 @@ pub fn print_file(out: &mut dyn Write, f: &FileReport) -> io::Result<()> {
     }
     if let Some(d) = f.database {
         write!(out, ", {} database", d.name())?;
+        if let Some(rule) = f.database_rule {
+            match f.database_key.as_deref() {
+                Some(k) if Some(k) != f.arch.as_deref() => {
+                    write!(out, " ({k}, {})", rule.describe())?
+                }
+                _ => write!(out, " ({})", rule.describe())?,
+            }
+        }
     }
     if let Some(t) = &f.target {
         write!(out, " -> {t}")?;

@@ -334,6 +334,19 @@ pub fn file_detail(f: &FileReport, theme: Theme) -> Vec<Line<'static>> {
     if let Some(a) = &f.arch {
         l.push(Line::from(format!("arch {a}")));
     }
+    if let (Some(d), Some(rule)) = (f.database, f.database_rule) {
+        let key = f
+            .database_key
+            .as_deref()
+            .filter(|k| Some(*k) != f.arch.as_deref())
+            .map(|k| format!(" from {k}"))
+            .unwrap_or_default();
+        l.push(Line::from(format!(
+            "{} database{key} · {}",
+            d.name(),
+            rule.describe()
+        )));
+    }
     for b in f.all_bundles() {
         let comp = b
             .ccob_version
