@@ -145,6 +145,16 @@ pub enum Command {
     /// host-only, everything else copied; written to a temporary directory, verified,
     /// then renamed to OUT.
     Pack(PackArgs),
+    /// Split one ROCm build artifact (artifact_manifest.txt + stage prefixes) as the
+    /// ROCm build does: OUT/<AP>_generic (host-only binaries, everything not
+    /// arch-specific) and OUT/<AP>_<target> per target ID (its archive and its
+    /// kernel-database files), each with its manifest.
+    Split(SplitArgs),
+    /// Combine the split outputs of several build shards into one set of artifacts,
+    /// after proving they fit together: generic files identical (host-only binaries:
+    /// same marker and bundle indices), a target delivered twice identical both
+    /// times. Differences are listed and refused unless --prefer names a shard.
+    Combine(CombineArgs),
     /// Check a .kpack archive (every frame decodes to its size, ordinals dense, ranges
     /// inside the file) or a packed tree (archives sound, every host-only binary's
     /// marker resolves to archives holding its kernels). Exit 0 when sound, 1 with
@@ -158,6 +168,58 @@ pub enum Command {
         #[arg(long = "device", value_name = "ISA")]
         devices: Vec<String>,
     },
+}
+
+/// Arguments of `split`.
+#[derive(Debug, Args, Clone)]
+pub struct SplitArgs {
+    /// The artifact directory (holds artifact_manifest.txt).
+    pub artifact_dir: PathBuf,
+    /// Output directory (created; artifacts of other prefixes in it are left alone).
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// `<artifact>_<component>` (e.g. blas_lib): names the artifacts and archives.
+    #[arg(long)]
+    pub artifact_prefix: String,
+    /// Keep only these targets' code objects and database files (processor names;
+    /// features ignored, gfx942:xnack+ is gfx942). Comma lists or repeated. Default:
+    /// every target found.
+    #[arg(long, value_delimiter = ',', num_args = 1..)]
+    pub gpu_targets: Vec<String>,
+    /// Kernel-database handlers, in precedence order: rocblas, hipblaslt, hipsparselt,
+    /// aotriton, miopen, composablekernel, hipkernelprovider, hotswap_cache, or `all`.
+    /// Default: none (database files stay generic), as in the ROCm build.
+    #[arg(long, value_delimiter = ',', num_args = 1..)]
+    pub split_databases: Vec<String>,
+    /// zstd level of the archives: 1-22, or `max`.
+    #[arg(long, default_value = "3", value_parser = parse_level)]
+    pub level: i32,
+    /// Replace this prefix's artifacts if OUT already holds them.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// Arguments of `combine`.
+#[derive(Debug, Args, Clone)]
+pub struct CombineArgs {
+    /// The shards: each a `split` output directory (<component>_generic,
+    /// <component>_<target>, …).
+    #[arg(required = true)]
+    pub shards: Vec<PathBuf>,
+    /// Output directory (created; other artifacts in it are left alone).
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Target groups (the reference's JSON: architecture_groups): one output
+    /// artifact <component>_<group> per group instead of one per target.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Where shards differ, take this shard's copy (its directory name or path)
+    /// instead of refusing.
+    #[arg(long, value_name = "SHARD")]
+    pub prefer: Option<String>,
+    /// Replace output artifacts that already exist.
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// Arguments of `pack`.

@@ -43,7 +43,10 @@ mod tests {
     #[test]
     fn the_embedded_demo_scans_like_the_checkout() {
         let tmp = super::unpack().unwrap();
-        let opts = kpack::scan::ScanOptions { threads: 1 };
+        let opts = kpack::scan::ScanOptions {
+            threads: 1,
+            ..Default::default()
+        };
         let a =
             kpack::scan::scan(&tmp.path().join("demo"), &opts, &kpack::event::NoEvents).unwrap();
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo");

@@ -11,10 +11,13 @@
 //! | [`kpack`] | the `.rocm_kpack_ref` marker |
 //! | [`scan`] | walking an install tree and classifying every file |
 //! | [`phc`] | the parallel per-arch HIP compile launcher and its jobserver client |
+//! | [`pack`] | packing a tree: archives, host-only rewrites, the ledger, `verify` |
+//! | [`artifacts`] | ROCm build artifacts: `split` (map) and `combine` (reduce) |
 //! | [`kerneldb`] | kernel-database handlers (Tensile, MIOpen, CK, AOTriton, hipkernelprovider, RocJitsu) |
 #![deny(clippy::unwrap_used, clippy::panic)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::panic))]
 
+pub mod artifacts;
 pub mod bundle;
 pub mod coff;
 pub mod elf;

@@ -63,6 +63,8 @@ fn run(cli: Cli) -> Result<i32> {
             marker,
         }) => batch::rewrite::rewrite(&binary, &output, &marker),
         Some(Command::Pack(args)) => batch::pack::run(&args, &common),
+        Some(Command::Split(args)) => batch::artifacts::split(&args, &common),
+        Some(Command::Combine(args)) => batch::artifacts::combine(&args, &common),
         Some(Command::Trace {
             file,
             export,
@@ -175,6 +177,7 @@ fn run_scan(path: &Path, common: &Common) -> Result<i32> {
     let progress = batch::progress::ScanProgress::new();
     let opts = ScanOptions {
         threads: common.jobs,
+        ..Default::default()
     };
     let report = scan::scan(path, &opts, &progress)
         .with_context(|| format!("cannot scan {}", path.display()))?;

@@ -395,6 +395,9 @@ pub struct TreeReport {
 pub struct ScanOptions {
     /// Threads to use (0 = rayon's default).
     pub threads: usize,
+    /// Kernel-database handlers to try, in precedence order; `None` = all of them.
+    /// (The artifact split takes only the handlers it is given, like ROCm's build.)
+    pub databases: Option<Vec<Database>>,
 }
 
 struct Entry {
@@ -501,6 +504,7 @@ pub fn scan(
         .fold((0u64, 0u64), |(n, b), (e, _)| (n + 1, b + e.meta.len()));
     sink.event(ScanEvent::Discovered { files, bytes });
 
+    let handlers: &[Database] = opts.databases.as_deref().unwrap_or(&Database::ALL);
     let work = |(i, e): (usize, &Entry)| -> FileReport {
         let r = match link_of[i] {
             Some(first) => {
@@ -513,7 +517,7 @@ pub fn scan(
                 r.hard_link_of = Some(entries[first].rel.clone());
                 r
             }
-            None => inspect_entry(e),
+            None => inspect_entry(e, handlers),
         };
         sink.event(ScanEvent::Inspected(Box::new(r.clone())));
         if e.meta.file_type().is_file() && link_of[i].is_none() {
@@ -627,7 +631,7 @@ fn build_report(
     }
 }
 
-fn inspect_entry(e: &Entry) -> FileReport {
+fn inspect_entry(e: &Entry, handlers: &[Database]) -> FileReport {
     let ft = e.meta.file_type();
     let mode = e.meta.mode() & 0o7777;
     if ft.is_symlink() {
@@ -655,13 +659,24 @@ fn inspect_entry(e: &Entry) -> FileReport {
         r.problems.push(format!("special file ({t}): not opened"));
         return r;
     }
-    inspect_file(&e.abs, &e.rel, e.meta.len(), mode)
+    inspect_file_with(&e.abs, &e.rel, e.meta.len(), mode, handlers)
 }
 
 /// Inspect one regular file (`rel` is the name used in the report).
 pub fn inspect_file(abs: &Path, rel: &str, size: u64, mode: u32) -> FileReport {
+    inspect_file_with(abs, rel, size, mode, &Database::ALL)
+}
+
+/// [`inspect_file`] with the given kernel-database handlers.
+pub fn inspect_file_with(
+    abs: &Path,
+    rel: &str,
+    size: u64,
+    mode: u32,
+    handlers: &[Database],
+) -> FileReport {
     let mut r = FileReport::new(rel.to_string(), FileKind::Opaque, size, mode);
-    let db = kerneldb::classify(rel);
+    let db = kerneldb::classify_with(rel, handlers);
     if let Some(d) = &db {
         r.kind = FileKind::KernelDatabase;
         r.database = Some(d.database);

@@ -154,3 +154,114 @@ fn every_kernel_of_packed_trees_loads_byte_exact_through_the_reference_runtime()
     let fx_original = fat_code_objects(&fx_tree);
     assert!(load_all(&exe, &fx, &fx_original) >= 8);
 }
+
+/// Load every kernel in `expected` ((path, bundle, target) → bytes, paths relative
+/// to `root`) through the runtime, byte-exact. Returns the number loaded.
+fn load_expected(
+    exe: &Path,
+    root: &Path,
+    expected: &BTreeMap<(String, u32, String), Vec<u8>>,
+) -> usize {
+    let mut by_path: BTreeMap<&str, Vec<&String>> = BTreeMap::new();
+    for (p, _, t) in expected.keys() {
+        let v = by_path.entry(p.as_str()).or_default();
+        if !v.contains(&t) {
+            v.push(t);
+        }
+    }
+    let mut n = 0;
+    for (path, targets) in by_path {
+        let out = tempfile::tempdir().unwrap();
+        let o = Command::new(exe)
+            .arg(root.join(path))
+            .arg(out.path())
+            .args(targets.iter().map(|t| format!("amdgcn-amd-amdhsa--{t}")))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success(), "{path}: {text}");
+        for ((p, co, t), want) in expected.iter().filter(|(k, _)| k.0 == path) {
+            let i = targets.iter().position(|x| *x == t).unwrap();
+            let got = std::fs::read(out.path().join(format!("{co}_{i}.co")))
+                .unwrap_or_else(|e| panic!("{p} #{co} {t}: {e}\n{text}"));
+            assert!(
+                got == *want,
+                "{p} #{co} {t}: the runtime loaded different bytes"
+            );
+            n += 1;
+        }
+    }
+    n
+}
+
+/// The map-reduce of ROCm's build, end to end: the same HIP sources built on three
+/// "machines" for disjoint targets, each shard split, the shards combined, the
+/// result installed, and every kernel of every target loaded by the runtime.
+#[test]
+fn three_shards_split_and_combined_load_every_kernel_through_the_reference_runtime() {
+    let Some(exe) = driver() else { return };
+    if tool("hipcc").is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/make-shard.sh");
+    let prefix = "kpack/test/stage";
+    let mut expected = BTreeMap::new();
+    let mut shards = Vec::new();
+    for (name, targets) in [
+        ("gfx90X", &["gfx900", "gfx906"][..]),
+        ("gfx908", &["gfx908", "gfx90a:xnack+"][..]),
+        ("gfx103X", &["gfx1030"][..]),
+    ] {
+        let art = tmp.path().join("build").join(name);
+        let o = Command::new("bash")
+            .arg(&script)
+            .arg(&art)
+            .args(targets)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        for ((p, co, t), bytes) in fat_code_objects(&art.join(prefix)) {
+            expected.insert((p, co, t), bytes);
+        }
+        let shard = tmp.path().join("shards").join(name);
+        let o = kpack(&[
+            "split",
+            art.to_str().unwrap(),
+            "-o",
+            shard.to_str().unwrap(),
+            "--artifact-prefix",
+            "test_lib",
+            "--gpu-targets",
+            &targets.join(","),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        shards.push(shard);
+    }
+    let out = tmp.path().join("combined");
+    let mut args = vec!["combine".to_string()];
+    args.extend(shards.iter().map(|s| s.display().to_string()));
+    args.extend(["-o".to_string(), out.display().to_string()]);
+    let o = kpack(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    let root = tmp.path().join("root");
+    flatten(&artifact_dirs(&out), &root);
+    let n = load_expected(&exe, &root, &expected);
+    // 2 binaries × 2 TUs × 5 targets.
+    assert_eq!(n, 20);
+    for device in ["gfx900", "gfx906", "gfx908", "gfx90a:xnack+", "gfx1030"] {
+        let o = kpack(&[
+            "verify",
+            root.to_str().unwrap(),
+            "--device",
+            device,
+            "--no-tui",
+        ]);
+        assert!(o.status.success(), "{device}: {}", stdout(&o));
+    }
+    let run = Command::new(root.join("bin/app"))
+        .env("LD_LIBRARY_PATH", root.join("lib"))
+        .output()
+        .unwrap();
+    assert!(run.status.success());
+}

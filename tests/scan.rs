@@ -315,8 +315,24 @@ fn demo_tree_has_every_class_and_symlinks_are_not_followed() {
 
 #[test]
 fn single_thread_and_parallel_scans_agree() {
-    let a = scan::scan(&demo(), &ScanOptions { threads: 1 }, &NoEvents).unwrap();
-    let b = scan::scan(&demo(), &ScanOptions { threads: 2 }, &NoEvents).unwrap();
+    let a = scan::scan(
+        &demo(),
+        &ScanOptions {
+            threads: 1,
+            ..Default::default()
+        },
+        &NoEvents,
+    )
+    .unwrap();
+    let b = scan::scan(
+        &demo(),
+        &ScanOptions {
+            threads: 2,
+            ..Default::default()
+        },
+        &NoEvents,
+    )
+    .unwrap();
     assert_eq!(
         serde_json::to_string(&a).unwrap(),
         serde_json::to_string(&b).unwrap()

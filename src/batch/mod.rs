@@ -2,6 +2,7 @@
 //! exit codes (0 clean, 1 checks or `--strict` diagnostics, 2 errors).
 
 pub mod archive;
+pub mod artifacts;
 pub mod pack;
 pub mod progress;
 pub mod rewrite;

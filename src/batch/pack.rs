@@ -1,106 +1,15 @@
 //! `pack` and `verify TREE` in batch mode: progress on stderr, summary on stdout.
 
+use super::progress::PackProgress;
 use super::{EXIT_FINDINGS, EXIT_OK, pct, size, write_json};
 use crate::cli::{ArchivePerArg, Common, CompressionArg, LayoutArg, PackArgs, UnassignedArg};
 use anyhow::Result;
-use kpack::event::{CancelToken, EventSink};
+use kpack::event::CancelToken;
 use kpack::family::Families;
 use kpack::kpack::Scheme;
-use kpack::pack::{self, ArchivePer, Layout, PackEvent, PackOptions, PackPlan, Unassigned};
-use std::io::{IsTerminal, Write};
+use kpack::pack::{self, ArchivePer, Layout, PackOptions, PackPlan, Unassigned};
+use std::io::Write;
 use std::path::Path;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
-
-struct Progress {
-    tty: bool,
-    start: Instant,
-    state: Mutex<State>,
-}
-
-#[derive(Default)]
-struct State {
-    tally: pack::PackTally,
-    last: Option<Instant>,
-    drew: bool,
-}
-
-impl Progress {
-    fn new() -> Self {
-        Progress {
-            tty: std::io::stderr().is_terminal(),
-            start: Instant::now(),
-            state: Mutex::new(State::default()),
-        }
-    }
-    fn clear(&self) {
-        if let Ok(s) = self.state.lock()
-            && self.tty
-            && s.drew
-        {
-            eprint!("\r\x1b[2K");
-        }
-    }
-}
-
-impl EventSink<PackEvent> for Progress {
-    fn event(&self, e: PackEvent) {
-        let Ok(mut s) = self.state.lock() else { return };
-        if let PackEvent::Warning(w) = &e {
-            if self.tty && s.drew {
-                eprint!("\r\x1b[2K");
-            }
-            eprintln!("warning: {w}");
-        }
-        s.tally.apply(e);
-        let now = Instant::now();
-        let every = if self.tty {
-            Duration::from_millis(100)
-        } else {
-            Duration::from_secs(5)
-        };
-        if now - self.start < Duration::from_millis(300) || s.last.is_some_and(|l| now - l < every)
-        {
-            return;
-        }
-        s.last = Some(now);
-        let secs = (now - self.start).as_secs_f64().max(0.001);
-        let rate = s.tally.done_bytes as f64 / secs;
-        let eta = if rate > 0.0 && s.tally.bytes > s.tally.done_bytes {
-            format!(
-                ", ETA {:.0} s",
-                (s.tally.bytes - s.tally.done_bytes) as f64 / rate
-            )
-        } else {
-            String::new()
-        };
-        let fams: Vec<String> = s
-            .tally
-            .families
-            .iter()
-            .map(|(f, (k, b))| format!("{f} {k} kernels {}", size(*b)))
-            .collect();
-        let line = if s.tally.stage.is_empty() {
-            format!(
-                "packing: {}/{} files, {} / {} ({}/s{eta}) | {}",
-                s.tally.done,
-                s.tally.files,
-                size(s.tally.done_bytes),
-                size(s.tally.bytes),
-                size(rate as u64),
-                fams.join(", ")
-            )
-        } else {
-            format!("packing: {}", s.tally.stage)
-        };
-        if self.tty {
-            eprint!("\r\x1b[2K{line}");
-            s.drew = true;
-        } else {
-            eprintln!("{line}");
-        }
-    }
-}
 
 fn options(args: &PackArgs, common: &Common) -> Result<PackOptions> {
     let families = if args.families.is_empty() {
@@ -227,7 +136,7 @@ pub fn run(args: &PackArgs, common: &Common) -> Result<i32> {
         pack::check_plan(&plan, &args.output, &opts)?;
         return Ok(EXIT_OK);
     }
-    let progress = Progress::new();
+    let progress = PackProgress::new("packing");
     let report = pack::execute_pack(
         plan,
         &args.tree,

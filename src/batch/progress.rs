@@ -1,7 +1,9 @@
 //! Progress on stderr: a redrawn line on a terminal, a plain line every few seconds
 //! otherwise (CI logs), nothing when quiet.
 
+use super::size;
 use kpack::event::{EventSink, ScanEvent};
+use kpack::pack::{self, PackEvent};
 use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -91,6 +93,102 @@ impl EventSink<ScanEvent> for ScanProgress {
             s.drew = true;
         } else {
             let _ = writeln!(err, "{line}");
+        }
+    }
+}
+
+/// Progress of a pack or split on stderr.
+pub struct PackProgress {
+    verb: &'static str,
+    tty: bool,
+    start: Instant,
+    state: Mutex<PackState>,
+}
+
+#[derive(Default)]
+struct PackState {
+    tally: pack::PackTally,
+    last: Option<Instant>,
+    drew: bool,
+}
+
+impl PackProgress {
+    /// A reporter whose lines start with `verb` (`packing`, `splitting`).
+    pub fn new(verb: &'static str) -> Self {
+        PackProgress {
+            verb,
+            tty: std::io::stderr().is_terminal(),
+            start: Instant::now(),
+            state: Mutex::new(PackState::default()),
+        }
+    }
+    /// Clear the progress line.
+    pub fn clear(&self) {
+        if let Ok(s) = self.state.lock()
+            && self.tty
+            && s.drew
+        {
+            eprint!("\r\x1b[2K");
+        }
+    }
+}
+
+impl EventSink<PackEvent> for PackProgress {
+    fn event(&self, e: PackEvent) {
+        let Ok(mut s) = self.state.lock() else { return };
+        if let PackEvent::Warning(w) = &e {
+            if self.tty && s.drew {
+                eprint!("\r\x1b[2K");
+            }
+            eprintln!("warning: {w}");
+        }
+        s.tally.apply(e);
+        let now = Instant::now();
+        let every = if self.tty {
+            Duration::from_millis(100)
+        } else {
+            Duration::from_secs(5)
+        };
+        if now - self.start < Duration::from_millis(300) || s.last.is_some_and(|l| now - l < every)
+        {
+            return;
+        }
+        s.last = Some(now);
+        let secs = (now - self.start).as_secs_f64().max(0.001);
+        let rate = s.tally.done_bytes as f64 / secs;
+        let eta = if rate > 0.0 && s.tally.bytes > s.tally.done_bytes {
+            format!(
+                ", ETA {:.0} s",
+                (s.tally.bytes - s.tally.done_bytes) as f64 / rate
+            )
+        } else {
+            String::new()
+        };
+        let fams: Vec<String> = s
+            .tally
+            .families
+            .iter()
+            .map(|(f, (k, b))| format!("{f} {k} kernels {}", size(*b)))
+            .collect();
+        let line = if s.tally.stage.is_empty() {
+            format!(
+                "{}: {}/{} files, {} / {} ({}/s{eta}) | {}",
+                self.verb,
+                s.tally.done,
+                s.tally.files,
+                size(s.tally.done_bytes),
+                size(s.tally.bytes),
+                size(rate as u64),
+                fams.join(", ")
+            )
+        } else {
+            format!("{}: {}", self.verb, s.tally.stage)
+        };
+        if self.tty {
+            eprint!("\r\x1b[2K{line}");
+            s.drew = true;
+        } else {
+            eprintln!("{line}");
         }
     }
 }

@@ -25,6 +25,7 @@ mod run;
 pub mod units;
 mod verify;
 
+pub(crate) use plan::rewritable;
 pub use plan::{estimate, plan_pack};
 
 /// Whether a scanned fat binary is one a pack rewrites host-only (an executable or

@@ -147,6 +147,7 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
         tree,
         &ScanOptions {
             threads: opts.threads,
+            ..Default::default()
         },
         &crate::event::NoEvents,
     )?;

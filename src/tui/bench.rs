@@ -18,7 +18,10 @@ fn tree_model(files: usize) -> Result<kpack::scan::TreeReport> {
     let dir = crate::demo::unpack()?;
     let mut r = kpack::scan::scan(
         &dir.path().join("demo"),
-        &kpack::scan::ScanOptions { threads: 1 },
+        &kpack::scan::ScanOptions {
+            threads: 1,
+            ..Default::default()
+        },
         &kpack::event::NoEvents,
     )?;
     let seeds: Vec<kpack::scan::FileReport> = r

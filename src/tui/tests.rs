@@ -22,7 +22,10 @@ fn scanned() -> App {
     let mut app = App::new(PathBuf::from("assets/demo"), None);
     let r = kpack::scan::scan(
         &demo(),
-        &kpack::scan::ScanOptions { threads: 1 },
+        &kpack::scan::ScanOptions {
+            threads: 1,
+            ..Default::default()
+        },
         &kpack::event::NoEvents,
     )
     .map_err(|e| e.to_string());
@@ -95,7 +98,10 @@ fn detail_shows_sections_and_segments_read_in_the_background() {
 fn the_tree_fills_in_while_the_scan_runs() {
     let full = kpack::scan::scan(
         &demo(),
-        &kpack::scan::ScanOptions { threads: 1 },
+        &kpack::scan::ScanOptions {
+            threads: 1,
+            ..Default::default()
+        },
         &kpack::event::NoEvents,
     )
     .unwrap();

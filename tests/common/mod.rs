@@ -167,3 +167,71 @@ pub fn pack_rocm(tree: &Path, out: &Path, args: &[&str]) -> Output {
     ];
     kpack(&[&base[..], args].concat())
 }
+
+/// A ROCm-build-like artifact directory at `dir/art` from the fixture binaries: two
+/// stage prefixes (a rocBLAS-like one with Tensile files, a rocRAND-like one with a
+/// CCOB library, its symlink and an executable) and a listed prefix that is missing.
+pub fn fixture_artifact(dir: &Path) -> PathBuf {
+    let art = dir.join("art");
+    let blas = art.join(BLAS_PREFIX);
+    let rand = art.join(RAND_PREFIX);
+    let lib = blas.join("lib/rocblas/library");
+    std::fs::create_dir_all(&lib).unwrap();
+    std::fs::create_dir_all(rand.join("lib")).unwrap();
+    std::fs::create_dir_all(rand.join("bin")).unwrap();
+    let fx = fixtures();
+    std::fs::copy(fx.join("libvadd.so"), blas.join("lib/libvadd.so")).unwrap();
+    std::fs::write(lib.join("TensileLibrary_gfx90a.dat"), "tensile gfx90a\n").unwrap();
+    std::fs::write(lib.join("TensileLibrary_gfx1030.dat"), "tensile gfx1030\n").unwrap();
+    std::fs::write(lib.join("TensileLibrary.dat"), "tensile index\n").unwrap();
+    std::fs::copy(fx.join("libzkern.so"), rand.join("lib/libzkern.so")).unwrap();
+    std::os::unix::fs::symlink("libzkern.so", rand.join("lib/libzkern.so.1")).unwrap();
+    std::fs::copy(fx.join("app_pie"), rand.join("bin/app")).unwrap();
+    std::fs::write(
+        art.join("artifact_manifest.txt"),
+        format!("{BLAS_PREFIX}\n{RAND_PREFIX}\nmissing/stage\n"),
+    )
+    .unwrap();
+    art
+}
+
+/// The stage prefixes of [`fixture_artifact`].
+pub const BLAS_PREFIX: &str = "math-libs/BLAS/rocBLAS/stage";
+/// See [`BLAS_PREFIX`].
+pub const RAND_PREFIX: &str = "math-libs/rocRAND/stage";
+
+/// Install split artifacts as the ROCm build does: each artifact's prefixes (from
+/// its manifest) copied into one root, generic first.
+pub fn flatten(artifacts: &[PathBuf], root: &Path) {
+    std::fs::create_dir_all(root).unwrap();
+    let mut sorted = artifacts.to_vec();
+    sorted.sort_by_key(|a| !a.to_string_lossy().ends_with("_generic"));
+    for a in sorted {
+        let m = std::fs::read_to_string(a.join("artifact_manifest.txt")).unwrap();
+        for p in m.lines() {
+            let src = a.join(p);
+            if !src.is_dir() {
+                continue;
+            }
+            let ok = Command::new("cp")
+                .arg("-a")
+                .arg(format!("{}/.", src.display()))
+                .arg(root)
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "cp {}", src.display());
+        }
+    }
+}
+
+/// The artifact directories of a split or combine output.
+pub fn artifact_dirs(out: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir() && !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+        .collect();
+    v.sort();
+    v
+}

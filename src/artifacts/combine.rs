@@ -1,0 +1,842 @@
+//! `combine`: the reduce step after several build machines each split their shard
+//! (workflows §3). Input: the output directories of `split` (one per shard), each
+//! holding `<component>_generic` and `<component>_<target>` artifacts. Output: one
+//! generic artifact per component and the target artifacts of every shard (one per
+//! target, or one per configured group).
+//!
+//! Unlike the reference, which takes the primary shard's generic part and checks
+//! nothing, combine proves that the shards fit together before writing anything:
+//! * every generic file other than a host-only binary is byte-identical in every
+//!   shard, and so is every symlink's text;
+//! * every host-only binary is in every shard, with the same marker and the same
+//!   bundle indices (host code itself may differ between shards built for different
+//!   targets: the first shard's copy is taken);
+//! * a target delivered by two shards is byte-identical in both;
+//! * every archive reads back, serves exactly its artifact's target, and holds only
+//!   kernels of binaries of the generic artifact.
+//!
+//! Differences are listed (artifact, file, what, first differing offset) and refused,
+//! unless `prefer` names the shard whose copy wins.
+
+use super::manifest::{MANIFEST, manifest_text, read_manifest};
+use crate::error::{Error, Result};
+use crate::fsutil;
+use crate::kpack::archive::Archive;
+use crate::scan::{self, FileKind};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// A group of targets combined into one artifact (`<component>_<group>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TargetGroup {
+    /// The group key (artifact suffix).
+    pub name: String,
+    /// A display name (defaults to the key).
+    pub display_name: String,
+    /// Its targets, in order.
+    pub architectures: Vec<String>,
+}
+
+/// The reference's packaging configuration (workflows §3.2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CombineConfig {
+    /// The shard whose generic artifacts the reference takes.
+    pub primary_shard: String,
+    /// Groups, in file order.
+    pub groups: Vec<TargetGroup>,
+}
+
+/// Largest configuration file read.
+const MAX_CONFIG_BYTES: u64 = 4 << 20;
+
+impl CombineConfig {
+    /// Read and check a configuration file.
+    pub fn read(path: &Path) -> Result<CombineConfig> {
+        let bad = |what: String| Error::Invalid(format!("{}: {what}", path.display()));
+        let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+        if meta.len() == 0 {
+            return Err(bad("configuration file is empty".into()));
+        }
+        if meta.len() > MAX_CONFIG_BYTES {
+            return Err(bad(format!("larger than {MAX_CONFIG_BYTES} bytes")));
+        }
+        let text = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        CombineConfig::parse(&text).map_err(bad)
+    }
+
+    /// Parse configuration JSON.
+    pub fn parse(text: &[u8]) -> std::result::Result<CombineConfig, String> {
+        use serde_json::Value;
+        let v: Value = serde_json::from_slice(text).map_err(|e| format!("invalid JSON: {e}"))?;
+        let obj = v.as_object().ok_or("not a JSON object")?;
+        let primary = match obj.get("primary_shard") {
+            None => return Err("missing field primary_shard".into()),
+            Some(Value::String(s)) if !s.is_empty() => s.clone(),
+            Some(_) => return Err("primary_shard must be a non-empty string".into()),
+        };
+        let groups = obj
+            .get("architecture_groups")
+            .ok_or("missing field architecture_groups")?
+            .as_object()
+            .ok_or("architecture_groups must be an object")?;
+        if groups.is_empty() {
+            return Err("architecture_groups is empty".into());
+        }
+        if let Some(v) = obj.get("validation")
+            && !v.is_object()
+        {
+            return Err("validation must be an object".into());
+        }
+        let mut out = Vec::new();
+        for (name, g) in groups {
+            let g = g
+                .as_object()
+                .ok_or_else(|| format!("group {name}: not an object"))?;
+            let archs = g
+                .get("architectures")
+                .ok_or_else(|| format!("group {name}: missing architectures"))?
+                .as_array()
+                .ok_or_else(|| format!("group {name}: architectures must be a list"))?;
+            if archs.is_empty() {
+                return Err(format!("group {name}: architectures is empty"));
+            }
+            let mut architectures = Vec::new();
+            for a in archs {
+                let a = a
+                    .as_str()
+                    .ok_or_else(|| format!("group {name}: architectures must be strings"))?;
+                if !a.starts_with("gfx") {
+                    return Err(format!(
+                        "group {name}: architecture {a:?} must start with 'gfx'"
+                    ));
+                }
+                architectures.push(a.to_string());
+            }
+            super::split::check_name("group", name).map_err(|e| e.to_string())?;
+            out.push(TargetGroup {
+                name: name.clone(),
+                display_name: g
+                    .get("display_name")
+                    .and_then(Value::as_str)
+                    .unwrap_or(name)
+                    .to_string(),
+                architectures,
+            });
+        }
+        Ok(CombineConfig {
+            primary_shard: primary,
+            groups: out,
+        })
+    }
+}
+
+/// How to combine.
+#[derive(Debug, Clone, Default)]
+pub struct CombineOptions {
+    /// Target groups; `None`: one output artifact per target.
+    pub config: Option<CombineConfig>,
+    /// The shard (its path as given, or its directory name) whose copy wins where
+    /// shards differ; `None` refuses any difference.
+    pub prefer: Option<String>,
+    /// Replace output artifacts that exist.
+    pub force: bool,
+}
+
+/// One difference between shards.
+#[derive(Debug, Clone, Serialize)]
+pub struct Difference {
+    /// The artifact (`blas_lib_generic`, `blas_lib_gfx942`).
+    pub artifact: String,
+    /// The file inside it.
+    pub path: String,
+    /// The shard that differs from the first one holding the file.
+    pub shard: String,
+    /// What differs.
+    pub what: String,
+    /// First differing byte, for files of different content.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
+}
+
+impl std::fmt::Display for Difference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}/{} in {}: {}",
+            self.artifact, self.path, self.shard, self.what
+        )?;
+        if let Some(o) = self.offset {
+            write!(f, " (first difference at byte {o})")?;
+        }
+        Ok(())
+    }
+}
+
+/// A combined output artifact.
+#[derive(Debug, Clone, Serialize)]
+pub struct CombinedArtifact {
+    /// Directory name.
+    pub name: String,
+    /// The targets in it, each with the shard it came from.
+    pub targets: BTreeMap<String, String>,
+    /// Its manifest.
+    pub prefixes: Vec<String>,
+    /// Files and symlinks.
+    pub files: u64,
+}
+
+/// What a combine did.
+#[derive(Debug, Clone, Serialize)]
+pub struct CombineReport {
+    /// The shards, as given.
+    pub shards: Vec<PathBuf>,
+    /// Output directory.
+    pub output: PathBuf,
+    /// Components found (generic artifacts).
+    pub components: Vec<String>,
+    /// Artifacts written.
+    pub artifacts: Vec<CombinedArtifact>,
+    /// Targets of groups that no shard delivered, per output artifact.
+    pub missing: BTreeMap<String, Vec<String>>,
+    /// Differences overridden by `prefer`.
+    pub differences: Vec<Difference>,
+    /// Archives checked.
+    pub archives: u64,
+    /// Kernels in them.
+    pub kernels: u64,
+    /// Bytes written.
+    pub bytes_out: u64,
+}
+
+/// An artifact directory name: `(component, None)` for `<c>_generic`, `(component,
+/// Some(target))` for `<c>_gfx…`; anything else is not an artifact.
+pub fn parse_artifact_name(name: &str) -> Option<(String, Option<String>)> {
+    if let Some(c) = name.strip_suffix("_generic") {
+        return (!c.is_empty()).then(|| (c.to_string(), None));
+    }
+    let (c, t) = name.rsplit_once('_')?;
+    (!c.is_empty() && t.starts_with("gfx")).then(|| (c.to_string(), Some(t.to_string())))
+}
+
+struct Shard {
+    path: PathBuf,
+    label: String,
+    /// artifact name → (component, target)
+    artifacts: BTreeMap<String, (String, Option<String>)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Entry {
+    Dir,
+    File(u64),
+    Symlink(PathBuf),
+}
+
+/// Every entry below `root`, relative, sorted; symlinks not followed.
+fn walk(root: &Path) -> Result<BTreeMap<String, Entry>> {
+    let mut out = BTreeMap::new();
+    for e in walkdir::WalkDir::new(root).min_depth(1).sort_by_file_name() {
+        let e = e.map_err(|e| {
+            let p = e.path().unwrap_or(root).to_path_buf();
+            Error::io(
+                &p,
+                e.into_io_error()
+                    .unwrap_or_else(|| std::io::Error::other("walk")),
+            )
+        })?;
+        let rel = e
+            .path()
+            .strip_prefix(root)
+            .map_err(|_| Error::Invalid(format!("{}: outside its root", e.path().display())))?
+            .to_string_lossy()
+            .replace('\\', "/");
+        let ft = e.file_type();
+        let entry = if ft.is_symlink() {
+            Entry::Symlink(std::fs::read_link(e.path()).map_err(|err| Error::io(e.path(), err))?)
+        } else if ft.is_dir() {
+            Entry::Dir
+        } else if ft.is_file() {
+            Entry::File(e.metadata().map(|m| m.len()).unwrap_or(0))
+        } else {
+            return Err(Error::Invalid(format!(
+                "{}: special file in a shard",
+                e.path().display()
+            )));
+        };
+        out.insert(rel, entry);
+    }
+    Ok(out)
+}
+
+/// The first differing byte of two files, `None` when identical.
+fn first_difference(a: &Path, b: &Path) -> Result<Option<u64>> {
+    let mut fa = std::fs::File::open(a).map_err(|e| Error::io(a, e))?;
+    let mut fb = std::fs::File::open(b).map_err(|e| Error::io(b, e))?;
+    let (mut ba, mut bb) = (vec![0u8; 1 << 16], vec![0u8; 1 << 16]);
+    let mut at = 0u64;
+    loop {
+        let na = read_full(&mut fa, &mut ba).map_err(|e| Error::io(a, e))?;
+        let nb = read_full(&mut fb, &mut bb).map_err(|e| Error::io(b, e))?;
+        let n = na.min(nb);
+        if let Some(i) = ba[..n].iter().zip(&bb[..n]).position(|(x, y)| x != y) {
+            return Ok(Some(at + i as u64));
+        }
+        if na != nb {
+            return Ok(Some(at + n as u64));
+        }
+        if na == 0 {
+            return Ok(None);
+        }
+        at += n as u64;
+    }
+}
+
+fn read_full(f: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// What makes two host-only binaries interchangeable: marker and bundle indices.
+fn host_identity(path: &Path, rel: &str) -> Option<(String, Vec<u64>)> {
+    let size = std::fs::metadata(path).ok()?.len();
+    let r = scan::inspect_file(path, rel, size, 0);
+    if r.kind != FileKind::HostOnlyBinary {
+        return None;
+    }
+    let marker = r.marker.as_ref()?;
+    let mut cos: Vec<u64> = r
+        .wrappers
+        .iter()
+        .map(|w| w.reserved & 0xffff_ffff)
+        .collect();
+    cos.sort_unstable();
+    Some((
+        format!(
+            "paths {:?}, kernel_name {:?}",
+            marker.kpack_search_paths, marker.kernel_name
+        ),
+        cos,
+    ))
+}
+
+/// Compare one artifact across the shards holding it; differences are appended.
+/// Returns the entries of the first holder.
+fn compare(
+    name: &str,
+    holders: &[&Shard],
+    generic: bool,
+    diffs: &mut Vec<Difference>,
+) -> Result<BTreeMap<String, Entry>> {
+    let first = holders[0];
+    let base = first.path.join(name);
+    let entries = walk(&base)?;
+    for other in &holders[1..] {
+        let dir = other.path.join(name);
+        let theirs = walk(&dir)?;
+        let mut diff = |path: &str, what: String, offset: Option<u64>| {
+            diffs.push(Difference {
+                artifact: name.to_string(),
+                path: path.to_string(),
+                shard: other.label.clone(),
+                what,
+                offset,
+            })
+        };
+        for (rel, e) in &entries {
+            match (e, theirs.get(rel)) {
+                (_, None) => diff(rel, format!("missing (present in {})", first.label), None),
+                (Entry::Dir, Some(Entry::Dir)) => {}
+                (Entry::Symlink(a), Some(Entry::Symlink(b))) if a == b => {}
+                (Entry::Symlink(a), Some(Entry::Symlink(b))) => diff(
+                    rel,
+                    format!("symlink to {} instead of {}", b.display(), a.display()),
+                    None,
+                ),
+                (Entry::File(_), Some(Entry::File(_))) => {
+                    let (pa, pb) = (base.join(rel), dir.join(rel));
+                    let Some(at) = first_difference(&pa, &pb)? else {
+                        continue;
+                    };
+                    if generic {
+                        match (host_identity(&pa, rel), host_identity(&pb, rel)) {
+                            (Some(a), Some(b)) if a == b => continue,
+                            (Some(a), Some(b)) if a.0 != b.0 => {
+                                diff(rel, format!("marker differs: {} vs {}", b.0, a.0), None);
+                                continue;
+                            }
+                            (Some(a), Some(b)) => {
+                                diff(
+                                    rel,
+                                    format!("bundle indices differ: {:?} vs {:?}", b.1, a.1),
+                                    None,
+                                );
+                                continue;
+                            }
+                            _ => {}
+                        }
+                    }
+                    diff(rel, "content differs".into(), Some(at));
+                }
+                (_, Some(_)) => diff(rel, "a different kind of file".into(), None),
+            }
+        }
+        for rel in theirs.keys().filter(|r| !entries.contains_key(*r)) {
+            diff(
+                rel,
+                format!("only in this shard, not in {}", first.label),
+                None,
+            );
+        }
+    }
+    Ok(entries)
+}
+
+fn copy_tree(src: &Path, dst: &Path, entries: &BTreeMap<String, Entry>) -> Result<(u64, u64)> {
+    let (mut files, mut bytes) = (0u64, 0u64);
+    std::fs::create_dir_all(dst).map_err(|e| Error::io(dst, e))?;
+    for (rel, e) in entries {
+        if rel == MANIFEST {
+            continue; // written by the caller
+        }
+        let (s, d) = (src.join(rel), dst.join(rel));
+        match e {
+            Entry::Dir => std::fs::create_dir_all(&d).map_err(|e| Error::io(&d, e))?,
+            Entry::Symlink(t) => {
+                if std::fs::symlink_metadata(&d).is_ok() {
+                    return Err(Error::Invalid(format!(
+                        "{}: two artifacts of one output hold this path",
+                        d.display()
+                    )));
+                }
+                std::os::unix::fs::symlink(t, &d).map_err(|e| Error::io(&d, e))?;
+                files += 1;
+            }
+            Entry::File(size) => {
+                if std::fs::symlink_metadata(&d).is_ok() {
+                    return Err(Error::Invalid(format!(
+                        "{}: two artifacts of one output hold this path",
+                        d.display()
+                    )));
+                }
+                if let Some(p) = d.parent() {
+                    std::fs::create_dir_all(p).map_err(|e| Error::io(p, e))?;
+                }
+                let n = std::fs::copy(&s, &d).map_err(|e| Error::io(&s, e))?;
+                if n != *size {
+                    return Err(Error::Invalid(format!(
+                        "{}: copied {n} of {size} bytes (changed while combining?)",
+                        s.display()
+                    )));
+                }
+                if let Ok(m) = std::fs::metadata(&s)
+                    && let Ok(t) = m.modified()
+                    && let Ok(f) = std::fs::File::options().write(true).open(&d)
+                {
+                    let _ = f.set_times(std::fs::FileTimes::new().set_modified(t));
+                }
+                files += 1;
+                bytes += n;
+            }
+        }
+    }
+    Ok((files, bytes))
+}
+
+/// Combine `shards` into `out`.
+pub fn combine(shards: &[PathBuf], out: &Path, opts: &CombineOptions) -> Result<CombineReport> {
+    if shards.is_empty() {
+        return Err(Error::Invalid("no shard given".into()));
+    }
+    let mut loaded: Vec<Shard> = Vec::new();
+    for p in shards {
+        let meta = std::fs::metadata(p).map_err(|e| Error::io(p, e))?;
+        if !meta.is_dir() {
+            return Err(Error::Invalid(format!("{}: not a directory", p.display())));
+        }
+        let label = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| p.display().to_string());
+        let mut artifacts = BTreeMap::new();
+        for e in std::fs::read_dir(p).map_err(|e| Error::io(p, e))? {
+            let e = e.map_err(|e| Error::io(p, e))?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                continue;
+            }
+            if let Some(parsed) = parse_artifact_name(&name) {
+                read_manifest(&e.path())?;
+                artifacts.insert(name, parsed);
+            }
+        }
+        if artifacts.is_empty() {
+            return Err(Error::Invalid(format!(
+                "{}: no artifacts (<component>_generic, <component>_gfx…) in this shard",
+                p.display()
+            )));
+        }
+        if loaded.iter().any(|s| s.label == label) {
+            return Err(Error::Invalid(format!(
+                "two shards named {label}: give shards distinct directory names"
+            )));
+        }
+        loaded.push(Shard {
+            path: p.clone(),
+            label,
+            artifacts,
+        });
+    }
+    let prefer = match &opts.prefer {
+        None => None,
+        Some(want) => Some(
+            loaded
+                .iter()
+                .position(|s| s.label == *want || s.path == Path::new(want))
+                .ok_or_else(|| {
+                    Error::Invalid(format!("--prefer {want}: not one of the shards given"))
+                })?,
+        ),
+    };
+    // Holders of each artifact, the preferred shard first.
+    let mut holders: BTreeMap<String, Vec<&Shard>> = BTreeMap::new();
+    // Whose copy is taken where copies may differ (host code of host-only binaries):
+    // the preferred shard, else the configuration's primary shard, else the first.
+    let primary = opts
+        .config
+        .as_ref()
+        .and_then(|c| loaded.iter().position(|s| s.label == c.primary_shard));
+    let first = prefer.or(primary);
+    let order: Vec<usize> = first
+        .into_iter()
+        .chain((0..loaded.len()).filter(|i| Some(*i) != first))
+        .collect();
+    for &i in &order {
+        for name in loaded[i].artifacts.keys() {
+            holders.entry(name.clone()).or_default().push(&loaded[i]);
+        }
+    }
+    let components: BTreeSet<String> = holders
+        .keys()
+        .filter_map(|n| parse_artifact_name(n))
+        .filter(|(_, t)| t.is_none())
+        .map(|(c, _)| c)
+        .collect();
+    let mut diffs = Vec::new();
+    // A generic artifact must be in every shard; a target artifact's component must
+    // have a generic part.
+    for (name, hs) in &holders {
+        let (c, t) = parse_artifact_name(name).unwrap_or_default();
+        if t.is_none() {
+            for s in &loaded {
+                if !s.artifacts.contains_key(name) {
+                    diffs.push(Difference {
+                        artifact: name.clone(),
+                        path: String::new(),
+                        shard: s.label.clone(),
+                        what: format!("generic artifact missing (present in {})", hs[0].label),
+                        offset: None,
+                    });
+                }
+            }
+        } else if !components.contains(&c) {
+            return Err(Error::Invalid(format!(
+                "{name} (in {}): no shard holds {c}_generic, the host side of its kernels",
+                hs[0].label
+            )));
+        }
+    }
+    let mut entries = BTreeMap::new();
+    for (name, hs) in &holders {
+        let generic = name.ends_with("_generic");
+        entries.insert(name.clone(), compare(name, hs, generic, &mut diffs)?);
+    }
+    if !diffs.is_empty() && prefer.is_none() {
+        let n = diffs.len();
+        let list: Vec<String> = diffs.iter().take(50).map(ToString::to_string).collect();
+        return Err(Error::Findings(format!(
+            "the shards do not fit together ({n} difference(s)); nothing written. Pass \
+             --prefer SHARD to take one shard's copy:\n  {}{}",
+            list.join("\n  "),
+            if n > 50 { "\n  …" } else { "" }
+        )));
+    }
+
+    // Output artifacts: generic per component; per target, or per configured group.
+    struct Plan<'a> {
+        name: String,
+        parts: Vec<(&'a str, &'a Shard)>,
+    }
+    let mut plans: Vec<Plan> = Vec::new();
+    let mut missing: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for c in &components {
+        let g = format!("{c}_generic");
+        if let Some((name, hs)) = holders.get_key_value(&g) {
+            plans.push(Plan {
+                name: g.clone(),
+                parts: vec![(name.as_str(), hs[0])],
+            });
+        }
+        let targets: Vec<(&String, &Vec<&Shard>)> = holders
+            .iter()
+            .filter(|(n, _)| parse_artifact_name(n).is_some_and(|(cc, t)| cc == *c && t.is_some()))
+            .collect();
+        match &opts.config {
+            None => {
+                for (name, hs) in targets {
+                    plans.push(Plan {
+                        name: name.clone(),
+                        parts: vec![(name.as_str(), hs[0])],
+                    });
+                }
+            }
+            Some(cfg) => {
+                for grp in &cfg.groups {
+                    let mut parts = Vec::new();
+                    for a in &grp.architectures {
+                        // Names match with '-' or '_' (gfx1250-strict, gfx1250_strict).
+                        let hit = targets.iter().find(|(n, _)| {
+                            parse_artifact_name(n).is_some_and(|(_, t)| {
+                                t.is_some_and(|t| {
+                                    t == *a || t.replace('-', "_") == *a.replace('-', "_")
+                                })
+                            })
+                        });
+                        match hit {
+                            Some((n, hs)) => parts.push((n.as_str(), hs[0])),
+                            None => missing
+                                .entry(format!("{c}_{}", grp.name))
+                                .or_default()
+                                .push(a.clone()),
+                        }
+                    }
+                    if !parts.is_empty() {
+                        plans.push(Plan {
+                            name: format!("{c}_{}", grp.name),
+                            parts,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    let mut seen = BTreeSet::new();
+    for p in &plans {
+        if !seen.insert(p.name.clone()) {
+            return Err(Error::Invalid(format!(
+                "two outputs would be named {} (a group named like a target?)",
+                p.name
+            )));
+        }
+    }
+
+    std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
+    let existing: Vec<&str> = plans
+        .iter()
+        .map(|p| p.name.as_str())
+        .filter(|n| std::fs::symlink_metadata(out.join(n)).is_ok())
+        .collect();
+    if !existing.is_empty() && !opts.force {
+        return Err(Error::Invalid(format!(
+            "{} already holds {} (pass --force to replace them)",
+            out.display(),
+            existing.join(", ")
+        )));
+    }
+    let stage = tempfile::Builder::new()
+        .prefix(".kpack-tui-combine-")
+        .tempdir_in(out)
+        .map_err(|e| Error::io(out, e))?;
+    let st = stage.path().to_path_buf();
+    let mut artifacts = Vec::new();
+    let mut bytes_out = 0;
+    for p in &plans {
+        let dst = st.join(&p.name);
+        let mut prefixes = BTreeSet::new();
+        let mut ordered = Vec::new();
+        let mut files = 0;
+        let mut targets = BTreeMap::new();
+        for (name, shard) in &p.parts {
+            let src = shard.path.join(name);
+            let (f, b) = copy_tree(&src, &dst, &entries[*name])?;
+            files += f;
+            bytes_out += b;
+            for pr in read_manifest(&src)? {
+                if prefixes.insert(pr.clone()) {
+                    ordered.push(pr);
+                }
+            }
+            if let Some((_, Some(t))) = parse_artifact_name(name) {
+                targets.insert(t, shard.label.clone());
+            }
+        }
+        // A generic manifest keeps its order; a group's is the sorted union.
+        let prefixes: Vec<String> = if p.name.ends_with("_generic") {
+            ordered
+        } else {
+            prefixes.into_iter().collect()
+        };
+        fsutil::write_atomic(
+            &dst.join(MANIFEST),
+            manifest_text(&prefixes).as_bytes(),
+            None,
+        )?;
+        artifacts.push(CombinedArtifact {
+            name: p.name.clone(),
+            targets,
+            prefixes,
+            files,
+        });
+    }
+    let (archives, kernels) = check_output(
+        &st,
+        &plans.iter().map(|p| p.name.clone()).collect::<Vec<_>>(),
+    )?;
+    for p in &plans {
+        let dst = out.join(&p.name);
+        if std::fs::symlink_metadata(&dst).is_ok() {
+            std::fs::remove_dir_all(&dst).map_err(|e| Error::io(&dst, e))?;
+        }
+        std::fs::rename(st.join(&p.name), &dst).map_err(|e| Error::io(&dst, e))?;
+    }
+    Ok(CombineReport {
+        shards: shards.to_vec(),
+        output: out.to_path_buf(),
+        components: components.into_iter().collect(),
+        artifacts,
+        missing,
+        differences: diffs,
+        archives,
+        kernels,
+        bytes_out,
+    })
+}
+
+/// The staged output's own check: every archive reads back, serves the target its
+/// artifact is named for (or one of its group's), and holds only kernels of
+/// host-only binaries of its component's generic artifact, at bundle indices they
+/// have.
+fn check_output(stage: &Path, names: &[String]) -> Result<(u64, u64)> {
+    // component → kernel_name → bundle indices
+    let mut hosts: BTreeMap<String, BTreeMap<String, BTreeSet<u64>>> = BTreeMap::new();
+    for n in names {
+        let Some((c, None)) = parse_artifact_name(n) else {
+            continue;
+        };
+        let root = stage.join(n);
+        let map = hosts.entry(c).or_default();
+        for (rel, e) in walk(&root)? {
+            if !matches!(e, Entry::File(_)) {
+                continue;
+            }
+            let p = root.join(&rel);
+            let size = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
+            let r = scan::inspect_file(&p, &rel, size, 0);
+            if let (FileKind::HostOnlyBinary, Some(m)) = (r.kind, &r.marker) {
+                map.entry(m.kernel_name.clone())
+                    .or_default()
+                    .extend(r.wrappers.iter().map(|w| w.reserved & 0xffff_ffff));
+            }
+        }
+    }
+    let (mut archives, mut kernels) = (0, 0);
+    for n in names {
+        let Some((c, Some(_))) = parse_artifact_name(n) else {
+            continue;
+        };
+        let root = stage.join(n);
+        for (rel, e) in walk(&root)? {
+            if !matches!(e, Entry::File(_)) || !rel.ends_with(".kpack") {
+                continue;
+            }
+            let a = Archive::open(&root.join(&rel))?;
+            let where_ = format!("{n}/{rel}");
+            let faults = a.verify();
+            if !faults.is_empty() {
+                return Err(Error::Findings(format!("{where_}: {}", faults.join("; "))));
+            }
+            let known = hosts.get(&c);
+            for k in &a.index.kernels {
+                let (name, co) = k.key.rsplit_once('#').unwrap_or((&k.key, ""));
+                let ok = co.parse::<u64>().ok().is_some_and(|co| {
+                    known
+                        .and_then(|m| m.get(name))
+                        .is_some_and(|cos| cos.contains(&co))
+                });
+                if !ok {
+                    return Err(Error::Findings(format!(
+                        "{where_}: kernel {} @ {} belongs to no host-only binary of \
+                         {c}_generic",
+                        k.key, k.arch
+                    )));
+                }
+                if !a.index.meta.gfx_arches.contains(&k.arch) {
+                    return Err(Error::Findings(format!(
+                        "{where_}: kernel {} is for {}, which the archive does not list",
+                        k.key, k.arch
+                    )));
+                }
+            }
+            archives += 1;
+            kernels += a.index.kernels.len() as u64;
+        }
+    }
+    Ok((archives, kernels))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn artifact_names() {
+        assert_eq!(
+            parse_artifact_name("blas_lib_generic"),
+            Some(("blas_lib".into(), None))
+        );
+        assert_eq!(
+            parse_artifact_name("blas_lib_gfx90a:xnack+"),
+            Some(("blas_lib".into(), Some("gfx90a:xnack+".into())))
+        );
+        assert_eq!(
+            parse_artifact_name("rand_lib_gfx1250-strict"),
+            Some(("rand_lib".into(), Some("gfx1250-strict".into())))
+        );
+        assert_eq!(parse_artifact_name("blas_lib_docs"), None);
+        assert_eq!(parse_artifact_name("_generic"), None);
+        assert_eq!(parse_artifact_name("plain"), None);
+    }
+
+    #[test]
+    fn config_rules_of_the_reference() {
+        let ok = br#"{"primary_shard":"a","architecture_groups":{
+            "gfx110X":{"display_name":"RDNA3","architectures":["gfx1100","gfx1101"]},
+            "gfx90a":{"architectures":["gfx90a"]}}}"#;
+        let c = CombineConfig::parse(ok).unwrap();
+        assert_eq!(c.groups.len(), 2);
+        assert_eq!(c.groups[1].display_name, "gfx90a");
+        for (bad, why) in [
+            (&br#"{"primary_shard":"a","architecture_groups":{"g":{"architectures":[]}}}"#[..], "empty"),
+            (br#"{"primary_shard":"a","architecture_groups":{"g":{"architectures":["1100"]}}}"#, "must start with 'gfx'"),
+            (br#"{"architecture_groups":{"g":{"architectures":["gfx1"]}}}"#, "primary_shard"),
+            (br#"{"primary_shard":"a"}"#, "architecture_groups"),
+            (br#"{"primary_shard":"a","architecture_groups":{"g":[]}}"#, "not an object"),
+            (br#"{"primary_shard":"a","architecture_groups":{"g":{}}}"#, "missing architectures"),
+            (br#"{"primary_shard":"","architecture_groups":{"g":{"architectures":["gfx1"]}}}"#, "non-empty"),
+            (br#"{"primary_shard":"a","architecture_groups":{"g":{"architectures":["gfx1"]}},"validation":1}"#, "validation"),
+            (b"{", "invalid JSON"),
+        ] {
+            let e = CombineConfig::parse(bad).unwrap_err();
+            assert!(e.contains(why), "{e} (wanted {why})");
+        }
+    }
+}
