@@ -155,6 +155,19 @@ pub enum Command {
     /// same marker and bundle indices), a target delivered twice identical both
     /// times. Differences are listed and refused unless --prefer names a shard.
     Combine(CombineArgs),
+    /// Put the program headers of packed executables back where EL8 (Linux 4.18)
+    /// kernels look for them, after llvm-strip or another tool moved them: every
+    /// ELF file under PATHs is checked and repaired in place (atomically, mode
+    /// kept). With --check nothing is written and the exit status is 1 when a file
+    /// is not compliant.
+    Normalize {
+        /// Files or directories (recursive; symlinks are not followed).
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Report only; exit 1 when any file is not compliant.
+        #[arg(long)]
+        check: bool,
+    },
     /// Check a .kpack archive (every frame decodes to its size, ordinals dense, ranges
     /// inside the file) or a packed tree (archives sound, every host-only binary's
     /// marker resolves to archives holding its kernels). Exit 0 when sound, 1 with

@@ -65,6 +65,9 @@ fn run(cli: Cli) -> Result<i32> {
         Some(Command::Pack(args)) => batch::pack::run(&args, &common),
         Some(Command::Split(args)) => batch::artifacts::split(&args, &common),
         Some(Command::Combine(args)) => batch::artifacts::combine(&args, &common),
+        Some(Command::Normalize { paths, check }) => {
+            with_stdout(|out| batch::rewrite::normalize(&paths, check, common.json, out))
+        }
         Some(Command::Trace {
             file,
             export,

@@ -1,6 +1,6 @@
-//! `preview` and `rewrite` in batch mode.
+//! `preview`, `rewrite` and `normalize` in batch mode.
 
-use super::{EXIT_FINDINGS, EXIT_OK, size};
+use super::{EXIT_FINDINGS, EXIT_OK, size, write_json};
 use crate::cli::MarkerArgs;
 use anyhow::{Context, Result, bail};
 use kpack::elf::rewrite::{self, RewriteError, RewritePlan};
@@ -170,4 +170,59 @@ pub fn rewrite(binary: &Path, output: &Path, args: &MarkerArgs) -> Result<i32> {
         size(r.plan.bytes_removed)
     );
     Ok(EXIT_OK)
+}
+
+/// `kpack-tui normalize`: one line per file that needed attention, then a summary.
+pub fn normalize(
+    paths: &[std::path::PathBuf],
+    check: bool,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<i32> {
+    use kpack::elf::normalize::PhdrState;
+    let r = kpack::elf::normalize::normalize_paths(paths, check)?;
+    for w in &r.warnings {
+        eprintln!("warning: {w}");
+    }
+    if json {
+        write_json(out, "kpack-tui.normalize/1", &r)?;
+    } else {
+        for f in &r.files {
+            let p = f.path.display();
+            match &f.state {
+                _ if f.fixed => writeln!(out, "FIXED {p}")?,
+                PhdrState::Noncompliant { offset, vaddr, .. } => writeln!(
+                    out,
+                    "NONCOMPLIANT {p} (program headers at offset {offset:#x}, address \
+                     {vaddr:#x}: EL8 kernels crash running it)"
+                )?,
+                PhdrState::Damaged { why } => writeln!(out, "DAMAGED {p} ({why})")?,
+                _ => {}
+            }
+        }
+        if check {
+            writeln!(
+                out,
+                "Scanned {} ELF file(s); {} non-compliant.",
+                r.scanned,
+                r.remaining()
+            )?;
+        } else {
+            writeln!(
+                out,
+                "Scanned {} ELF file(s); fixed {}{}.",
+                r.scanned,
+                r.fixed(),
+                match r.remaining() {
+                    0 => String::new(),
+                    n => format!("; {n} could not be fixed (re-pack from the unstripped tree)"),
+                }
+            )?;
+        }
+    }
+    Ok(if r.remaining() > 0 {
+        EXIT_FINDINGS
+    } else {
+        EXIT_OK
+    })
 }

@@ -37,6 +37,10 @@ use std::path::Path;
 pub const PAGE: u64 = 4096;
 pub(crate) const PHENT: u64 = 56;
 pub(crate) const SHENT: u64 = 64;
+/// The section covering a relocated program-header table. Section-based tools see
+/// the table's bytes as content to keep: without it eu-strip drops every program
+/// header of a packed binary ("no loadable segments").
+pub const PHDRS_SECTION: &str = ".kpack_phdrs";
 const EHDR: usize = 64;
 const R_X86_64_64: u32 = 1;
 const R_X86_64_RELATIVE: u32 = 8;
@@ -958,11 +962,29 @@ pub fn plan_rewrite(data: &[u8], marker: &Marker) -> Result<Rewritten> {
     let marker_name = strtab.len() as u32;
     strtab.extend_from_slice(MARKER_SECTION.as_bytes());
     strtab.push(0);
+    let phdrs_name = strtab.len() as u32;
+    strtab.extend_from_slice(PHDRS_SECTION.as_bytes());
+    strtab.push(0);
     let str_off = out.len() as u64;
     out.extend_from_slice(&strtab);
     let si = usize::from(lay.e_shstrndx);
     sections[si].sh_offset = str_off;
     sections[si].sh_size = strtab.len() as u64;
+    if table_bytes > 0 {
+        sections.push(Section {
+            name: PHDRS_SECTION.into(),
+            sh_name: phdrs_name,
+            sh_type: elf::SHT_PROGBITS,
+            sh_flags: u64::from(elf::SHF_ALLOC),
+            sh_addr: new_vaddr,
+            sh_offset: new_off,
+            sh_size: table_bytes,
+            sh_link: 0,
+            sh_info: 0,
+            sh_addralign: 8,
+            sh_entsize: 0,
+        });
+    }
     sections.push(Section {
         name: MARKER_SECTION.into(),
         sh_name: marker_name,

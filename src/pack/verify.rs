@@ -140,6 +140,33 @@ pub fn verify_tree(root: &Path, plan: Option<&PackPlan>, layout: Layout) -> Tree
         .filter(|f| f.kind == FileKind::HostOnlyBinary && f.hard_link_of.is_none())
         .map(|f| (norm(&f.path), f))
         .collect();
+    // Executables must keep their program headers where EL8 kernels look (a strip
+    // after packing moves them: `kpack-tui normalize` puts them back).
+    for f in hosts.values() {
+        if !matches!(
+            f.elf_kind,
+            Some(crate::elf::ElfKind::PieExecutable | crate::elf::ElfKind::Executable)
+        ) {
+            continue;
+        }
+        let Ok(Some(map)) = crate::fsutil::map_file(&root.join(&f.path)) else {
+            continue;
+        };
+        match crate::elf::normalize::check(&map) {
+            Ok(crate::elf::normalize::PhdrState::Noncompliant { offset, vaddr, .. }) => {
+                v.faults.push(format!(
+                    "{}: program headers at offset {offset:#x} but address {vaddr:#x}: \
+                     Linux 4.18 (EL8) kernels crash running it (moved after packing, e.g. \
+                     by llvm-strip; run kpack-tui normalize)",
+                    f.path
+                ))
+            }
+            Ok(crate::elf::normalize::PhdrState::Damaged { why }) => {
+                v.faults.push(format!("{}: {why}", f.path))
+            }
+            _ => {}
+        }
+    }
     let co_indices = |f: &FileReport| -> BTreeSet<u32> {
         f.wrappers
             .iter()
