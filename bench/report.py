@@ -43,6 +43,15 @@ for r in rows:
               f"| {r['ours_s']:.2f} s | {r['ref_s']:.2f} s (cp -a of the tree + zstd -3 -T2 over the device bytes) "
               f"| {r['ours_s']/r['ref_s']:.2f} | ≤ 1.2; RSS ≤ 300 MB, flat when the tree doubles "
               f"| {size(int(r['peak_rss_kb'])*1024)} ({size(int(r['big_peak_rss_kb'])*1024)} on a {size(r['big_tree_bytes'])} tree) |")
+    elif b == "split":
+        print(f"| split | {size(r['tree_bytes'])} artifact (one prefix), {size(r['device_bytes'])} of code objects → {size(r['out_bytes'])} "
+              f"| {r['ours_s']:.2f} s | {r['ref_s']:.2f} s (cp -a of the tree + zstd -3 -T2 over the device bytes) "
+              f"| {r['ours_s']/r['ref_s']:.2f} | ≤ 1.2; RSS ≤ 300 MB, flat when the tree doubles "
+              f"| {size(int(r['peak_rss_kb'])*1024)} ({size(int(r['big_peak_rss_kb'])*1024)} on a {size(r['big_tree_bytes'])} tree) |")
+    elif b == "combine":
+        print(f"| combine | two shards of the split above, {size(r['in_bytes'])} in all (every generic file compared) "
+              f"| {r['ours_s']:.2f} s | {r['ref_s']:.2f} s (cp -a of the shards) "
+              f"| {r['ours_s']/r['ref_s']:.2f} | ≤ 1.2 | {size(int(r['peak_rss_kb'])*1024)} |")
     elif b == "trace":
         print(f"| trace parse + analysis | {r['lines']:,} lines (phc format), one core "
               f"| {r['ours_s']*1000:.0f} ms" + (f" (lines in completion order: {r['ours_end_order_s']*1000:.0f} ms)" if 'ours_end_order_s' in r else "")

@@ -8,7 +8,7 @@
 # Needs: the README's setup, hyperfine, zstd, clang-offload-bundler-19, objcopy, and
 # for the tuistart and phc sections tmux, hipcc and make
 # (apt-get install hyperfine zstd clang-19 binutils tmux hipcc make).
-# Sections: scan rewrite pack trace archive tui tuistart phc phc1. Work files go to bench/work/
+# Sections: scan rewrite pack split trace archive tui tuistart phc phc1. Work files go to bench/work/
 # (generated trees are kept and reused; delete the folder to regenerate).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +17,7 @@ work=$root/bench/work
 mkdir -p "$work"
 results=$work/results.jsonl
 sections=("$@")
-[ ${#sections[@]} -gt 0 ] || sections=(scan rewrite pack trace archive tui tuistart phc phc1)
+[ ${#sections[@]} -gt 0 ] || sections=(scan rewrite pack split trace archive tui tuistart phc phc1)
 want() { local s; for s in "${sections[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 for t in hyperfine zstd clang-offload-bundler-19 objcopy python3 /usr/bin/time; do
   command -v "$t" >/dev/null || { echo "bench: missing $t" >&2; exit 1; }
@@ -35,7 +35,7 @@ record() { echo "$1" >> "$results.new"; }
 if [ -f "$results" ]; then
   python3 - "$results" "${sections[@]}" >> "$results.new" <<'PY'
 import json, sys
-keep = {"scan": "scan", "rewrite": "rewrite", "pack": "pack", "trace": "trace", "archive_write": "archive", "archive_random_access": "archive", "tui": "tui", "phc": "phc", "phc1": "phc1", "tui_startup": "tuistart"}
+keep = {"scan": "scan", "rewrite": "rewrite", "pack": "pack", "split": "split", "combine": "split", "trace": "trace", "archive_write": "archive", "archive_random_access": "archive", "tui": "tui", "phc": "phc", "phc1": "phc1", "tui_startup": "tuistart"}
 rerun = set(sys.argv[2:])
 for line in open(sys.argv[1]):
     b = json.loads(line)
@@ -118,6 +118,54 @@ if want pack; then
   big_bytes=$(du -sb "$big" | cut -f1)
   rm -rf "$work/packed" "$work/packed2" "$work/device.bin"
   record "{\"bench\":\"pack\",\"tree_bytes\":$tree_bytes,\"device_bytes\":$dev_bytes,\"out_bytes\":$out_bytes,\"ours_s\":$ours,\"ref_s\":$ref,\"peak_rss_kb\":$rss1,\"big_tree_bytes\":$big_bytes,\"big_peak_rss_kb\":$rss2}"
+fi
+
+if want split; then
+  SPLIT_MB=${SPLIT_MB:-1100}
+  stree=$work/tree-$SPLIT_MB
+  [ -d "$stree" ] || "$root/target/release/examples/gen_tree" "$stree" --size-mb "$SPLIT_MB" --seed 2
+  big=$work/tree-$((SPLIT_MB * 2))
+  [ -d "$big" ] || "$root/target/release/examples/gen_tree" "$big" --size-mb $((SPLIT_MB * 2)) --seed 3
+  # Artifact directories (one stage prefix) made of hard links to the trees.
+  for t in "$stree" "$big"; do
+    a=$t.art
+    [ -d "$a" ] || { mkdir -p "$a/stage" && cp -al "$t/." "$a/stage/" && echo stage > "$a/artifact_manifest.txt"; }
+  done
+  echo "bench: split vs cp -a + zstd -3 -T2 over the device bytes"
+  dev_bytes=$("$root/target/release/examples/device_bytes" "$stree" "$work/device.bin")
+  tree_bytes=$(du -sb "$stree" | cut -f1)
+  sp=(--artifact-prefix bench --split-databases all --force)
+  hyperfine --warmup 1 --runs "$RUNS" --export-json "$work/hf-split.json" \
+    --prepare "rm -rf $work/cpa $work/device.zst" \
+    "$kp split $stree.art -o $work/split ${sp[*]}" \
+    "cp -a $stree $work/cpa && zstd -3 -T2 -q -f $work/device.bin -o $work/device.zst" > "$work/hf-split.log"
+  read -r ours ref <<< "$(median "$work/hf-split.json")"
+  rm -rf "$work/cpa" "$work/device.zst" "$work/device.bin"
+  rss1=$(peak_rss_kb "$kp" split "$stree.art" -o "$work/split" "${sp[@]}")
+  out_bytes=$(du -sb "$work/split" | cut -f1)
+  rss2=$(peak_rss_kb "$kp" split "$big.art" -o "$work/split2" "${sp[@]}")
+  big_bytes=$(du -sb "$big" | cut -f1)
+  rm -rf "$work/split" "$work/split2"
+  record "{\"bench\":\"split\",\"tree_bytes\":$tree_bytes,\"device_bytes\":$dev_bytes,\"out_bytes\":$out_bytes,\"ours_s\":$ours,\"ref_s\":$ref,\"peak_rss_kb\":$rss1,\"big_tree_bytes\":$big_bytes,\"big_peak_rss_kb\":$rss2}"
+
+  echo "bench: combine of two shards vs cp -a of the shards"
+  "$kp" scan "$stree" --no-tui --json > "$work/split-scan.json"
+  read -r half1 half2 <<< "$(python3 -c '
+import json,sys
+a=sorted({t.split(":")[0] for t in json.load(open(sys.argv[1]))["archs"]})
+print(",".join(a[0::2]), ",".join(a[1::2]))' "$work/split-scan.json")"
+  rm -rf "$work/shards"
+  "$kp" split "$stree.art" -o "$work/shards/a" "${sp[@]}" --gpu-targets "$half1" > /dev/null
+  "$kp" split "$stree.art" -o "$work/shards/b" "${sp[@]}" --gpu-targets "$half2" > /dev/null
+  in_bytes=$(du -sb "$work/shards" | cut -f1)
+  hyperfine --warmup 1 --runs "$RUNS" --export-json "$work/hf-combine.json" \
+    --prepare "rm -rf $work/combined $work/cpa" \
+    "$kp combine $work/shards/a $work/shards/b -o $work/combined" \
+    "cp -a $work/shards $work/cpa" > "$work/hf-combine.log"
+  read -r ours ref <<< "$(median "$work/hf-combine.json")"
+  rss=$(peak_rss_kb "$kp" combine "$work/shards/a" "$work/shards/b" -o "$work/combined" --force)
+  rm -rf "$work/combined" "$work/cpa" "$work/shards"
+  record "{\"bench\":\"combine\",\"in_bytes\":$in_bytes,\"ours_s\":$ours,\"ref_s\":$ref,\"peak_rss_kb\":$rss}"
 fi
 
 if want trace; then

@@ -200,3 +200,49 @@ pub fn phc(data: &[u8]) {
     }
     let _ = crate::phc::probe::hipcc_command(probe);
 }
+
+/// Text inputs of the artifact workflow: `artifact_manifest.txt`, the combine
+/// configuration, and paths through the kernel-database handlers.
+pub fn artifact_texts(data: &[u8]) {
+    use crate::artifacts::manifest::{manifest_text, parse_manifest};
+    if let Ok(m) = parse_manifest(data) {
+        for p in &m {
+            assert!(!p.starts_with('/') && !p.contains('\\'));
+            assert!(p.split('/').all(|c| !c.is_empty() && c != "." && c != ".."));
+        }
+        assert_eq!(parse_manifest(manifest_text(&m).as_bytes()), Ok(m));
+    }
+    if let Ok(c) = crate::artifacts::combine::CombineConfig::parse(data) {
+        assert!(!c.groups.is_empty() && !c.primary_shard.is_empty());
+        assert!(
+            c.groups.iter().all(|g| !g.architectures.is_empty()
+                && g.architectures.iter().all(|a| a.starts_with("gfx")))
+        );
+    }
+    if let Ok(text) = std::str::from_utf8(data) {
+        for line in text.lines() {
+            if let Some(f) = crate::kerneldb::classify(line) {
+                assert!(f.arch.starts_with("gfx"), "{line}: {f:?}");
+                assert_eq!(crate::kerneldb::base_arch(&f.arch), f.arch);
+            }
+            let _ = crate::artifacts::combine::parse_artifact_name(line);
+        }
+    }
+}
+
+/// `normalize`: an image is left alone, refused, or repaired into a compliant one
+/// that needs no further repair.
+pub fn normalize(data: &[u8]) {
+    use crate::elf::normalize::{PhdrState, check, normalize, plan_normalize};
+    let Ok(Some(plan)) = plan_normalize(data) else {
+        return;
+    };
+    assert!(plan.target >= data.len() as u64 && plan.end <= data.len() as u64);
+    if plan.len() > 64 << 20 {
+        return; // the hole is bounded; do not spend the fuzzer's memory on it
+    }
+    if let Ok(Some(out)) = normalize(data) {
+        assert_eq!(check(&out).ok(), Some(PhdrState::Compliant));
+        assert_eq!(plan_normalize(&out).ok(), Some(None));
+    }
+}

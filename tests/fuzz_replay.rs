@@ -151,6 +151,16 @@ fn marker() {
 }
 
 #[test]
+fn artifact_texts() {
+    replay("artifacts", 3000, kpack::fuzzing::artifact_texts);
+}
+
+#[test]
+fn normalize_repair() {
+    replay("normalize", 600, kpack::fuzzing::normalize);
+}
+
+#[test]
 fn ledger_reader() {
     replay("ledger", 3000, kpack::fuzzing::ledger);
 }

@@ -142,6 +142,68 @@ fn every_json_output_follows_its_schema() {
     for f in ["phc-make-j2.trace", "hipcc-2obj-4arch.trace"] {
         json("trace", &["trace", &traces.join(f).to_string_lossy()]);
     }
+    // split (with a missing prefix and DB handlers), combine (groups, a preferred
+    // difference), normalize (a stripped executable, before and after).
+    let art = fixture_artifact(&tmp.path().join("artifact"));
+    let art = art.to_string_lossy().into_owned();
+    let sp = ["--artifact-prefix", "blas_lib", "--split-databases", "all"];
+    json(
+        "split",
+        &[
+            &["split", &art, "-o", &t("s1")],
+            &sp[..],
+            &["--gpu-targets", "gfx900"],
+        ]
+        .concat(),
+    );
+    json(
+        "split",
+        &[
+            &["split", &art, "-o", &t("s2")],
+            &sp[..],
+            &["--gpu-targets", "gfx906,gfx1030,gfx90a"],
+        ]
+        .concat(),
+    );
+    json("combine", &["combine", &t("s1"), &t("s2"), "-o", &t("c1")]);
+    std::fs::write(
+        t("groups.json"),
+        r#"{"primary_shard":"s1","architecture_groups":{"all":{"architectures":["gfx900","gfx906","gfx908"]}}}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        tmp.path()
+            .join("s2/blas_lib_generic")
+            .join(BLAS_PREFIX)
+            .join("lib/rocblas/library/TensileLibrary.dat"),
+        "other\n",
+    )
+    .unwrap();
+    json(
+        "combine",
+        &[
+            "combine",
+            &t("s1"),
+            &t("s2"),
+            "-o",
+            &t("c2"),
+            "--config",
+            &t("groups.json"),
+            "--prefer",
+            "s2",
+        ],
+    );
+    if let Some(strip) = tool("llvm-strip-15") {
+        assert!(
+            std::process::Command::new(strip)
+                .arg(t("p2/bin/app_pie"))
+                .status()
+                .unwrap()
+                .success()
+        );
+        json("normalize", &["normalize", "--check", &t("p2")]);
+        json("normalize", &["normalize", &t("p2")]);
+    }
     // The ledger is a document of its own, with its schema.
     for p in ["p2", "p4", "p5"] {
         let l = std::fs::read(tmp.path().join(p).join(".kpack/kpack-tui-ledger.json")).unwrap();

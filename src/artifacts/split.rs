@@ -403,10 +403,20 @@ pub fn split(
         warnings: Mutex::new(Vec::new()),
         counts: Mutex::new(BTreeMap::new()),
     };
+    // Largest first, one file per task: the big binaries start at once and the small
+    // files fill the gaps (as pack does).
+    let mut order: Vec<&FileJob> = jobs.iter().collect();
+    order.sort_by(|a, b| {
+        b.report
+            .size
+            .cmp(&a.report.size)
+            .then_with(|| (&a.prefix, &a.report.path).cmp(&(&b.prefix, &b.report.path)))
+    });
     let run = || -> Result<()> {
-        jobs.par_iter()
-            .enumerate()
-            .try_for_each(|(i, j)| ctx.process(i % rayon::current_num_threads().max(1), j))
+        order
+            .par_iter()
+            .with_max_len(1)
+            .try_for_each(|j| ctx.process(rayon::current_thread_index().unwrap_or(0), j))
     };
     if opts.threads > 0 {
         rayon::ThreadPoolBuilder::new()

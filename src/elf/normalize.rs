@@ -15,7 +15,7 @@
 //! compliant: `p_vaddr == p_offset`. For non-PIE executables "compliant" is
 //! `p_vaddr == p_offset + load bias`, what the kernel actually computes.
 
-use super::rewrite::{PAGE, PHENT, SHENT, parse_layout, rd_u64, wr_u64};
+use super::rewrite::{PAGE, PHENT, SHENT, parse_layout, wr_u64};
 use crate::elf::rewrite::RewriteError;
 use serde::Serialize;
 
@@ -100,8 +100,61 @@ pub fn check(data: &[u8]) -> Result<PhdrState> {
     })
 }
 
-/// Repair a noncompliant image: `Ok(None)` when there is nothing to do.
-pub fn normalize(data: &[u8]) -> Result<Option<Vec<u8>>> {
+/// How to repair a noncompliant image: the output is the input, zero-padded to
+/// `target` (a hole on disk), then a copy of the segment `[offset, end)`, with
+/// 8-byte little-endian `patches` (output offset, value) written over both.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Repair {
+    /// Where the segment goes.
+    pub target: u64,
+    /// The segment's current file range.
+    pub offset: u64,
+    /// End of that range.
+    pub end: u64,
+    /// Header fields to change, at their offsets in the output.
+    pub patches: Vec<(u64, u64)>,
+}
+
+impl Repair {
+    /// Output size.
+    pub fn len(&self) -> u64 {
+        self.target + (self.end - self.offset)
+    }
+
+    /// Never empty (the segment holds the program headers).
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// The output in memory.
+    pub fn apply(&self, data: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.len() as usize);
+        out.extend_from_slice(data);
+        out.resize(self.target as usize, 0);
+        out.extend_from_slice(&data[self.offset as usize..self.end as usize]);
+        for &(at, v) in &self.patches {
+            wr_u64(&mut out, at as usize, v);
+        }
+        out
+    }
+
+    /// Write the output to a new file, streaming: the input, a hole, the segment.
+    pub fn write_to(&self, data: &[u8], f: &mut std::fs::File) -> std::io::Result<()> {
+        use std::io::{Seek, SeekFrom, Write};
+        use std::os::unix::fs::FileExt;
+        f.write_all(data)?;
+        f.set_len(self.target)?;
+        f.seek(SeekFrom::Start(self.target))?;
+        f.write_all(&data[self.offset as usize..self.end as usize])?;
+        for &(at, v) in &self.patches {
+            f.write_all_at(&v.to_le_bytes(), at)?;
+        }
+        Ok(())
+    }
+}
+
+/// Plan the repair of a noncompliant image: `Ok(None)` when there is nothing to do.
+pub fn plan_normalize(data: &[u8]) -> Result<Option<Repair>> {
     let (offset, vaddr, bias) = match check(data)? {
         PhdrState::Noncompliant {
             offset,
@@ -112,15 +165,17 @@ pub fn normalize(data: &[u8]) -> Result<Option<Vec<u8>>> {
         _ => return Ok(None),
     };
     let lay = parse_layout(data)?;
-    let c = lay
+    let seg = lay
         .segments
         .iter()
-        .position(|p| p.p_type == PT_LOAD && p.p_offset == offset && p.p_vaddr == vaddr)
+        .find(|p| p.p_type == PT_LOAD && p.p_offset == offset && p.p_vaddr == vaddr)
+        .copied()
         .ok_or_else(|| RewriteError::Unsupported("program-header segment vanished".into()))?;
-    let seg = lay.segments[c];
     let target = vaddr.wrapping_sub(bias);
     let len = data.len() as u64;
-    if target < len || target % PAGE != vaddr % PAGE || target > 1 << 40 {
+    // The hole is at most what was removed before the table; an offset far beyond
+    // the file is not a strip's doing.
+    if target < len || target % PAGE != vaddr % PAGE || target - len > len.max(1 << 20) * 64 {
         return Err(RewriteError::Unsupported(format!(
             "the program-header segment cannot go back to offset {target:#x} (the file is \
              {len:#x} bytes): re-pack from the unstripped tree"
@@ -139,29 +194,35 @@ pub fn normalize(data: &[u8]) -> Result<Option<Vec<u8>>> {
         ));
     }
     let delta = target - offset;
-    let mut out = Vec::with_capacity((target + seg.p_filesz) as usize);
-    out.extend_from_slice(data);
-    out.resize(target as usize, 0);
-    out.extend_from_slice(&data[offset as usize..end as usize]);
-    // The ELF header: e_phoff.
-    wr_u64(&mut out, 32, target);
-    // The program headers, in their new copy: the segment and PT_PHDR follow.
-    for i in 0..n {
-        let at = (target + i * PHENT) as usize;
-        let p_type = u32::from_le_bytes([out[at], out[at + 1], out[at + 2], out[at + 3]]);
-        let p_offset = rd_u64(&out, at + 8);
-        let p_vaddr = rd_u64(&out, at + 16);
-        if (p_type == PT_LOAD && p_offset == offset && p_vaddr == vaddr) || p_type == PT_PHDR {
-            wr_u64(&mut out, at + 8, p_offset + delta);
+    // The ELF header's e_phoff; in the table's new copy, the segment's and PT_PHDR's
+    // p_offset; the offsets of sections inside the segment (.kpack_phdrs, the marker).
+    let mut patches = vec![(32, target)];
+    for (i, p) in lay.segments.iter().enumerate() {
+        if (p.p_type == PT_LOAD && p.p_offset == offset && p.p_vaddr == vaddr)
+            || p.p_type == PT_PHDR
+        {
+            patches.push((target + i as u64 * PHENT + 8, p.p_offset + delta));
         }
     }
-    // Sections inside the segment (.kpack_phdrs, .rocm_kpack_ref) follow it.
-    for (i, s) in lay.sections.iter().enumerate() {
-        if s.sh_type != 8 && s.sh_offset >= offset && s.sh_offset < end && s.sh_size > 0 {
-            let at = (lay.e_shoff + i as u64 * SHENT + 24) as usize;
-            wr_u64(&mut out, at, s.sh_offset + delta);
+    for (i, sec) in lay.sections.iter().enumerate() {
+        if sec.sh_type != 8 && sec.sh_offset >= offset && sec.sh_offset < end && sec.sh_size > 0 {
+            patches.push((lay.e_shoff + i as u64 * SHENT + 24, sec.sh_offset + delta));
         }
     }
+    Ok(Some(Repair {
+        target,
+        offset,
+        end,
+        patches,
+    }))
+}
+
+/// Repair a noncompliant image in memory: `Ok(None)` when there is nothing to do.
+pub fn normalize(data: &[u8]) -> Result<Option<Vec<u8>>> {
+    let Some(r) = plan_normalize(data)? else {
+        return Ok(None);
+    };
+    let out = r.apply(data);
     match check(&out)? {
         PhdrState::Compliant => Ok(Some(out)),
         other => Err(RewriteError::Unsupported(format!(
@@ -258,13 +319,9 @@ pub fn normalize_paths(
                 PhdrState::Noncompliant { .. } => {
                     let mut fixed = false;
                     if !check_only {
-                        match normalize(&map) {
-                            Ok(Some(bytes)) => {
-                                let mode = std::fs::metadata(&path)
-                                    .map_err(|e| Error::io(&path, e))?
-                                    .permissions();
-                                drop(map);
-                                crate::fsutil::write_atomic(&path, &bytes, Some(mode))?;
+                        match plan_normalize(&map) {
+                            Ok(Some(repair)) => {
+                                write_repaired(&path, &map, &repair)?;
                                 fixed = true;
                             }
                             Ok(None) => {}
@@ -277,4 +334,39 @@ pub fn normalize_paths(
         }
     }
     Ok(report)
+}
+
+/// Replace `path` by its repaired image: a temporary sibling (sparse), checked, then
+/// renamed over it with the original's permissions.
+fn write_repaired(path: &std::path::Path, data: &[u8], repair: &Repair) -> crate::Result<()> {
+    use crate::error::Error;
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let perms = std::fs::metadata(path)
+        .map_err(|e| Error::io(path, e))?
+        .permissions();
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".kpack-normalize-")
+        .tempfile_in(dir)
+        .map_err(|e| Error::io(dir, e))?;
+    repair
+        .write_to(data, tmp.as_file_mut())
+        .map_err(|e| Error::io(path, e))?;
+    let written = crate::fsutil::map_file(tmp.path())
+        .map_err(|e| Error::io(path, e))?
+        .ok_or_else(|| Error::Invalid(format!("{}: repaired image is empty", path.display())))?;
+    if check(&written).ok() != Some(PhdrState::Compliant) {
+        return Err(Error::Invalid(format!(
+            "{}: the repaired image is not compliant; left as it was",
+            path.display()
+        )));
+    }
+    drop(written);
+    tmp.as_file()
+        .set_permissions(perms)
+        .map_err(|e| Error::io(path, e))?;
+    tmp.persist(path).map_err(|e| Error::io(path, e.error))?;
+    Ok(())
 }

@@ -81,9 +81,77 @@ pub enum Request {
     /// Verify the open archive.
     VerifyArchive,
     /// Compute the pack plan (with size estimates) for these family names.
-    Plan(Vec<String>),
+    Plan(Selection),
     /// Pack the tree.
     Pack(PackSettings),
+}
+
+/// What the families view selects: presets, and single targets (exact target IDs
+/// such as `gfx90a:xnack+`, or processors with all their variants) not already in a
+/// selected preset. The CLI's `--family` and `--target`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Selection {
+    /// Preset names.
+    pub families: Vec<String>,
+    /// Target IDs or processors.
+    pub targets: Vec<String>,
+}
+
+impl Selection {
+    /// Nothing selected.
+    pub fn is_empty(&self) -> bool {
+        self.families.is_empty() && self.targets.is_empty()
+    }
+
+    /// `gfx90X gfx90a:xnack+`.
+    pub fn label(&self) -> String {
+        self.families
+            .iter()
+            .chain(&self.targets)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// The core's options for it.
+    pub fn options(&self, group: &str) -> Result<kpack::pack::PackOptions, String> {
+        let families = if self.families.is_empty() {
+            kpack::family::Families::default()
+        } else {
+            kpack::family::Families::parse(&self.families).map_err(|e| e.to_string())?
+        };
+        let mut o = kpack::pack::PackOptions::new(group, families);
+        o.targets = self.targets.clone();
+        Ok(o)
+    }
+}
+
+/// One selected unit of the families view: a preset or a single target.
+#[derive(Debug, Clone)]
+pub enum Pick {
+    /// A preset family.
+    Family(Family),
+    /// A target ID (exactly), or a processor (all its variants).
+    Target(String),
+}
+
+impl Pick {
+    /// Its name.
+    pub fn name(&self) -> &str {
+        match self {
+            Pick::Family(f) => &f.name,
+            Pick::Target(t) => t,
+        }
+    }
+
+    /// Whether it takes code for `arch` (a target ID).
+    pub fn takes(&self, arch: &str) -> bool {
+        match self {
+            Pick::Family(f) => f.contains(arch),
+            Pick::Target(t) if t.contains(':') => t == arch,
+            Pick::Target(t) => kpack::bundle::target::base_processor(arch) == t,
+        }
+    }
 }
 
 /// What the confirm dialog sets.
@@ -91,8 +159,8 @@ pub enum Request {
 pub struct PackSettings {
     /// Group name.
     pub group: String,
-    /// Family names.
-    pub families: Vec<String>,
+    /// Families and targets.
+    pub selection: Selection,
     /// Split layout instead of combined.
     pub split: bool,
     /// One archive per family instead of one per target.
@@ -166,8 +234,9 @@ pub struct App {
     pub families: Vec<bool>,
     /// Cursor in the family list.
     pub family_cursor: usize,
-    /// Single processors present in the tree, each a family of its own when on (and
-    /// not already in a selected preset).
+    /// Single targets present in the tree: every processor (all its variants) and
+    /// every feature-flagged target ID, each packed on its own when on (and not
+    /// already in a selected preset).
     pub singles: Vec<(String, bool)>,
     /// The archive shown by the inspector.
     pub archive: Option<ArchiveIndex>,
@@ -183,8 +252,8 @@ pub struct App {
     pub quit: bool,
     /// Last height of the explorer list, for paging.
     pub page: usize,
-    /// The core's pack plan, for the families it was computed for.
-    pub plan: Option<(Vec<String>, Result<kpack::pack::PackPlan, String>)>,
+    /// The core's pack plan, for the selection it was computed for.
+    pub plan: Option<(Selection, Result<kpack::pack::PackPlan, String>)>,
     /// A plan is being computed.
     pub planning: bool,
     /// The Pack view.
@@ -326,29 +395,37 @@ impl App {
         }
     }
 
-    /// Selected families: presets, then single processors not already in one of them.
-    pub fn selected_families(&self) -> Vec<Family> {
-        self.family_specs()
-            .iter()
-            .filter_map(|s| Family::parse(s).ok())
-            .collect()
-    }
-
-    /// The selection as `--family` values (`gfx90X`, `gfx1030=gfx1030`).
-    pub fn family_specs(&self) -> Vec<String> {
+    /// Selected units: presets, then single targets not already in one of them.
+    pub fn picks(&self) -> Vec<Pick> {
         let presets: Vec<Family> = PRESETS
             .iter()
             .zip(&self.families)
             .filter(|(_, on)| **on)
             .filter_map(|((n, _), _)| Family::parse(n).ok())
             .collect();
-        let mut specs: Vec<String> = presets.iter().map(|f| f.name.clone()).collect();
-        for (p, on) in &self.singles {
-            if *on && !presets.iter().any(|f| f.contains(p)) {
-                specs.push(format!("{p}={p}"));
+        let singles: Vec<Pick> = self
+            .singles
+            .iter()
+            .filter(|(t, on)| *on && !presets.iter().any(|f| f.contains(t)))
+            .map(|(t, _)| Pick::Target(t.clone()))
+            .collect();
+        presets
+            .into_iter()
+            .map(Pick::Family)
+            .chain(singles)
+            .collect()
+    }
+
+    /// The selection as `--family` and `--target` values.
+    pub fn selection(&self) -> Selection {
+        let mut s = Selection::default();
+        for p in self.picks() {
+            match p {
+                Pick::Family(f) => s.families.push(f.name),
+                Pick::Target(t) => s.targets.push(t),
             }
         }
-        specs
+        s
     }
 
     /// The preset holding a processor, among the selected ones.
@@ -361,18 +438,23 @@ impl App {
             .map(|((n, _), _)| *n)
     }
 
-    /// Refresh the single processors from the report, keeping toggles.
+    /// Refresh the single targets from the report, keeping toggles: every processor
+    /// with code, and every feature-flagged target ID after its processor.
     fn refresh_singles(&mut self) {
         let Some(r) = &self.report else { return };
-        let mut procs: Vec<String> = r
-            .archs
-            .keys()
-            .map(|a| kpack::bundle::target::base_processor(a).to_string())
-            .collect();
-        procs.sort();
-        procs.dedup();
+        let mut rows: Vec<String> = Vec::new();
+        for a in r.archs.keys() {
+            let p = kpack::bundle::target::base_processor(a).to_string();
+            if !rows.contains(&p) {
+                rows.push(p);
+            }
+            if a.contains(':') && !rows.contains(a) {
+                rows.push(a.clone());
+            }
+        }
+        rows.sort();
         let old = std::mem::take(&mut self.singles);
-        self.singles = procs
+        self.singles = rows
             .into_iter()
             .map(|p| {
                 let on = old.iter().any(|(q, on)| *q == p && *on);
@@ -438,8 +520,7 @@ impl App {
             AppEvent::PackDone(r) => self.pack = Some(PackState::Done(r)),
             AppEvent::Plan(r) => {
                 self.planning = false;
-                let names = self.family_specs();
-                self.plan = Some((names, *r));
+                self.plan = Some((self.selection(), *r));
             }
         }
     }
@@ -575,10 +656,10 @@ impl App {
                 }
                 KeyCode::Char('P') => self.open_pack_dialog(),
                 KeyCode::Char('e') => {
-                    let names: Vec<String> = self.family_specs();
-                    if !names.is_empty() && !self.planning {
+                    let sel = self.selection();
+                    if !sel.is_empty() && !self.planning {
                         self.planning = true;
-                        self.requests.push(Request::Plan(names));
+                        self.requests.push(Request::Plan(sel));
                     }
                 }
                 _ => {}
@@ -593,7 +674,7 @@ impl App {
         if self.report.is_none() || matches!(self.pack, Some(PackState::Running(_))) {
             return;
         }
-        let families: Vec<String> = self.family_specs();
+        let selection = self.selection();
         let name = self
             .root
             .file_name()
@@ -606,7 +687,7 @@ impl App {
         self.pack = Some(PackState::Confirm {
             settings: PackSettings {
                 group: "rocm".into(),
-                families,
+                selection,
                 split: false,
                 per_family: false,
                 output,
@@ -623,7 +704,7 @@ impl App {
     fn pack_key(&mut self, k: KeyEvent) {
         match &mut self.pack {
             Some(PackState::Confirm { settings, field }) => match k.code {
-                KeyCode::Enter if !settings.families.is_empty() && !settings.group.is_empty() => {
+                KeyCode::Enter if !settings.selection.is_empty() && !settings.group.is_empty() => {
                     let s = settings.clone();
                     self.requests.push(Request::Pack(s));
                     self.pack = Some(PackState::Running(PackProgress {

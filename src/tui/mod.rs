@@ -68,11 +68,8 @@ impl EventSink<ScanEvent> for ScanForward {
 }
 
 /// The core's pack plan with estimates, for the UI (written nowhere).
-fn plan(root: &Path, families: &[String]) -> Result<kpack::pack::PackPlan, String> {
-    let mut opts = kpack::pack::PackOptions::new(
-        "preview",
-        kpack::family::Families::parse(families).map_err(|e| e.to_string())?,
-    );
+fn plan(root: &Path, selection: &app::Selection) -> Result<kpack::pack::PackPlan, String> {
+    let mut opts = selection.options("preview")?;
     opts.unassigned = kpack::pack::Unassigned::Drop;
     opts.verify = false;
     opts.copy_damaged = true;
@@ -97,10 +94,7 @@ fn run_pack(
     tx: &Sender<AppEvent>,
     cancel: &kpack::event::CancelToken,
 ) -> Result<kpack::pack::PackReport, String> {
-    let mut opts = kpack::pack::PackOptions::new(
-        &s.group,
-        kpack::family::Families::parse(&s.families).map_err(|e| e.to_string())?,
-    );
+    let mut opts = s.selection.options(&s.group)?;
     if s.split {
         opts.layout = kpack::pack::Layout::Split;
     }
@@ -141,10 +135,10 @@ fn start(req: Request, root: &Path, tx: &Sender<AppEvent>, cancel: &kpack::event
                 let _ = tx.send(AppEvent::PackDone(Box::new(r)));
             });
         }
-        Request::Plan(families) => {
+        Request::Plan(selection) => {
             let (root, tx) = (root.to_path_buf(), tx.clone());
             std::thread::spawn(move || {
-                let _ = tx.send(AppEvent::Plan(Box::new(plan(&root, &families))));
+                let _ = tx.send(AppEvent::Plan(Box::new(plan(&root, &selection))));
             });
         }
         Request::Extract(which) => {

@@ -134,28 +134,51 @@ fn the_tree_fills_in_while_the_scan_runs() {
 }
 
 #[test]
-fn single_archs_become_families_of_their_own() {
+fn single_targets_are_packed_on_their_own() {
     let mut app = scanned();
     key(&mut app, KeyCode::Char('2'));
-    let procs: Vec<&str> = app.singles.iter().map(|(p, _)| p.as_str()).collect();
-    assert_eq!(procs, ["gfx1030", "gfx900", "gfx906", "gfx908", "gfx90a"]);
-    // gfx90X off, then gfx906 alone.
+    // Every processor, and every feature-flagged target ID after its processor.
+    let rows: Vec<&str> = app.singles.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(
+        rows,
+        [
+            "gfx1030",
+            "gfx900",
+            "gfx906",
+            "gfx908",
+            "gfx90a",
+            "gfx90a:xnack+"
+        ]
+    );
+    // gfx90X off, then gfx906 and gfx90a:xnack+ alone.
     key(&mut app, KeyCode::Char(' '));
-    let at =
-        kpack::family::PRESETS.len() + app.singles.iter().position(|(p, _)| p == "gfx906").unwrap();
-    for _ in 0..at {
-        key(&mut app, KeyCode::Down);
+    for t in ["gfx906", "gfx90a:xnack+"] {
+        let at =
+            kpack::family::PRESETS.len() + app.singles.iter().position(|(p, _)| p == t).unwrap();
+        while app.family_cursor > at {
+            key(&mut app, KeyCode::Up);
+        }
+        while app.family_cursor < at {
+            key(&mut app, KeyCode::Down);
+        }
+        key(&mut app, KeyCode::Char(' '));
     }
-    key(&mut app, KeyCode::Char(' '));
-    assert_eq!(app.family_specs(), ["gfx103X", "gfx906=gfx906"]);
-    assert!(kpack::family::Families::parse(&app.family_specs()).is_ok());
-    // A single inside a selected preset is not a family of its own.
+    let sel = app.selection();
+    assert_eq!(sel.families, ["gfx103X"]);
+    assert_eq!(sel.targets, ["gfx906", "gfx90a:xnack+"]);
+    // The core plans exactly those targets: one archive each, nothing of gfx900.
+    let plan = super::plan(&demo(), &sel).unwrap();
+    let units: Vec<&str> = plan.units.iter().map(|u| u.name.as_str()).collect();
+    assert_eq!(units, ["gfx906", "gfx90a:xnack+", "gfx1030"]);
+    insta::assert_snapshot!("families_targets_80x24", render(&app, 80, 24).backend());
+    // A single inside a selected preset is not packed on its own.
     key(&mut app, KeyCode::Home);
     for _ in 0..40 {
         key(&mut app, KeyCode::Up);
     }
     key(&mut app, KeyCode::Char(' ')); // gfx90X on again
-    assert_eq!(app.family_specs(), ["gfx90X", "gfx103X"]);
+    assert_eq!(app.selection().families, ["gfx90X", "gfx103X"]);
+    assert!(app.selection().targets.is_empty());
     assert_eq!(app.covered_by("gfx906"), Some("gfx90X"));
     insta::assert_snapshot!("families_singles_80x24", render(&app, 80, 24).backend());
 }
@@ -328,7 +351,7 @@ fn families_view_shows_the_core_pack_plan() {
     let Some(super::app::Request::Plan(names)) = app.requests.pop() else {
         panic!("no plan request")
     };
-    assert_eq!(names, vec!["gfx90X", "gfx103X"]);
+    assert_eq!(names.families, vec!["gfx90X", "gfx103X"]);
     // The same computation `pack --dry-run` does, run here synchronously.
     let plan = super::plan(&demo(), &names);
     let expected = plan
@@ -368,7 +391,7 @@ fn pack_dialog_live_panes_cancel_and_result() {
         panic!("no pack request")
     };
     assert_eq!(s.group, "rocq");
-    assert_eq!(s.families, vec!["gfx90X", "gfx103X"]);
+    assert_eq!(s.selection.families, vec!["gfx90X", "gfx103X"]);
     for e in [
         PackEvent::Started {
             files: 19,
@@ -421,7 +444,10 @@ fn pack_result_screen_from_a_real_pack() {
     let out = tmp.path().join("packed");
     let settings = super::app::PackSettings {
         group: "demo".into(),
-        families: vec!["gfx90X".into(), "gfx103X".into()],
+        selection: super::app::Selection {
+            families: vec!["gfx90X".into(), "gfx103X".into()],
+            targets: vec![],
+        },
         split: false,
         per_family: false,
         output: out.display().to_string(),
@@ -636,7 +662,10 @@ fn pack_dialog_chooses_archives_per_target_or_family() {
     let tmp = tempfile::tempdir().unwrap();
     let settings = super::app::PackSettings {
         group: "demo".into(),
-        families: vec!["gfx90X".into(), "gfx103X".into()],
+        selection: super::app::Selection {
+            families: vec!["gfx90X".into(), "gfx103X".into()],
+            targets: vec![],
+        },
         split: false,
         per_family: true,
         output: tmp.path().join("p").display().to_string(),

@@ -2,7 +2,7 @@
 
 use super::app::{App, View};
 use crate::batch::size;
-use kpack::family::{Families, PRESETS};
+use kpack::family::PRESETS;
 use kpack::scan::{FileKind, FileReport};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -409,7 +409,8 @@ fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     };
     let [left, right] =
         Layout::horizontal([Constraint::Length(24), Constraint::Min(10)]).areas(area);
-    let fams = Families(app.selected_families());
+    let picks = app.picks();
+    let assign = |arch: &str| picks.iter().position(|p| p.takes(arch));
     let mut lines: Vec<Line> = PRESETS
         .iter()
         .enumerate()
@@ -429,20 +430,23 @@ fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             line
         })
         .collect();
-    lines.push(Line::styled("single archs", theme.fg(Color::DarkGray)));
+    lines.push(Line::styled("single targets", theme.fg(Color::DarkGray)));
     for (k, (p, on)) in app.singles.iter().enumerate() {
         let covered = app.covered_by(p);
-        let mut line = Line::from(format!(
-            "[{}] {p}{}",
-            if covered.is_some() {
-                '-'
-            } else if *on {
-                'x'
-            } else {
-                ' '
-            },
-            covered.map(|c| format!(" in {c}")).unwrap_or_default()
-        ));
+        let mark = if covered.is_some() {
+            '-'
+        } else if *on {
+            'x'
+        } else {
+            ' '
+        };
+        // "in <preset>" only where it fits the column.
+        let inner = left.width.saturating_sub(2) as usize;
+        let text = match covered {
+            Some(c) if p.len() + c.len() + 8 <= inner => format!("[{mark}] {p} in {c}"),
+            _ => format!("[{mark}] {p}"),
+        };
+        let mut line = Line::from(text);
         if PRESETS.len() + k == app.family_cursor {
             line = line.style(theme.selected());
         }
@@ -457,7 +461,7 @@ fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     let mut l = Vec::new();
     let mut unassigned = Vec::new();
     for (arch, raw) in &report.archs {
-        let fam = fams.assign(arch);
+        let fam = assign(arch);
         if fam.is_none() {
             unassigned.push(arch.clone());
         }
@@ -487,10 +491,10 @@ fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         .sum();
     // Each rewritten binary gains a page-aligned segment for its marker.
     let host_tree = report.totals.bytes.saturating_sub(leaving) + packed.len() as u64 * 4096;
-    let mut per_family = vec![0u64; fams.0.len()];
+    let mut per_family = vec![0u64; picks.len()];
     for f in &packed {
         for t in f.bundles.iter().flat_map(|b| &b.targets) {
-            if let Some(i) = fams.assign(&t.arch) {
+            if let Some(i) = assign(&t.arch) {
                 per_family[i] += t.size;
             }
         }
@@ -504,10 +508,10 @@ fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         Style::new().add_modifier(Modifier::BOLD),
     )));
     l.push(Line::from(format!("host-only tree  ≈{}", size(host_tree))));
-    for (f, b) in fams.0.iter().zip(&per_family) {
+    for (f, b) in picks.iter().zip(&per_family) {
         l.push(Line::from(format!(
             "{:<15} {}–{} ({} raw)",
-            f.name,
+            f.name(),
             size(b / 4),
             size(b * 2 / 5),
             size(*b)
@@ -526,10 +530,10 @@ fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         )));
     }
     l.push(Line::from(""));
-    let names: Vec<String> = fams.0.iter().map(|f| f.name.clone()).collect();
+    let selection = app.selection();
     match &app.plan {
         _ if app.planning => l.push(Line::from("computing the pack plan…")),
-        Some((for_names, Ok(p))) if *for_names == names => {
+        Some((for_sel, Ok(p))) if *for_sel == selection => {
             l.push(Line::from(Span::styled(
                 if p.projection == "exact" {
                     "pack plan (every kernel compressed: exact)"
@@ -570,7 +574,7 @@ fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         }
         Some((_, Err(e))) => l.push(Line::from(format!("plan: {e}"))),
         _ => l.push(Line::from(
-            "e: compute the exact pack plan for these families",
+            "e: compute the exact pack plan for this selection",
         )),
     }
     frame.render_widget(
@@ -747,11 +751,11 @@ fn pack(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                 Line::from(format!("{} group      {}▏", mark(0), settings.group)),
                 Line::from(format!("{} output     {}▏", mark(1), settings.output)),
                 Line::from(format!(
-                    "  families   {}",
-                    if settings.families.is_empty() {
+                    "  selection  {}",
+                    if settings.selection.is_empty() {
                         "(none selected)".to_string()
                     } else {
-                        settings.families.join(" ")
+                        settings.selection.label()
                     }
                 )),
                 Line::from(format!(
