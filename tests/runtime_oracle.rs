@@ -13,8 +13,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Build the runtime and the driver once per target directory; `None` (skip with a
-/// note) outside CI when the build tools are missing.
+/// note) outside CI when the build tools are missing. The tests of this file run in
+/// parallel: one builds, the others wait (two cmake runs in one directory collide).
 fn driver() -> Option<PathBuf> {
+    static BUILT: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    BUILT.get_or_init(build_driver).clone()
+}
+
+fn build_driver() -> Option<PathBuf> {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kpack-oracle");
     let script = shared().join("oracles/rocm-kpack-runtime/build.sh");
     for t in ["cmake", "c++"] {
