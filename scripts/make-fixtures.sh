@@ -89,7 +89,14 @@ lld-link-19 /dll /noentry /Brepro dll.obj fat_pe.obj /out:kfat.dll >/dev/null
 # 9. A host-only (kpack'd) shape from a plain C compiler.
 cc -O2 -g0 -Wl,--build-id=none hostonly.c -o hostonly
 
-for f in libvadd.so app_pie app_nopie librdc.so libzkern.so vadd.o libkern.a kernels.hipfb vadd-gfx90a.co hostonly kfat.dll; do
+# 10. Kernels for the code-object reader: templates, LDS, scratch, VGPR spills; one
+#     library with plain bundles (hipcc), one with compressed ones (clang 19).
+hipcc -O2 -g0 -fPIC -c --offload-arch=gfx900 --offload-arch=gfx90a kernels.hip -o kernels_a.o
+hip15 "${common[@]}" -shared kernels_a.o -o libkernels.so
+"${clang19[@]/--offload-arch=gfx900/--offload-arch=gfx90a:xnack+}" -c kernels.hip -o kernels_z.o
+clang++-19 -fuse-ld=lld-19 -shared -Wl,--build-id=none kernels_z.o -L/usr/lib/x86_64-linux-gnu -lamdhip64 -o libkernels_z.so
+
+for f in libvadd.so app_pie app_nopie librdc.so libzkern.so vadd.o libkern.a kernels.hipfb vadd-gfx90a.co hostonly kfat.dll libkernels.so libkernels_z.so; do
   cp "$f" "$out/$f"
 done
 chmod 0644 "$out"/*.o "$out"/*.a "$out"/*.hipfb "$out"/*.co "$out"/*.dll

@@ -168,6 +168,40 @@ pub enum Command {
         #[arg(long)]
         check: bool,
     },
+    /// List every kernel of every code object under PATH (a tree, a binary, a bundle,
+    /// a .kpack archive, a code object; a host-only binary given alone follows its
+    /// marker to its archives): code size, registers, LDS, scratch, spills.
+    Kernels {
+        /// What to read.
+        path: PathBuf,
+        /// Only these targets (exact IDs, or processors with all their variants).
+        /// Comma lists or repeated.
+        #[arg(long = "target", value_delimiter = ',')]
+        targets: Vec<String>,
+        /// Sort order (largest first, names A-Z).
+        #[arg(long, value_enum, default_value = "size")]
+        sort: KernelSortArg,
+        /// Comma-separated values (one row per kernel) instead of text.
+        #[arg(long, conflicts_with = "json")]
+        csv: bool,
+        /// Show at most N rows in the text output (0: all).
+        #[arg(long, default_value_t = 50)]
+        top: usize,
+    },
+    /// Find kernels by name (substring of the mangled or demangled name, or a regex
+    /// with --regex) under PATH: every binary, bundle and target holding a match.
+    FindKernel {
+        /// The name, or part of it.
+        pattern: String,
+        /// What to search.
+        path: PathBuf,
+        /// PATTERN is a regular expression.
+        #[arg(long)]
+        regex: bool,
+        /// Only these targets.
+        #[arg(long = "target", value_delimiter = ',')]
+        targets: Vec<String>,
+    },
     /// Check a .kpack archive (every frame decodes to its size, ordinals dense, ranges
     /// inside the file) or a packed tree (archives sound, every host-only binary's
     /// marker resolves to archives holding its kernels). Exit 0 when sound, 1 with
@@ -181,6 +215,41 @@ pub enum Command {
         #[arg(long = "device", value_name = "ISA")]
         devices: Vec<String>,
     },
+}
+
+/// `kernels --sort`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum KernelSortArg {
+    /// Code size.
+    Size,
+    /// VGPRs.
+    Vgpr,
+    /// SGPRs.
+    Sgpr,
+    /// LDS bytes.
+    Lds,
+    /// Scratch bytes.
+    Scratch,
+    /// Spilled registers.
+    Spills,
+    /// Name.
+    Name,
+}
+
+impl KernelSortArg {
+    /// The core's sort order.
+    pub fn core(self) -> kpack::kernels::SortBy {
+        use kpack::kernels::SortBy;
+        match self {
+            KernelSortArg::Size => SortBy::Size,
+            KernelSortArg::Vgpr => SortBy::Vgpr,
+            KernelSortArg::Sgpr => SortBy::Sgpr,
+            KernelSortArg::Lds => SortBy::Lds,
+            KernelSortArg::Scratch => SortBy::Scratch,
+            KernelSortArg::Spills => SortBy::Spills,
+            KernelSortArg::Name => SortBy::Name,
+        }
+    }
 }
 
 /// Arguments of `split`.

@@ -7,18 +7,21 @@
 //! |---|---|
 //! | [`bundle`] | clang offload bundles (plain and CCOB) inside `.hip_fatbin` |
 //! | [`elf`] | ELF fat binaries, objects and static archives: bundles, wrappers, markers |
+//! | [`codeobj`] | AMDGPU code objects: target, version, kernels (metadata note, code sizes) |
 //! | [`coff`] | PE/COFF DLLs with `.hip_fat` sections |
 //! | [`kpack`] | the `.rocm_kpack_ref` marker |
 //! | [`scan`] | walking an install tree and classifying every file |
 //! | [`phc`] | the parallel per-arch HIP compile launcher and its jobserver client |
 //! | [`pack`] | packing a tree: archives, host-only rewrites, the ledger, `verify` |
 //! | [`artifacts`] | ROCm build artifacts: `split` (map) and `combine` (reduce) |
+//! | [`kernels`] | every kernel under a path (binaries, bundles, archives, code objects) |
 //! | [`kerneldb`] | kernel-database handlers (Tensile, MIOpen, CK, AOTriton, hipkernelprovider, RocJitsu) |
 #![deny(clippy::unwrap_used, clippy::panic)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::panic))]
 
 pub mod artifacts;
 pub mod bundle;
+pub mod codeobj;
 pub mod coff;
 pub mod elf;
 pub mod error;
@@ -28,6 +31,7 @@ pub mod fsutil;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod kerneldb;
+pub mod kernels;
 pub mod kpack;
 pub mod pack;
 pub mod phc;

@@ -65,6 +65,38 @@ fn run(cli: Cli) -> Result<i32> {
         Some(Command::Pack(args)) => batch::pack::run(&args, &common),
         Some(Command::Split(args)) => batch::artifacts::split(&args, &common),
         Some(Command::Combine(args)) => batch::artifacts::combine(&args, &common),
+        Some(Command::Kernels {
+            path,
+            targets,
+            sort,
+            csv,
+            top,
+        }) => {
+            let opts = kpack::kernels::KernelsOptions {
+                targets,
+                threads: common.jobs,
+            };
+            let format = if common.json {
+                batch::kernels::Format::Json
+            } else if csv {
+                batch::kernels::Format::Csv
+            } else {
+                batch::kernels::Format::Text { top }
+            };
+            with_stdout(|out| batch::kernels::list(&path, &opts, sort.core(), format, out))
+        }
+        Some(Command::FindKernel {
+            pattern,
+            path,
+            regex,
+            targets,
+        }) => {
+            let opts = kpack::kernels::KernelsOptions {
+                targets,
+                threads: common.jobs,
+            };
+            with_stdout(|out| batch::kernels::find(&pattern, regex, &path, &opts, common.json, out))
+        }
         Some(Command::Normalize { paths, check }) => {
             with_stdout(|out| batch::rewrite::normalize(&paths, check, common.json, out))
         }

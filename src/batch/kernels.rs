@@ -1,0 +1,234 @@
+//! `kernels` and `find-kernel` in batch mode: a table, CSV or JSON on stdout.
+
+use super::{EXIT_FINDINGS, EXIT_OK, size, write_json};
+use anyhow::{Context, Result, bail};
+use kpack::kernels::{KernelRow, KernelsOptions, SortBy, list_kernels, sort_rows};
+use std::io::Write;
+use std::path::Path;
+
+/// Output format of `kernels`.
+#[derive(Debug, Clone, Copy)]
+pub enum Format {
+    /// A table of the first `top` rows (0: all).
+    Text {
+        /// Rows shown.
+        top: usize,
+    },
+    /// One line per kernel, RFC 4180.
+    Csv,
+    /// The report.
+    Json,
+}
+
+fn opt(v: Option<u64>) -> String {
+    v.map_or_else(|| "-".to_string(), |v| v.to_string())
+}
+
+/// Where a row's code object lives: `lib/libfoo.so#0 gfx942`.
+fn location(r: &KernelRow) -> String {
+    match (&r.key, r.bundle) {
+        (Some(k), _) => format!("{} [{k}]", r.path),
+        (None, Some(b)) => format!("{}#{b}", r.path),
+        _ => r.path.clone(),
+    }
+}
+
+/// RFC 4180: quote a field holding a comma, quote or line break.
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+const CSV_COLUMNS: &str = "path,key,bundle,target,code_object_version,name,demangled,code_size,\
+vgpr,agpr,sgpr,lds,scratch,vgpr_spills,sgpr_spills,wavefront_size,kernarg_size,max_flat_workgroup_size";
+
+fn csv_row(r: &KernelRow) -> String {
+    let k = &r.kernel;
+    let n = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
+    [
+        csv_field(&r.path),
+        csv_field(r.key.as_deref().unwrap_or("")),
+        r.bundle.map(|b| b.to_string()).unwrap_or_default(),
+        csv_field(&r.target),
+        r.code_object_version
+            .map(|v| v.to_string())
+            .unwrap_or_default(),
+        csv_field(&k.name),
+        csv_field(k.demangled.as_deref().unwrap_or("")),
+        n(k.code_size),
+        n(k.vgpr),
+        n(k.agpr),
+        n(k.sgpr),
+        n(k.lds),
+        n(k.scratch),
+        n(k.vgpr_spills),
+        n(k.sgpr_spills),
+        n(k.wavefront_size),
+        n(k.kernarg_size),
+        n(k.max_flat_workgroup_size),
+    ]
+    .join(",")
+}
+
+fn table(out: &mut dyn Write, rows: &[KernelRow]) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{:>10} {:>5} {:>5} {:>5} {:>7} {:>7} {:>6}  {:<14} {:<40} kernel",
+        "code", "vgpr", "agpr", "sgpr", "lds", "scratch", "spills", "target", "where"
+    )?;
+    for r in rows {
+        let k = &r.kernel;
+        let spill = k.spills().map_or_else(
+            || "-".into(),
+            |s| if s > 0 { format!("{s}!") } else { "0".into() },
+        );
+        writeln!(
+            out,
+            "{:>10} {:>5} {:>5} {:>5} {:>7} {:>7} {:>6}  {:<14} {:<40} {}",
+            k.code_size.map_or_else(|| "-".into(), size),
+            opt(k.vgpr),
+            opt(k.agpr),
+            opt(k.sgpr),
+            opt(k.lds),
+            opt(k.scratch),
+            spill,
+            r.target,
+            location(r),
+            k.display_name()
+        )?;
+    }
+    Ok(())
+}
+
+/// `kpack-tui kernels PATH`.
+pub fn list(
+    path: &Path,
+    opts: &KernelsOptions,
+    sort: SortBy,
+    format: Format,
+    out: &mut dyn Write,
+) -> Result<i32> {
+    let mut r =
+        list_kernels(path, opts).with_context(|| format!("cannot read {}", path.display()))?;
+    for d in &r.diagnostics {
+        eprintln!("warning: {d}");
+    }
+    sort_rows(&mut r.kernels, sort);
+    match format {
+        Format::Json => write_json(out, "kpack-tui.kernels/1", &r)?,
+        Format::Csv => {
+            writeln!(out, "{CSV_COLUMNS}")?;
+            for row in &r.kernels {
+                writeln!(out, "{}", csv_row(row))?;
+            }
+        }
+        Format::Text { top } => {
+            let spilling = r
+                .kernels
+                .iter()
+                .filter(|k| k.kernel.spills().unwrap_or(0) > 0)
+                .count();
+            let code: u64 = r.kernels.iter().filter_map(|k| k.kernel.code_size).sum();
+            writeln!(
+                out,
+                "{}: {} kernel{} in {} code object{}, {} of machine code{}",
+                path.display(),
+                r.kernels.len(),
+                if r.kernels.len() == 1 { "" } else { "s" },
+                r.code_objects,
+                if r.code_objects == 1 { "" } else { "s" },
+                size(code),
+                if spilling > 0 {
+                    format!("; {spilling} spill registers (marked !)").replace(
+                        "spill registers",
+                        if spilling == 1 {
+                            "kernel spills registers"
+                        } else {
+                            "kernels spill registers"
+                        },
+                    )
+                } else {
+                    String::new()
+                }
+            )?;
+            let shown = if top == 0 {
+                r.kernels.len()
+            } else {
+                top.min(r.kernels.len())
+            };
+            if shown > 0 {
+                writeln!(out)?;
+                table(out, &r.kernels[..shown])?;
+            }
+            if shown < r.kernels.len() {
+                writeln!(
+                    out,
+                    "… and {} more (--top 0 shows all)",
+                    r.kernels.len() - shown
+                )?;
+            }
+        }
+    }
+    Ok(if r.diagnostics.is_empty() {
+        EXIT_OK
+    } else {
+        EXIT_FINDINGS
+    })
+}
+
+/// `kpack-tui find-kernel PATTERN PATH`.
+pub fn find(
+    pattern: &str,
+    regex: bool,
+    path: &Path,
+    opts: &KernelsOptions,
+    json: bool,
+    out: &mut dyn Write,
+) -> Result<i32> {
+    let re = if regex {
+        Some(regex::Regex::new(pattern).with_context(|| format!("--regex {pattern:?}"))?)
+    } else {
+        None
+    };
+    if pattern.is_empty() {
+        bail!("give a (part of a) kernel name to find");
+    }
+    let mut r =
+        list_kernels(path, opts).with_context(|| format!("cannot read {}", path.display()))?;
+    for d in &r.diagnostics {
+        eprintln!("warning: {d}");
+    }
+    let hit = |s: &str| {
+        re.as_ref()
+            .map_or_else(|| s.contains(pattern), |re| re.is_match(s))
+    };
+    r.kernels
+        .retain(|k| hit(&k.kernel.name) || k.kernel.demangled.as_deref().is_some_and(hit));
+    if json {
+        write_json(out, "kpack-tui.kernels/1", &r)?;
+    } else if r.kernels.is_empty() {
+        writeln!(
+            out,
+            "no kernel matching {pattern:?} under {}",
+            path.display()
+        )?;
+    } else {
+        writeln!(
+            out,
+            "{} kernel{} matching {pattern:?} under {}:",
+            r.kernels.len(),
+            if r.kernels.len() == 1 { "" } else { "s" },
+            path.display()
+        )?;
+        writeln!(out)?;
+        table(out, &r.kernels)?;
+    }
+    Ok(if r.kernels.is_empty() {
+        EXIT_FINDINGS
+    } else {
+        EXIT_OK
+    })
+}

@@ -1,0 +1,358 @@
+//! Every kernel of every code object under a path: fat binaries (plain and CCOB
+//! bundles), standalone bundles, raw code objects and kernel-database code objects,
+//! `.kpack` archives, and — for a host-only binary given alone — the archives its
+//! marker reaches. Files are read in parallel (rayon) from an mmap; rows come out
+//! sorted by path, then bundle/key, target and kernel name, whatever the thread count.
+
+use crate::bundle::{self, BundleInfo};
+use crate::codeobj::{self, Kernel};
+use crate::elf::{self, ElfContent};
+use crate::error::{Error, Result};
+use crate::kpack::archive::Archive;
+use crate::kpack::resolve::GFXARCH;
+use crate::scan::{self, FileKind, FileReport, ScanOptions};
+use rayon::prelude::*;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// One kernel where it lives.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KernelRow {
+    /// The file holding the code object, relative to the root (the file name for a
+    /// single file).
+    pub path: String,
+    /// The archive entry key (`lib/libfoo.so#0`), for kernels read from a `.kpack`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// The bundle (TU) index, for kernels read from bundles.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bundle: Option<u32>,
+    /// The target ID the code object is for.
+    pub target: String,
+    /// Code-object version.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code_object_version: Option<u8>,
+    /// The kernel.
+    #[serde(flatten)]
+    pub kernel: Kernel,
+}
+
+/// Every kernel found.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct KernelsReport {
+    /// What was read.
+    pub root: PathBuf,
+    /// Code objects read.
+    pub code_objects: u64,
+    /// The kernels.
+    pub kernels: Vec<KernelRow>,
+    /// Code objects or files that could not be read, with why.
+    pub diagnostics: Vec<String>,
+}
+
+/// What to list.
+#[derive(Debug, Clone, Default)]
+pub struct KernelsOptions {
+    /// Only these targets: exact target IDs, or processors (every variant).
+    pub targets: Vec<String>,
+    /// Worker threads (0 = all cores).
+    pub threads: usize,
+}
+
+fn wanted(opts: &KernelsOptions, target: &str) -> bool {
+    opts.targets.is_empty()
+        || opts.targets.iter().any(|t| {
+            t == target || (!t.contains(':') && bundle::target::base_processor(target) == t)
+        })
+}
+
+/// Rows and diagnostics of one file.
+type FileRows = (u64, Vec<KernelRow>, Vec<String>);
+
+fn push_code_object(
+    out: &mut FileRows,
+    path: &str,
+    key: Option<&str>,
+    bundle: Option<u32>,
+    target: &str,
+    data: &[u8],
+) {
+    out.0 += 1;
+    match codeobj::read(data) {
+        Ok(info) => {
+            for k in info.kernels {
+                out.1.push(KernelRow {
+                    path: path.to_string(),
+                    key: key.map(str::to_string),
+                    bundle,
+                    target: target.to_string(),
+                    code_object_version: info.version,
+                    kernel: k,
+                });
+            }
+        }
+        Err(e) => {
+            let at = match (key, bundle) {
+                (Some(k), _) => format!(" {k}"),
+                (None, Some(b)) => format!(" bundle #{b}"),
+                _ => String::new(),
+            };
+            out.2.push(format!("{path}:{at} {target}: {e}"));
+        }
+    }
+}
+
+fn from_bundles(
+    out: &mut FileRows,
+    path: &str,
+    sec: &[u8],
+    bundles: &[BundleInfo],
+    opts: &KernelsOptions,
+) {
+    for b in bundles {
+        let un = match b.uncompressed(sec, 1 << 34) {
+            Ok(u) => u,
+            Err(e) => {
+                out.2.push(format!("{path}: bundle #{}: {e}", b.index));
+                continue;
+            }
+        };
+        let cos = match b.code_objects(&un) {
+            Ok(c) => c,
+            Err(e) => {
+                out.2.push(format!("{path}: bundle #{}: {e}", b.index));
+                continue;
+            }
+        };
+        for (e, bytes) in cos {
+            let Some(arch) = e.id.arch() else { continue };
+            if wanted(opts, &arch) && codeobj::is_code_object(bytes) {
+                push_code_object(out, path, None, Some(b.index as u32), &arch, bytes);
+            }
+        }
+    }
+}
+
+fn from_archive(
+    out: &mut FileRows,
+    path: &str,
+    a: &Archive,
+    prefix: Option<&str>,
+    opts: &KernelsOptions,
+) {
+    for e in &a.index.kernels {
+        if prefix.is_some_and(|p| e.key.rsplit_once('#').map(|(n, _)| n) != Some(p)) {
+            continue;
+        }
+        if !wanted(opts, &e.arch) {
+            continue;
+        }
+        match a.kernel(e) {
+            Ok(bytes) => push_code_object(out, path, Some(&e.key), None, &e.arch, &bytes),
+            Err(err) => out.2.push(format!("{path}: {} {}: {err}", e.key, e.arch)),
+        }
+    }
+}
+
+fn one_file(abs: &Path, f: &FileReport, follow_marker: bool, opts: &KernelsOptions) -> FileRows {
+    let mut out: FileRows = (0, Vec::new(), Vec::new());
+    let path = f.path.as_str();
+    if f.hard_link_of.is_some() {
+        return out;
+    }
+    match f.kind {
+        FileKind::Kpack => match Archive::open(abs) {
+            Ok(a) => from_archive(&mut out, path, &a, None, opts),
+            Err(e) => out.2.push(e.to_string()),
+        },
+        FileKind::HostOnlyBinary if follow_marker => {
+            if let Some(m) = &f.marker {
+                for a in marker_archives(abs, m) {
+                    match Archive::open(&a) {
+                        Ok(arch) => {
+                            let shown = a.display().to_string();
+                            from_archive(&mut out, &shown, &arch, Some(&m.kernel_name), opts)
+                        }
+                        Err(e) => out.2.push(e.to_string()),
+                    }
+                }
+            }
+        }
+        FileKind::FatBinary
+        | FileKind::Bundle
+        | FileKind::CodeObject
+        | FileKind::KernelDatabase => {
+            let map = match crate::fsutil::map_file(abs) {
+                Ok(Some(m)) => m,
+                Ok(None) => return out,
+                Err(e) => {
+                    out.2.push(format!("{path}: {e}"));
+                    return out;
+                }
+            };
+            let data: &[u8] = &map;
+            if codeobj::is_code_object(data) {
+                let target = codeobj::read(data)
+                    .ok()
+                    .and_then(|i| i.target)
+                    .unwrap_or_else(|| "unknown".into());
+                if wanted(opts, &target) {
+                    push_code_object(&mut out, path, None, None, &target, data);
+                }
+            } else if elf::is_elf(data) {
+                match elf::inspect(data) {
+                    Ok(ElfContent::Fat(fat)) => {
+                        if let Some(span) = &fat.fatbin {
+                            let end = span.offset.saturating_add(span.size) as usize;
+                            if let Some(sec) = data.get(span.offset as usize..end) {
+                                from_bundles(&mut out, path, sec, &fat.bundles, opts);
+                            }
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) => out.2.push(format!("{path}: {e}")),
+                }
+            } else if bundle::looks_like_bundle(data) {
+                match bundle::walk_section(data) {
+                    Ok(bs) => from_bundles(&mut out, path, data, &bs, opts),
+                    Err(e) => out.2.push(format!("{path}: {e}")),
+                }
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
+/// The archive files a host-only binary's marker reaches on disk (`@GFXARCH@`
+/// expanded over the files present).
+pub fn marker_archives(binary: &Path, m: &crate::kpack::Marker) -> Vec<PathBuf> {
+    let dir = binary.parent().unwrap_or(Path::new("."));
+    let mut out = Vec::new();
+    for sp in &m.kpack_search_paths {
+        let p = dir.join(sp);
+        let name = p
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        match name.split_once(GFXARCH) {
+            None => {
+                if p.is_file() && !out.contains(&p) {
+                    out.push(p);
+                }
+            }
+            Some((pre, post)) => {
+                let parent = p.parent().unwrap_or(Path::new("."));
+                let mut hits: Vec<PathBuf> = std::fs::read_dir(parent)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|e| e.ok())
+                    .filter(|e| {
+                        let n = e.file_name().to_string_lossy().into_owned();
+                        n.len() > pre.len() + post.len() && n.starts_with(pre) && n.ends_with(post)
+                    })
+                    .map(|e| e.path())
+                    .collect();
+                hits.sort();
+                for h in hits {
+                    if !out.contains(&h) {
+                        out.push(h);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// List every kernel under `root` (a tree or one file).
+pub fn list_kernels(root: &Path, opts: &KernelsOptions) -> Result<KernelsReport> {
+    let report = scan::scan(
+        root,
+        &ScanOptions {
+            threads: opts.threads,
+            ..Default::default()
+        },
+        &crate::event::NoEvents,
+    )?;
+    let single = std::fs::metadata(root)
+        .map_err(|e| Error::io(root, e))?
+        .is_file();
+    let work = |f: &FileReport| -> FileRows {
+        let abs = if single {
+            root.to_path_buf()
+        } else {
+            root.join(&f.path)
+        };
+        one_file(&abs, f, single, opts)
+    };
+    let per_file: Vec<FileRows> = if opts.threads > 0 {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(opts.threads)
+            .build()
+            .map_err(|e| Error::Invalid(format!("thread pool: {e}")))?
+            .install(|| report.files.par_iter().map(work).collect())
+    } else {
+        report.files.par_iter().map(work).collect()
+    };
+    let mut out = KernelsReport {
+        root: root.to_path_buf(),
+        ..Default::default()
+    };
+    for (n, rows, diags) in per_file {
+        out.code_objects += n;
+        out.kernels.extend(rows);
+        out.diagnostics.extend(diags);
+    }
+    out.kernels.sort_by(|a, b| {
+        (&a.path, &a.key, a.bundle, &a.target, &a.kernel.name).cmp(&(
+            &b.path,
+            &b.key,
+            b.bundle,
+            &b.target,
+            &b.kernel.name,
+        ))
+    });
+    Ok(out)
+}
+
+/// Sort orders for [`sort_rows`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortBy {
+    /// Code size, largest first.
+    Size,
+    /// VGPRs, most first.
+    Vgpr,
+    /// SGPRs, most first.
+    Sgpr,
+    /// LDS bytes, most first.
+    Lds,
+    /// Scratch bytes, most first.
+    Scratch,
+    /// Spilled registers, most first.
+    Spills,
+    /// Name (demangled), A-Z.
+    Name,
+}
+
+/// Sort rows (stable; ties keep the path order).
+pub fn sort_rows(rows: &mut [KernelRow], by: SortBy) {
+    let key = |r: &KernelRow| -> u64 {
+        let k = &r.kernel;
+        match by {
+            SortBy::Size => k.code_size,
+            SortBy::Vgpr => k.vgpr,
+            SortBy::Sgpr => k.sgpr,
+            SortBy::Lds => k.lds,
+            SortBy::Scratch => k.scratch,
+            SortBy::Spills => k.spills(),
+            SortBy::Name => None,
+        }
+        .unwrap_or(0)
+    };
+    if by == SortBy::Name {
+        rows.sort_by(|a, b| a.kernel.display_name().cmp(b.kernel.display_name()));
+    } else {
+        rows.sort_by_key(|r| std::cmp::Reverse(key(r)));
+    }
+}

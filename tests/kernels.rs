@@ -1,0 +1,282 @@
+//! The code-object reader against LLVM's tools on every code object of the real
+//! fixtures (hipcc and clang-19 builds, plain and compressed bundles): metadata
+//! fields against `llvm-readelf-19 --notes`, code sizes against `llvm-nm-19
+//! --print-size`, demangled names against `llvm-cxxfilt-19`; code objects unbundled
+//! by `clang-offload-bundler-19`.
+
+mod common;
+
+use common::*;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+/// Per kernel name, the scalar fields of the `amdhsa.kernels` list in the YAML that
+/// `llvm-readelf --notes` prints (keys at the kernel's own indentation only).
+fn readelf_kernels(co: &Path) -> BTreeMap<String, BTreeMap<String, String>> {
+    let o = Command::new("llvm-readelf-19")
+        .arg("--notes")
+        .arg(co)
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let text = String::from_utf8(o.stdout).unwrap();
+    let mut out = BTreeMap::new();
+    let mut cur: Option<BTreeMap<String, String>> = None;
+    let mut in_kernels = false;
+    let mut flush = |cur: &mut Option<BTreeMap<String, String>>| {
+        if let Some(k) = cur.take() {
+            out.insert(k[".name"].clone(), k);
+        }
+    };
+    for line in text.lines() {
+        if line.starts_with("amdhsa.kernels:") {
+            in_kernels = true;
+            continue;
+        }
+        if !in_kernels {
+            continue;
+        }
+        if !line.starts_with(' ') {
+            in_kernels = false;
+            flush(&mut cur);
+            continue;
+        }
+        let field = if let Some(rest) = line.strip_prefix("  - ") {
+            flush(&mut cur);
+            cur = Some(BTreeMap::new());
+            rest
+        } else if let Some(rest) = line.strip_prefix("    ") {
+            if rest.starts_with(' ') || rest.starts_with('-') {
+                continue; // nested (.args, .language_version)
+            }
+            rest
+        } else {
+            continue;
+        };
+        if let Some((k, v)) = field.split_once(':') {
+            let v = v.trim().trim_matches('\'').to_string();
+            if !v.is_empty() {
+                cur.as_mut().unwrap().insert(k.to_string(), v);
+            }
+        }
+    }
+    flush(&mut cur);
+    out
+}
+
+fn nm_sizes(co: &Path) -> BTreeMap<String, u64> {
+    let o = Command::new("llvm-nm-19")
+        .arg("--print-size")
+        .arg(co)
+        .output()
+        .unwrap();
+    String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 4 && (f[2] == "T" || f[2] == "t"))
+                .then(|| (f[3].to_string(), u64::from_str_radix(f[1], 16).unwrap()))
+        })
+        .collect()
+}
+
+fn cxxfilt(name: &str) -> String {
+    let o = Command::new("llvm-cxxfilt-19").arg(name).output().unwrap();
+    String::from_utf8(o.stdout).unwrap().trim().to_string()
+}
+
+/// Unbundle every device code object of a fat binary with the real bundler.
+fn unbundle(bin: &Path, dir: &Path) -> Vec<(String, std::path::PathBuf)> {
+    let fb = dir.join("fatbin");
+    assert!(
+        Command::new("objcopy")
+            .args(["-O", "binary", "--only-section=.hip_fatbin"])
+            .arg(bin)
+            .arg(&fb)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let o = Command::new("clang-offload-bundler-19")
+        .args(["-list", "-type=o"])
+        .arg(format!("-input={}", fb.display()))
+        .output()
+        .unwrap();
+    let mut out = Vec::new();
+    for t in String::from_utf8(o.stdout).unwrap().lines() {
+        let Some((_, arch)) = t.split_once("--") else {
+            continue;
+        };
+        if t.starts_with("host") || arch.is_empty() {
+            continue;
+        }
+        let co = dir.join(format!("{}.co", arch.replace(':', "_")));
+        let s = Command::new("clang-offload-bundler-19")
+            .args(["-unbundle", "-type=o"])
+            .arg(format!("-input={}", fb.display()))
+            .arg(format!("-targets={t}"))
+            .arg(format!("-output={}", co.display()))
+            .status()
+            .unwrap();
+        assert!(s.success());
+        out.push((arch.to_string(), co));
+    }
+    out
+}
+
+#[test]
+fn metadata_sizes_and_names_match_llvm_on_every_fixture_code_object() {
+    for t in [
+        "llvm-readelf-19",
+        "llvm-nm-19",
+        "llvm-cxxfilt-19",
+        "clang-offload-bundler-19",
+        "objcopy",
+    ] {
+        if tool(t).is_none() {
+            return;
+        }
+    }
+    let mut checked = 0;
+    let mut spilled = false;
+    let mut lds = false;
+    for bin in [
+        "libkernels.so",
+        "libkernels_z.so",
+        "libvadd.so",
+        "libzkern.so",
+        "app_pie",
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        for (arch, co) in unbundle(&fixtures().join(bin), dir.path()) {
+            let data = std::fs::read(&co).unwrap();
+            let info = kpack::codeobj::read(&data).unwrap();
+            assert_eq!(info.target.as_deref(), Some(arch.as_str()), "{bin} {arch}");
+            let want = readelf_kernels(&co);
+            let sizes = nm_sizes(&co);
+            assert_eq!(info.kernels.len(), want.len(), "{bin} {arch}");
+            for k in &info.kernels {
+                let w = &want[&k.name];
+                let field = |f: &str, got: Option<u64>| {
+                    assert_eq!(
+                        got.map(|v| v.to_string()),
+                        w.get(f).cloned(),
+                        "{bin} {arch} {} {f}",
+                        k.name
+                    );
+                };
+                field(".vgpr_count", k.vgpr);
+                field(".sgpr_count", k.sgpr);
+                field(".agpr_count", k.agpr);
+                field(".vgpr_spill_count", k.vgpr_spills);
+                field(".sgpr_spill_count", k.sgpr_spills);
+                field(".group_segment_fixed_size", k.lds);
+                field(".private_segment_fixed_size", k.scratch);
+                field(".kernarg_segment_size", k.kernarg_size);
+                field(".wavefront_size", k.wavefront_size);
+                field(".max_flat_workgroup_size", k.max_flat_workgroup_size);
+                assert_eq!(k.symbol.as_deref(), w.get(".symbol").map(String::as_str));
+                assert_eq!(
+                    k.code_size,
+                    sizes.get(&k.name).copied(),
+                    "{bin} {arch} {}",
+                    k.name
+                );
+                assert_eq!(k.display_name(), cxxfilt(&k.name), "{bin} {}", k.name);
+                spilled |= k.vgpr_spills.unwrap_or(0) > 0;
+                lds |= k.lds.unwrap_or(0) > 0;
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 24, "{checked}");
+    assert!(
+        spilled && lds,
+        "the fixtures hold a spilling kernel and an LDS kernel"
+    );
+}
+
+#[test]
+fn kernels_and_find_kernel_on_trees_archives_and_host_only_binaries() {
+    let fx = fixtures();
+    let o = kpack(&[
+        "kernels",
+        fx.join("libkernels.so").to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["schema"], "kpack-tui.kernels/1");
+    assert_eq!(j["kernels"].as_array().unwrap().len(), 10);
+    // Sorted by code size, largest first; spills shown.
+    let first = &j["kernels"][0];
+    assert_eq!(first["name"], "_Z11spill_heavyPKfPf");
+    assert!(first["vgpr_spills"].as_u64().unwrap() > 0);
+
+    // Packed: the archives hold the same kernels, and a host-only binary given
+    // alone follows its marker to them.
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("tree");
+    std::fs::create_dir_all(tree.join("lib")).unwrap();
+    std::fs::copy(fx.join("libkernels_z.so"), tree.join("lib/libk.so")).unwrap();
+    let out = tmp.path().join("packed");
+    let o = pack_rocm(&tree, &out, &["--all"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let count = |p: &Path, extra: &[&str]| -> usize {
+        let o = kpack(&[&["kernels", p.to_str().unwrap(), "--json"][..], extra].concat());
+        assert!(o.status.success(), "{}", stderr(&o));
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        j["kernels"].as_array().unwrap().len()
+    };
+    assert_eq!(count(&tree, &[]), 10);
+    assert_eq!(count(&out, &[]), 10, "read from the archives");
+    assert_eq!(
+        count(&out.join("lib/libk.so"), &[]),
+        10,
+        "through the marker"
+    );
+    assert_eq!(
+        count(&out, &["--target", "gfx90a"]),
+        5,
+        "a processor takes its variants"
+    );
+    assert_eq!(count(&out, &["--target", "gfx1030"]), 5);
+
+    let o = kpack(&["find-kernel", "scale<double>", fx.to_str().unwrap()]);
+    assert!(o.status.success());
+    let text = stdout(&o);
+    assert!(text.contains("4 kernels matching"), "{text}");
+    assert!(
+        text.contains("libkernels.so#0") && text.contains("libkernels_z.so#0"),
+        "{text}"
+    );
+    let o = kpack(&[
+        "find-kernel",
+        "^_Z8tile",
+        fx.to_str().unwrap(),
+        "--regex",
+        "--json",
+    ]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["kernels"].as_array().unwrap().len(), 4);
+    let o = kpack(&["find-kernel", "no_such_kernel", fx.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let o = kpack(&["find-kernel", "(", fx.to_str().unwrap(), "--regex"]);
+    assert_eq!(o.status.code(), Some(2));
+
+    // CSV: a header and one quoted row per kernel.
+    let o = kpack(&[
+        "kernels",
+        fx.join("libkernels.so").to_str().unwrap(),
+        "--csv",
+    ]);
+    let csv = stdout(&o);
+    assert!(csv.starts_with("path,key,bundle,target,"));
+    assert_eq!(csv.lines().count(), 11);
+    assert!(
+        csv.contains("\"void scale<float>(float*, float, int)\""),
+        "{csv}"
+    );
+}
