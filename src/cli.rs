@@ -73,20 +73,27 @@ pub enum Command {
         /// Directory or file to scan.
         path: PathBuf,
     },
-    /// Extract kernels from a .kpack archive.
+    /// Extract code objects: from a .kpack archive (KEY ARCH, or --all), or from a fat
+    /// binary or bundle file (--target T [--bundle K], or --all), byte-identical to
+    /// what clang-offload-bundler --unbundle writes.
     Extract {
-        /// The archive.
-        archive: PathBuf,
-        /// Binary key, e.g. `lib/libfoo.so#0`.
-        #[arg(required_unless_present = "all")]
+        /// The archive, fat binary or bundle file.
+        input: PathBuf,
+        /// Archive: the binary key, e.g. `lib/libfoo.so#0`.
         key: Option<String>,
-        /// Target ID, e.g. `gfx90a:xnack+`.
-        #[arg(required_unless_present = "all")]
+        /// Archive: the target ID, e.g. `gfx90a:xnack+`.
         arch: Option<String>,
-        /// Extract every kernel to DIR/<path>#<TU>/<arch>.hsaco.
+        /// Fat binary: the target ID to extract.
         #[arg(long, conflicts_with_all = ["key", "arch"])]
+        target: Option<String>,
+        /// Fat binary: the bundle (translation unit) index (default 0).
+        #[arg(long, requires = "target")]
+        bundle: Option<u32>,
+        /// Extract every code object to DIR (archive: DIR/<key>#<TU>/<arch>.hsaco;
+        /// binary: DIR/<bundle>/<target>.hsaco).
+        #[arg(long, conflicts_with_all = ["key", "arch", "target"])]
         all: bool,
-        /// Output file (one kernel) or directory (--all).
+        /// Output file (one code object) or directory (--all).
         #[arg(short, long)]
         output: PathBuf,
     },
@@ -479,7 +486,25 @@ mod tests {
             c.command,
             Some(Command::Extract { all: true, .. })
         ));
-        assert!(Cli::try_parse_from(["kpack-tui", "extract", "a.kpack", "-o", "d"]).is_err());
+        // KEY ARCH (archive) and --target (binary) are two forms, never mixed.
+        assert!(
+            Cli::try_parse_from([
+                "kpack-tui",
+                "extract",
+                "a.kpack",
+                "k#0",
+                "gfx900",
+                "--target",
+                "gfx900",
+                "-o",
+                "d"
+            ])
+            .is_err()
+        );
+        assert!(
+            Cli::try_parse_from(["kpack-tui", "extract", "b.so", "--bundle", "1", "-o", "d"])
+                .is_err()
+        );
         let c = Cli::try_parse_from([
             "kpack-tui",
             "extract",

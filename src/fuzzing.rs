@@ -246,3 +246,13 @@ pub fn normalize(data: &[u8]) {
         assert_eq!(plan_normalize(&out).ok(), Some(None));
     }
 }
+
+/// The code-object reader: any bytes give kernels or an error, never a panic; every
+/// kernel read is bounded by the input.
+pub fn codeobj(data: &[u8]) {
+    if let Ok(info) = crate::codeobj::read(data) {
+        for k in &info.kernels {
+            assert!(k.name.len() <= data.len());
+        }
+    }
+}

@@ -356,3 +356,58 @@ pub fn sort_rows(rows: &mut [KernelRow], by: SortBy) {
         rows.sort_by_key(|r| std::cmp::Reverse(key(r)));
     }
 }
+
+/// One code object unbundled from a fat binary or bundle file.
+#[derive(Debug, Clone)]
+pub struct Unbundled {
+    /// Bundle (TU) index.
+    pub bundle: u32,
+    /// Target ID.
+    pub target: String,
+    /// The bundle entry ID (`hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+`).
+    pub entry_id: String,
+    /// The code object, exactly as `clang-offload-bundler --unbundle` writes it.
+    pub bytes: Vec<u8>,
+}
+
+/// Every device code object of a fat binary (ELF with `.hip_fatbin`) or a bundle
+/// file, in bundle order.
+pub fn unbundle(data: &[u8]) -> std::result::Result<Vec<Unbundled>, String> {
+    let (sec, bundles): (&[u8], Vec<BundleInfo>) = if elf::is_elf(data) {
+        match elf::inspect(data).map_err(|e| e.to_string())? {
+            ElfContent::Fat(fat) => {
+                let span = fat.fatbin.ok_or(
+                    "no .hip_fatbin section (a host-only binary? its kernels are in archives)",
+                )?;
+                let end = span.offset.saturating_add(span.size) as usize;
+                let sec = data
+                    .get(span.offset as usize..end)
+                    .ok_or(".hip_fatbin runs past the end of the file")?;
+                if fat.host_only {
+                    return Err("a host-only binary: its kernels are in its archives".into());
+                }
+                (sec, fat.bundles)
+            }
+            _ => return Err("not a fat binary (no device code bundles)".into()),
+        }
+    } else if bundle::looks_like_bundle(data) {
+        (data, bundle::walk_section(data).map_err(|e| e.to_string())?)
+    } else {
+        return Err("neither an ELF fat binary nor an offload bundle".into());
+    };
+    let mut out = Vec::new();
+    for b in &bundles {
+        let un = b.uncompressed(sec, 1 << 34).map_err(|e| e.to_string())?;
+        for (e, bytes) in b.code_objects(&un).map_err(|e| e.to_string())? {
+            if let Some(target) = e.id.arch() {
+                out.push(Unbundled {
+                    bundle: b.index as u32,
+                    target,
+                    entry_id: e.id.triple.clone(),
+                    bytes: bytes.to_vec(),
+                });
+            }
+        }
+    }
+    Ok(out)
+}

@@ -48,12 +48,24 @@ fn run(cli: Cli) -> Result<i32> {
     match cli.command {
         Some(Command::Scan { path }) => run_scan(&path, &common),
         Some(Command::Extract {
-            archive,
+            input,
             key,
             arch,
+            target,
+            bundle,
             all,
             output,
-        }) => batch::archive::extract(&archive, key.as_deref(), arch.as_deref(), all, &output),
+        }) => batch::archive::extract(
+            &input,
+            &batch::archive::ExtractWhat {
+                key: key.as_deref(),
+                arch: arch.as_deref(),
+                target: target.as_deref(),
+                bundle,
+                all,
+            },
+            &output,
+        ),
         Some(Command::Preview { binary, marker }) => {
             with_stdout(|out| batch::rewrite::preview(&binary, &marker, common.json, out))
         }

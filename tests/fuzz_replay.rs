@@ -151,6 +151,11 @@ fn marker() {
 }
 
 #[test]
+fn code_object_reader() {
+    replay("codeobj", 1500, kpack::fuzzing::codeobj);
+}
+
+#[test]
 fn artifact_texts() {
     replay("artifacts", 3000, kpack::fuzzing::artifact_texts);
 }

@@ -204,6 +204,9 @@ fn every_json_output_follows_its_schema() {
         json("normalize", &["normalize", "--check", &t("p2")]);
         json("normalize", &["normalize", &t("p2")]);
     }
+    json("kernels", &["kernels", &fx]);
+    json("kernels", &["kernels", &t("p2")]);
+    json("kernels", &["find-kernel", "scale", &fx]);
     // The ledger is a document of its own, with its schema.
     for p in ["p2", "p4", "p5"] {
         let l = std::fs::read(tmp.path().join(p).join(".kpack/kpack-tui-ledger.json")).unwrap();

@@ -280,3 +280,79 @@ fn kernels_and_find_kernel_on_trees_archives_and_host_only_binaries() {
         "{csv}"
     );
 }
+
+#[test]
+fn extract_from_fat_binaries_is_byte_identical_to_the_bundler() {
+    if tool("clang-offload-bundler-19").is_none() || tool("objcopy").is_none() {
+        return;
+    }
+    let mut n = 0;
+    for bin in [
+        "libkernels.so",
+        "libkernels_z.so",
+        "libvadd.so",
+        "libzkern.so",
+        "app_pie",
+        "app_nopie",
+        "librdc.so",
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        for (arch, co) in unbundle(&fixtures().join(bin), dir.path()) {
+            let ours = dir.path().join("ours.co");
+            let o = kpack(&[
+                "extract",
+                fixtures().join(bin).to_str().unwrap(),
+                "--target",
+                &arch,
+                "-o",
+                ours.to_str().unwrap(),
+            ]);
+            assert!(o.status.success(), "{bin} {arch}: {}", stderr(&o));
+            assert!(
+                std::fs::read(&ours).unwrap() == std::fs::read(&co).unwrap(),
+                "{bin} {arch}: differs from clang-offload-bundler-19 --unbundle"
+            );
+            n += 1;
+        }
+    }
+    // libzkern.so holds two CCOB bundles in one section, which the bundler cannot
+    // list (it reads the section as one compressed bundle): 6 binaries x 2 targets.
+    assert!(n >= 12, "{n}");
+    // --all: every bundle; a wrong target names what there is.
+    let tmp = tempfile::tempdir().unwrap();
+    let o = kpack(&[
+        "extract",
+        fixtures().join("app_pie").to_str().unwrap(),
+        "--all",
+        "-o",
+        tmp.path().to_str().unwrap(),
+    ]);
+    assert!(o.status.success());
+    for (b, t) in [(0, "gfx900"), (0, "gfx906"), (1, "gfx900"), (1, "gfx906")] {
+        assert!(tmp.path().join(format!("app_pie#{b}/{t}.hsaco")).is_file());
+    }
+    let o = kpack(&[
+        "extract",
+        fixtures().join("app_pie").to_str().unwrap(),
+        "--target",
+        "gfx1100",
+        "-o",
+        tmp.path().join("x").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("--bundle 1 --target gfx906"),
+        "{}",
+        stderr(&o)
+    );
+    let o = kpack(&[
+        "extract",
+        fixtures().join("hostonly").to_str().unwrap(),
+        "--target",
+        "gfx900",
+        "-o",
+        tmp.path().join("x").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!tmp.path().join("x").exists());
+}

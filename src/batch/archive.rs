@@ -1,7 +1,7 @@
 //! `.kpack` inspect, extract and verify in batch mode.
 
 use super::{EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, size};
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use kpack::kpack::archive::{Archive, KernelEntry};
 use serde::Serialize;
 use std::io::Write;
@@ -189,13 +189,64 @@ pub fn verify(path: &Path, json: bool, out: &mut dyn Write) -> Result<i32> {
 }
 
 /// Extract one kernel (`key`, `arch`) or all of them (`all`).
-pub fn extract(
-    path: &Path,
-    key: Option<&str>,
-    arch: Option<&str>,
-    all: bool,
-    out_path: &Path,
-) -> Result<i32> {
+/// What `extract` was asked for.
+pub struct ExtractWhat<'a> {
+    /// Archive key.
+    pub key: Option<&'a str>,
+    /// Archive arch.
+    pub arch: Option<&'a str>,
+    /// Fat binary target.
+    pub target: Option<&'a str>,
+    /// Fat binary bundle index.
+    pub bundle: Option<u32>,
+    /// Everything.
+    pub all: bool,
+}
+
+/// Up to `n` of `candidates` closest to `want` (edit distance), closest first.
+fn closest<'a>(want: &str, candidates: &'a [String], n: usize) -> Vec<&'a str> {
+    fn distance(a: &str, b: &str) -> usize {
+        let b: Vec<char> = b.chars().collect();
+        let mut row: Vec<usize> = (0..=b.len()).collect();
+        for (i, ca) in a.chars().enumerate() {
+            let mut prev = row[0];
+            row[0] = i + 1;
+            for (j, cb) in b.iter().enumerate() {
+                let cur = row[j + 1];
+                row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+                prev = cur;
+            }
+        }
+        row[b.len()]
+    }
+    let mut v: Vec<(usize, &str)> = candidates
+        .iter()
+        .map(|c| (distance(want, c), c.as_str()))
+        .collect();
+    v.sort();
+    v.into_iter().take(n).map(|(_, c)| c).collect()
+}
+
+/// `kpack-tui extract`: from an archive, or from a fat binary / bundle file.
+pub fn extract(path: &Path, what: &ExtractWhat, out_path: &Path) -> Result<i32> {
+    let head = {
+        use std::io::Read;
+        let mut h = [0u8; 4];
+        let n = std::fs::File::open(path)
+            .and_then(|mut f| f.read(&mut h))
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        h[..n].to_vec()
+    };
+    if head != kpack::kpack::archive::MAGIC[..4] {
+        return extract_from_binary(path, what, out_path);
+    }
+    if what.target.is_some() {
+        bail!(
+            "{}: an archive: give KEY and ARCH (or --all), not --target",
+            path.display()
+        );
+    }
+    let (key, arch, all) = (what.key, what.arch, what.all);
     let a = Archive::open(path)?;
     if all {
         let n = a.extract_to(out_path, |_| true)?;
@@ -211,12 +262,14 @@ pub fn extract(
             .index
             .kernels
             .iter()
-            .map(|k| format!("{} @ {}", k.key, k.arch))
+            .map(|k| format!("{} {}", k.key, k.arch))
             .collect();
+        let near = closest(&format!("{key} {arch}"), &keys, 5);
         eprintln!(
-            "kpack-tui: {}: no kernel {key} @ {arch}; the archive has:\n  {}",
+            "kpack-tui: {}: no kernel {key} @ {arch} among its {} kernels; the closest:\n  {}",
             path.display(),
-            keys.join("\n  ")
+            keys.len(),
+            near.join("\n  ")
         );
         return Ok(EXIT_ERROR);
     };
@@ -236,6 +289,62 @@ pub fn extract(
     eprintln!(
         "extracted {key} @ {arch} ({}) to {}",
         size(bytes.len() as u64),
+        out_path.display()
+    );
+    Ok(EXIT_OK)
+}
+
+fn extract_from_binary(path: &Path, what: &ExtractWhat, out_path: &Path) -> Result<i32> {
+    if what.key.is_some() || what.arch.is_some() {
+        bail!(
+            "{}: not a .kpack archive: for a fat binary give --target T [--bundle K], or --all",
+            path.display()
+        );
+    }
+    let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let cos =
+        kpack::kernels::unbundle(&data).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    if what.all {
+        let name = path
+            .file_name()
+            .map_or("binary".into(), |n| n.to_string_lossy().into_owned());
+        for c in &cos {
+            let safe =
+                kpack::kpack::archive::safe_arch(&c.target).map_err(|e| anyhow::anyhow!(e))?;
+            let dir = out_path.join(format!("{name}#{}", c.bundle));
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            kpack::fsutil::write_atomic(&dir.join(format!("{safe}.hsaco")), &c.bytes, None)?;
+        }
+        eprintln!(
+            "extracted {} code objects to {}",
+            cos.len(),
+            out_path.display()
+        );
+        return Ok(EXIT_OK);
+    }
+    let Some(target) = what.target else {
+        bail!("give --target T (and --bundle K), or --all");
+    };
+    let bundle = what.bundle.unwrap_or(0);
+    let Some(c) = cos
+        .iter()
+        .find(|c| c.bundle == bundle && c.target == target)
+    else {
+        let have: Vec<String> = cos
+            .iter()
+            .map(|c| format!("--bundle {} --target {}", c.bundle, c.target))
+            .collect();
+        bail!(
+            "{}: no code object for {target} in bundle {bundle}; it has: {}",
+            path.display(),
+            have.join(", ")
+        );
+    };
+    kpack::fsutil::write_atomic(out_path, &c.bytes, None)?;
+    eprintln!(
+        "extracted bundle {bundle} {target} ({}) to {}",
+        size(c.bytes.len() as u64),
         out_path.display()
     );
     Ok(EXIT_OK)

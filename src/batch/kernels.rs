@@ -74,9 +74,21 @@ fn csv_row(r: &KernelRow) -> String {
 }
 
 fn table(out: &mut dyn Write, rows: &[KernelRow]) -> std::io::Result<()> {
+    let w = rows
+        .iter()
+        .map(|r| location(r).chars().count())
+        .max()
+        .unwrap_or(5)
+        .clamp(5, 60);
+    let t = rows
+        .iter()
+        .map(|r| r.target.len())
+        .max()
+        .unwrap_or(6)
+        .max(6);
     writeln!(
         out,
-        "{:>10} {:>5} {:>5} {:>5} {:>7} {:>7} {:>6}  {:<14} {:<40} kernel",
+        "{:>10} {:>5} {:>5} {:>5} {:>7} {:>7} {:>6}  {:<t$} {:<w$} kernel",
         "code", "vgpr", "agpr", "sgpr", "lds", "scratch", "spills", "target", "where"
     )?;
     for r in rows {
@@ -87,7 +99,7 @@ fn table(out: &mut dyn Write, rows: &[KernelRow]) -> std::io::Result<()> {
         );
         writeln!(
             out,
-            "{:>10} {:>5} {:>5} {:>5} {:>7} {:>7} {:>6}  {:<14} {:<40} {}",
+            "{:>10} {:>5} {:>5} {:>5} {:>7} {:>7} {:>6}  {:<t$} {:<w$} {}",
             k.code_size.map_or_else(|| "-".into(), size),
             opt(k.vgpr),
             opt(k.agpr),
