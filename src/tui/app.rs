@@ -31,6 +31,8 @@ pub enum AppEvent {
     ArchiveDone(String),
     /// An ELF binary's sections and segments were read.
     Layout(String, Box<Result<kpack::elf::rewrite::ElfLayout, String>>),
+    /// The kernels under a relative path were read.
+    Kernels(String, Box<Result<kpack::kernels::KernelsReport, String>>),
     /// The core's pack plan for the selected families finished.
     Plan(Box<Result<kpack::pack::PackPlan, String>>),
     /// Progress of a running pack.
@@ -52,6 +54,8 @@ pub enum View {
     Preview,
     /// A `.kpack` archive's TOC.
     Inspector,
+    /// The kernels inside the code objects of the selected subtree.
+    Kernels,
     /// Packing: confirm, live progress, result.
     Pack,
 }
@@ -64,6 +68,7 @@ impl View {
             View::Families => "Architectures",
             View::Preview => "Rewrite preview",
             View::Inspector => "Archive",
+            View::Kernels => "Kernels",
             View::Pack => "Pack",
         }
     }
@@ -76,6 +81,8 @@ pub enum Request {
     Preview(String),
     /// Read the sections and segments of this relative path.
     Layout(String),
+    /// List the kernels under this relative path (`""`: the whole tree).
+    Kernels(String),
     /// Extract kernels of the open archive: one (key, arch), or all with `None`.
     Extract(Option<(String, String)>),
     /// Verify the open archive.
@@ -260,6 +267,14 @@ pub struct App {
     pub pack: Option<PackState>,
     /// Set by Esc during a pack: the loop cancels the core's token.
     pub cancel_pack: bool,
+    /// The Kernels view: the subtree shown, its kernels (sorted) once read.
+    pub kernels: Option<(String, Result<kpack::kernels::KernelsReport, String>)>,
+    /// Kernels are being read.
+    pub kernels_loading: bool,
+    /// Row selected in the Kernels view.
+    pub kernel_cursor: usize,
+    /// Sort of the Kernels view.
+    pub kernel_sort: kpack::kernels::SortBy,
     /// Sections and segments of ELF files, read in the background on selection.
     pub layouts: std::collections::HashMap<String, Result<kpack::elf::rewrite::ElfLayout, String>>,
 }
@@ -270,7 +285,7 @@ impl App {
         let views = if archive.is_some() {
             vec![View::Inspector]
         } else {
-            vec![View::Explorer, View::Families, View::Preview]
+            vec![View::Explorer, View::Families, View::Preview, View::Kernels]
         };
         App {
             root,
@@ -302,6 +317,10 @@ impl App {
             pack: None,
             cancel_pack: false,
             layouts: std::collections::HashMap::new(),
+            kernels: None,
+            kernels_loading: false,
+            kernel_cursor: 0,
+            kernel_sort: kpack::kernels::SortBy::Size,
             partial: false,
             archive_status: None,
         }
@@ -438,6 +457,21 @@ impl App {
             .map(|((n, _), _)| *n)
     }
 
+    /// Ask for the kernels under `path` (relative; `""` the whole tree), unless they
+    /// are shown already (or, without `replace`, anything is shown or loading).
+    fn want_kernels(&mut self, path: String, replace: bool) {
+        if self.report.is_none() || self.kernels_loading {
+            return;
+        }
+        let shown = self.kernels.as_ref().map(|(p, _)| p.as_str());
+        if shown == Some(path.as_str()) || (!replace && shown.is_some()) {
+            return;
+        }
+        self.kernels_loading = true;
+        self.kernels = None;
+        self.requests.push(Request::Kernels(path));
+    }
+
     /// Refresh the single targets from the report, keeping toggles: every processor
     /// with code, and every feature-flagged target ID after its processor.
     fn refresh_singles(&mut self) {
@@ -508,6 +542,15 @@ impl App {
                 Err(e) => self.error = Some(e),
             },
             AppEvent::Preview(path, r) => self.preview = Some((path, *r)),
+            AppEvent::Kernels(path, r) => {
+                self.kernels_loading = false;
+                let mut r = *r;
+                if let Ok(rep) = &mut r {
+                    kpack::kernels::sort_rows(&mut rep.kernels, self.kernel_sort);
+                }
+                self.kernels = Some((path, r));
+                self.kernel_cursor = 0;
+            }
             AppEvent::ArchiveDone(msg) => self.archive_status = Some(msg),
             AppEvent::Layout(path, r) => {
                 self.layouts.insert(path, *r);
@@ -546,6 +589,16 @@ impl App {
                 }
             }
             View::Preview => self.preview_scroll = (self.preview_scroll as isize + d).max(0) as u16,
+            View::Kernels => {
+                let n = match &self.kernels {
+                    Some((_, Ok(r))) => r.kernels.len(),
+                    _ => 0,
+                };
+                if n > 0 {
+                    self.kernel_cursor =
+                        (self.kernel_cursor as isize + d).clamp(0, n as isize - 1) as usize;
+                }
+            }
             View::Pack => {}
         }
     }
@@ -599,9 +652,12 @@ impl App {
             KeyCode::BackTab => {
                 self.view = self.views[(i + self.views.len() - 1) % self.views.len()]
             }
-            KeyCode::Char(c @ '1'..='4') => {
+            KeyCode::Char(c @ '1'..='9') => {
                 if let Some(v) = self.views.get(c as usize - '1' as usize) {
                     self.view = *v;
+                    if self.view == View::Kernels {
+                        self.want_kernels(String::new(), false);
+                    }
                 }
             }
             KeyCode::Char(c @ ('x' | 'X' | 'v')) if self.view == View::Inspector => {
@@ -665,6 +721,24 @@ impl App {
                 _ => {}
             },
             View::Pack => self.pack_key(k),
+            View::Kernels => {
+                if k.code == KeyCode::Char('s') {
+                    use kpack::kernels::SortBy::*;
+                    self.kernel_sort = match self.kernel_sort {
+                        Size => Vgpr,
+                        Vgpr => Sgpr,
+                        Sgpr => Lds,
+                        Lds => Scratch,
+                        Scratch => Spills,
+                        Spills => Name,
+                        Name => Size,
+                    };
+                    if let Some((_, Ok(r))) = &mut self.kernels {
+                        kpack::kernels::sort_rows(&mut r.kernels, self.kernel_sort);
+                    }
+                    self.kernel_cursor = 0;
+                }
+            }
             View::Preview | View::Inspector => {}
         }
     }
@@ -765,6 +839,11 @@ impl App {
                 self.filtering = true;
             }
             KeyCode::Char('s') => self.sort = self.sort.next(),
+            KeyCode::Char('K') => {
+                let path = tree.path(row.node);
+                self.want_kernels(path, true);
+                self.view = View::Kernels;
+            }
             // Enter toggles a folder; → and l only open it.
             KeyCode::Enter if node.file.is_none() && !self.expanded.insert(row.node) => {
                 self.expanded.remove(&row.node);

@@ -171,6 +171,20 @@ fn start(req: Request, root: &Path, tx: &Sender<AppEvent>, cancel: &kpack::event
                 let _ = tx.send(AppEvent::ArchiveDone(msg));
             });
         }
+        Request::Kernels(rel) => {
+            let path = if rel.is_empty() {
+                root.to_path_buf()
+            } else {
+                file_in(root, &rel)
+            };
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let r =
+                    kpack::kernels::list_kernels(&path, &kpack::kernels::KernelsOptions::default())
+                        .map_err(|e| e.to_string());
+                let _ = tx.send(AppEvent::Kernels(rel, Box::new(r)));
+            });
+        }
         Request::Layout(rel) => {
             let path = file_in(root, &rel);
             let tx = tx.clone();

@@ -679,3 +679,35 @@ fn pack_dialog_chooses_archives_per_target_or_family() {
         [".kpack/demo_gfx90X.kpack", ".kpack/demo_gfx103X.kpack"]
     );
 }
+
+#[test]
+fn kernels_view_lists_the_kernels_of_the_selection() {
+    let mut app = scanned();
+    select(&mut app, "libzkern.so");
+    app.update(AppEvent::Key(KeyEvent::new(
+        KeyCode::Char('K'),
+        KeyModifiers::SHIFT,
+    )));
+    assert_eq!(app.view, View::Kernels);
+    assert!(
+        app.requests
+            .contains(&super::app::Request::Kernels("lib/libzkern.so".into()))
+    );
+    assert!(app.kernels_loading);
+    // The background read, as the loop would deliver it (a fixture with spills).
+    let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bin/libkernels.so");
+    let mut r = kpack::kernels::list_kernels(&lib, &Default::default()).unwrap();
+    r.root = PathBuf::from("libkernels.so");
+    app.update(AppEvent::Kernels(
+        "lib/libkernels.so".into(),
+        Box::new(Ok(r)),
+    ));
+    assert!(!app.kernels_loading);
+    insta::assert_snapshot!("kernels_80x24", render(&app, 80, 24).backend());
+    // Sorted by code size; `s` sorts by VGPRs next; the cursor moves.
+    key(&mut app, KeyCode::Char('s'));
+    assert_eq!(app.kernel_sort, kpack::kernels::SortBy::Vgpr);
+    key(&mut app, KeyCode::Down);
+    assert_eq!(app.kernel_cursor, 1);
+    insta::assert_snapshot!("kernels_160x48", render(&app, 160, 48).backend());
+}
