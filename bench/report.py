@@ -52,6 +52,15 @@ for r in rows:
         print(f"| combine | two shards of the split above, {size(r['in_bytes'])} in all (every generic file compared) "
               f"| {r['ours_s']:.2f} s | {r['ref_s']:.2f} s (cp -a of the shards) "
               f"| {r['ours_s']/r['ref_s']:.2f} | ≤ 1.2 | {size(int(r['peak_rss_kb'])*1024)} |")
+    elif b == "kernels":
+        ref = r['zstd_s'] + r['cat_s']
+        print(f"| kernels | {size(r['lib_bytes'])} library, {r['code_objects']} code objects ({r['ccob_bundles']} of 12 bundles CCOB, {size(r['ccob_bytes'])} compressed), {r['kernels']} kernels, `--json` "
+              f"| {r['ours_s']*1000:.0f} ms | {r['zstd_s']*1000:.0f} ms zstd -d of the CCOB payloads + {r['cat_s']*1000:.0f} ms cat of the file "
+              f"| {r['ours_s']/ref:.2f} | ≤ 1.5 | {size(int(r['peak_rss_kb'])*1024)} |")
+    elif b == "find_kernel":
+        print(f"| find-kernel | one name over a {size(r['tree_bytes'])} generated tree ({r['hits']} hits) "
+              f"| {r['ours_s']:.2f} s | {r['ref_s']:.2f} s (grep -rlF of the name over every byte) "
+              f"| {r['ours_s']/r['ref_s']:.2f} | ≤ 2 s | |")
     elif b == "trace":
         print(f"| trace parse + analysis | {r['lines']:,} lines (phc format), one core "
               f"| {r['ours_s']*1000:.0f} ms" + (f" (lines in completion order: {r['ours_end_order_s']*1000:.0f} ms)" if 'ours_end_order_s' in r else "")

@@ -8,7 +8,7 @@
 # Needs: the README's setup, hyperfine, zstd, clang-offload-bundler-19, objcopy, and
 # for the tuistart and phc sections tmux, hipcc and make
 # (apt-get install hyperfine zstd clang-19 binutils tmux hipcc make).
-# Sections: scan rewrite pack split trace archive tui tuistart phc phc1. Work files go to bench/work/
+# Sections: scan rewrite pack split kernels trace archive tui tuistart phc phc1. Work files go to bench/work/
 # (generated trees are kept and reused; delete the folder to regenerate).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +17,7 @@ work=$root/bench/work
 mkdir -p "$work"
 results=$work/results.jsonl
 sections=("$@")
-[ ${#sections[@]} -gt 0 ] || sections=(scan rewrite pack split trace archive tui tuistart phc phc1)
+[ ${#sections[@]} -gt 0 ] || sections=(scan rewrite pack split kernels trace archive tui tuistart phc phc1)
 want() { local s; for s in "${sections[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 for t in hyperfine zstd clang-offload-bundler-19 objcopy python3 /usr/bin/time; do
   command -v "$t" >/dev/null || { echo "bench: missing $t" >&2; exit 1; }
@@ -35,7 +35,7 @@ record() { echo "$1" >> "$results.new"; }
 if [ -f "$results" ]; then
   python3 - "$results" "${sections[@]}" >> "$results.new" <<'PY'
 import json, sys
-keep = {"scan": "scan", "rewrite": "rewrite", "pack": "pack", "split": "split", "combine": "split", "trace": "trace", "archive_write": "archive", "archive_random_access": "archive", "tui": "tui", "phc": "phc", "phc1": "phc1", "tui_startup": "tuistart"}
+keep = {"scan": "scan", "rewrite": "rewrite", "pack": "pack", "split": "split", "combine": "split", "kernels": "kernels", "find_kernel": "kernels", "trace": "trace", "archive_write": "archive", "archive_random_access": "archive", "tui": "tui", "phc": "phc", "phc1": "phc1", "tui_startup": "tuistart"}
 rerun = set(sys.argv[2:])
 for line in open(sys.argv[1]):
     b = json.loads(line)
@@ -166,6 +166,29 @@ print(",".join(a[0::2]), ",".join(a[1::2]))' "$work/split-scan.json")"
   rss=$(peak_rss_kb "$kp" combine "$work/shards/a" "$work/shards/b" -o "$work/combined" --force)
   rm -rf "$work/combined" "$work/cpa" "$work/shards"
   record "{\"bench\":\"combine\",\"in_bytes\":$in_bytes,\"ours_s\":$ours,\"ref_s\":$ref,\"peak_rss_kb\":$rss}"
+fi
+
+if want kernels; then
+  echo "bench: kernels of a 60 MB library vs zstd -d of its compressed bundles and cat"
+  klib=$work/klib-60.so
+  [ -f "$klib" ] || "$root/target/release/examples/gen_tree" --single "$klib" --tus 12 --size-mb 60 --seed 5
+  read -r nz zbytes <<< "$("$root/target/release/examples/ccob_payloads" "$klib" "$work/klib.zst")"
+  hyperfine -N --warmup 2 --runs "$RUNS" --export-json "$work/hf-kernels.json" \
+    "$kp kernels $klib --json" "zstd -d -q -c $work/klib.zst" "cat $klib" > "$work/hf-kernels.log"
+  read -r ours zstd_s cat_s <<< "$(median "$work/hf-kernels.json")"
+  nk=$("$kp" kernels "$klib" --json | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["code_objects"], len(r["kernels"]))')
+  read -r ncos nkern <<< "$nk"
+  rss=$(peak_rss_kb "$kp" kernels "$klib" --json)
+  record "{\"bench\":\"kernels\",\"lib_bytes\":$(stat -c %s "$klib"),\"code_objects\":$ncos,\"kernels\":$nkern,\"ccob_bundles\":$nz,\"ccob_bytes\":$zbytes,\"ours_s\":$ours,\"zstd_s\":$zstd_s,\"cat_s\":$cat_s,\"peak_rss_kb\":$rss}"
+
+  echo "bench: find-kernel over a 1 GiB tree vs grep -rl"
+  ktree=$work/ktree-1100
+  [ -d "$ktree" ] || "$root/target/release/examples/gen_tree" "$ktree" --size-mb 1100 --seed 4
+  hyperfine -N -i --warmup 1 --runs "$RUNS" --export-json "$work/hf-find.json" \
+    "$kp find-kernel spill_heavy $ktree" "grep -rlF spill_heavy $ktree" > "$work/hf-find.log"
+  read -r ours ref <<< "$(median "$work/hf-find.json")"
+  hits=$("$kp" find-kernel spill_heavy "$ktree" --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["kernels"]))')
+  record "{\"bench\":\"find_kernel\",\"tree_bytes\":$(du -sb "$ktree" | cut -f1),\"hits\":$hits,\"ours_s\":$ours,\"ref_s\":$ref}"
 fi
 
 if want trace; then

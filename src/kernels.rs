@@ -109,27 +109,40 @@ fn from_bundles(
     bundles: &[BundleInfo],
     opts: &KernelsOptions,
 ) {
-    for b in bundles {
-        let un = match b.uncompressed(sec, 1 << 34) {
-            Ok(u) => u,
-            Err(e) => {
-                out.2.push(format!("{path}: bundle #{}: {e}", b.index));
-                continue;
+    // Bundles in parallel (a large library's compressed bundles decode on every core),
+    // merged in bundle order.
+    let parts: Vec<FileRows> = bundles
+        .par_iter()
+        .with_max_len(1)
+        .map(|b| {
+            let mut part: FileRows = (0, Vec::new(), Vec::new());
+            let un = match b.uncompressed(sec, 1 << 34) {
+                Ok(u) => u,
+                Err(e) => {
+                    part.2.push(format!("{path}: bundle #{}: {e}", b.index));
+                    return part;
+                }
+            };
+            let cos = match b.code_objects(&un) {
+                Ok(c) => c,
+                Err(e) => {
+                    part.2.push(format!("{path}: bundle #{}: {e}", b.index));
+                    return part;
+                }
+            };
+            for (e, bytes) in cos {
+                let Some(arch) = e.id.arch() else { continue };
+                if wanted(opts, &arch) && codeobj::is_code_object(bytes) {
+                    push_code_object(&mut part, path, None, Some(b.index as u32), &arch, bytes);
+                }
             }
-        };
-        let cos = match b.code_objects(&un) {
-            Ok(c) => c,
-            Err(e) => {
-                out.2.push(format!("{path}: bundle #{}: {e}", b.index));
-                continue;
-            }
-        };
-        for (e, bytes) in cos {
-            let Some(arch) = e.id.arch() else { continue };
-            if wanted(opts, &arch) && codeobj::is_code_object(bytes) {
-                push_code_object(out, path, None, Some(b.index as u32), &arch, bytes);
-            }
-        }
+            part
+        })
+        .collect();
+    for (n, rows, diags) in parts {
+        out.0 += n;
+        out.1.extend(rows);
+        out.2.extend(diags);
     }
 }
 

@@ -44,12 +44,13 @@ pub const ARCHES: &[(&str, u32)] = &[
 ];
 
 pub struct Pool {
-    pub headers: Vec<Vec<u8>>,
+    /// Whole real code objects (valid ELF, metadata notes and symbols), smallest first.
+    pub objects: Vec<Vec<u8>>,
     pub bytes: Vec<u8>,
 }
 
 pub fn load_pool(fixtures: &Path) -> Pool {
-    let mut headers = Vec::new();
+    let mut objects = Vec::new();
     let mut bytes = Vec::new();
     for name in [
         "libvadd.so",
@@ -57,6 +58,8 @@ pub fn load_pool(fixtures: &Path) -> Pool {
         "app_nopie",
         "librdc.so",
         "libzkern.so",
+        "libkernels.so",
+        "libkernels_z.so",
     ] {
         let data = std::fs::read(fixtures.join(name))
             .unwrap_or_else(|e| panic!("{name}: {e} (run scripts/make-fixtures.sh)"));
@@ -68,22 +71,26 @@ pub fn load_pool(fixtures: &Path) -> Pool {
         for b in &fat.bundles {
             let un = b.uncompressed(sec, 1 << 30).unwrap();
             for (_, co) in b.code_objects(&un).unwrap() {
-                headers.push(co[..co.len().min(4096)].to_vec());
+                objects.push(co.to_vec());
                 bytes.extend_from_slice(co);
             }
         }
     }
-    Pool { headers, bytes }
+    objects.sort_by_key(Vec::len);
+    Pool { objects, bytes }
 }
 
-/// A code object of `size` bytes for `mach`: a real header, then mutated real code.
+/// A code object of about `size` bytes for `mach`: a whole real code object (so its
+/// kernels and metadata read as real ones do), then mutated real code up to `size`
+/// (past the ELF's end, where no reader looks). Never smaller than the smallest real
+/// one.
 pub fn code_object(pool: &Pool, mach: u32, size: usize, rng: &mut Rng) -> Vec<u8> {
-    let mut out = pool.headers[rng.below(pool.headers.len() as u64) as usize].clone();
+    let fitting = pool.objects.partition_point(|o| o.len() <= size).max(1);
+    let mut out = pool.objects[rng.below(fitting as u64) as usize].clone();
     if out.len() >= 0x34 {
         let flags = u32::from_le_bytes(out[0x30..0x34].try_into().unwrap());
         out[0x30..0x34].copy_from_slice(&((flags & !0xfff) | mach).to_le_bytes());
     }
-    out.truncate(size);
     while out.len() < size {
         let len = rng.range(24, 400) as usize;
         let at = rng.below((pool.bytes.len() - len) as u64) as usize;
@@ -95,7 +102,7 @@ pub fn code_object(pool: &Pool, mach: u32, size: usize, rng: &mut Rng) -> Vec<u8
             out[i] = rng.next() as u8;
         }
     }
-    out.truncate(size);
+    out.truncate(size.max(pool.objects[0].len()));
     out
 }
 

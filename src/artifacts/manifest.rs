@@ -49,12 +49,26 @@ pub fn parse_manifest(bytes: &[u8]) -> std::result::Result<Vec<String>, String> 
     let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8 text ({e})"))?;
     let mut out: Vec<String> = Vec::new();
     for (n, line) in text.lines().enumerate() {
-        let p = line.trim();
-        if p.is_empty() {
+        let raw = line.trim();
+        if raw.is_empty() {
             continue;
         }
-        check_prefix(p).map_err(|e| format!("line {}: prefix {p:?} {e}", n + 1))?;
-        let p = p.trim_end_matches('/').to_string();
+        // The canonical form: no trailing '/' or blanks (so writing and reading it
+        // again gives the same prefix).
+        let mut p = raw;
+        loop {
+            let q = p.trim_end_matches('/').trim_end();
+            if q == p {
+                break;
+            }
+            p = q;
+        }
+        let shown = if p.is_empty() { raw } else { p };
+        if raw.starts_with('/') {
+            return Err(format!("line {}: prefix {raw:?} is absolute", n + 1));
+        }
+        check_prefix(shown).map_err(|e| format!("line {}: prefix {shown:?} {e}", n + 1))?;
+        let p = p.to_string();
         if out.contains(&p) {
             return Err(format!("line {}: prefix {p:?} is listed twice", n + 1));
         }
@@ -94,6 +108,9 @@ mod tests {
         assert_eq!(m, ["a/b/stage", "c/stage"]);
         assert_eq!(manifest_text(&m), "a/b/stage\nc/stage\n");
         assert!(parse_manifest(b"").unwrap().is_empty());
+        // Trailing slashes and blanks go, whatever their order (fuzz regression).
+        assert_eq!(parse_manifest(b"a/b{ /\n").unwrap(), ["a/b{"]);
+        assert_eq!(parse_manifest(b"a/ / \n").unwrap(), ["a"]);
         for bad in [
             &b"/abs"[..],
             b"a/../b",
@@ -103,6 +120,7 @@ mod tests {
             b"a\0",
             b"a\na",
             b"\xff",
+            b"/",
         ] {
             assert!(parse_manifest(bad).is_err(), "{bad:?}");
         }
