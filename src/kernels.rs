@@ -35,6 +35,10 @@ pub struct KernelRow {
     /// The kernel.
     #[serde(flatten)]
     pub kernel: Kernel,
+    /// Waves per SIMD its registers (and LDS) allow, where the target's numbers are
+    /// known (see `occupancy`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub occupancy: Option<crate::occupancy::Occupancy>,
 }
 
 /// Every kernel found.
@@ -87,6 +91,7 @@ fn push_code_object(
                     bundle,
                     target: target.to_string(),
                     code_object_version: info.version,
+                    occupancy: crate::occupancy::occupancy(target, &k),
                     kernel: k,
                 });
             }

@@ -15,6 +15,7 @@
 //! | [`pack`] | packing a tree: archives, host-only rewrites, the ledger, `verify` |
 //! | [`artifacts`] | ROCm build artifacts: `split` (map) and `combine` (reduce) |
 //! | [`kernels`] | every kernel under a path (binaries, bundles, archives, code objects) |
+//! | [`occupancy`] | waves per SIMD a kernel's registers and LDS allow, per generation |
 //! | [`kerneldb`] | kernel-database handlers (Tensile, MIOpen, CK, AOTriton, hipkernelprovider, RocJitsu) |
 #![deny(clippy::unwrap_used, clippy::panic)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::panic))]
@@ -33,6 +34,7 @@ pub mod fuzzing;
 pub mod kerneldb;
 pub mod kernels;
 pub mod kpack;
+pub mod occupancy;
 pub mod pack;
 pub mod phc;
 pub mod scan;

@@ -43,7 +43,8 @@ fn csv_field(s: &str) -> String {
 }
 
 const CSV_COLUMNS: &str = "path,key,bundle,target,code_object_version,name,demangled,code_size,\
-vgpr,agpr,sgpr,lds,scratch,vgpr_spills,sgpr_spills,wavefront_size,kernarg_size,max_flat_workgroup_size";
+vgpr,agpr,sgpr,lds,scratch,vgpr_spills,sgpr_spills,wavefront_size,kernarg_size,max_flat_workgroup_size,\
+waves_per_simd";
 
 fn csv_row(r: &KernelRow) -> String {
     let k = &r.kernel;
@@ -69,6 +70,7 @@ fn csv_row(r: &KernelRow) -> String {
         n(k.wavefront_size),
         n(k.kernarg_size),
         n(k.max_flat_workgroup_size),
+        n(r.occupancy.map(|o| o.waves)),
     ]
     .join(",")
 }
@@ -88,8 +90,8 @@ fn table(out: &mut dyn Write, rows: &[KernelRow]) -> std::io::Result<()> {
         .max(6);
     writeln!(
         out,
-        "{:>10} {:>5} {:>5} {:>5} {:>7} {:>7} {:>6}  {:<t$} {:<w$} kernel",
-        "code", "vgpr", "agpr", "sgpr", "lds", "scratch", "spills", "target", "where"
+        "{:>10} {:>5} {:>5} {:>5} {:>7} {:>7} {:>6} {:>5}  {:<t$} {:<w$} kernel",
+        "code", "vgpr", "agpr", "sgpr", "lds", "scratch", "spills", "waves", "target", "where"
     )?;
     for r in rows {
         let k = &r.kernel;
@@ -99,7 +101,7 @@ fn table(out: &mut dyn Write, rows: &[KernelRow]) -> std::io::Result<()> {
         );
         writeln!(
             out,
-            "{:>10} {:>5} {:>5} {:>5} {:>7} {:>7} {:>6}  {:<t$} {:<w$} {}",
+            "{:>10} {:>5} {:>5} {:>5} {:>7} {:>7} {:>6} {:>5}  {:<t$} {:<w$} {}",
             k.code_size.map_or_else(|| "-".into(), size),
             opt(k.vgpr),
             opt(k.agpr),
@@ -107,6 +109,8 @@ fn table(out: &mut dyn Write, rows: &[KernelRow]) -> std::io::Result<()> {
             opt(k.lds),
             opt(k.scratch),
             spill,
+            r.occupancy
+                .map_or_else(|| "-".into(), |o| format!("{}/{}", o.waves, o.max_waves)),
             r.target,
             location(r),
             k.display_name()

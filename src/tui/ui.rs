@@ -630,7 +630,7 @@ fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     let [head, list, detail] = Layout::vertical([
         Constraint::Length(4),
         Constraint::Min(3),
-        Constraint::Length(5),
+        Constraint::Length(6),
     ])
     .areas(area);
     // Narrow terminals drop the AGPR and location columns (the detail shows them).
@@ -714,6 +714,10 @@ fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                 } else {
                     Style::new()
                 }),
+                Cell::from(
+                    r.occupancy
+                        .map_or_else(|| "-".into(), |o| format!("{}/{}", o.waves, o.max_waves)),
+                ),
                 Cell::from(r.target.clone()),
                 Cell::from(k.display_name().to_string()),
             ]);
@@ -738,10 +742,13 @@ fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         Constraint::Length(6),
         Constraint::Length(7),
         Constraint::Length(6),
+        Constraint::Length(5),
         Constraint::Length(14),
         Constraint::Fill(2),
     ]);
-    header.extend(["sgpr", "lds", "scratch", "spills", "target", "kernel"]);
+    header.extend([
+        "sgpr", "lds", "scratch", "spills", "waves", "target", "kernel",
+    ]);
     if wide {
         widths.push(Constraint::Fill(1));
         header.push("where");
@@ -775,6 +782,21 @@ fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                         ""
                     }
                 )),
+                Line::from(match r.occupancy {
+                    None => "occupancy: not known for this target".to_string(),
+                    Some(o) => format!(
+                        "occupancy {} of {} waves per SIMD: VGPRs allow {}{}{}",
+                        o.waves,
+                        o.max_waves,
+                        o.by_vgprs,
+                        o.by_sgprs
+                            .map(|v| format!(", SGPRs {v}"))
+                            .unwrap_or_default(),
+                        o.by_lds
+                            .map(|v| format!(", LDS {v} (at the max workgroup size)"))
+                            .unwrap_or_default()
+                    ),
+                }),
             ]
         }
     };
