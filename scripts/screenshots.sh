@@ -65,6 +65,16 @@ keys 1 / v a d d _ a p p Enter Down Enter
 wait_for "wrapper"
 shot preview
 
+# The kernels inside the fixtures' code objects, sorted by spills.
+cp -a tests/fixtures/bin "$work/fixtures"
+start "cd $work &&" "$kp" fixtures
+wait_for "entries"
+keys 4
+wait_for "spill_heavy"
+keys s s s s s
+wait_for "by spills"
+shot kernels
+
 # Pack in progress: a generated tree large enough to watch, one worker.
 "$root/target/release/examples/gen_tree" "$work/big" --size-mb 400 --seed 3 >/dev/null
 start "cd $work &&" "$kp" -j 1 big

@@ -275,6 +275,10 @@ pub struct App {
     pub kernel_cursor: usize,
     /// Sort of the Kernels view.
     pub kernel_sort: kpack::kernels::SortBy,
+    /// Kernels view: only names containing this (mangled or demangled).
+    pub kernel_filter: String,
+    /// Kernels view: only this archive entry (key, target), from the inspector.
+    pub kernel_entry: Option<(String, String)>,
     /// Sections and segments of ELF files, read in the background on selection.
     pub layouts: std::collections::HashMap<String, Result<kpack::elf::rewrite::ElfLayout, String>>,
 }
@@ -321,6 +325,8 @@ impl App {
             kernels_loading: false,
             kernel_cursor: 0,
             kernel_sort: kpack::kernels::SortBy::Size,
+            kernel_filter: String::new(),
+            kernel_entry: None,
             partial: false,
             archive_status: None,
         }
@@ -457,10 +463,32 @@ impl App {
             .map(|((n, _), _)| *n)
     }
 
+    /// The rows the Kernels view shows: its report's, narrowed by the filter and the
+    /// archive entry.
+    pub fn kernel_rows(&self) -> Vec<&kpack::kernels::KernelRow> {
+        let Some((_, Ok(r))) = &self.kernels else {
+            return Vec::new();
+        };
+        let f = self.kernel_filter.as_str();
+        r.kernels
+            .iter()
+            .filter(|k| {
+                self.kernel_entry
+                    .as_ref()
+                    .is_none_or(|(key, arch)| k.key.as_deref() == Some(key) && k.target == *arch)
+            })
+            .filter(|k| {
+                f.is_empty()
+                    || k.kernel.name.contains(f)
+                    || k.kernel.demangled.as_deref().is_some_and(|d| d.contains(f))
+            })
+            .collect()
+    }
+
     /// Ask for the kernels under `path` (relative; `""` the whole tree), unless they
     /// are shown already (or, without `replace`, anything is shown or loading).
     fn want_kernels(&mut self, path: String, replace: bool) {
-        if self.report.is_none() || self.kernels_loading {
+        if (self.report.is_none() && self.archive.is_none()) || self.kernels_loading {
             return;
         }
         let shown = self.kernels.as_ref().map(|(p, _)| p.as_str());
@@ -590,10 +618,7 @@ impl App {
             }
             View::Preview => self.preview_scroll = (self.preview_scroll as isize + d).max(0) as u16,
             View::Kernels => {
-                let n = match &self.kernels {
-                    Some((_, Ok(r))) => r.kernels.len(),
-                    _ => 0,
-                };
+                let n = self.kernel_rows().len();
                 if n > 0 {
                     self.kernel_cursor =
                         (self.kernel_cursor as isize + d).clamp(0, n as isize - 1) as usize;
@@ -609,20 +634,26 @@ impl App {
             return;
         }
         if self.filtering {
+            let filter = if self.view == View::Kernels {
+                &mut self.kernel_filter
+            } else {
+                &mut self.filter
+            };
             match k.code {
                 KeyCode::Enter => self.filtering = false,
                 KeyCode::Esc => {
                     self.filtering = false;
-                    self.filter.clear();
+                    filter.clear();
                 }
                 KeyCode::Backspace => {
-                    self.filter.pop();
+                    filter.pop();
                 }
-                KeyCode::Char(c) => self.filter.push(c),
+                KeyCode::Char(c) => filter.push(c),
                 _ => {}
             }
             self.selected = 0;
             self.scroll = 0;
+            self.kernel_cursor = 0;
             return;
         }
         if self.help {
@@ -659,6 +690,19 @@ impl App {
                         self.want_kernels(String::new(), false);
                     }
                 }
+            }
+            KeyCode::Char('K') if self.view == View::Inspector => {
+                let Some(a) = &self.archive else { return };
+                self.kernel_entry = a
+                    .kernels
+                    .get(self.archive_cursor)
+                    .map(|k| (k.key.clone(), k.arch.clone()));
+                self.kernel_cursor = 0;
+                self.want_kernels(String::new(), false);
+                if !self.views.contains(&View::Kernels) {
+                    self.views.push(View::Kernels);
+                }
+                self.view = View::Kernels;
             }
             KeyCode::Char(c @ ('x' | 'X' | 'v')) if self.view == View::Inspector => {
                 let Some(a) = &self.archive else { return };
@@ -722,6 +766,14 @@ impl App {
             },
             View::Pack => self.pack_key(k),
             View::Kernels => {
+                if k.code == KeyCode::Char('/') {
+                    self.filtering = true;
+                }
+                if k.code == KeyCode::Char('a') && self.kernel_entry.is_some() {
+                    // The whole archive again, not only the inspector's entry.
+                    self.kernel_entry = None;
+                    self.kernel_cursor = 0;
+                }
                 if k.code == KeyCode::Char('s') {
                     use kpack::kernels::SortBy::*;
                     self.kernel_sort = match self.kernel_sort {
@@ -841,6 +893,7 @@ impl App {
             KeyCode::Char('s') => self.sort = self.sort.next(),
             KeyCode::Char('K') => {
                 let path = tree.path(row.node);
+                self.kernel_entry = None;
                 self.want_kernels(path, true);
                 self.view = View::Kernels;
             }

@@ -711,3 +711,64 @@ fn kernels_view_lists_the_kernels_of_the_selection() {
     assert_eq!(app.kernel_cursor, 1);
     insta::assert_snapshot!("kernels_160x48", render(&app, 160, 48).backend());
 }
+
+#[test]
+fn kernels_are_found_by_name_and_read_from_the_inspector() {
+    // An archive of real code objects (the fixture's, unbundled).
+    let dir = tempfile::tempdir().unwrap();
+    let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bin/libkernels.so");
+    let cos = kpack::kernels::unbundle(&std::fs::read(&lib).unwrap()).unwrap();
+    let path = dir.path().join("k.kpack");
+    let w = kpack::kpack::archive::ArchiveWriter::create(
+        &path,
+        kpack::kpack::archive::ArchiveMeta {
+            group_name: "t".into(),
+            gfx_arch_family: "all".into(),
+            gfx_arches: cos.iter().map(|c| c.target.clone()).collect(),
+        },
+        kpack::kpack::Scheme::ZstdPerKernel,
+        3,
+    )
+    .unwrap();
+    for c in &cos {
+        w.add("lib/libkernels.so#0", &c.target, &c.bytes).unwrap();
+    }
+    w.finish().unwrap();
+    let a = kpack::kpack::Archive::open(&path).unwrap();
+    let mut app = App::new(path.clone(), Some(a.index.clone()));
+    key(&mut app, KeyCode::Down); // the second entry
+    app.update(AppEvent::Key(KeyEvent::new(
+        KeyCode::Char('K'),
+        KeyModifiers::SHIFT,
+    )));
+    assert_eq!(app.view, View::Kernels);
+    assert_eq!(
+        app.requests,
+        vec![super::app::Request::Kernels(String::new())]
+    );
+    let second = (
+        a.index.kernels[1].key.clone(),
+        a.index.kernels[1].arch.clone(),
+    );
+    assert_eq!(app.kernel_entry.as_ref(), Some(&second));
+    let r = kpack::kernels::list_kernels(&path, &Default::default()).unwrap();
+    assert_eq!(r.kernels.len(), 10);
+    app.update(AppEvent::Kernels(String::new(), Box::new(Ok(r))));
+    // Only the selected code object's kernels; `a` shows the whole archive.
+    assert_eq!(app.kernel_rows().len(), 5);
+    assert!(app.kernel_rows().iter().all(|k| k.target == second.1));
+    key(&mut app, KeyCode::Char('a'));
+    assert_eq!(app.kernel_rows().len(), 10);
+    // `/` finds by name (demangled too); Esc clears.
+    key(&mut app, KeyCode::Char('/'));
+    for c in "scale<".chars() {
+        key(&mut app, KeyCode::Char(c));
+    }
+    key(&mut app, KeyCode::Enter);
+    assert_eq!(app.kernel_rows().len(), 4);
+    let screen = format!("{:?}", render(&app, 100, 30).backend());
+    assert!(screen.contains("matching \"scale<\""), "{screen}");
+    key(&mut app, KeyCode::Char('/'));
+    key(&mut app, KeyCode::Esc);
+    assert_eq!(app.kernel_rows().len(), 10);
+}

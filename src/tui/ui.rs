@@ -121,7 +121,12 @@ pub fn draw(frame: &mut Frame, app: &App, theme: Theme) {
 
 fn status(app: &App) -> String {
     if app.filtering {
-        return format!(" filter: {}▏  Enter keep · Esc clear", app.filter);
+        let f = if app.view == View::Kernels {
+            &app.kernel_filter
+        } else {
+            &app.filter
+        };
+        return format!(" filter: {f}▏  Enter keep · Esc clear");
     }
     let hints = match app.view {
         View::Explorer => format!(
@@ -130,7 +135,15 @@ fn status(app: &App) -> String {
         ),
         View::Families => "↑↓ move · Space toggle · e plan · P pack".to_string(),
         View::Preview => "↑↓ scroll".to_string(),
-        View::Kernels => format!("↑↓ move · s sort ({})", kernel_sort_label(app.kernel_sort)),
+        View::Kernels => format!(
+            "↑↓ move · s sort ({}) · / find by name{}",
+            kernel_sort_label(app.kernel_sort),
+            if app.kernel_entry.is_some() {
+                " · a whole archive"
+            } else {
+                ""
+            }
+        ),
         View::Inspector => match &app.archive_status {
             Some(m) => m.clone(),
             None => {
@@ -635,18 +648,14 @@ fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     .areas(area);
     // Narrow terminals drop the AGPR and location columns (the detail shows them).
     let wide = area.width >= 120;
-    let code: u64 = report
-        .kernels
-        .iter()
-        .filter_map(|k| k.kernel.code_size)
-        .sum();
-    let spilling = report
-        .kernels
+    let shown = app.kernel_rows();
+    let code: u64 = shown.iter().filter_map(|k| k.kernel.code_size).sum();
+    let spilling = shown
         .iter()
         .filter(|k| k.kernel.spills().unwrap_or(0) > 0)
         .count();
     let mut per_target: std::collections::BTreeMap<&str, (usize, u64)> = Default::default();
-    for k in &report.kernels {
+    for k in &shown {
         let e = per_target.entry(k.target.as_str()).or_default();
         e.0 += 1;
         e.1 += k.kernel.code_size.unwrap_or(0);
@@ -655,17 +664,21 @@ fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         .iter()
         .map(|(t, (n, b))| format!("{t} {n} / {}", size(*b)))
         .collect();
-    let title = if path.is_empty() {
-        "the tree".to_string()
-    } else {
-        path.clone()
+    let mut title = match &app.kernel_entry {
+        Some((key, arch)) => format!("{key} {arch}"),
+        None if path.is_empty() && app.archive.is_some() => "the archive".to_string(),
+        None if path.is_empty() => "the tree".to_string(),
+        None => path.clone(),
     };
+    if !app.kernel_filter.is_empty() {
+        title = format!("{title} matching {:?}", app.kernel_filter);
+    }
     frame.render_widget(
         Paragraph::new(vec![
             Line::from(format!(
                 "{} kernel{} in {} code object{} · {} of code · {} spilling · by {}",
-                report.kernels.len(),
-                if report.kernels.len() == 1 { "" } else { "s" },
+                shown.len(),
+                if shown.len() == 1 { "" } else { "s" },
                 report.code_objects,
                 if report.code_objects == 1 { "" } else { "s" },
                 size(code),
@@ -680,8 +693,7 @@ fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     let rows_h = list.height.saturating_sub(3) as usize;
     let start = app.kernel_cursor.saturating_sub(rows_h.saturating_sub(1));
     let opt = |v: Option<u64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
-    let rows: Vec<Row> = report
-        .kernels
+    let rows: Vec<Row> = shown
         .iter()
         .enumerate()
         .skip(start)
@@ -757,7 +769,7 @@ fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         .header(Row::new(header).style(Style::new().add_modifier(Modifier::BOLD)))
         .block(Block::bordered());
     frame.render_widget(table, list);
-    let lines = match report.kernels.get(app.kernel_cursor) {
+    let lines = match shown.get(app.kernel_cursor) {
         None => vec![Line::from("no kernels")],
         Some(r) => {
             let k = &r.kernel;
@@ -918,6 +930,7 @@ fn help(frame: &mut Frame, app: &App, area: Rect) {
             ("Esc", "back; during a pack: cancel cleanly"),
         ]),
         View::Inspector => keys.extend([
+            ("K", "the kernels inside the selected code object"),
             ("x", "extract the selected kernel to <archive>.extracted/"),
             ("X", "extract every kernel there"),
             ("v", "verify the archive (every frame decodes to its size)"),
