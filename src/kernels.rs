@@ -61,6 +61,39 @@ pub struct KernelsOptions {
     pub targets: Vec<String>,
     /// Worker threads (0 = all cores).
     pub threads: usize,
+    /// Keep what each code object held, by a hash of its bytes, for the life of the
+    /// process (the TUI: the same code object met again is not parsed again).
+    pub cache: bool,
+}
+
+/// Parsed code objects by content hash (bounded: cleared when it grows past this).
+static CACHE: std::sync::LazyLock<
+    std::sync::Mutex<std::collections::HashMap<(u64, usize), crate::codeobj::CodeObjectInfo>>,
+> = std::sync::LazyLock::new(Default::default);
+const CACHE_MAX: usize = 1 << 16;
+
+fn read_code_object(
+    data: &[u8],
+    cache: bool,
+) -> crate::error::FormatResult<crate::codeobj::CodeObjectInfo> {
+    if !cache {
+        return codeobj::read(data);
+    }
+    use std::hash::{Hash, Hasher};
+    let mut h = rustc_hash::FxHasher::default();
+    data.hash(&mut h);
+    let key = (h.finish(), data.len());
+    if let Some(hit) = CACHE.lock().ok().and_then(|c| c.get(&key).cloned()) {
+        return Ok(hit);
+    }
+    let info = codeobj::read(data)?;
+    if let Ok(mut c) = CACHE.lock() {
+        if c.len() >= CACHE_MAX {
+            c.clear();
+        }
+        c.insert(key, info.clone());
+    }
+    Ok(info)
 }
 
 fn wanted(opts: &KernelsOptions, target: &str) -> bool {
@@ -75,14 +108,13 @@ type FileRows = (u64, Vec<KernelRow>, Vec<String>);
 
 fn push_code_object(
     out: &mut FileRows,
-    path: &str,
-    key: Option<&str>,
-    bundle: Option<u32>,
+    (path, key, bundle): (&str, Option<&str>, Option<u32>),
     target: &str,
     data: &[u8],
+    cache: bool,
 ) {
     out.0 += 1;
-    match codeobj::read(data) {
+    match read_code_object(data, cache) {
         Ok(info) => {
             for k in info.kernels {
                 out.1.push(KernelRow {
@@ -138,7 +170,13 @@ fn from_bundles(
             for (e, bytes) in cos {
                 let Some(arch) = e.id.arch() else { continue };
                 if wanted(opts, &arch) && codeobj::is_code_object(bytes) {
-                    push_code_object(&mut part, path, None, Some(b.index as u32), &arch, bytes);
+                    push_code_object(
+                        &mut part,
+                        (path, None, Some(b.index as u32)),
+                        &arch,
+                        bytes,
+                        opts.cache,
+                    );
                 }
             }
             part
@@ -166,7 +204,9 @@ fn from_archive(
             continue;
         }
         match a.kernel(e) {
-            Ok(bytes) => push_code_object(out, path, Some(&e.key), None, &e.arch, &bytes),
+            Ok(bytes) => {
+                push_code_object(out, (path, Some(&e.key), None), &e.arch, &bytes, opts.cache)
+            }
             Err(err) => out.2.push(format!("{path}: {} {}: {err}", e.key, e.arch)),
         }
     }
@@ -215,7 +255,7 @@ fn one_file(abs: &Path, f: &FileReport, follow_marker: bool, opts: &KernelsOptio
                     .and_then(|i| i.target)
                     .unwrap_or_else(|| "unknown".into());
                 if wanted(opts, &target) {
-                    push_code_object(&mut out, path, None, None, &target, data);
+                    push_code_object(&mut out, (path, None, None), &target, data, opts.cache);
                 }
             } else if elf::is_elf(data) {
                 match elf::inspect(data) {

@@ -87,6 +87,7 @@ fn run(cli: Cli) -> Result<i32> {
             let opts = kpack::kernels::KernelsOptions {
                 targets,
                 threads: common.jobs,
+                cache: false,
             };
             let format = if common.json {
                 batch::kernels::Format::Json
@@ -106,6 +107,7 @@ fn run(cli: Cli) -> Result<i32> {
             let opts = kpack::kernels::KernelsOptions {
                 targets,
                 threads: common.jobs,
+                cache: false,
             };
             with_stdout(|out| batch::kernels::find(&pattern, regex, &path, &opts, common.json, out))
         }

@@ -356,3 +356,25 @@ fn extract_from_fat_binaries_is_byte_identical_to_the_bundler() {
     assert_eq!(o.status.code(), Some(2));
     assert!(!tmp.path().join("x").exists());
 }
+
+#[test]
+fn the_cache_gives_what_a_fresh_read_gives() {
+    let fx = fixtures();
+    let fresh = kpack::kernels::list_kernels(&fx, &Default::default()).unwrap();
+    let opts = kpack::kernels::KernelsOptions {
+        cache: true,
+        ..Default::default()
+    };
+    let first = kpack::kernels::list_kernels(&fx, &opts).unwrap();
+    let again = kpack::kernels::list_kernels(&fx.join("libkernels.so"), &opts).unwrap();
+    assert_eq!(first.kernels, fresh.kernels);
+    assert_eq!(
+        again.kernels.iter().map(|k| &k.kernel).collect::<Vec<_>>(),
+        fresh
+            .kernels
+            .iter()
+            .filter(|k| k.path == "libkernels.so")
+            .map(|k| &k.kernel)
+            .collect::<Vec<_>>()
+    );
+}

@@ -349,6 +349,15 @@ pub fn file_detail(f: &FileReport, theme: Theme) -> Vec<Line<'static>> {
     if let Some(a) = &f.arch {
         l.push(Line::from(format!("arch {a}")));
     }
+    if matches!(
+        f.kind,
+        FileKind::FatBinary | FileKind::Bundle | FileKind::Kpack | FileKind::CodeObject
+    ) {
+        l.push(Line::from(Span::styled(
+            "K: the kernels of its code objects",
+            theme.fg(Color::DarkGray),
+        )));
+    }
     if let (Some(d), Some(rule)) = (f.database, f.database_rule) {
         let key = f
             .database_key
