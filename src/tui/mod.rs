@@ -179,9 +179,11 @@ fn start(req: Request, root: &Path, tx: &Sender<AppEvent>, cancel: &kpack::event
             };
             let tx = tx.clone();
             std::thread::spawn(move || {
-                let r =
-                    kpack::kernels::list_kernels(&path, &kpack::kernels::KernelsOptions::default())
-                        .map_err(|e| e.to_string());
+                let opts = kpack::kernels::KernelsOptions {
+                    cache: true,
+                    ..Default::default()
+                };
+                let r = kpack::kernels::list_kernels(&path, &opts).map_err(|e| e.to_string());
                 let _ = tx.send(AppEvent::Kernels(rel, Box::new(r)));
             });
         }
