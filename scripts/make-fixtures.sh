@@ -96,7 +96,11 @@ hip15 "${common[@]}" -shared kernels_a.o -o libkernels.so
 "${clang19[@]/--offload-arch=gfx900/--offload-arch=gfx90a:xnack+}" -c kernels.hip -o kernels_z.o
 clang++-19 -fuse-ld=lld-19 -shared -Wl,--build-id=none kernels_z.o -L/usr/lib/x86_64-linux-gnu -lamdhip64 -o libkernels_z.so
 
-for f in libvadd.so app_pie app_nopie librdc.so libzkern.so vadd.o libkern.a kernels.hipfb vadd-gfx90a.co hostonly kfat.dll libkernels.so libkernels_z.so; do
+# 11. A code object v6 bundle file (clang 19; no device libraries for v6 here).
+clang++-19 -x hip -nogpulib -nogpuinc -O2 -g0 --offload-arch=gfx1030 -mcode-object-version=6 \
+  --offload-device-only -c v6.hip -o v6-gfx1030.hipfb 2>/dev/null
+
+for f in libvadd.so app_pie app_nopie librdc.so libzkern.so vadd.o libkern.a kernels.hipfb vadd-gfx90a.co hostonly kfat.dll libkernels.so libkernels_z.so v6-gfx1030.hipfb; do
   cp "$f" "$out/$f"
 done
 chmod 0644 "$out"/*.o "$out"/*.a "$out"/*.hipfb "$out"/*.co "$out"/*.dll
