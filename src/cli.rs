@@ -209,6 +209,31 @@ pub enum Command {
         #[arg(long = "target", value_delimiter = ',')]
         targets: Vec<String>,
     },
+    /// Compare two builds (trees, binaries or archives, of any kind against any):
+    /// device bytes per target, files added/removed/grown/shrunk, kernels, classes.
+    /// With --fail-if-grows, exit 1 when device code grew past a budget.
+    Diff {
+        /// The old build.
+        old: PathBuf,
+        /// The new build.
+        new: PathBuf,
+        /// Which table to print (all by default).
+        #[arg(long, value_enum, default_value = "all")]
+        by: DiffByArg,
+        /// Only these targets (exact IDs, or processors). Comma lists or repeated.
+        #[arg(long = "target", value_delimiter = ',')]
+        targets: Vec<String>,
+        /// Rows per table in the text output (0: all).
+        #[arg(long, default_value_t = 20)]
+        top: usize,
+        /// The chosen table (--by; target by default) as comma-separated values.
+        #[arg(long, conflicts_with = "json")]
+        csv: bool,
+        /// Fail (exit 1) when device code grows more than this: `5%`, `10MiB`, or per
+        /// target `gfx942=2%`. Repeat for several budgets.
+        #[arg(long = "fail-if-grows", value_name = "BUDGET", value_parser = parse_budget)]
+        budgets: Vec<kpack::diff::Budget>,
+    },
     /// Check a .kpack archive (every frame decodes to its size, ordinals dense, ranges
     /// inside the file) or a packed tree (archives sound, every host-only binary's
     /// marker resolves to archives holding its kernels). Exit 0 when sound, 1 with
@@ -222,6 +247,25 @@ pub enum Command {
         #[arg(long = "device", value_name = "ISA")]
         devices: Vec<String>,
     },
+}
+
+/// `diff --by`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DiffByArg {
+    /// Every table.
+    All,
+    /// Per target.
+    Target,
+    /// Per file.
+    File,
+    /// Per kernel.
+    Kernel,
+    /// Per class of file.
+    Class,
+}
+
+fn parse_budget(s: &str) -> Result<kpack::diff::Budget, String> {
+    kpack::diff::Budget::parse(s)
 }
 
 /// `kernels --sort`.

@@ -41,6 +41,23 @@ pub struct KernelRow {
     pub occupancy: Option<crate::occupancy::Occupancy>,
 }
 
+/// One code object where it lives (the unit of device bytes a diff compares).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CodeObjectRow {
+    /// The file holding it.
+    pub path: String,
+    /// The binary it belongs to: `path`, or for an archive entry its key without `#TU`.
+    pub binary: String,
+    /// Bundle (TU) index, or the key's `#TU`.
+    pub bundle: Option<u32>,
+    /// Target ID.
+    pub target: String,
+    /// Bytes of the code object.
+    pub size: u64,
+    /// Bytes it takes on disk (its share of a compressed bundle, its archive frame).
+    pub stored: u64,
+}
+
 /// Every kernel found.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct KernelsReport {
@@ -52,6 +69,9 @@ pub struct KernelsReport {
     pub kernels: Vec<KernelRow>,
     /// Code objects or files that could not be read, with why.
     pub diagnostics: Vec<String>,
+    /// Every code object read (for diffs; not in the JSON document).
+    #[serde(skip)]
+    pub objects: Vec<CodeObjectRow>,
 }
 
 /// What to list.
@@ -104,16 +124,27 @@ fn wanted(opts: &KernelsOptions, target: &str) -> bool {
 }
 
 /// Rows and diagnostics of one file.
-type FileRows = (u64, Vec<KernelRow>, Vec<String>);
+type FileRows = (Vec<CodeObjectRow>, Vec<KernelRow>, Vec<String>);
 
 fn push_code_object(
     out: &mut FileRows,
     (path, key, bundle): (&str, Option<&str>, Option<u32>),
-    target: &str,
+    (target, stored): (&str, u64),
     data: &[u8],
     cache: bool,
 ) {
-    out.0 += 1;
+    let (binary, tu) = match key.and_then(|k| k.rsplit_once('#')) {
+        Some((b, n)) => (b.to_string(), n.parse().ok()),
+        None => (path.to_string(), bundle),
+    };
+    out.0.push(CodeObjectRow {
+        path: path.to_string(),
+        binary,
+        bundle: tu,
+        target: target.to_string(),
+        size: data.len() as u64,
+        stored,
+    });
     match read_code_object(data, cache) {
         Ok(info) => {
             for k in info.kernels {
@@ -152,7 +183,7 @@ fn from_bundles(
         .par_iter()
         .with_max_len(1)
         .map(|b| {
-            let mut part: FileRows = (0, Vec::new(), Vec::new());
+            let mut part: FileRows = (Vec::new(), Vec::new(), Vec::new());
             let un = match b.uncompressed(sec, 1 << 34) {
                 Ok(u) => u,
                 Err(e) => {
@@ -173,7 +204,7 @@ fn from_bundles(
                     push_code_object(
                         &mut part,
                         (path, None, Some(b.index as u32)),
-                        &arch,
+                        (&arch, b.apportioned_size(e)),
                         bytes,
                         opts.cache,
                     );
@@ -183,7 +214,7 @@ fn from_bundles(
         })
         .collect();
     for (n, rows, diags) in parts {
-        out.0 += n;
+        out.0.extend(n);
         out.1.extend(rows);
         out.2.extend(diags);
     }
@@ -204,16 +235,20 @@ fn from_archive(
             continue;
         }
         match a.kernel(e) {
-            Ok(bytes) => {
-                push_code_object(out, (path, Some(&e.key), None), &e.arch, &bytes, opts.cache)
-            }
+            Ok(bytes) => push_code_object(
+                out,
+                (path, Some(&e.key), None),
+                (&e.arch, e.compressed_size),
+                &bytes,
+                opts.cache,
+            ),
             Err(err) => out.2.push(format!("{path}: {} {}: {err}", e.key, e.arch)),
         }
     }
 }
 
 fn one_file(abs: &Path, f: &FileReport, follow_marker: bool, opts: &KernelsOptions) -> FileRows {
-    let mut out: FileRows = (0, Vec::new(), Vec::new());
+    let mut out: FileRows = (Vec::new(), Vec::new(), Vec::new());
     let path = f.path.as_str();
     if f.hard_link_of.is_some() {
         return out;
@@ -255,7 +290,13 @@ fn one_file(abs: &Path, f: &FileReport, follow_marker: bool, opts: &KernelsOptio
                     .and_then(|i| i.target)
                     .unwrap_or_else(|| "unknown".into());
                 if wanted(opts, &target) {
-                    push_code_object(&mut out, (path, None, None), &target, data, opts.cache);
+                    push_code_object(
+                        &mut out,
+                        (path, None, None),
+                        (&target, data.len() as u64),
+                        data,
+                        opts.cache,
+                    );
                 }
             } else if elf::is_elf(data) {
                 match elf::inspect(data) {
@@ -333,6 +374,15 @@ pub fn list_kernels(root: &Path, opts: &KernelsOptions) -> Result<KernelsReport>
         },
         &crate::event::NoEvents,
     )?;
+    list_kernels_scanned(root, &report, opts)
+}
+
+/// [`list_kernels`] of a tree already scanned.
+pub fn list_kernels_scanned(
+    root: &Path,
+    report: &scan::TreeReport,
+    opts: &KernelsOptions,
+) -> Result<KernelsReport> {
     let single = std::fs::metadata(root)
         .map_err(|e| Error::io(root, e))?
         .is_file();
@@ -358,7 +408,8 @@ pub fn list_kernels(root: &Path, opts: &KernelsOptions) -> Result<KernelsReport>
         ..Default::default()
     };
     for (n, rows, diags) in per_file {
-        out.code_objects += n;
+        out.code_objects += n.len() as u64;
+        out.objects.extend(n);
         out.kernels.extend(rows);
         out.diagnostics.extend(diags);
     }

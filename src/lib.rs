@@ -8,6 +8,7 @@
 //! | [`bundle`] | clang offload bundles (plain and CCOB) inside `.hip_fatbin` |
 //! | [`elf`] | ELF fat binaries, objects and static archives: bundles, wrappers, markers |
 //! | [`codeobj`] | AMDGPU code objects: target, version, kernels (metadata note, code sizes) |
+//! | [`diff`] | two builds compared: per target, file, kernel and class; growth budgets |
 //! | [`coff`] | PE/COFF DLLs with `.hip_fat` sections |
 //! | [`kpack`] | the `.rocm_kpack_ref` marker |
 //! | [`scan`] | walking an install tree and classifying every file |
@@ -24,6 +25,7 @@ pub mod artifacts;
 pub mod bundle;
 pub mod codeobj;
 pub mod coff;
+pub mod diff;
 pub mod elf;
 pub mod error;
 pub mod event;

@@ -98,6 +98,28 @@ fn run(cli: Cli) -> Result<i32> {
             };
             with_stdout(|out| batch::kernels::list(&path, &opts, sort.core(), format, out))
         }
+        Some(Command::Diff {
+            old,
+            new,
+            by,
+            targets,
+            top,
+            csv,
+            budgets,
+        }) => {
+            let opts = kpack::diff::DiffOptions {
+                targets,
+                threads: common.jobs,
+            };
+            let format = if common.json {
+                batch::diff::Format::Json
+            } else if csv {
+                batch::diff::Format::Csv
+            } else {
+                batch::diff::Format::Text { top }
+            };
+            with_stdout(|out| batch::diff::run(&old, &new, &opts, by, format, &budgets, out))
+        }
         Some(Command::FindKernel {
             pattern,
             path,

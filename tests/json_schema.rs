@@ -204,6 +204,8 @@ fn every_json_output_follows_its_schema() {
         json("normalize", &["normalize", "--check", &t("p2")]);
         json("normalize", &["normalize", &t("p2")]);
     }
+    json("diff", &["diff", &demo, &t("p1")]);
+    json("diff", &["diff", &bin("libvadd.so"), &bin("libkernels.so")]);
     json("kernels", &["kernels", &fx]);
     json("kernels", &["kernels", &t("p2")]);
     json("kernels", &["find-kernel", "scale", &fx]);

@@ -3,6 +3,7 @@
 
 pub mod archive;
 pub mod artifacts;
+pub mod diff;
 pub mod kernels;
 pub mod pack;
 pub mod progress;

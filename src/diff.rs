@@ -1,0 +1,550 @@
+//! Comparing two builds: device bytes per target, files (added, removed, grown,
+//! shrunk; versioned shared libraries matched across versions), kernels (by binary,
+//! target and name) and classes, each side a tree, a binary or an archive. Device
+//! code is read through the kernels reader, so a fat tree compares with its packed
+//! form (archive entries count for the binary their key names).
+
+use crate::error::Result;
+use crate::kernels::{KernelsOptions, KernelsReport, list_kernels_scanned};
+use crate::scan::{self, FileKind, ScanOptions, TreeReport};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// What to compare.
+#[derive(Debug, Clone, Default)]
+pub struct DiffOptions {
+    /// Only these targets (exact IDs, or processors with every variant).
+    pub targets: Vec<String>,
+    /// Worker threads (0 = all cores).
+    pub threads: usize,
+}
+
+/// Device bytes of one target on both sides.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TargetDelta {
+    /// Target ID.
+    pub target: String,
+    /// Code-object bytes before.
+    pub old_bytes: u64,
+    /// After.
+    pub new_bytes: u64,
+    /// Bytes on disk before (compressed shares, archive frames).
+    pub old_stored: u64,
+    /// After.
+    pub new_stored: u64,
+    /// Code objects before / after.
+    pub old_code_objects: u64,
+    /// After.
+    pub new_code_objects: u64,
+}
+
+/// What happened to a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Change {
+    /// Only in NEW.
+    Added,
+    /// Only in OLD.
+    Removed,
+    /// Bigger in NEW (file or device bytes).
+    Grown,
+    /// Smaller in NEW.
+    Shrunk,
+    /// Same sizes (content may differ).
+    Same,
+}
+
+/// One file on both sides.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FileDelta {
+    /// Path in NEW (in OLD for a removed file).
+    pub path: String,
+    /// Path in OLD when it differs (a versioned library renamed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub old_path: Option<String>,
+    /// What happened.
+    pub change: Change,
+    /// File bytes before / after.
+    pub old_size: u64,
+    /// After.
+    pub new_size: u64,
+    /// Device code-object bytes before (the file's bundles, or its archives' entries).
+    pub old_device: u64,
+    /// After.
+    pub new_device: u64,
+}
+
+/// One kernel on both sides (code sizes summed over the binary's bundles).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KernelDelta {
+    /// The binary (NEW's path).
+    pub binary: String,
+    /// Target ID.
+    pub target: String,
+    /// Mangled name.
+    pub name: String,
+    /// Demangled name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub demangled: Option<String>,
+    /// Code bytes before (`None`: added).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub old_size: Option<u64>,
+    /// After (`None`: removed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub new_size: Option<u64>,
+}
+
+impl KernelDelta {
+    /// New minus old code bytes.
+    pub fn delta(&self) -> i64 {
+        self.new_size.unwrap_or(0) as i64 - self.old_size.unwrap_or(0) as i64
+    }
+}
+
+/// A file class on both sides.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClassDelta {
+    /// `fat_binary`, `host_only_binary`, `kernel_database`, …
+    pub class: String,
+    /// Files before / after.
+    pub old_count: u64,
+    /// After.
+    pub new_count: u64,
+    /// Bytes before / after.
+    pub old_bytes: u64,
+    /// After.
+    pub new_bytes: u64,
+}
+
+/// The comparison.
+#[derive(Debug, Clone, Serialize)]
+pub struct DiffReport {
+    /// OLD.
+    pub old: PathBuf,
+    /// NEW.
+    pub new: PathBuf,
+    /// Device code bytes before / after (all targets, or the selected ones).
+    pub old_device: u64,
+    /// After.
+    pub new_device: u64,
+    /// Per target, in target order.
+    pub targets: Vec<TargetDelta>,
+    /// Files that changed (and renamed versioned libraries), largest change first.
+    pub files: Vec<FileDelta>,
+    /// Kernels added, removed or resized, largest change first.
+    pub kernels: Vec<KernelDelta>,
+    /// Per class.
+    pub classes: Vec<ClassDelta>,
+    /// What could not be read.
+    pub diagnostics: Vec<String>,
+}
+
+/// The name a versioned shared library is matched by: `lib/libfoo.so.6.1` →
+/// `lib/libfoo.so`.
+pub fn library_key(path: &str) -> &str {
+    match path.find(".so.") {
+        Some(i)
+            if path[i + 4..]
+                .split('.')
+                .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())) =>
+        {
+            &path[..i + 3]
+        }
+        _ => path,
+    }
+}
+
+struct Side {
+    scan: TreeReport,
+    kernels: KernelsReport,
+    root_is_file: bool,
+}
+
+fn read_side(root: &Path, opts: &DiffOptions) -> Result<Side> {
+    let scan = scan::scan(
+        root,
+        &ScanOptions {
+            threads: opts.threads,
+            ..Default::default()
+        },
+        &crate::event::NoEvents,
+    )?;
+    let kernels = list_kernels_scanned(
+        root,
+        &scan,
+        &KernelsOptions {
+            targets: opts.targets.clone(),
+            threads: opts.threads,
+            cache: false,
+        },
+    )?;
+    let root_is_file = std::fs::metadata(root).is_ok_and(|m| m.is_file());
+    Ok(Side {
+        scan,
+        kernels,
+        root_is_file,
+    })
+}
+
+/// Compare two builds.
+pub fn diff(old: &Path, new: &Path, opts: &DiffOptions) -> Result<DiffReport> {
+    let (a, b) = rayon::join(|| read_side(old, opts), || read_side(new, opts));
+    let (a, b) = (a?, b?);
+    // A single binary on each side compares as one file whatever their names.
+    let single = a.root_is_file && b.root_is_file;
+    let name = |s: &Side, p: &str| -> String {
+        if single && s.root_is_file {
+            "binary".to_string()
+        } else {
+            p.to_string()
+        }
+    };
+
+    // Targets.
+    let mut targets: BTreeMap<String, TargetDelta> = BTreeMap::new();
+    for (side, objects) in [(0, &a.kernels.objects), (1, &b.kernels.objects)] {
+        for o in objects {
+            let t = targets
+                .entry(o.target.clone())
+                .or_insert_with(|| TargetDelta {
+                    target: o.target.clone(),
+                    old_bytes: 0,
+                    new_bytes: 0,
+                    old_stored: 0,
+                    new_stored: 0,
+                    old_code_objects: 0,
+                    new_code_objects: 0,
+                });
+            if side == 0 {
+                t.old_bytes += o.size;
+                t.old_stored += o.stored;
+                t.old_code_objects += 1;
+            } else {
+                t.new_bytes += o.size;
+                t.new_stored += o.stored;
+                t.new_code_objects += 1;
+            }
+        }
+    }
+    let mut targets: Vec<TargetDelta> = targets.into_values().collect();
+    targets.sort_by(|x, y| crate::pack::units::target_order(&x.target, &y.target));
+
+    // Device bytes per binary.
+    let device = |s: &Side| -> BTreeMap<String, u64> {
+        let mut m = BTreeMap::new();
+        for o in &s.kernels.objects {
+            *m.entry(name(s, &o.binary)).or_insert(0) += o.size;
+        }
+        m
+    };
+    let (dev_a, dev_b) = (device(&a), device(&b));
+
+    // Files: regular files and symlinks, by path, then versioned libraries by key.
+    let files = |s: &Side| -> BTreeMap<String, u64> {
+        s.scan
+            .files
+            .iter()
+            .filter(|f| f.kind != FileKind::Other)
+            .map(|f| (name(s, &f.path), f.size))
+            .collect()
+    };
+    let (fa, fb) = (files(&a), files(&b));
+    let mut pairs: Vec<(Option<String>, Option<String>)> = Vec::new();
+    let mut only_a: Vec<&String> = fa.keys().filter(|p| !fb.contains_key(*p)).collect();
+    let mut only_b: Vec<&String> = fb.keys().filter(|p| !fa.contains_key(*p)).collect();
+    for p in fa.keys().filter(|p| fb.contains_key(*p)) {
+        pairs.push((Some(p.clone()), Some(p.clone())));
+    }
+    let keys = |v: &[&String]| -> BTreeMap<String, Vec<String>> {
+        let mut m: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for p in v {
+            m.entry(library_key(p).to_string())
+                .or_default()
+                .push((*p).clone());
+        }
+        m
+    };
+    let (ka, kb) = (keys(&only_a), keys(&only_b));
+    let mut renamed: BTreeSet<String> = BTreeSet::new();
+    for (k, va) in &ka {
+        if let Some(vb) = kb.get(k)
+            && va.len() == 1
+            && vb.len() == 1
+            && k != &va[0]
+        {
+            pairs.push((Some(va[0].clone()), Some(vb[0].clone())));
+            renamed.insert(va[0].clone());
+            renamed.insert(vb[0].clone());
+        }
+    }
+    only_a.retain(|p| !renamed.contains(*p));
+    only_b.retain(|p| !renamed.contains(*p));
+    pairs.extend(only_a.into_iter().map(|p| (Some(p.clone()), None)));
+    pairs.extend(only_b.into_iter().map(|p| (None, Some(p.clone()))));
+    let mut file_deltas: Vec<FileDelta> = pairs
+        .into_iter()
+        .map(|(pa, pb)| {
+            let os = pa.as_ref().and_then(|p| fa.get(p)).copied().unwrap_or(0);
+            let ns = pb.as_ref().and_then(|p| fb.get(p)).copied().unwrap_or(0);
+            let od = pa.as_ref().and_then(|p| dev_a.get(p)).copied().unwrap_or(0);
+            let nd = pb.as_ref().and_then(|p| dev_b.get(p)).copied().unwrap_or(0);
+            let change = match (&pa, &pb) {
+                (None, _) => Change::Added,
+                (_, None) => Change::Removed,
+                _ if (ns, nd) == (os, od) => Change::Same,
+                _ if ns + nd > os + od => Change::Grown,
+                _ => Change::Shrunk,
+            };
+            let path = pb.clone().or(pa.clone()).unwrap_or_default();
+            FileDelta {
+                old_path: pa.filter(|p| *p != path),
+                path,
+                change,
+                old_size: os,
+                new_size: ns,
+                old_device: od,
+                new_device: nd,
+            }
+        })
+        .filter(|f| f.change != Change::Same || f.old_path.is_some())
+        .collect();
+    let mag = |f: &FileDelta| {
+        ((f.new_size + f.new_device) as i64 - (f.old_size + f.old_device) as i64).unsigned_abs()
+    };
+    file_deltas.sort_by(|x, y| mag(y).cmp(&mag(x)).then(x.path.cmp(&y.path)));
+
+    // Kernels: (binary, target, name), binaries matched as files were (renames).
+    let rename: BTreeMap<String, String> = file_deltas
+        .iter()
+        .filter_map(|f| f.old_path.clone().map(|o| (o, f.path.clone())))
+        .collect();
+    let mut kern: BTreeMap<(String, String, String), KernelDelta> = BTreeMap::new();
+    for (side, s) in [(0, &a), (1, &b)] {
+        for r in &s.kernels.kernels {
+            let bin = r
+                .key
+                .as_deref()
+                .and_then(|k| k.rsplit_once('#'))
+                .map_or(r.path.as_str(), |(b, _)| b);
+            let mut bin = name(s, bin);
+            if side == 0
+                && let Some(n) = rename.get(&bin)
+            {
+                bin = n.clone();
+            }
+            let e = kern
+                .entry((bin.clone(), r.target.clone(), r.kernel.name.clone()))
+                .or_insert_with(|| KernelDelta {
+                    binary: bin,
+                    target: r.target.clone(),
+                    name: r.kernel.name.clone(),
+                    demangled: r.kernel.demangled.clone(),
+                    old_size: None,
+                    new_size: None,
+                });
+            let size = r.kernel.code_size.unwrap_or(0);
+            let slot = if side == 0 {
+                &mut e.old_size
+            } else {
+                &mut e.new_size
+            };
+            *slot = Some(slot.unwrap_or(0) + size);
+        }
+    }
+    let mut kernels: Vec<KernelDelta> = kern
+        .into_values()
+        .filter(|k| k.old_size != k.new_size)
+        .collect();
+    kernels.sort_by(|x, y| {
+        y.delta()
+            .unsigned_abs()
+            .cmp(&x.delta().unsigned_abs())
+            .then((&x.binary, &x.target, &x.name).cmp(&(&y.binary, &y.target, &y.name)))
+    });
+
+    // Classes.
+    let mut classes = Vec::new();
+    for k in FileKind::ALL {
+        let get = |s: &Side| {
+            s.scan
+                .totals
+                .by_kind
+                .get(&k)
+                .map_or((0, 0), |t| (t.count, t.bytes))
+        };
+        let ((oc, ob), (nc, nb)) = (get(&a), get(&b));
+        if oc + nc > 0 {
+            classes.push(ClassDelta {
+                class: k.name().to_string(),
+                old_count: oc,
+                new_count: nc,
+                old_bytes: ob,
+                new_bytes: nb,
+            });
+        }
+    }
+    let mut diagnostics = a.kernels.diagnostics.clone();
+    diagnostics.extend(b.kernels.diagnostics.iter().cloned());
+    Ok(DiffReport {
+        old: old.to_path_buf(),
+        new: new.to_path_buf(),
+        old_device: targets.iter().map(|t| t.old_bytes).sum(),
+        new_device: targets.iter().map(|t| t.new_bytes).sum(),
+        targets,
+        files: file_deltas,
+        kernels,
+        classes,
+        diagnostics,
+    })
+}
+
+/// A growth budget: `5%`, `10MiB`, `gfx942=2%`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Budget {
+    /// Only this target (exact ID or processor), or the total.
+    pub target: Option<String>,
+    /// The limit.
+    pub limit: Limit,
+}
+
+/// A relative or absolute limit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Limit {
+    /// Percent of the old size.
+    Percent(f64),
+    /// Bytes.
+    Bytes(u64),
+}
+
+impl Budget {
+    /// Parse `5%`, `10MiB`, `2.5MB`, `4096`, `gfx942=2%`.
+    pub fn parse(spec: &str) -> std::result::Result<Budget, String> {
+        let (target, v) = match spec.split_once('=') {
+            Some((t, v)) if t.starts_with("gfx") => (Some(t.to_string()), v),
+            Some(_) => return Err(format!("{spec:?}: write TARGET=LIMIT (gfx942=2%)")),
+            None => (None, spec),
+        };
+        let v = v.trim();
+        let limit = if let Some(p) = v.strip_suffix('%') {
+            let p: f64 = p
+                .trim()
+                .parse()
+                .map_err(|_| format!("{spec:?}: {p:?} is not a percentage"))?;
+            if !(p.is_finite() && p >= 0.0) {
+                return Err(format!("{spec:?}: a percentage must be 0 or more"));
+            }
+            Limit::Percent(p)
+        } else {
+            let split = v
+                .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+                .unwrap_or(v.len());
+            let (num, unit) = v.split_at(split);
+            let num: f64 = num
+                .parse()
+                .map_err(|_| format!("{spec:?}: write a size (10MiB) or a percentage (5%)"))?;
+            let mult: f64 = match unit.trim() {
+                "" | "B" => 1.0,
+                "KB" | "kB" => 1e3,
+                "MB" => 1e6,
+                "GB" => 1e9,
+                "KiB" | "K" => 1024.0,
+                "MiB" | "M" => 1024.0 * 1024.0,
+                "GiB" | "G" => 1024.0 * 1024.0 * 1024.0,
+                u => {
+                    return Err(format!(
+                        "{spec:?}: unknown unit {u:?} (B, KiB, MiB, GiB, KB, MB, GB)"
+                    ));
+                }
+            };
+            Limit::Bytes((num * mult) as u64)
+        };
+        Ok(Budget { target, limit })
+    }
+
+    /// The message when `old` → `new` breaks this budget, `None` when within it.
+    pub fn check(&self, old: u64, new: u64) -> Option<String> {
+        let grew = new.saturating_sub(old);
+        let over = match self.limit {
+            Limit::Percent(p) => {
+                if old == 0 {
+                    grew > 0
+                } else {
+                    grew as f64 * 100.0 / old as f64 > p
+                }
+            }
+            Limit::Bytes(b) => grew > b,
+        };
+        over.then(|| {
+            let pct = if old == 0 {
+                "new".to_string()
+            } else {
+                format!("+{:.1}%", grew as f64 * 100.0 / old as f64)
+            };
+            let what = self.target.as_deref().unwrap_or("device code");
+            let limit = match self.limit {
+                Limit::Percent(p) => format!("{p}%"),
+                Limit::Bytes(b) => format!("{b} bytes"),
+            };
+            format!("{what} grew {grew} bytes ({pct}: {old} -> {new}), more than {limit}")
+        })
+    }
+}
+
+/// Every budget the report breaks.
+pub fn gate(report: &DiffReport, budgets: &[Budget]) -> Vec<String> {
+    let mut out = Vec::new();
+    for b in budgets {
+        let (old, new) = match &b.target {
+            None => (report.old_device, report.new_device),
+            Some(t) => report
+                .targets
+                .iter()
+                .filter(|d| {
+                    d.target == *t
+                        || (!t.contains(':')
+                            && crate::bundle::target::base_processor(&d.target) == t)
+                })
+                .fold((0, 0), |(o, n), d| (o + d.old_bytes, n + d.new_bytes)),
+        };
+        out.extend(b.check(old, new));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versioned_libraries_share_a_key() {
+        assert_eq!(library_key("lib/libfoo.so.6.1"), "lib/libfoo.so");
+        assert_eq!(library_key("lib/libfoo.so.6"), "lib/libfoo.so");
+        assert_eq!(library_key("lib/libfoo.so"), "lib/libfoo.so");
+        assert_eq!(library_key("lib/libfoo.so.bak"), "lib/libfoo.so.bak");
+        assert_eq!(library_key("lib/libfoo.so.6.x"), "lib/libfoo.so.6.x");
+    }
+
+    #[test]
+    fn budgets_parse_and_check() {
+        let b = Budget::parse("5%").unwrap();
+        assert_eq!(b.check(100, 105), None);
+        assert!(b.check(100, 106).unwrap().contains("+6.0%"));
+        let b = Budget::parse("10MiB").unwrap();
+        assert_eq!(b.limit, Limit::Bytes(10 << 20));
+        assert_eq!(b.check(0, 10 << 20), None);
+        assert!(b.check(0, (10 << 20) + 1).is_some());
+        let b = Budget::parse("gfx942=2.5%").unwrap();
+        assert_eq!(b.target.as_deref(), Some("gfx942"));
+        assert_eq!(
+            Budget::parse("1.5MB").unwrap().limit,
+            Limit::Bytes(1_500_000)
+        );
+        for bad in ["", "x%", "-1%", "5 parsecs", "foo=2%", "10XB"] {
+            assert!(Budget::parse(bad).is_err(), "{bad}");
+        }
+        // Shrinking never fails; growth from nothing fails a percentage.
+        assert_eq!(Budget::parse("0%").unwrap().check(10, 5), None);
+        assert!(Budget::parse("50%").unwrap().check(0, 1).is_some());
+    }
+}

@@ -1,0 +1,217 @@
+//! `diff` on two trees built from our HIP sources so that they differ in known ways
+//! (scripts/make-diff-pair.sh): a target more, a kernel more, a kernel unrolled
+//! further, a library removed, a versioned library renamed. Expected figures come
+//! from LLVM's tools (bundler, llvm-nm), not from our reader.
+
+mod common;
+
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn pair() -> Option<PathBuf> {
+    tool("hipcc")?;
+    tool("clang-offload-bundler-19")?;
+    tool("llvm-nm-19")?;
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("diff-pair");
+    static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    BUILT.get_or_init(|| {
+        let _ = std::fs::remove_dir_all(&dir);
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/make-diff-pair.sh");
+        let o = Command::new("bash").arg(script).arg(&dir).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    });
+    Some(dir)
+}
+
+/// The code object of `target` in a shared library, by the real bundler.
+fn code_object(lib: &Path, target: &str) -> Vec<u8> {
+    let tmp = tempfile::tempdir().unwrap();
+    let fb = tmp.path().join("fb");
+    assert!(
+        Command::new("objcopy")
+            .args(["-O", "binary", "--only-section=.hip_fatbin"])
+            .arg(lib)
+            .arg(&fb)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let co = tmp.path().join("co");
+    assert!(
+        Command::new("clang-offload-bundler-19")
+            .args(["-unbundle", "-type=o"])
+            .arg(format!("-input={}", fb.display()))
+            .arg(format!("-targets=hipv4-amdgcn-amd-amdhsa--{target}"))
+            .arg(format!("-output={}", co.display()))
+            .status()
+            .unwrap()
+            .success()
+    );
+    std::fs::read(co).unwrap()
+}
+
+fn nm_size(co: &[u8], symbol: &str) -> u64 {
+    let tmp = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(tmp.path(), co).unwrap();
+    let o = Command::new("llvm-nm-19")
+        .arg("--print-size")
+        .arg(tmp.path())
+        .output()
+        .unwrap();
+    String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.len() == 4 && f[3] == symbol).then(|| u64::from_str_radix(f[1], 16).unwrap())
+        })
+        .unwrap_or_else(|| panic!("{symbol} not in the code object"))
+}
+
+fn json(args: &[&str]) -> (serde_json::Value, Option<i32>, String) {
+    let o = kpack(&[args, &["--json"]].concat());
+    let v = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&o)));
+    (v, o.status.code(), stderr(&o))
+}
+
+#[test]
+fn known_changes_give_exact_deltas() {
+    let Some(dir) = pair() else { return };
+    let (old, new) = (dir.join("old"), dir.join("new"));
+    let (r, code, _) = json(&["diff", old.to_str().unwrap(), new.to_str().unwrap()]);
+    assert_eq!(code, Some(0));
+    assert_eq!(r["schema"], "kpack-tui.diff/1");
+    let target = |t: &str| {
+        r["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["target"] == t)
+            .unwrap()
+            .clone()
+    };
+    // One target more: exactly the bundler's gfx1030 code object of libk.so.
+    let g1030 = target("gfx1030");
+    assert_eq!(g1030["old_bytes"], 0);
+    assert_eq!(
+        g1030["new_bytes"],
+        code_object(&new.join("lib/libk.so"), "gfx1030").len() as u64
+    );
+    // gfx900: libk grew, libgone went, libvadd is the same code.
+    let size = |lib: &Path, t: &str| code_object(lib, t).len() as u64;
+    let g900 = target("gfx900");
+    assert_eq!(
+        g900["old_bytes"].as_u64().unwrap(),
+        size(&old.join("lib/libk.so"), "gfx900")
+            + size(&old.join("lib/libgone.so"), "gfx900")
+            + size(&old.join("lib/libvadd.so.1.0"), "gfx900")
+    );
+    assert_eq!(
+        g900["new_bytes"].as_u64().unwrap(),
+        size(&new.join("lib/libk.so"), "gfx900") + size(&new.join("lib/libvadd.so.1.1"), "gfx900")
+    );
+    // Files: removed, renamed (matched as the same library), grown.
+    let file = |p: &str| {
+        r["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["path"] == p)
+            .cloned()
+    };
+    let gone = file("lib/libgone.so").unwrap();
+    assert_eq!(gone["change"], "removed");
+    assert_eq!(
+        gone["old_size"],
+        std::fs::metadata(old.join("lib/libgone.so")).unwrap().len()
+    );
+    let renamed = file("lib/libvadd.so.1.1").unwrap();
+    assert_eq!(renamed["old_path"], "lib/libvadd.so.1.0");
+    assert_eq!(renamed["change"], "same");
+    assert_eq!(file("lib/libk.so").unwrap()["change"], "grown");
+    assert!(
+        file("share/doc/README").is_none(),
+        "unchanged files are not listed"
+    );
+    // Kernels: one added in every target, one grown by unrolling, none of the
+    // renamed library's (matched across the rename).
+    let kernel = |name: &str, t: &str| {
+        r["kernels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["name"] == name && k["target"] == t && k["binary"] == "lib/libk.so")
+            .cloned()
+    };
+    let new900 = code_object(&new.join("lib/libk.so"), "gfx900");
+    let old900 = code_object(&old.join("lib/libk.so"), "gfx900");
+    let added = kernel("_Z12added_kernelPfi", "gfx900").unwrap();
+    assert!(added.get("old_size").is_none());
+    assert_eq!(added["new_size"], nm_size(&new900, "_Z12added_kernelPfi"));
+    let grown = kernel("_Z11spill_heavyPKfPf", "gfx900").unwrap();
+    assert_eq!(grown["old_size"], nm_size(&old900, "_Z11spill_heavyPKfPf"));
+    assert_eq!(grown["new_size"], nm_size(&new900, "_Z11spill_heavyPKfPf"));
+    assert!(grown["new_size"].as_u64() > grown["old_size"].as_u64());
+    assert!(
+        r["kernels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|k| !k["binary"].as_str().unwrap().contains("libvadd")),
+        "the renamed library's kernels are the same"
+    );
+    assert!(
+        kernel("_Z8tile_sumPKfPf", "gfx900").is_none(),
+        "unchanged kernels are not listed"
+    );
+}
+
+#[test]
+fn the_gate_and_the_csv() {
+    let Some(dir) = pair() else { return };
+    let (old, new) = (dir.join("old"), dir.join("new"));
+    let (o, n) = (old.to_str().unwrap(), new.to_str().unwrap());
+    let run = |extra: &[&str]| kpack(&[&["diff", o, n, "--by", "target"][..], extra].concat());
+    assert_eq!(run(&["--fail-if-grows", "500%"]).status.code(), Some(0));
+    let r = run(&["--fail-if-grows", "50%"]);
+    assert_eq!(r.status.code(), Some(1));
+    assert!(
+        stderr(&r).contains("budget exceeded: device code grew"),
+        "{}",
+        stderr(&r)
+    );
+    let r = run(&["--fail-if-grows", "500%", "--fail-if-grows", "gfx1030=1MiB"]);
+    assert_eq!(r.status.code(), Some(0), "{}", stderr(&r));
+    let r = run(&["--fail-if-grows", "gfx1030=1%"]);
+    assert_eq!(r.status.code(), Some(1), "a new target grows from nothing");
+    assert_eq!(
+        run(&["--fail-if-grows", "5 parsecs"]).status.code(),
+        Some(2)
+    );
+    // CSV of each table: header and rows.
+    let csv = stdout(&kpack(&["diff", o, n, "--csv"]));
+    assert!(csv.starts_with(
+        "target,old_bytes,new_bytes,old_stored,new_stored,old_code_objects,new_code_objects\n"
+    ));
+    assert_eq!(csv.lines().count(), 4, "{csv}");
+    let csv = stdout(&kpack(&["diff", o, n, "--csv", "--by", "kernel"]));
+    assert!(csv.starts_with("binary,target,name,demangled,old_size,new_size\n"));
+    assert!(
+        csv.contains("\"spill_heavy(float const*, float*)\""),
+        "{csv}"
+    );
+    let csv = stdout(&kpack(&["diff", o, n, "--csv", "--by", "file"]));
+    assert!(
+        csv.contains("lib/libvadd.so.1.1,lib/libvadd.so.1.0,same,"),
+        "{csv}"
+    );
+    // A fat tree against its packed form: the same device code.
+    let tmp = tempfile::tempdir().unwrap();
+    let packed = tmp.path().join("packed");
+    assert!(pack_rocm(&new, &packed, &["--all"]).status.success());
+    let (r, code, _) = json(&["diff", n, packed.to_str().unwrap(), "--fail-if-grows", "0%"]);
+    assert_eq!(code, Some(0));
+    assert_eq!(r["old_device"], r["new_device"]);
+    assert!(r["kernels"].as_array().unwrap().is_empty());
+}
