@@ -72,6 +72,10 @@ pub enum Command {
     Scan {
         /// Directory or file to scan.
         path: PathBuf,
+        /// Print a table as comma-separated values instead of the report: `targets`
+        /// (device bytes per target) or `matrix` (bytes per file per target).
+        #[arg(long, value_enum)]
+        csv: Option<ScanCsvArg>,
     },
     /// Extract code objects: from a .kpack archive (KEY ARCH, or --all), or from a fat
     /// binary or bundle file (--target T [--bundle K], or --all), byte-identical to
@@ -247,6 +251,15 @@ pub enum Command {
         #[arg(long = "device", value_name = "ISA")]
         devices: Vec<String>,
     },
+}
+
+/// `scan --csv`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ScanCsvArg {
+    /// Device bytes per target.
+    Targets,
+    /// Code-object bytes per file (rows) and target (columns).
+    Matrix,
 }
 
 /// `diff --by`.

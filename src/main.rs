@@ -46,7 +46,25 @@ fn main() {
 fn run(cli: Cli) -> Result<i32> {
     let common = cli.common.clone();
     match cli.command {
-        Some(Command::Scan { path }) => run_scan(&path, &common),
+        Some(Command::Scan { path, csv: None }) => run_scan(&path, &common),
+        Some(Command::Scan {
+            path,
+            csv: Some(which),
+        }) => {
+            let opts = ScanOptions {
+                threads: common.jobs,
+                ..Default::default()
+            };
+            let report = scan::scan(&path, &opts, &kpack::event::NoEvents)
+                .with_context(|| format!("cannot scan {}", path.display()))?;
+            with_stdout(|out| {
+                match which {
+                    cli::ScanCsvArg::Targets => batch::scan::csv_targets(out, &report)?,
+                    cli::ScanCsvArg::Matrix => batch::scan::csv_matrix(out, &report)?,
+                }
+                Ok(EXIT_OK)
+            })
+        }
         Some(Command::Extract {
             input,
             key,

@@ -215,3 +215,44 @@ fn the_gate_and_the_csv() {
     assert_eq!(r["old_device"], r["new_device"]);
     assert!(r["kernels"].as_array().unwrap().is_empty());
 }
+
+#[test]
+fn scan_exports_the_target_table_and_the_file_by_target_matrix() {
+    let demo = demo();
+    let d = demo.to_str().unwrap();
+    let targets = stdout(&kpack(&["scan", d, "--csv", "targets"]));
+    let matrix = stdout(&kpack(&["scan", d, "--csv", "matrix"]));
+    let mut lines = targets.lines();
+    assert_eq!(
+        lines.next(),
+        Some("target,raw_bytes,stored_bytes,code_objects,kernel_database_bytes")
+    );
+    let raw: std::collections::BTreeMap<String, u64> = lines
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (f[0].to_string(), f[1].parse().unwrap())
+        })
+        .collect();
+    // Every column of the matrix adds up to its target's raw bytes.
+    let mut rows = matrix.lines();
+    let header: Vec<&str> = rows.next().unwrap().split(',').collect();
+    assert_eq!(header[0], "path");
+    let mut sums = vec![0u64; header.len()];
+    let mut files = 0;
+    for r in rows {
+        files += 1;
+        for (i, v) in r.split(',').enumerate().skip(1) {
+            sums[i] += v.parse::<u64>().unwrap();
+        }
+    }
+    assert!(files >= 6, "{matrix}");
+    for (i, t) in header.iter().enumerate().skip(1) {
+        assert_eq!(sums[i], raw[*t], "{t}");
+    }
+    // The JSON report says the same.
+    let j: serde_json::Value =
+        serde_json::from_slice(&kpack(&["scan", d, "--json"]).stdout).unwrap();
+    for (t, v) in &raw {
+        assert_eq!(j["arch_totals"][t]["raw"].as_u64(), Some(*v), "{t}");
+    }
+}

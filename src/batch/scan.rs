@@ -255,3 +255,64 @@ pub fn print_file(out: &mut dyn Write, f: &FileReport) -> io::Result<()> {
     }
     Ok(())
 }
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// `scan --csv targets`: one row per target.
+pub fn csv_targets(out: &mut dyn Write, r: &TreeReport) -> io::Result<()> {
+    writeln!(
+        out,
+        "target,raw_bytes,stored_bytes,code_objects,kernel_database_bytes"
+    )?;
+    for (t, a) in &r.arch_totals {
+        writeln!(
+            out,
+            "{},{},{},{},{}",
+            csv_field(t),
+            a.raw,
+            a.compressed,
+            a.code_objects,
+            a.kernel_database
+        )?;
+    }
+    Ok(())
+}
+
+/// `scan --csv matrix`: code-object bytes per file (rows) and target (columns), for
+/// every file with device code.
+pub fn csv_matrix(out: &mut dyn Write, r: &TreeReport) -> io::Result<()> {
+    let targets: Vec<&String> = r.archs.keys().collect();
+    write!(out, "path")?;
+    for t in &targets {
+        write!(out, ",{}", csv_field(t))?;
+    }
+    writeln!(out)?;
+    for f in &r.files {
+        let mut row: std::collections::BTreeMap<&str, u64> = Default::default();
+        for b in f.all_bundles() {
+            for t in &b.targets {
+                *row.entry(t.arch.as_str()).or_default() += t.size;
+            }
+        }
+        if f.kind == kpack::scan::FileKind::CodeObject
+            && let Some(a) = &f.arch
+        {
+            *row.entry(a.as_str()).or_default() += f.size;
+        }
+        if row.is_empty() {
+            continue;
+        }
+        write!(out, "{}", csv_field(&f.path))?;
+        for t in &targets {
+            write!(out, ",{}", row.get(t.as_str()).copied().unwrap_or(0))?;
+        }
+        writeln!(out)?;
+    }
+    Ok(())
+}
