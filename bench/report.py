@@ -61,6 +61,14 @@ for r in rows:
         print(f"| find-kernel | one name over a {size(r['tree_bytes'])} generated tree ({r['hits']} hits) "
               f"| {r['ours_s']:.2f} s | {r['ref_s']:.2f} s (grep -rlF of the name over every byte) "
               f"| {r['ours_s']/r['ref_s']:.2f} | ≤ 2 s | |")
+    elif b == "diff":
+        print(f"| diff | a {size(r['a_bytes'])} generated tree against its next build (5 libraries rebuilt) "
+              f"| {r['ours_s']:.2f} s | {r['ref_s']:.2f} s (scan --json of both, one after the other) "
+              f"| {r['ours_s']/r['ref_s']:.2f} | ≤ 1.3 | {size(int(r['peak_rss_kb'])*1024)} |")
+        if 'ours_unrelated_s' in r:
+            print(f"| diff, unrelated trees | the same tree against another of {size(r['b_bytes'])} (every binary differs: every kernel read) "
+                  f"| {r['ours_unrelated_s']:.2f} s | {r['ref_unrelated_s']:.2f} s (scan --json of both) "
+                  f"| {r['ours_unrelated_s']/r['ref_unrelated_s']:.2f} | (≤ 1.3 is for builds of one tree) | {size(int(r['peak_rss_unrelated_kb'])*1024)} |")
     elif b == "trace":
         print(f"| trace parse + analysis | {r['lines']:,} lines (phc format), one core "
               f"| {r['ours_s']*1000:.0f} ms" + (f" (lines in completion order: {r['ours_end_order_s']*1000:.0f} ms)" if 'ours_end_order_s' in r else "")

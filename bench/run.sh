@@ -8,7 +8,7 @@
 # Needs: the README's setup, hyperfine, zstd, clang-offload-bundler-19, objcopy, and
 # for the tuistart and phc sections tmux, hipcc and make
 # (apt-get install hyperfine zstd clang-19 binutils tmux hipcc make).
-# Sections: scan rewrite pack split kernels trace archive tui tuistart phc phc1. Work files go to bench/work/
+# Sections: scan rewrite pack split kernels diff trace archive tui tuistart phc phc1. Work files go to bench/work/
 # (generated trees are kept and reused; delete the folder to regenerate).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +17,7 @@ work=$root/bench/work
 mkdir -p "$work"
 results=$work/results.jsonl
 sections=("$@")
-[ ${#sections[@]} -gt 0 ] || sections=(scan rewrite pack split kernels trace archive tui tuistart phc phc1)
+[ ${#sections[@]} -gt 0 ] || sections=(scan rewrite pack split kernels diff trace archive tui tuistart phc phc1)
 want() { local s; for s in "${sections[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 for t in hyperfine zstd clang-offload-bundler-19 objcopy python3 /usr/bin/time; do
   command -v "$t" >/dev/null || { echo "bench: missing $t" >&2; exit 1; }
@@ -35,7 +35,7 @@ record() { echo "$1" >> "$results.new"; }
 if [ -f "$results" ]; then
   python3 - "$results" "${sections[@]}" >> "$results.new" <<'PY'
 import json, sys
-keep = {"scan": "scan", "rewrite": "rewrite", "pack": "pack", "split": "split", "combine": "split", "kernels": "kernels", "find_kernel": "kernels", "trace": "trace", "archive_write": "archive", "archive_random_access": "archive", "tui": "tui", "phc": "phc", "phc1": "phc1", "tui_startup": "tuistart"}
+keep = {"scan": "scan", "rewrite": "rewrite", "pack": "pack", "split": "split", "combine": "split", "kernels": "kernels", "find_kernel": "kernels", "diff": "diff", "trace": "trace", "archive_write": "archive", "archive_random_access": "archive", "tui": "tui", "phc": "phc", "phc1": "phc1", "tui_startup": "tuistart"}
 rerun = set(sys.argv[2:])
 for line in open(sys.argv[1]):
     b = json.loads(line)
@@ -189,6 +189,35 @@ if want kernels; then
   read -r ours ref <<< "$(median "$work/hf-find.json")"
   hits=$("$kp" find-kernel spill_heavy "$ktree" --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["kernels"]))')
   record "{\"bench\":\"find_kernel\",\"tree_bytes\":$(du -sb "$ktree" | cut -f1),\"hits\":$hits,\"ours_s\":$ours,\"ref_s\":$ref}"
+fi
+
+if want diff; then
+  echo "bench: diff of two generated trees vs scanning both"
+  da=$work/ktree-1100
+  [ -d "$da" ] || "$root/target/release/examples/gen_tree" "$da" --size-mb 1100 --seed 4
+  db=$work/ktree2-600
+  [ -d "$db" ] || "$root/target/release/examples/gen_tree" "$db" --size-mb 600 --seed 6
+  # The next build of A: a copy (hard links) in which 5 fat libraries were rebuilt
+  # (replaced by others of B).
+  dn=$work/ktree-1100-next
+  if [ ! -d "$dn" ]; then
+    cp -al "$da" "$dn"
+    i=0
+    for f in $(cd "$dn" && ls lib/libgen*.so.* | head -5); do
+      src=$(ls "$db"/lib/libgen*.so.* | sed -n "$((i + 1))p")
+      rm "$dn/$f" && cp "$src" "$dn/$f"
+      i=$((i + 1))
+    done
+  fi
+  hyperfine --warmup 1 --runs "$RUNS" --export-json "$work/hf-diff.json" \
+    "$kp diff $da $dn --json > /dev/null" \
+    "$kp scan $da --json > /dev/null; $kp scan $dn --json > /dev/null" \
+    "$kp diff $da $db --json > /dev/null" \
+    "$kp scan $da --json > /dev/null; $kp scan $db --json > /dev/null" > "$work/hf-diff.log"
+  read -r ours ref ours_u ref_u <<< "$(median "$work/hf-diff.json")"
+  rss=$(peak_rss_kb "$kp" diff "$da" "$dn" --json)
+  rss_u=$(peak_rss_kb "$kp" diff "$da" "$db" --json)
+  record "{\"bench\":\"diff\",\"a_bytes\":$(du -sb "$da" | cut -f1),\"b_bytes\":$(du -sb "$db" | cut -f1),\"ours_s\":$ours,\"ref_s\":$ref,\"ours_unrelated_s\":$ours_u,\"ref_unrelated_s\":$ref_u,\"peak_rss_kb\":$rss,\"peak_rss_unrelated_kb\":$rss_u}"
 fi
 
 if want trace; then

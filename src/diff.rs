@@ -5,7 +5,7 @@
 //! form (archive entries count for the binary their key names).
 
 use crate::error::Result;
-use crate::kernels::{KernelsOptions, KernelsReport, list_kernels_scanned};
+use crate::kernels::{CodeObjectRow, KernelsOptions, KernelsReport, list_kernels_scanned};
 use crate::scan::{self, FileKind, ScanOptions, TreeReport};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -156,9 +156,75 @@ pub fn library_key(path: &str) -> &str {
 }
 
 struct Side {
+    root: PathBuf,
     scan: TreeReport,
+    /// Every code object, from bundle entry tables and archive indexes (nothing
+    /// decompressed).
+    objects: Vec<CodeObjectRow>,
     kernels: KernelsReport,
     root_is_file: bool,
+    diagnostics: Vec<String>,
+}
+
+/// Code objects found from entry tables and archive indexes.
+struct Inventory<'a> {
+    targets: &'a [String],
+    objects: Vec<CodeObjectRow>,
+    diagnostics: Vec<String>,
+}
+
+impl Inventory<'_> {
+    fn push(
+        &mut self,
+        path: &str,
+        binary: &str,
+        bundle: Option<u32>,
+        t: &str,
+        (size, stored): (u64, u64),
+    ) {
+        if wanted(self.targets, t) {
+            self.objects.push(CodeObjectRow {
+                path: path.to_string(),
+                binary: binary.to_string(),
+                bundle,
+                target: t.to_string(),
+                size,
+                stored,
+            });
+        }
+    }
+
+    /// The entries of an archive (only those of binary `only`, if given).
+    fn archive(&mut self, path: &str, file: &Path, only: Option<&str>) {
+        let idx = std::fs::File::open(file)
+            .map_err(|e| e.to_string())
+            .and_then(|f| crate::kpack::archive::parse_index_file(&f).map_err(|e| e.to_string()));
+        match idx {
+            Ok(idx) => {
+                for e in &idx.kernels {
+                    let (b, n) = e.key.rsplit_once('#').unwrap_or((&e.key, ""));
+                    if only.is_some_and(|o| o != b) {
+                        continue;
+                    }
+                    self.push(
+                        path,
+                        b,
+                        n.parse().ok(),
+                        &e.arch,
+                        (e.size, e.compressed_size),
+                    );
+                }
+            }
+            Err(e) => self.diagnostics.push(format!("{path}: {e}")),
+        }
+    }
+}
+
+fn wanted(targets: &[String], t: &str) -> bool {
+    targets.is_empty()
+        || targets
+            .iter()
+            .any(|x| x == t || (!x.contains(':') && crate::bundle::target::base_processor(t) == x))
 }
 
 fn read_side(root: &Path, opts: &DiffOptions) -> Result<Side> {
@@ -170,27 +236,74 @@ fn read_side(root: &Path, opts: &DiffOptions) -> Result<Side> {
         },
         &crate::event::NoEvents,
     )?;
-    let kernels = list_kernels_scanned(
-        root,
-        &scan,
-        &KernelsOptions {
-            targets: opts.targets.clone(),
-            threads: opts.threads,
-            cache: false,
-        },
-    )?;
     let root_is_file = std::fs::metadata(root).is_ok_and(|m| m.is_file());
+    let mut inv = Inventory {
+        targets: &opts.targets,
+        objects: Vec::new(),
+        diagnostics: Vec::new(),
+    };
+    for f in scan.files.iter().filter(|f| f.hard_link_of.is_none()) {
+        let abs = if root_is_file {
+            root.to_path_buf()
+        } else {
+            root.join(&f.path)
+        };
+        match f.kind {
+            FileKind::Kpack => inv.archive(&f.path, &abs, None),
+            FileKind::HostOnlyBinary if root_is_file => {
+                if let Some(m) = &f.marker {
+                    for a in crate::kernels::marker_archives(&abs, m) {
+                        inv.archive(&a.display().to_string(), &a, Some(&m.kernel_name));
+                    }
+                }
+            }
+            FileKind::CodeObject => {
+                if let Some(t) = &f.arch {
+                    inv.push(&f.path, &f.path, None, t, (f.size, f.size));
+                }
+            }
+            _ => {
+                for b in f.all_bundles() {
+                    for t in &b.targets {
+                        inv.push(
+                            &f.path,
+                            &f.path,
+                            Some(b.index as u32),
+                            &t.arch,
+                            (t.size, t.compressed_size),
+                        );
+                    }
+                }
+            }
+        }
+    }
+    let Inventory {
+        mut objects,
+        diagnostics,
+        ..
+    } = inv;
+    // A host-only binary given alone: its device code is its archives', under its
+    // own name.
+    if root_is_file && let Some(m) = scan.files.first().and_then(|f| f.marker.as_ref()) {
+        let name = scan.files[0].path.clone();
+        for o in objects.iter_mut().filter(|o| o.binary == m.kernel_name) {
+            o.binary = name.clone();
+        }
+    }
     Ok(Side {
+        root: root.to_path_buf(),
         scan,
-        kernels,
+        objects,
+        kernels: KernelsReport::default(),
         root_is_file,
+        diagnostics,
     })
 }
 
 /// Compare two builds.
 pub fn diff(old: &Path, new: &Path, opts: &DiffOptions) -> Result<DiffReport> {
     let (a, b) = rayon::join(|| read_side(old, opts), || read_side(new, opts));
-    let (a, b) = (a?, b?);
+    let (mut a, mut b) = (a?, b?);
     // A single binary on each side compares as one file whatever their names.
     let single = a.root_is_file && b.root_is_file;
     let name = |s: &Side, p: &str| -> String {
@@ -203,7 +316,7 @@ pub fn diff(old: &Path, new: &Path, opts: &DiffOptions) -> Result<DiffReport> {
 
     // Targets.
     let mut targets: BTreeMap<String, TargetDelta> = BTreeMap::new();
-    for (side, objects) in [(0, &a.kernels.objects), (1, &b.kernels.objects)] {
+    for (side, objects) in [(0, &a.objects), (1, &b.objects)] {
         for o in objects {
             let t = targets
                 .entry(o.target.clone())
@@ -233,7 +346,7 @@ pub fn diff(old: &Path, new: &Path, opts: &DiffOptions) -> Result<DiffReport> {
     // Device bytes per binary.
     let device = |s: &Side| -> BTreeMap<String, u64> {
         let mut m = BTreeMap::new();
-        for o in &s.kernels.objects {
+        for o in &s.objects {
             *m.entry(name(s, &o.binary)).or_insert(0) += o.size;
         }
         m
@@ -319,6 +432,66 @@ pub fn diff(old: &Path, new: &Path, opts: &DiffOptions) -> Result<DiffReport> {
         .iter()
         .filter_map(|f| f.old_path.clone().map(|o| (o, f.path.clone())))
         .collect();
+    // Only binaries whose code objects differ (sizes per bundle and target) can have
+    // kernels that differ: only theirs are decompressed and read.
+    let shape = |s: &Side, renames: Option<&BTreeMap<String, String>>| {
+        let mut m: BTreeMap<String, BTreeMap<(Option<u32>, String), u64>> = BTreeMap::new();
+        for o in &s.objects {
+            let mut bin = name(s, &o.binary);
+            if let Some(r) = renames.and_then(|r| r.get(&bin)) {
+                bin = r.clone();
+            }
+            *m.entry(bin)
+                .or_default()
+                .entry((o.bundle, o.target.clone()))
+                .or_insert(0) += o.size;
+        }
+        m
+    };
+    let (sa, sb) = (shape(&a, Some(&rename)), shape(&b, None));
+    let changed: BTreeSet<String> = sa
+        .keys()
+        .chain(sb.keys())
+        .filter(|k| sa.get(*k) != sb.get(*k))
+        .cloned()
+        .collect();
+    let back: BTreeMap<&String, &String> = rename.iter().map(|(o, n)| (n, o)).collect();
+    let real = |s: &Side, n: &String| -> Vec<String> {
+        // The names the side's files and archive keys use for binary `n`.
+        let mut v = vec![n.clone()];
+        if let Some(o) = back.get(n) {
+            v.push((*o).clone());
+        }
+        if single && s.root_is_file {
+            v.extend(s.objects.iter().map(|o| o.binary.clone()));
+            v.extend(
+                s.scan
+                    .files
+                    .iter()
+                    .filter_map(|f| f.marker.as_ref().map(|m| m.kernel_name.clone())),
+            );
+        }
+        v
+    };
+    let read = |s: &Side| -> Result<KernelsReport> {
+        let set: BTreeSet<String> = changed.iter().flat_map(|c| real(s, c)).collect();
+        if set.is_empty() {
+            return Ok(KernelsReport::default());
+        }
+        list_kernels_scanned(
+            &s.root,
+            &s.scan,
+            &KernelsOptions {
+                targets: opts.targets.clone(),
+                threads: opts.threads,
+                binaries: Some(set),
+                ..Default::default()
+            },
+        )
+    };
+    let (ka, kb) = rayon::join(|| read(&a), || read(&b));
+    a.kernels = ka?;
+    b.kernels = kb?;
     let mut kern: BTreeMap<(String, String, String), KernelDelta> = BTreeMap::new();
     for (side, s) in [(0, &a), (1, &b)] {
         for r in &s.kernels.kernels {
@@ -328,6 +501,9 @@ pub fn diff(old: &Path, new: &Path, opts: &DiffOptions) -> Result<DiffReport> {
                 .and_then(|k| k.rsplit_once('#'))
                 .map_or(r.path.as_str(), |(b, _)| b);
             let mut bin = name(s, bin);
+            if single && s.root_is_file {
+                bin = "binary".to_string();
+            }
             if side == 0
                 && let Some(n) = rename.get(&bin)
             {
@@ -384,7 +560,9 @@ pub fn diff(old: &Path, new: &Path, opts: &DiffOptions) -> Result<DiffReport> {
             });
         }
     }
-    let mut diagnostics = a.kernels.diagnostics.clone();
+    let mut diagnostics = a.diagnostics.clone();
+    diagnostics.extend(b.diagnostics.iter().cloned());
+    diagnostics.extend(a.kernels.diagnostics.iter().cloned());
     diagnostics.extend(b.kernels.diagnostics.iter().cloned());
     Ok(DiffReport {
         old: old.to_path_buf(),

@@ -84,6 +84,9 @@ pub struct KernelsOptions {
     /// Keep what each code object held, by a hash of its bytes, for the life of the
     /// process (the TUI: the same code object met again is not parsed again).
     pub cache: bool,
+    /// Only the code objects of these binaries (file paths, or archive keys without
+    /// `#TU`); `None`: all.
+    pub binaries: Option<std::collections::BTreeSet<String>>,
 }
 
 /// Parsed code objects by content hash (bounded: cleared when it grows past this).
@@ -228,7 +231,13 @@ fn from_archive(
     opts: &KernelsOptions,
 ) {
     for e in &a.index.kernels {
-        if prefix.is_some_and(|p| e.key.rsplit_once('#').map(|(n, _)| n) != Some(p)) {
+        let base = e.key.rsplit_once('#').map(|(n, _)| n);
+        if prefix.is_some_and(|p| base != Some(p)) {
+            continue;
+        }
+        if let Some(set) = &opts.binaries
+            && !base.is_some_and(|b| set.contains(b))
+        {
             continue;
         }
         if !wanted(opts, &e.arch) {
@@ -251,6 +260,13 @@ fn one_file(abs: &Path, f: &FileReport, follow_marker: bool, opts: &KernelsOptio
     let mut out: FileRows = (Vec::new(), Vec::new(), Vec::new());
     let path = f.path.as_str();
     if f.hard_link_of.is_some() {
+        return out;
+    }
+    let skip_file = opts
+        .binaries
+        .as_ref()
+        .is_some_and(|set| !set.contains(path));
+    if skip_file && !matches!(f.kind, FileKind::Kpack | FileKind::HostOnlyBinary) {
         return out;
     }
     match f.kind {

@@ -105,7 +105,7 @@ fn run(cli: Cli) -> Result<i32> {
             let opts = kpack::kernels::KernelsOptions {
                 targets,
                 threads: common.jobs,
-                cache: false,
+                ..Default::default()
             };
             let format = if common.json {
                 batch::kernels::Format::Json
@@ -147,7 +147,7 @@ fn run(cli: Cli) -> Result<i32> {
             let opts = kpack::kernels::KernelsOptions {
                 targets,
                 threads: common.jobs,
-                cache: false,
+                ..Default::default()
             };
             with_stdout(|out| batch::kernels::find(&pattern, regex, &path, &opts, common.json, out))
         }
