@@ -210,14 +210,14 @@ if want diff; then
     done
   fi
   hyperfine --warmup 1 --runs "$RUNS" --export-json "$work/hf-diff.json" \
-    "$kp diff $da $dn --json > /dev/null" \
+    "$kp diff $da $dn --json > /dev/null" "$kp diff $da $dn --by target > /dev/null" \
     "$kp scan $da --json > /dev/null; $kp scan $dn --json > /dev/null" \
     "$kp diff $da $db --json > /dev/null" \
     "$kp scan $da --json > /dev/null; $kp scan $db --json > /dev/null" > "$work/hf-diff.log"
-  read -r ours ref ours_u ref_u <<< "$(median "$work/hf-diff.json")"
+  read -r ours ours_t ref ours_u ref_u <<< "$(median "$work/hf-diff.json")"
   rss=$(peak_rss_kb "$kp" diff "$da" "$dn" --json)
   rss_u=$(peak_rss_kb "$kp" diff "$da" "$db" --json)
-  record "{\"bench\":\"diff\",\"a_bytes\":$(du -sb "$da" | cut -f1),\"b_bytes\":$(du -sb "$db" | cut -f1),\"ours_s\":$ours,\"ref_s\":$ref,\"ours_unrelated_s\":$ours_u,\"ref_unrelated_s\":$ref_u,\"peak_rss_kb\":$rss,\"peak_rss_unrelated_kb\":$rss_u}"
+  record "{\"bench\":\"diff\",\"a_bytes\":$(du -sb "$da" | cut -f1),\"b_bytes\":$(du -sb "$db" | cut -f1),\"ours_s\":$ours,\"ours_by_target_s\":$ours_t,\"ref_s\":$ref,\"ours_unrelated_s\":$ours_u,\"ref_unrelated_s\":$ref_u,\"peak_rss_kb\":$rss,\"peak_rss_unrelated_kb\":$rss_u}"
 fi
 
 if want trace; then

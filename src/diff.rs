@@ -18,6 +18,8 @@ pub struct DiffOptions {
     pub targets: Vec<String>,
     /// Worker threads (0 = all cores).
     pub threads: usize,
+    /// Compare kernels too (reads the code objects of the binaries that differ).
+    pub kernels: bool,
 }
 
 /// Device bytes of one target on both sides.
@@ -475,7 +477,7 @@ pub fn diff(old: &Path, new: &Path, opts: &DiffOptions) -> Result<DiffReport> {
     };
     let read = |s: &Side| -> Result<KernelsReport> {
         let set: BTreeSet<String> = changed.iter().flat_map(|c| real(s, c)).collect();
-        if set.is_empty() {
+        if set.is_empty() || !opts.kernels {
             return Ok(KernelsReport::default());
         }
         list_kernels_scanned(

@@ -128,6 +128,8 @@ fn run(cli: Cli) -> Result<i32> {
             let opts = kpack::diff::DiffOptions {
                 targets,
                 threads: common.jobs,
+                // The kernel table needs the code objects of the binaries that differ.
+                kernels: matches!(by, cli::DiffByArg::All | cli::DiffByArg::Kernel),
             };
             let format = if common.json {
                 batch::diff::Format::Json
