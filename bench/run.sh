@@ -8,7 +8,10 @@
 # Needs: the README's setup, hyperfine, zstd, clang-offload-bundler-19, objcopy, and
 # for the tuistart and phc sections tmux, hipcc and make
 # (apt-get install hyperfine zstd clang-19 binutils tmux hipcc make).
-# Sections: scan rewrite pack split kernels diff trace archive tui tuistart phc phc1. Work files go to bench/work/
+# Sections: scan rewrite pack split kernels diff trace archive tui tuistart phc phc1.
+# Rows of sections not rerun are kept from bench/work/results.jsonl; on a fresh checkout
+# (no results.jsonl) a partial run writes only its own rows: merge them into the committed
+# RESULTS.md by hand, or run every section. Work files go to bench/work/
 # (generated trees are kept and reused; delete the folder to regenerate).
 set -euo pipefail
 cd "$(dirname "$0")/.."
