@@ -75,6 +75,20 @@ keys s s s s s
 wait_for "by spills"
 shot kernels
 
+# Two builds compared: a renamed version, a library rebuilt for other targets, one
+# removed (the trees of the diff view's test).
+mkdir -p "$work/old/lib" "$work/new/lib"
+cp tests/fixtures/bin/libvadd.so "$work/old/lib/libvadd.so.1.0"
+cp tests/fixtures/bin/libvadd.so "$work/new/lib/libvadd.so.1.1"
+cp tests/fixtures/bin/libkernels.so "$work/old/lib/libk.so"
+cp tests/fixtures/bin/libkernels_z.so "$work/new/lib/libk.so"
+cp tests/fixtures/bin/libzkern.so "$work/old/lib/libgone.so"
+start "cd $work &&" "$kp" diff old new
+wait_for "device code"
+keys Tab Tab
+wait_for "spill_heavy"
+shot diff
+
 # Pack in progress: a generated tree large enough to watch, one worker.
 "$root/target/release/examples/gen_tree" "$work/big" --size-mb 400 --seed 3 >/dev/null
 start "cd $work &&" "$kp" -j 1 big

@@ -131,6 +131,13 @@ fn run(cli: Cli) -> Result<i32> {
                 // The kernel table needs the code objects of the binaries that differ.
                 kernels: matches!(by, cli::DiffByArg::All | cli::DiffByArg::Kernel),
             };
+            if !csv && budgets.is_empty() && wants_tui(&common) {
+                let report = kpack::diff::diff(&old, &new, &opts).with_context(|| {
+                    format!("cannot compare {} with {}", old.display(), new.display())
+                })?;
+                tui::run_diff(report)?;
+                return Ok(EXIT_OK);
+            }
             let format = if common.json {
                 batch::diff::Format::Json
             } else if csv {

@@ -3,6 +3,7 @@
 
 pub mod app;
 pub mod bench;
+pub mod diffview;
 pub mod timeline;
 pub mod tree;
 pub mod ui;
@@ -357,6 +358,29 @@ fn with_terminal(body: impl FnOnce(&mut ratatui::DefaultTerminal) -> Result<()>)
     );
     ratatui::restore();
     result
+}
+
+/// The diff view on a computed comparison.
+pub fn run_diff(report: kpack::diff::DiffReport) -> Result<()> {
+    let mut v = diffview::DiffView::new(report);
+    let theme = ui::Theme::from_env();
+    with_terminal(|terminal| {
+        while !v.quit {
+            terminal.draw(|f| diffview::draw(f, &v, theme))?;
+            if event::poll(Duration::from_millis(250))?
+                && let Event::Key(k) = event::read()?
+                && k.kind == event::KeyEventKind::Press
+            {
+                if k.modifiers.contains(event::KeyModifiers::CONTROL)
+                    && k.code == event::KeyCode::Char('c')
+                {
+                    break;
+                }
+                v.key(k);
+            }
+        }
+        Ok(())
+    })
 }
 
 pub fn run_timeline(path: PathBuf, follow: bool) -> Result<()> {

@@ -772,3 +772,63 @@ fn kernels_are_found_by_name_and_read_from_the_inspector() {
     key(&mut app, KeyCode::Esc);
     assert_eq!(app.kernel_rows().len(), 10);
 }
+
+/// Two small trees from the fixtures: a renamed version, a library replaced by one
+/// for other targets, one removed.
+fn diff_report() -> kpack::diff::DiffReport {
+    let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bin");
+    let tmp = tempfile::tempdir().unwrap();
+    let (old, new) = (tmp.path().join("old"), tmp.path().join("new"));
+    for d in [&old, &new] {
+        std::fs::create_dir_all(d.join("lib")).unwrap();
+    }
+    std::fs::copy(fx.join("libvadd.so"), old.join("lib/libvadd.so.1.0")).unwrap();
+    std::fs::copy(fx.join("libvadd.so"), new.join("lib/libvadd.so.1.1")).unwrap();
+    std::fs::copy(fx.join("libkernels.so"), old.join("lib/libk.so")).unwrap();
+    std::fs::copy(fx.join("libkernels_z.so"), new.join("lib/libk.so")).unwrap();
+    std::fs::copy(fx.join("libzkern.so"), old.join("lib/libgone.so")).unwrap();
+    let opts = kpack::diff::DiffOptions {
+        kernels: true,
+        threads: 1,
+        ..Default::default()
+    };
+    let mut r = kpack::diff::diff(&old, &new, &opts).unwrap();
+    r.old = PathBuf::from("old");
+    r.new = PathBuf::from("new");
+    r
+}
+
+#[test]
+fn diff_view_tables_filter_and_sort() {
+    use super::diffview::{DiffView, Section, draw};
+    let mut v = DiffView::new(diff_report());
+    let render = |v: &DiffView, w, h| {
+        let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+        t.draw(|f| draw(f, v, Theme { color: false })).unwrap();
+        t
+    };
+    insta::assert_snapshot!("diff_targets_80x24", render(&v, 80, 24).backend());
+    let k = |v: &mut DiffView, c| v.key(KeyEvent::new(c, KeyModifiers::NONE));
+    k(&mut v, KeyCode::Tab);
+    assert_eq!(v.section, Section::Files);
+    insta::assert_snapshot!("diff_files_160x48", render(&v, 160, 48).backend());
+    k(&mut v, KeyCode::Tab);
+    assert_eq!(v.section, Section::Kernels);
+    k(&mut v, KeyCode::Char('/'));
+    for c in "spill".chars() {
+        k(&mut v, KeyCode::Char(c));
+    }
+    k(&mut v, KeyCode::Enter);
+    let screen = format!("{:?}", render(&v, 160, 48).backend());
+    assert!(
+        screen.contains("spill_heavy") && !screen.contains("tile_sum"),
+        "{screen}"
+    );
+    k(&mut v, KeyCode::Esc);
+    k(&mut v, KeyCode::Char('s'));
+    insta::assert_snapshot!("diff_kernels_160x48", render(&v, 160, 48).backend());
+    k(&mut v, KeyCode::End);
+    assert!(v.cursor > 5);
+    k(&mut v, KeyCode::Char('q'));
+    assert!(v.quit);
+}

@@ -24,7 +24,7 @@ impl Theme {
             color: std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
         }
     }
-    fn fg(self, c: Color) -> Style {
+    pub(crate) fn fg(self, c: Color) -> Style {
         if self.color {
             Style::new().fg(c)
         } else {
@@ -42,7 +42,7 @@ impl Theme {
             FileKind::Opaque | FileKind::Other => Color::Gray,
         })
     }
-    fn selected(self) -> Style {
+    pub(crate) fn selected(self) -> Style {
         if self.color {
             Style::new()
                 .bg(Color::DarkGray)
