@@ -299,6 +299,17 @@ fn pass_through_keeps_status_and_errors_are_clear() {
     let o = Command::new(PHC).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(common::stderr(&o).contains("usage: phc"));
+    // Its own --version and --help, not a compiler's.
+    let o = Command::new(PHC).arg("--version").output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert!(
+        common::stdout(&o).starts_with("phc (kpack-tui) "),
+        "{}",
+        common::stdout(&o)
+    );
+    let o = Command::new(PHC).arg("--help").output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert!(common::stdout(&o).contains("usage: phc"));
     let o = Command::new(PHC)
         .args(["/nonexistent/hipcc", "-c", "a.hip"])
         .output()

@@ -149,9 +149,31 @@ fn a_two_gigabyte_file_is_read_in_bounded_memory() {
         .args(["trace", p.to_str().unwrap(), "--json"])
         .output()
         .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert!(v["diagnostics"].to_string().contains("longer than"));
+    // Not a trace (no line in 2 GiB): an error that says what it saw, in bounded memory.
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("longer than"), "{}", stderr(&o));
     let rss_kb: u64 = stderr(&o).lines().last().unwrap().trim().parse().unwrap();
     assert!(rss_kb < 64 * 1024, "peak RSS {rss_kb} KiB");
+}
+
+#[test]
+fn a_file_without_trace_lines_is_an_error_naming_the_format() {
+    let readme = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+    let o = kpack(&["trace", readme.to_str().unwrap(), "--no-tui"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("no trace lines (line 3: expected 5 tab-separated fields"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        stderr(&o).contains("expected a ninja log"),
+        "{}",
+        stderr(&o)
+    );
+    // An empty log with its header (a fresh build directory) is a trace of nothing.
+    let tmp = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(tmp.path(), "# ninja log v5\n").unwrap();
+    let o = kpack(&["trace", tmp.path().to_str().unwrap(), "--no-tui"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }

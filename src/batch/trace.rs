@@ -59,6 +59,25 @@ pub fn run(file: &Path, export: bool, output: Option<&Path>, common: &Common) ->
     // The process exits after this report: freeing a million jobs one by one would
     // only slow the exit (the memory goes back with the process).
     let t = std::mem::ManuallyDrop::new(parser.into_trace());
+    if !t.header && t.builds.iter().all(|b| b.jobs.is_empty()) {
+        let seen: Vec<String> = t
+            .diagnostics
+            .iter()
+            .take(3)
+            .map(|d| format!("line {}: {}", d.line, d.message))
+            .collect();
+        bail!(
+            "{}: no trace lines{}: expected a ninja log (\"# ninja log v5\" to v7: start, end, \
+             mtime, name and hash, tab-separated, one job a line) or a phc trace (the same \
+             lines without the header)",
+            file.display(),
+            if seen.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", seen.join("; "))
+            }
+        );
+    }
     if export {
         let out = output.context("give -o FILE for the export")?;
         let doc = trace::chrome::export(&t);

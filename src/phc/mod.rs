@@ -79,6 +79,10 @@ pub fn main(argv: Vec<String>, env: &Env) -> i32 {
         println!("{USAGE}");
         return 0;
     }
+    if argv.len() == 1 && matches!(argv[0].as_str(), "--version" | "-V") {
+        println!("phc (kpack-tui) {}", env!("CARGO_PKG_VERSION"));
+        return 0;
+    }
     let mut cmd = argv;
     if let Some(c) = &env.compiler {
         cmd.insert(0, c.clone());
