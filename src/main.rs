@@ -4,6 +4,7 @@
 mod batch;
 mod cli;
 mod demo;
+mod text;
 mod tui;
 
 use anyhow::{Context, Result};

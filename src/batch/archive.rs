@@ -114,7 +114,7 @@ pub fn inspect(path: &Path, json: bool, out: &mut dyn Write) -> Result<i32> {
     writeln!(
         out,
         "  {:<kw$}  {:<aw$}  {:>7}  {:>11}  {:>11}  {:>7}",
-        format!("{} kernels", totals.kernels),
+        crate::text::count(totals.kernels as u64, "kernel", "kernels"),
         "",
         "",
         size(totals.size),
@@ -250,7 +250,11 @@ pub fn extract(path: &Path, what: &ExtractWhat, out_path: &Path) -> Result<i32> 
     let a = Archive::open(path)?;
     if all {
         let n = a.extract_to(out_path, |_| true)?;
-        eprintln!("extracted {n} kernels to {}", out_path.display());
+        eprintln!(
+            "extracted {} to {}",
+            crate::text::count(n as u64, "kernel", "kernels"),
+            out_path.display()
+        );
         return Ok(EXIT_OK);
     }
     let (Some(key), Some(arch)) = (key, arch) else {

@@ -20,18 +20,7 @@ pub const EXIT_FINDINGS: i32 = 1;
 /// Exit status: the operation could not be carried out.
 pub const EXIT_ERROR: i32 = 2;
 
-/// Human-readable size (IEC units).
-pub fn size(n: u64) -> String {
-    humansize::format_size(n, humansize::BINARY)
-}
-
-/// Percentage of `part` in `whole`, "0%" for an empty whole.
-pub fn pct(part: u64, whole: u64) -> String {
-    if whole == 0 {
-        return "0%".into();
-    }
-    format!("{:.0}%", part as f64 * 100.0 / whole as f64)
-}
+pub use crate::text::{pct, size};
 
 /// A `--json` document: `{"schema": "kpack-tui.<command>/<version>", ...value}`.
 /// Every `--json` output has a schema under `docs/schema/` (tests validate them).

@@ -3,7 +3,7 @@
 use super::{EXIT_FINDINGS, EXIT_OK, size, write_json};
 use crate::cli::MarkerArgs;
 use anyhow::{Context, Result, bail};
-use kpack::elf::rewrite::{self, RewriteError, RewritePlan};
+use kpack::elf::rewrite::{self, RewriteError};
 use kpack::kpack::Marker;
 use std::io::Write;
 use std::path::Path;
@@ -58,96 +58,9 @@ pub fn preview(binary: &Path, args: &MarkerArgs, json: bool, out: &mut dyn Write
     if json {
         super::write_json(out, "kpack-tui.preview/1", &r.plan)?;
     } else {
-        print_plan(out, binary, &r.plan)?;
+        crate::text::rewrite_plan(out, binary, &r.plan)?;
     }
     Ok(EXIT_OK)
-}
-
-/// Print a plan as before/after tables.
-pub fn print_plan(out: &mut dyn Write, binary: &Path, p: &RewritePlan) -> std::io::Result<()> {
-    writeln!(
-        out,
-        "{}: {} -> {} ({} of .hip_fatbin removed, {} bundles; marker {} at {:#x}{})",
-        binary.display(),
-        size(p.input_size),
-        size(p.output_size),
-        size(p.bytes_removed),
-        p.bundles,
-        size(p.marker_size),
-        p.marker_vaddr,
-        match (p.phdr_relocated, p.phdr_padding) {
-            (false, _) => String::new(),
-            (true, 0) => "; program headers moved into the new segment".into(),
-            (true, n) => format!(
-                "; program headers moved into the new segment, {} of zeros before it so that \
-                 its address is its offset (EL8 kernels)",
-                size(n)
-            ),
-        }
-    )?;
-    writeln!(
-        out,
-        "  marker: kernel_name {:?}, search paths {:?}",
-        p.marker.kernel_name, p.marker.kpack_search_paths
-    )?;
-    for w in &p.wrappers {
-        writeln!(
-            out,
-            "  wrapper {}: HIPF -> HIPK, pointer {:#x} -> {:#x} ({}), co_index {}",
-            w.index, w.old_pointer, w.new_pointer, w.via, w.co_index
-        )?;
-    }
-    let seg = |s: &rewrite::Segment| {
-        format!(
-            "{:<12} off {:#08x} vaddr {:#010x} filesz {:#08x} memsz {:#08x} {:<3} align {:#x}",
-            s.type_name(),
-            s.p_offset,
-            s.p_vaddr,
-            s.p_filesz,
-            s.p_memsz,
-            s.flags_name(),
-            s.p_align
-        )
-    };
-    writeln!(
-        out,
-        "\n  program headers before ({})",
-        p.segments_before.len()
-    )?;
-    for s in &p.segments_before {
-        writeln!(out, "    {}", seg(s))?;
-    }
-    writeln!(out, "  program headers after ({})", p.segments_after.len())?;
-    for s in &p.segments_after {
-        let new = !p.segments_before.contains(s);
-        writeln!(out, "  {} {}", if new { "*" } else { " " }, seg(s))?;
-    }
-    let sec = |s: &rewrite::Section| {
-        format!(
-            "{:<20} {:<9} addr {:#010x} off {:#08x} size {:#08x}",
-            s.name,
-            s.type_name(),
-            s.sh_addr,
-            s.sh_offset,
-            s.sh_size
-        )
-    };
-    writeln!(out, "\n  sections that change")?;
-    for a in &p.sections_after {
-        match p
-            .sections_before
-            .iter()
-            .find(|b| b.name == a.name && b.sh_addr == a.sh_addr)
-        {
-            Some(b) if b == a => {}
-            Some(b) => {
-                writeln!(out, "    - {}", sec(b))?;
-                writeln!(out, "    + {}", sec(a))?;
-            }
-            None => writeln!(out, "    + {}", sec(a))?,
-        }
-    }
-    Ok(())
 }
 
 /// Rewrite a binary to `output`.

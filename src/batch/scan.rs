@@ -21,9 +21,9 @@ pub fn print_text(out: &mut dyn Write, r: &TreeReport, long: bool) -> io::Result
     writeln!(out, "{}", r.root)?;
     writeln!(
         out,
-        "  {} entries in {} directories, {} in files; device code {} ({})",
-        t.entries,
-        t.directories,
+        "  {} in {}, {} in files; device code {} ({})",
+        crate::text::count(t.entries, "entry", "entries"),
+        crate::text::count(t.directories, "directory", "directories"),
         size(t.bytes),
         size(t.device_bytes),
         pct(t.device_bytes, t.bytes)
@@ -238,12 +238,12 @@ pub fn print_file(out: &mut dyn Write, f: &FileReport) -> io::Result<()> {
     if let Some(k) = &f.kpack {
         writeln!(
             out,
-            "  archive: group {}, family {}, arches {}, {}, {} kernels ({} raw)",
+            "  archive: group {}, family {}, arches {}, {}, {} ({} raw)",
             k.group_name,
             k.gfx_arch_family,
             k.gfx_arches.join(" "),
             k.compression_scheme,
-            k.kernels,
+            crate::text::count(k.kernels, "kernel", "kernels"),
             size(k.raw_bytes)
         )?;
     }

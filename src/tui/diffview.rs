@@ -3,7 +3,7 @@
 //! and shrinkage green; Tab cycles the tables, `/` filters, `s` sorts by name.
 
 use super::ui::Theme;
-use crate::batch::size;
+use crate::text::size;
 use kpack::diff::{Change, DiffReport};
 use ratatui::Frame;
 use ratatui::crossterm::event::{KeyCode, KeyEvent};

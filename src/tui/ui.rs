@@ -1,7 +1,7 @@
 //! Drawing. Reads the state, never changes it, never does I/O.
 
 use super::app::{App, View};
-use crate::batch::size;
+use crate::text::size;
 use kpack::family::PRESETS;
 use kpack::scan::{FileKind, FileReport};
 use ratatui::Frame;
@@ -240,14 +240,14 @@ fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     let title = if app.partial {
         let (done, total) = app.progress;
         format!(
-            " scanning {done}/{total} · {} entries so far · device {} ",
-            t.entries,
+            " scanning {done}/{total} · {} so far · device {} ",
+            crate::text::count(t.entries, "entry", "entries"),
             size(t.device_bytes)
         )
     } else {
         format!(
-            " {} entries · {} · device {} ",
-            t.entries,
+            " {} · {} · device {} ",
+            crate::text::count(t.entries, "entry", "entries"),
             size(t.bytes),
             size(t.device_bytes)
         )
@@ -269,7 +269,11 @@ fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                 let n = &tree.nodes[r.node];
                 vec![
                     Line::from(Span::styled(tree.path(r.node), theme.fg(Color::LightBlue))),
-                    Line::from(format!("{} entries, {}", n.children.len(), size(n.size))),
+                    Line::from(format!(
+                        "{}, {}",
+                        crate::text::count(n.children.len() as u64, "entry", "entries"),
+                        size(n.size)
+                    )),
                     Line::from(format!(
                         "device code {} ({:.0}%)",
                         size(n.device),
@@ -413,8 +417,11 @@ pub fn file_detail(f: &FileReport, theme: Theme) -> Vec<Line<'static>> {
     }
     if let Some(k) = &f.kpack {
         l.push(Line::from(format!(
-            "{} / {} · {} kernels · {}",
-            k.group_name, k.gfx_arch_family, k.kernels, k.compression_scheme
+            "{} / {} · {} · {}",
+            k.group_name,
+            k.gfx_arch_family,
+            crate::text::count(k.kernels, "kernel", "kernels"),
+            k.compression_scheme
         )));
     }
     for p in &f.problems {
@@ -833,7 +840,7 @@ fn preview(frame: &mut Frame, app: &App, area: Rect) {
         Some((path, Err(e))) => format!("{path}: {e}"),
         Some((path, Ok(plan))) => {
             let mut buf = Vec::new();
-            let _ = crate::batch::rewrite::print_plan(&mut buf, std::path::Path::new(path), plan);
+            let _ = crate::text::rewrite_plan(&mut buf, std::path::Path::new(path), plan);
             String::from_utf8_lossy(&buf).into_owned()
         }
     };
@@ -861,8 +868,8 @@ fn inspector(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             Line::from(format!("arches {}", a.meta.gfx_arches.join(" "))),
         ])
         .block(Block::new().borders(Borders::BOTTOM).title(format!(
-            " {} kernels · {} raw · {} stored ",
-            a.kernels.len(),
+            " {} · {} raw · {} stored ",
+            crate::text::count(a.kernels.len() as u64, "kernel", "kernels"),
             size(raw),
             size(stored)
         ))),

@@ -1,0 +1,121 @@
+//! Formatting shared by the batch reports and the terminal UI (neither takes the
+//! other's printers): sizes, percentages, counted nouns, the rewrite plan's tables.
+
+use kpack::elf::rewrite::{self, RewritePlan};
+use std::io::Write;
+use std::path::Path;
+
+/// Human-readable size (IEC units).
+pub fn size(n: u64) -> String {
+    humansize::format_size(n, humansize::BINARY)
+}
+
+/// Percentage of `part` in `whole`, "0%" for an empty whole.
+pub fn pct(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        return "0%".into();
+    }
+    format!("{:.0}%", part as f64 * 100.0 / whole as f64)
+}
+
+/// `1 kernel`, `2 kernels`.
+pub fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// Print a plan as before/after tables.
+pub fn rewrite_plan(out: &mut dyn Write, binary: &Path, p: &RewritePlan) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{}: {} -> {} ({} of .hip_fatbin removed, {} bundles; marker {} at {:#x}{})",
+        binary.display(),
+        size(p.input_size),
+        size(p.output_size),
+        size(p.bytes_removed),
+        p.bundles,
+        size(p.marker_size),
+        p.marker_vaddr,
+        match (p.phdr_relocated, p.phdr_padding) {
+            (false, _) => String::new(),
+            (true, 0) => "; program headers moved into the new segment".into(),
+            (true, n) => format!(
+                "; program headers moved into the new segment, {} of zeros before it so that \
+                 its address is its offset (EL8 kernels)",
+                size(n)
+            ),
+        }
+    )?;
+    writeln!(
+        out,
+        "  marker: kernel_name {:?}, search paths {:?}",
+        p.marker.kernel_name, p.marker.kpack_search_paths
+    )?;
+    for w in &p.wrappers {
+        writeln!(
+            out,
+            "  wrapper {}: HIPF -> HIPK, pointer {:#x} -> {:#x} ({}), co_index {}",
+            w.index, w.old_pointer, w.new_pointer, w.via, w.co_index
+        )?;
+    }
+    let seg = |s: &rewrite::Segment| {
+        format!(
+            "{:<12} off {:#08x} vaddr {:#010x} filesz {:#08x} memsz {:#08x} {:<3} align {:#x}",
+            s.type_name(),
+            s.p_offset,
+            s.p_vaddr,
+            s.p_filesz,
+            s.p_memsz,
+            s.flags_name(),
+            s.p_align
+        )
+    };
+    writeln!(
+        out,
+        "\n  program headers before ({})",
+        p.segments_before.len()
+    )?;
+    for s in &p.segments_before {
+        writeln!(out, "    {}", seg(s))?;
+    }
+    writeln!(out, "  program headers after ({})", p.segments_after.len())?;
+    for s in &p.segments_after {
+        let new = !p.segments_before.contains(s);
+        writeln!(out, "  {} {}", if new { "*" } else { " " }, seg(s))?;
+    }
+    let sec = |s: &rewrite::Section| {
+        format!(
+            "{:<20} {:<9} addr {:#010x} off {:#08x} size {:#08x}",
+            s.name,
+            s.type_name(),
+            s.sh_addr,
+            s.sh_offset,
+            s.sh_size
+        )
+    };
+    writeln!(out, "\n  sections that change")?;
+    for a in &p.sections_after {
+        match p
+            .sections_before
+            .iter()
+            .find(|b| b.name == a.name && b.sh_addr == a.sh_addr)
+        {
+            Some(b) if b == a => {}
+            Some(b) => {
+                writeln!(out, "    - {}", sec(b))?;
+                writeln!(out, "    + {}", sec(a))?;
+            }
+            None => writeln!(out, "    + {}", sec(a))?,
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn counted_nouns() {
+        assert_eq!(super::count(1, "entry", "entries"), "1 entry");
+        assert_eq!(super::count(0, "entry", "entries"), "0 entries");
+        assert_eq!(super::count(2, "kernel", "kernels"), "2 kernels");
+    }
+}
