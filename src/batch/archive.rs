@@ -114,7 +114,7 @@ pub fn inspect(path: &Path, json: bool, out: &mut dyn Write) -> Result<i32> {
     writeln!(
         out,
         "  {:<kw$}  {:<aw$}  {:>7}  {:>11}  {:>11}  {:>7}",
-        crate::text::count(totals.kernels as u64, "kernel", "kernels"),
+        crate::text::count(totals.kernels, "kernel", "kernels"),
         "",
         "",
         size(totals.size),
