@@ -184,7 +184,7 @@ impl Inventory<'_> {
         t: &str,
         (size, stored): (u64, u64),
     ) {
-        if wanted(self.targets, t) {
+        if crate::kernels::target_selected(self.targets, t) {
             self.objects.push(CodeObjectRow {
                 path: path.to_string(),
                 binary: binary.to_string(),
@@ -220,13 +220,6 @@ impl Inventory<'_> {
             Err(e) => self.diagnostics.push(format!("{path}: {e}")),
         }
     }
-}
-
-fn wanted(targets: &[String], t: &str) -> bool {
-    targets.is_empty()
-        || targets
-            .iter()
-            .any(|x| x == t || (!x.contains(':') && crate::bundle::target::base_processor(t) == x))
 }
 
 fn read_side(root: &Path, opts: &DiffOptions) -> Result<Side> {

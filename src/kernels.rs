@@ -120,8 +120,14 @@ fn read_code_object(
 }
 
 fn wanted(opts: &KernelsOptions, target: &str) -> bool {
-    opts.targets.is_empty()
-        || opts.targets.iter().any(|t| {
+    target_selected(&opts.targets, target)
+}
+
+/// Whether `target` is among `selection` (exact target IDs, or processors taking
+/// every variant); an empty selection takes everything.
+pub fn target_selected(selection: &[String], target: &str) -> bool {
+    selection.is_empty()
+        || selection.iter().any(|t| {
             t == target || (!t.contains(':') && bundle::target::base_processor(target) == t)
         })
 }

@@ -18,6 +18,34 @@ pub fn pct(part: u64, whole: u64) -> String {
     format!("{:.0}%", part as f64 * 100.0 / whole as f64)
 }
 
+/// A CSV field (RFC 4180: quoted when it holds a comma, a quote or a line break).
+pub fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// `new - old` as a signed size: `+1.2 KiB`, `-3 B`, `0`.
+pub fn signed(old: u64, new: u64) -> String {
+    let d = new as i64 - old as i64;
+    match d.signum() {
+        1 => format!("+{}", size(d.unsigned_abs())),
+        -1 => format!("-{}", size(d.unsigned_abs())),
+        _ => "0".into(),
+    }
+}
+
+/// The change from `old` to `new` in percent (`+18.3%`), `new` when `old` is 0.
+pub fn delta_pct(old: u64, new: u64) -> String {
+    match old {
+        0 if new > 0 => "new".into(),
+        0 => String::new(),
+        _ => format!("{:+.1}%", (new as f64 - old as f64) * 100.0 / old as f64),
+    }
+}
+
 /// `1 kernel`, `2 kernels`.
 pub fn count(n: u64, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })

@@ -640,18 +640,8 @@ pub fn combine(shards: &[PathBuf], out: &Path, opts: &CombineOptions) -> Result<
     }
 
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
-    let existing: Vec<&str> = plans
-        .iter()
-        .map(|p| p.name.as_str())
-        .filter(|n| std::fs::symlink_metadata(out.join(n)).is_ok())
-        .collect();
-    if !existing.is_empty() && !opts.force {
-        return Err(Error::Invalid(format!(
-            "{} already holds {} (pass --force to replace them)",
-            out.display(),
-            existing.join(", ")
-        )));
-    }
+    let names: Vec<String> = plans.iter().map(|p| p.name.clone()).collect();
+    super::check_free(out, &names, opts.force)?;
     let stage = tempfile::Builder::new()
         .prefix(".kpack-tui-combine-")
         .tempdir_in(out)
@@ -701,13 +691,7 @@ pub fn combine(shards: &[PathBuf], out: &Path, opts: &CombineOptions) -> Result<
         &st,
         &plans.iter().map(|p| p.name.clone()).collect::<Vec<_>>(),
     )?;
-    for p in &plans {
-        let dst = out.join(&p.name);
-        if std::fs::symlink_metadata(&dst).is_ok() {
-            std::fs::remove_dir_all(&dst).map_err(|e| Error::io(&dst, e))?;
-        }
-        std::fs::rename(st.join(&p.name), &dst).map_err(|e| Error::io(&dst, e))?;
-    }
+    super::place(&st, out, &names)?;
     Ok(CombineReport {
         shards: shards.to_vec(),
         output: out.to_path_buf(),

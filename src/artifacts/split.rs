@@ -342,21 +342,7 @@ pub fn split(
     let names: Vec<String> = std::iter::once(generic_name.clone())
         .chain(artifact_prefixes.keys().map(|t| format!("{ap}_{t}")))
         .collect();
-    let existing: Vec<&String> = names
-        .iter()
-        .filter(|n| std::fs::symlink_metadata(out.join(n)).is_ok())
-        .collect();
-    if !existing.is_empty() && !opts.force {
-        return Err(Error::Invalid(format!(
-            "{} already holds {} (pass --force to replace them)",
-            out.display(),
-            existing
-                .iter()
-                .map(|s| s.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )));
-    }
+    super::check_free(out, &names, opts.force)?;
     let stage = tempfile::Builder::new()
         .prefix(".kpack-tui-split-")
         .tempdir_in(out)
@@ -501,18 +487,7 @@ pub fn split(
 
     // Into place: replaced artifacts go only now, after everything was written.
     sink.event(PackEvent::Finishing("renaming into place"));
-    for n in &names {
-        let dst = out.join(n);
-        if std::fs::symlink_metadata(&dst).is_ok() {
-            let r = if dst.is_dir() {
-                std::fs::remove_dir_all(&dst)
-            } else {
-                std::fs::remove_file(&dst)
-            };
-            r.map_err(|e| Error::io(&dst, e))?;
-        }
-        std::fs::rename(st.join(n), &dst).map_err(|e| Error::io(&dst, e))?;
-    }
+    super::place(st, out, &names)?;
     drop(stage);
     Ok(SplitReport {
         artifact_dir: artifact_dir.to_path_buf(),

@@ -3,6 +3,8 @@
 
 use super::{EXIT_FINDINGS, EXIT_OK, size, write_json};
 use crate::cli::DiffByArg;
+use crate::text::csv_field;
+use crate::text::signed;
 use anyhow::{Context, Result};
 use kpack::diff::{Budget, Change, DiffOptions, DiffReport, diff, gate};
 use std::io::Write;
@@ -20,32 +22,6 @@ pub enum Format {
     Csv,
     /// The report.
     Json,
-}
-
-fn signed(old: u64, new: u64) -> String {
-    let d = new as i64 - old as i64;
-    let s = size(d.unsigned_abs());
-    match d.signum() {
-        1 => format!("+{s}"),
-        -1 => format!("-{s}"),
-        _ => "0".into(),
-    }
-}
-
-fn pct(old: u64, new: u64) -> String {
-    if old == 0 {
-        if new == 0 { "".into() } else { "new".into() }
-    } else {
-        format!("{:+.1}%", (new as f64 - old as f64) * 100.0 / old as f64)
-    }
-}
-
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
 }
 
 fn csv(out: &mut dyn Write, r: &DiffReport, by: DiffByArg) -> std::io::Result<()> {
@@ -137,7 +113,7 @@ fn text(out: &mut dyn Write, r: &DiffReport, by: DiffByArg, top: usize) -> std::
         size(r.old_device),
         size(r.new_device),
         signed(r.old_device, r.new_device),
-        pct(r.old_device, r.new_device)
+        crate::text::delta_pct(r.old_device, r.new_device)
     )?;
     let count = |c: Change| r.files.iter().filter(|f| f.change == c).count();
     writeln!(
@@ -164,7 +140,7 @@ fn text(out: &mut dyn Write, r: &DiffReport, by: DiffByArg, top: usize) -> std::
                 size(t.old_bytes),
                 size(t.new_bytes),
                 signed(t.old_bytes, t.new_bytes),
-                pct(t.old_bytes, t.new_bytes)
+                crate::text::delta_pct(t.old_bytes, t.new_bytes)
             )?;
         }
     }

@@ -1,6 +1,7 @@
 //! `kernels` and `find-kernel` in batch mode: a table, CSV or JSON on stdout.
 
 use super::{EXIT_FINDINGS, EXIT_OK, size, write_json};
+use crate::text::csv_field;
 use anyhow::{Context, Result, bail};
 use kpack::kernels::{KernelRow, KernelsOptions, SortBy, list_kernels, sort_rows};
 use std::io::Write;
@@ -30,15 +31,6 @@ fn location(r: &KernelRow) -> String {
         (Some(k), _) => format!("{} [{k}]", r.path),
         (None, Some(b)) => format!("{}#{b}", r.path),
         _ => r.path.clone(),
-    }
-}
-
-/// RFC 4180: quote a field holding a comma, quote or line break.
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
     }
 }
 

@@ -1,6 +1,7 @@
 //! The scan report in text.
 
 use super::{pct, size};
+use crate::text::csv_field;
 use kpack::elf::WrapperMagic;
 use kpack::scan::{FileKind, FileReport, Severity, TreeReport};
 use std::io::{self, Write};
@@ -254,14 +255,6 @@ pub fn print_file(out: &mut dyn Write, f: &FileReport) -> io::Result<()> {
         }
     }
     Ok(())
-}
-
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
 }
 
 /// `scan --csv targets`: one row per target.

@@ -3,7 +3,7 @@
 //! and shrinkage green; Tab cycles the tables, `/` filters, `s` sorts by name.
 
 use super::ui::Theme;
-use crate::text::size;
+use crate::text::{signed, size};
 use kpack::diff::{Change, DiffReport};
 use ratatui::Frame;
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
@@ -40,23 +40,6 @@ pub struct DiffView {
     pub by_name: bool,
     /// Leave.
     pub quit: bool,
-}
-
-fn signed(old: u64, new: u64) -> String {
-    let d = new as i64 - old as i64;
-    match d.signum() {
-        1 => format!("+{}", size(d.unsigned_abs())),
-        -1 => format!("-{}", size(d.unsigned_abs())),
-        _ => "0".into(),
-    }
-}
-
-fn pct(old: u64, new: u64) -> String {
-    match old {
-        0 if new > 0 => "new".into(),
-        0 => String::new(),
-        _ => format!("{:+.1}%", (new as f64 - old as f64) * 100.0 / old as f64),
-    }
 }
 
 fn tone(old: u64, new: u64, theme: Theme) -> Style {
@@ -109,7 +92,7 @@ impl DiffView {
                                 size(t.old_bytes),
                                 size(t.new_bytes),
                                 signed(t.old_bytes, t.new_bytes),
-                                pct(t.old_bytes, t.new_bytes)
+                                crate::text::delta_pct(t.old_bytes, t.new_bytes)
                             )),
                             Span::styled(
                                 "█".repeat(if d > 0 { n.max(1) } else { 0 }),
@@ -283,7 +266,7 @@ pub fn draw(frame: &mut Frame, v: &DiffView, theme: Theme) {
                         size(r.old_device),
                         size(r.new_device),
                         signed(r.old_device, r.new_device),
-                        pct(r.old_device, r.new_device)
+                        crate::text::delta_pct(r.old_device, r.new_device)
                     ),
                     tone(r.old_device, r.new_device, theme),
                 ),
