@@ -241,6 +241,8 @@ pub struct App {
     pub families: Vec<bool>,
     /// Cursor in the family list.
     pub family_cursor: usize,
+    /// A note for the families view (why a key did nothing).
+    pub families_note: Option<String>,
     /// Single targets present in the tree: every processor (all its variants) and
     /// every feature-flagged target ID, each packed on its own when on (and not
     /// already in a selected preset).
@@ -326,6 +328,7 @@ impl App {
             kernel_cursor: 0,
             kernel_sort: kpack::kernels::SortBy::Size,
             kernel_filter: String::new(),
+            families_note: None,
             kernel_entry: None,
             partial: false,
             archive_status: None,
@@ -748,10 +751,20 @@ impl App {
             View::Families => match k.code {
                 KeyCode::Char(' ') | KeyCode::Enter => {
                     let c = self.family_cursor;
+                    self.families_note = None;
                     if c < PRESETS.len() {
                         self.families[c] = !self.families[c];
-                    } else if let Some((_, on)) = self.singles.get_mut(c - PRESETS.len()) {
-                        *on = !*on;
+                    } else if let Some(t) = self.singles.get(c - PRESETS.len()).map(|s| s.0.clone())
+                    {
+                        // A target inside a selected preset is packed with it: no hidden
+                        // choice, say so.
+                        if let Some(preset) = self.covered_by(&t) {
+                            self.families_note = Some(format!(
+                                "{t} is packed with {preset}; deselect {preset} to choose it on its own"
+                            ));
+                        } else if let Some((_, on)) = self.singles.get_mut(c - PRESETS.len()) {
+                            *on = !*on;
+                        }
                     }
                 }
                 KeyCode::Char('P') => self.open_pack_dialog(),
@@ -908,11 +921,12 @@ impl App {
                 if node.file.is_none() && self.expanded.remove(&row.node) {
                     return;
                 }
-                if let Some(p) = node.parent.filter(|&p| p != 0) {
-                    self.expanded.remove(&p);
-                    if let Some(pos) = self.rows().iter().position(|r| r.node == p) {
-                        self.selected = pos;
-                    }
+                // To the parent first; the next press there collapses it (as file
+                // managers do).
+                if let Some(p) = node.parent.filter(|&p| p != 0)
+                    && let Some(pos) = self.rows().iter().position(|r| r.node == p)
+                {
+                    self.selected = pos;
                 }
             }
             KeyCode::Enter | KeyCode::Char('p') if node.file.is_some() => {

@@ -832,3 +832,45 @@ fn diff_view_tables_filter_and_sort() {
     k(&mut v, KeyCode::Char('q'));
     assert!(v.quit);
 }
+
+#[test]
+fn left_goes_to_the_parent_first_and_collapses_on_the_next_press() {
+    let mut app = scanned();
+    select(&mut app, "librdc.so");
+    let parent = {
+        let rows = app.rows();
+        let tree = app.tree.as_ref().unwrap();
+        tree.nodes[rows[app.selected].node].parent.unwrap()
+    };
+    key(&mut app, KeyCode::Char('h'));
+    let rows = app.rows();
+    assert_eq!(rows[app.selected].node, parent, "on the parent");
+    assert!(app.expanded.contains(&parent), "still open");
+    key(&mut app, KeyCode::Char('h'));
+    assert!(
+        !app.expanded.contains(&parent),
+        "closed on the second press"
+    );
+}
+
+#[test]
+fn a_target_inside_a_selected_preset_is_not_toggled_in_secret() {
+    let mut app = scanned();
+    key(&mut app, KeyCode::Char('2'));
+    // gfx90X is selected (the demo has its code): gfx906 is packed with it.
+    let at =
+        kpack::family::PRESETS.len() + app.singles.iter().position(|(p, _)| p == "gfx906").unwrap();
+    while app.family_cursor < at {
+        key(&mut app, KeyCode::Down);
+    }
+    key(&mut app, KeyCode::Char(' '));
+    assert!(
+        !app.singles.iter().any(|(p, on)| p == "gfx906" && *on),
+        "no hidden choice"
+    );
+    assert!(app.selection().targets.is_empty());
+    let note = app.families_note.clone().unwrap();
+    assert!(note.contains("gfx906 is packed with gfx90X"), "{note}");
+    let screen = format!("{:?}", render(&app, 120, 30).backend());
+    assert!(screen.contains("deselect gfx90X"), "{screen}");
+}

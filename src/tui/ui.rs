@@ -133,7 +133,10 @@ fn status(app: &App) -> String {
             "↑↓/jk move · →/l open · ←/h close · Enter/p preview · s sort ({}) · / filter",
             app.sort.label()
         ),
-        View::Families => "↑↓ move · Space toggle · e plan · P pack".to_string(),
+        View::Families => app
+            .families_note
+            .clone()
+            .unwrap_or_else(|| "↑↓ move · Space toggle · e plan · P pack".to_string()),
         View::Preview => "↑↓ scroll".to_string(),
         View::Kernels => format!(
             "↑↓ move · s sort ({}) · / find by name{}",
