@@ -185,7 +185,7 @@ pub fn phc(data: &[u8]) {
     let _ = crate::phc::args::clang_hash_cuid("/x", &[], &argv);
     let _ = crate::phc::probe::read_plan(probe, |_| true);
     let _ = crate::phc::jobserver::advertised(cmd);
-    let _ = crate::phc::jobserver::local_slots(cmd, 4);
+    let _ = crate::phc::jobserver::local_slots(cmd, 4, 2);
     // A hipcc-cmd line: words never contain a blank unless it was quoted or escaped.
     if let Some(words) = crate::phc::probe::shell_words(cmd)
         && !cmd.contains(['\'', '"', '\\'])

@@ -210,10 +210,22 @@ fn without_a_jobserver_j_limits_locally() {
         "make -j1: one device compile at a time"
     );
 
+    // No -j: PHC_JOBS, else the cores (at most one job per arch).
     let f = Fake::new();
-    let c = f.command(&["gfx900", "gfx906", "gfx908"]);
+    let mut c = f.command(&["gfx900", "gfx906", "gfx908"]);
+    c.env("PHC_JOBS", "3");
     assert!(run(c).status.success());
-    assert_eq!(f.max_parallel(), 3, "no -j: one job per arch");
+    assert_eq!(f.max_parallel(), 3, "PHC_JOBS=3: three at once");
+    let f = Fake::new();
+    let mut c = f.command(&["gfx900", "gfx906", "gfx908"]);
+    c.env_remove("PHC_JOBS");
+    assert!(run(c).status.success());
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert!(
+        f.max_parallel() <= cores.min(3),
+        "no -j: at most the cores ({cores}), saw {}",
+        f.max_parallel()
+    );
 
     // Advertised descriptors that are not open (a recipe without `+`): local limit.
     let f = Fake::new();

@@ -45,8 +45,9 @@ pub fn advertised(flags: &str) -> Option<Source> {
 }
 
 /// The local slot count without a jobserver: `min(archs, N)` for `-jN` (at least 1),
-/// all archs for a bare `-j` or no `-j`.
-pub fn local_slots(flags: &str, archs: usize) -> usize {
+/// all archs for a bare `-j`, and `min(archs, default)` without `-j` (`default`: the
+/// cores, or `PHC_JOBS`).
+pub fn local_slots(flags: &str, archs: usize, default: usize) -> usize {
     let words: Vec<&str> = flags.split_whitespace().collect();
     for (i, w) in words.iter().enumerate() {
         // `-j8`, `-j 8`, or letter flags such as `ks -j8` (GNU make puts -j on its own).
@@ -69,7 +70,7 @@ pub fn local_slots(flags: &str, archs: usize) -> usize {
             return n.min(archs).max(1);
         }
     }
-    archs.max(1)
+    archs.min(default).max(1)
 }
 
 /// One token taken from the pool: an id (so it is returned at most once) and the byte
@@ -322,12 +323,14 @@ mod tests {
 
     #[test]
     fn local_slots_from_j() {
-        assert_eq!(local_slots("", 4), 4);
-        assert_eq!(local_slots(" -j1", 4), 1);
-        assert_eq!(local_slots("ks -j2", 4), 2);
-        assert_eq!(local_slots("-j 8", 4), 4);
-        assert_eq!(local_slots("-j", 3), 3);
-        assert_eq!(local_slots("-j0", 3), 1);
+        // Without -j: the cores (or PHC_JOBS), at most one slot per arch.
+        assert_eq!(local_slots("", 4, 2), 2);
+        assert_eq!(local_slots("", 4, 8), 4);
+        assert_eq!(local_slots(" -j1", 4, 2), 1);
+        assert_eq!(local_slots("ks -j2", 4, 1), 2);
+        assert_eq!(local_slots("-j 8", 4, 1), 4);
+        assert_eq!(local_slots("-j", 3, 1), 3);
+        assert_eq!(local_slots("-j0", 3, 2), 1);
     }
 
     #[test]

@@ -47,6 +47,8 @@ pub struct Env {
     pub jobserver: bool,
     /// `MAKEFLAGS` or, when that is empty, `CARGO_MAKEFLAGS`.
     pub makeflags: String,
+    /// `PHC_JOBS`: device compiles at once without a jobserver (default: the cores).
+    pub jobs: Option<usize>,
 }
 
 impl Env {
@@ -63,6 +65,9 @@ impl Env {
                 var("MAKEFLAGS").as_deref(),
                 var("CARGO_MAKEFLAGS").as_deref(),
             ),
+            jobs: var("PHC_JOBS")
+                .and_then(|v| v.trim().parse().ok())
+                .filter(|&n: &usize| n > 0),
         }
     }
 }
@@ -70,7 +75,7 @@ impl Env {
 const USAGE: &str = "usage: phc <compiler> <args...>   (or PHC_COMPILER=<compiler> phc <args...>)\n\
 Splits a multi-arch HIP compile (-c with two or more --offload-arch) into parallel\n\
 per-arch device compiles under the make jobserver; anything else runs unchanged.\n\
-Environment: PHC_NINJA_TRACE=file, PHC_DEBUG=1, PHC_JOBSERVER=0, PHC_COMPILER.";
+Environment: PHC_NINJA_TRACE=file, PHC_DEBUG=1, PHC_JOBSERVER=0, PHC_JOBS=n (device\ncompiles at once without a jobserver; default: the cores), PHC_COMPILER.";
 
 /// Run phc on `argv` (everything after phc's own name). Returns the exit status;
 /// pass-through and fallbacks replace the process and do not return on success.
@@ -163,7 +168,8 @@ fn exec(cmd: &[String]) -> i32 {
 
 fn open_pool(env: &Env, archs: usize, log: &dyn Fn(&str)) -> std::io::Result<Pool> {
     let local = || {
-        let n = jobserver::local_slots(&env.makeflags, archs);
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let n = jobserver::local_slots(&env.makeflags, archs, env.jobs.unwrap_or(cores));
         log(&format!("no jobserver: {n} local slots"));
         Pool::local(n, env.debug)
     };
