@@ -152,9 +152,9 @@ pub enum Command {
         #[arg(long, default_value_t = 50)]
         frames: usize,
     },
-    /// Pack a tree: device code into per-family .kpack archives, binaries rewritten
-    /// host-only, everything else copied; written to a temporary directory, verified,
-    /// then renamed to OUT.
+    /// Pack a tree: device code into .kpack archives (one per target ID, or per family),
+    /// binaries rewritten host-only, everything else copied; written to a temporary
+    /// directory, verified, then renamed to OUT.
     Pack(PackArgs),
     /// Split one ROCm build artifact (artifact_manifest.txt + stage prefixes) as the
     /// ROCm build does: OUT/<AP>_generic (host-only binaries, everything not
