@@ -195,7 +195,7 @@ pub fn print_file(out: &mut dyn Write, f: &FileReport) -> io::Result<()> {
             for t in &b.targets {
                 let ratio = if t.compressed_size > 0 && t.compressed_size != t.size {
                     format!(
-                        "  ({} compressed, {:.1}×)",
+                        "  (≈{} compressed, ≈{:.1}×: its share of the bundle)",
                         size(t.compressed_size),
                         t.size as f64 / t.compressed_size as f64
                     )

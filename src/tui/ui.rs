@@ -389,7 +389,7 @@ pub fn file_detail(f: &FileReport, theme: Theme) -> Vec<Line<'static>> {
         )));
         for t in &b.targets {
             let ratio = if t.compressed_size > 0 && t.compressed_size != t.size {
-                format!(" ({:.1}×)", t.size as f64 / t.compressed_size as f64)
+                format!(" (≈{:.1}×)", t.size as f64 / t.compressed_size as f64)
             } else {
                 String::new()
             };
