@@ -223,6 +223,7 @@ impl Inventory<'_> {
 }
 
 fn read_side(root: &Path, opts: &DiffOptions) -> Result<Side> {
+    crate::kernels::refuse_zip(root)?;
     let scan = scan::scan(
         root,
         &ScanOptions {

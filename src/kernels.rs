@@ -386,8 +386,30 @@ pub fn marker_archives(binary: &Path, m: &crate::kpack::Marker) -> Vec<PathBuf> 
     out
 }
 
+/// Refuse a zip (a Python wheel) given as the path: its members are not read yet,
+/// and a silent "0 kernels" would mislead.
+pub fn refuse_zip(root: &Path) -> Result<()> {
+    use std::io::Read;
+    let mut head = [0u8; 4];
+    let is_zip = std::fs::metadata(root).is_ok_and(|m| m.is_file())
+        && std::fs::File::open(root)
+            .and_then(|mut f| f.read_exact(&mut head))
+            .is_ok()
+        && head == *b"PK\x03\x04";
+    if is_zip {
+        return Err(Error::Unsupported {
+            path: root.to_path_buf(),
+            what: "a zip archive (a Python wheel?): its members are not read yet; unzip it and \
+                   give the directory"
+                .into(),
+        });
+    }
+    Ok(())
+}
+
 /// List every kernel under `root` (a tree or one file).
 pub fn list_kernels(root: &Path, opts: &KernelsOptions) -> Result<KernelsReport> {
+    refuse_zip(root)?;
     let report = scan::scan(
         root,
         &ScanOptions {

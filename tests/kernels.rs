@@ -393,3 +393,18 @@ fn the_cache_gives_what_a_fresh_read_gives() {
             .collect::<Vec<_>>()
     );
 }
+
+#[test]
+fn a_wheel_is_refused_not_read_as_empty() {
+    let tmp = tempfile::tempdir().unwrap();
+    let whl = tmp.path().join("t-1.0-py3-none-any.whl");
+    std::fs::write(&whl, b"PK\x03\x04 not read yet").unwrap();
+    for args in [
+        vec!["kernels", whl.to_str().unwrap()],
+        vec!["diff", whl.to_str().unwrap(), whl.to_str().unwrap()],
+    ] {
+        let o = kpack(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&o).contains("Python wheel"), "{}", stderr(&o));
+    }
+}
