@@ -100,7 +100,10 @@ clang++-19 -fuse-ld=lld-19 -shared -Wl,--build-id=none kernels_z.o -L/usr/lib/x8
 clang++-19 -x hip -nogpulib -nogpuinc -O2 -g0 --offload-arch=gfx1030 -mcode-object-version=6 \
   --offload-device-only -c v6.hip -o v6-gfx1030.hipfb 2>/dev/null
 
-for f in libvadd.so app_pie app_nopie librdc.so libzkern.so vadd.o libkern.a kernels.hipfb vadd-gfx90a.co hostonly kfat.dll libkernels.so libkernels_z.so v6-gfx1030.hipfb; do
+# 12. A shared library without device code (a plain member of the test wheels).
+cc -O2 -g0 -fPIC -shared -Wl,--build-id=none plain.c -o libplain.so
+
+for f in libplain.so libvadd.so app_pie app_nopie librdc.so libzkern.so vadd.o libkern.a kernels.hipfb vadd-gfx90a.co hostonly kfat.dll libkernels.so libkernels_z.so v6-gfx1030.hipfb; do
   cp "$f" "$out/$f"
 done
 chmod 0644 "$out"/*.o "$out"/*.a "$out"/*.hipfb "$out"/*.co "$out"/*.dll

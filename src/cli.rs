@@ -161,6 +161,14 @@ pub enum Command {
     /// arch-specific) and OUT/<AP>_<target> per target ID (its archive and its
     /// kernel-database files), each with its manifest.
     Split(SplitArgs),
+    /// Python wheels: `wheel split` turns a fat wheel into a host wheel and one
+    /// device wheel per rocm-bootstrap bundle key, installable with stock pip.
+    /// (To look inside a wheel: `kpack-tui WHEEL`.)
+    Wheel {
+        /// What to do.
+        #[command(subcommand)]
+        command: WheelCommand,
+    },
     /// Combine the split outputs of several build shards into one set of artifacts,
     /// after proving they fit together: generic files identical (host-only binaries:
     /// same marker and bundle indices), a target delivered twice identical both
@@ -341,6 +349,60 @@ pub struct SplitArgs {
     #[arg(long, default_value = "3", value_parser = parse_level)]
     pub level: i32,
     /// Replace this prefix's artifacts if OUT already holds them.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// `wheel` subcommands.
+#[derive(Debug, Subcommand, Clone)]
+pub enum WheelCommand {
+    /// Split WHEEL into OUT/<its own name> (host-only binaries with the
+    /// `@GFXARCH@` marker, METADATA with `device-<target>` extras) and
+    /// OUT/<prefix>_<key>-<version>-<tag>.whl per bundle key (the archives
+    /// <overlay>/.kpack/<group>_<target>.kpack and database files).
+    /// Example: `kpack-tui wheel split torch-2.10.0-cp313-cp313-linux_x86_64.whl -o dist
+    /// --device-package-prefix amd-torch-device --overlay-root torch`.
+    Split(WheelSplitArgs),
+}
+
+/// Arguments of `wheel split`.
+#[derive(Debug, Args, Clone)]
+pub struct WheelSplitArgs {
+    /// The fat wheel (never modified).
+    pub wheel: PathBuf,
+    /// Output directory (created; must not hold the input wheel).
+    #[arg(short, long)]
+    pub output: PathBuf,
+    /// Device wheels are named <prefix>-<bundle key> (amd-torch-device-gfx942).
+    #[arg(long)]
+    pub device_package_prefix: String,
+    /// Directory inside the wheel that receives .kpack/ (e.g. torch); only fat
+    /// binaries under it are split.
+    #[arg(long)]
+    pub overlay_root: String,
+    /// Extra Requires-Dist of every device wheel; @GFXARCH@ becomes the bundle key
+    /// (such lines are left out of family and sub-family wheels). Repeatable.
+    #[arg(long, value_name = "REQUIREMENT")]
+    pub device_requires_dist: Vec<String>,
+    /// Keep only these targets (target IDs or processors; gfx90a keeps
+    /// gfx90a:xnack+ too). Comma lists or repeated. Default: every target.
+    #[arg(long, value_delimiter = ',', num_args = 1..)]
+    pub target: Vec<String>,
+    /// Keep only targets under these rocm-bootstrap bundle keys (gfx9, gfx9_4,
+    /// gfx11, gfx110x, gfx942…). Comma lists or repeated.
+    #[arg(long, value_delimiter = ',', num_args = 1..)]
+    pub family: Vec<String>,
+    /// Kernel-database handlers, in precedence order (as for `split`), or
+    /// `torch-fat` (the reference's preset: aotriton). Default: none.
+    #[arg(long, value_delimiter = ',', num_args = 1..)]
+    pub databases: Vec<String>,
+    /// zstd level of the archives: 1-22, or `max`.
+    #[arg(long, default_value = "3", value_parser = parse_level)]
+    pub level: i32,
+    /// Deflate level (0-9) of rewritten binaries inside the host wheel.
+    #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(0..=9))]
+    pub zip_level: u32,
+    /// Replace wheels of the same names in OUT.
     #[arg(long)]
     pub force: bool,
 }

@@ -17,6 +17,8 @@
 //! | [`artifacts`] | ROCm build artifacts: `split` (map) and `combine` (reduce) |
 //! | [`kernels`] | every kernel under a path (binaries, bundles, archives, code objects) |
 //! | [`occupancy`] | waves per SIMD a kernel's registers and LDS allow, per generation |
+//! | [`zip`] | zip archives: a checked central-directory reader and a deterministic writer |
+//! | [`wheel`] | Python wheels: identity, contents, and the split into host and device wheels |
 //! | [`kerneldb`] | kernel-database handlers (Tensile, MIOpen, CK, AOTriton, hipkernelprovider, RocJitsu) |
 #![deny(clippy::unwrap_used, clippy::panic)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::panic))]
@@ -41,5 +43,7 @@ pub mod pack;
 pub mod phc;
 pub mod scan;
 pub mod trace;
+pub mod wheel;
+pub mod zip;
 
 pub use error::{Error, FormatError, Result};

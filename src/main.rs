@@ -96,6 +96,9 @@ fn run(cli: Cli) -> Result<i32> {
         Some(Command::Pack(args)) => batch::pack::run(&args, &common),
         Some(Command::Split(args)) => batch::artifacts::split(&args, &common),
         Some(Command::Combine(args)) => batch::artifacts::combine(&args, &common),
+        Some(Command::Wheel {
+            command: cli::WheelCommand::Split(args),
+        }) => batch::wheel::split(&args, &common),
         Some(Command::Kernels {
             path,
             targets,

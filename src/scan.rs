@@ -37,6 +37,8 @@ pub enum FileKind {
     KernelDatabase,
     /// A `.kpack` archive.
     Kpack,
+    /// A Python wheel (`.whl`): open it to see its members.
+    Wheel,
     /// A raw AMDGPU code object (ELF, `e_machine` 224).
     CodeObject,
     /// Anything else that is a regular file.
@@ -49,12 +51,13 @@ pub enum FileKind {
 
 impl FileKind {
     /// All kinds, in display order.
-    pub const ALL: [FileKind; 9] = [
+    pub const ALL: [FileKind; 10] = [
         FileKind::FatBinary,
         FileKind::HostOnlyBinary,
         FileKind::Bundle,
         FileKind::KernelDatabase,
         FileKind::Kpack,
+        FileKind::Wheel,
         FileKind::CodeObject,
         FileKind::Opaque,
         FileKind::Symlink,
@@ -69,6 +72,7 @@ impl FileKind {
             FileKind::Bundle => "bundle",
             FileKind::KernelDatabase => "kernel_database",
             FileKind::Kpack => "kpack",
+            FileKind::Wheel => "wheel",
             FileKind::CodeObject => "code_object",
             FileKind::Opaque => "opaque",
             FileKind::Symlink => "symlink",
@@ -218,6 +222,9 @@ pub struct FileReport {
     /// Summary of a `.kpack` archive.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kpack: Option<KpackSummary>,
+    /// Identity of a Python wheel.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wheel: Option<crate::wheel::WheelInfo>,
     /// Problems found in this file.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<String>,
@@ -281,6 +288,7 @@ impl FileReport {
             hard_link_of: None,
             file_type: None,
             kpack: None,
+            wheel: None,
             problems: Vec::new(),
         }
     }
@@ -388,6 +396,9 @@ pub struct TreeReport {
     pub totals: Totals,
     /// Problems, sorted by path.
     pub diagnostics: Vec<Diagnostic>,
+    /// When the scanned path is a Python wheel: its identity (the files are its members).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wheel: Option<crate::wheel::WheelInfo>,
 }
 
 /// Options of a scan.
@@ -420,6 +431,9 @@ pub fn scan(
     sink: &dyn EventSink<ScanEvent>,
 ) -> Result<TreeReport> {
     let root_meta = std::fs::metadata(root).map_err(|e| Error::io(root, e))?;
+    if root_meta.is_file() && crate::wheel::is_wheel_path(root) {
+        return crate::wheel::scan_wheel(root, opts, sink);
+    }
     let mut diagnostics = Vec::new();
     let mut entries = Vec::new();
     let mut directories = 0u64;
@@ -628,6 +642,7 @@ fn build_report(
         arch_totals,
         totals,
         diagnostics,
+        wheel: None,
     }
 }
 
@@ -701,6 +716,14 @@ pub fn inspect_file_with(
             return r;
         }
     };
+    if db.is_none() && crate::zip::is_zip(&head[..n]) && rel.ends_with(".whl") {
+        r.kind = FileKind::Wheel;
+        match crate::wheel::Wheel::open(abs) {
+            Ok(w) => r.wheel = Some(w.info),
+            Err(e) => r.problems.push(e.to_string()),
+        }
+        return r;
+    }
     if n == 0 || !worth_mapping(&head[..n]) {
         return r;
     }
@@ -736,7 +759,7 @@ fn read_head(file: &File, buf: &mut [u8]) -> std::io::Result<usize> {
 }
 
 /// Whether a file starting with `head` can be anything but opaque.
-fn worth_mapping(head: &[u8]) -> bool {
+pub fn worth_mapping(head: &[u8]) -> bool {
     elf::is_elf(head)
         || elf::is_static_archive(head)
         || head.starts_with(&bundle::BUNDLE_MAGIC[..head.len().min(24)])

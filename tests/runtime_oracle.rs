@@ -271,3 +271,161 @@ fn three_shards_split_and_combined_load_every_kernel_through_the_reference_runti
         .unwrap();
     assert!(run.status.success());
 }
+
+/// The rocm-bootstrap wheel the host wheel requires: from `$KPACK_WHEELHOUSE`
+/// (`.ci/run` downloads it there), else downloaded with pip; `None` (skip) outside
+/// CI when neither works.
+fn bootstrap_wheel(dir: &Path) -> Option<()> {
+    if let Some(house) = std::env::var_os("KPACK_WHEELHOUSE") {
+        for e in std::fs::read_dir(&house).unwrap() {
+            let p = e.unwrap().path();
+            if p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("rocm_bootstrap-0.3.0")
+            {
+                std::fs::copy(&p, dir.join(p.file_name().unwrap())).unwrap();
+                return Some(());
+            }
+        }
+    }
+    let o = Command::new("python3")
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "rocm-bootstrap==0.3.0",
+            "-d",
+        ])
+        .arg(dir)
+        .output()
+        .ok()?;
+    if !o.status.success() {
+        assert!(
+            !in_ci(),
+            "rocm-bootstrap==0.3.0: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        eprintln!("note: rocm-bootstrap not available; skipping the pip test");
+        return None;
+    }
+    Some(())
+}
+
+/// Issue #16's proof with stock pip: split the fixture wheel, install
+/// `torch[device-gfx90a]` into a fresh venv, `pip check`, find the archives next to
+/// the package, `verify --device` from the installed location, load every gfx90a
+/// kernel byte-exact through the reference runtime, then uninstall the device wheel
+/// and see only its archives go while the host package still imports and loads.
+#[test]
+fn split_wheels_install_with_pip_and_every_kernel_loads_from_site_packages() {
+    let Some(exe) = driver() else { return };
+    if tool("python3").is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(whl) = fixture_wheel(tmp.path()) else {
+        return;
+    };
+    let dist = tmp.path().join("dist");
+    let o = split_wheel(&whl, &dist, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    if bootstrap_wheel(&dist).is_none() {
+        return;
+    }
+    let venv = tmp.path().join("venv");
+    let o = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "venv: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let pip = |args: &[&str]| {
+        let o = Command::new(venv.join("bin/pip"))
+            .args(["--disable-pip-version-check", "--no-input"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "pip {args:?}: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    pip(&[
+        "install",
+        "--no-index",
+        "--find-links",
+        dist.to_str().unwrap(),
+        "torch[device-gfx90a]",
+    ]);
+    pip(&["check"]);
+    let sp = std::fs::read_dir(venv.join("lib"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path()
+        .join("site-packages");
+    let pkg = sp.join("torch");
+    let mut kp: Vec<String> = std::fs::read_dir(pkg.join(".kpack"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    kp.sort();
+    assert_eq!(kp, ["torch_gfx90a.kpack", "torch_gfx90a:xnack+.kpack"]);
+    for device in ["gfx90a:xnack+", "gfx90a:sramecc+:xnack+"] {
+        let o = kpack(&[
+            "verify",
+            pkg.to_str().unwrap(),
+            "--device",
+            device,
+            "--no-tui",
+        ]);
+        assert!(o.status.success(), "{device}: {}{}", stdout(&o), stderr(&o));
+    }
+    // A device without the wheel's targets finds nothing: verify says so.
+    let o = kpack(&[
+        "verify",
+        pkg.to_str().unwrap(),
+        "--device",
+        "gfx1030",
+        "--no-tui",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    // Every gfx90a kernel of the original binaries, from site-packages.
+    let mut expected = BTreeMap::new();
+    for ((p, co, t), bytes) in fat_code_objects(&fixtures()) {
+        if ["libkernels.so", "libkernels_z.so"].contains(&p.as_str()) && t.starts_with("gfx90a") {
+            expected.insert((format!("lib/{p}"), co, t), bytes);
+        }
+    }
+    assert_eq!(load_expected(&exe, &pkg, &expected), 2);
+    // Uninstall the device wheel: its archives go, the host stays and loads.
+    pip(&["uninstall", "-y", "amd-torch-device-gfx90a"]);
+    assert!(!pkg.join(".kpack/torch_gfx90a.kpack").exists());
+    assert!(pkg.join("lib/libkernels.so").exists());
+    let o = Command::new(venv.join("bin/python"))
+        .args([
+            "-c",
+            "import ctypes, os, torch; d = os.path.dirname(torch.__file__); \
+             ctypes.CDLL(os.path.join(d, 'lib/libplain.so')); \
+             ctypes.CDLL(os.path.join(d, 'lib/libkernels.so')); print('loaded')",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("loaded"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    pip(&["check"]);
+}

@@ -12,7 +12,7 @@ use kpack::kerneldb::Database;
 use std::io::Write;
 
 /// Handler names from `--split-databases` (`all` = the whole registry).
-fn handlers(names: &[String]) -> Result<Vec<Database>> {
+pub(crate) fn handlers(names: &[String]) -> Result<Vec<Database>> {
     let mut out = Vec::new();
     for n in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
         if n == "all" {

@@ -10,6 +10,7 @@ pub mod progress;
 pub mod rewrite;
 pub mod scan;
 pub mod trace;
+pub mod wheel;
 
 use std::io::{self, Write};
 

@@ -20,6 +20,16 @@ pub fn print_text(out: &mut dyn Write, r: &TreeReport, long: bool) -> io::Result
     }
     let t = &r.totals;
     writeln!(out, "{}", r.root)?;
+    if let Some(w) = &r.wheel {
+        writeln!(
+            out,
+            "  wheel {} {} ({}), {} stored in the zip",
+            w.name,
+            w.version,
+            w.tags.join(", "),
+            size(w.stored_bytes)
+        )?;
+    }
     writeln!(
         out,
         "  {} in {}, {} in files; device code {} ({})",

@@ -590,6 +590,21 @@ impl AlignedBytes {
         }
     }
 
+    /// Read exactly `len` bytes from `r` into aligned storage, then require the
+    /// reader to end there (a checking reader verifies its CRC at that point).
+    pub fn read_from(r: &mut dyn std::io::Read, len: usize) -> std::io::Result<Self> {
+        let mut words = vec![0u64; len.div_ceil(8)];
+        r.read_exact(&mut object::pod::bytes_of_slice_mut(&mut words)[..len])?;
+        let mut more = [0u8; 1];
+        if r.read(&mut more)? != 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("more than the {len} bytes expected"),
+            ));
+        }
+        Ok(AlignedBytes { words, len })
+    }
+
     /// The bytes.
     pub fn as_slice(&self) -> &[u8] {
         &object::pod::bytes_of_slice(&self.words)[..self.len]

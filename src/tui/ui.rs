@@ -38,6 +38,7 @@ impl Theme {
             FileKind::Bundle | FileKind::CodeObject => Color::LightMagenta,
             FileKind::KernelDatabase => Color::Yellow,
             FileKind::Kpack => Color::LightCyan,
+            FileKind::Wheel => Color::LightBlue,
             FileKind::Symlink => Color::Cyan,
             FileKind::Opaque | FileKind::Other => Color::Gray,
         })
@@ -60,6 +61,7 @@ fn marker(k: FileKind) -> char {
         FileKind::Bundle => 'B',
         FileKind::KernelDatabase => 'D',
         FileKind::Kpack => 'K',
+        FileKind::Wheel => 'W',
         FileKind::CodeObject => 'C',
         FileKind::Symlink => '@',
         FileKind::Opaque => ' ',

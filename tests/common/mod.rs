@@ -235,3 +235,47 @@ pub fn artifact_dirs(out: &Path) -> Vec<PathBuf> {
     v.sort();
     v
 }
+
+/// A fat test wheel built by Python's zipfile (`scripts/make-test-wheel.py`) from the
+/// fixtures: a hipcc `.so` (gfx900, gfx90a; stored), a clang-19 CCOB `.so`
+/// (gfx1030, gfx90a:xnack+), a plain `.so`, a data file, an executable script
+/// (mode 0751) and a 0640 file. `None` (skip) without python3 outside CI.
+pub fn fixture_wheel(dir: &Path) -> Option<PathBuf> {
+    let py = tool("python3")?;
+    let f = fixtures();
+    let out = dir.join("torch-2.10.0+rocm7.1-cp311-cp311-linux_x86_64.whl");
+    let member = |name: &str, src: &str| format!("{name}={}", f.join(src).display());
+    let o = std::process::Command::new(py)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/make-test-wheel.py"))
+        .arg(&out)
+        .args(["--name", "torch", "--version", "2.10.0+rocm7.1"])
+        .args(["--tag", "cp311-cp311-linux_x86_64"])
+        .args(["--stored", "torch/lib/libkernels.so"])
+        .arg("torch/__init__.py=text:import os\n")
+        .arg(member("torch/lib/libkernels.so@755", "libkernels.so"))
+        .arg(member("torch/lib/libkernels_z.so@755", "libkernels_z.so"))
+        .arg(member("torch/lib/libplain.so@755", "libplain.so"))
+        .arg("torch/share/data.txt@640=text:hello\n")
+        .arg("torch/bin/run.sh@751=text:#!/bin/sh\necho hi\n")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    Some(out)
+}
+
+/// `wheel split` of a wheel with the reference's torch options.
+pub fn split_wheel(wheel: &Path, out: &Path, extra: &[&str]) -> Output {
+    let mut args = vec![
+        "wheel",
+        "split",
+        wheel.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--device-package-prefix",
+        "amd-torch-device",
+        "--overlay-root",
+        "torch/",
+    ];
+    args.extend_from_slice(extra);
+    kpack(&args)
+}

@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""Build a wheel from files, with Python's own zipfile (an independent writer).
+
+    make-test-wheel.py OUT.whl --name torch --version 2.10.0+rocm7.1 \\
+        --tag cp311-cp311-linux_x86_64 torch/lib/libx.so=path/to/libx.so:755 ...
+
+Each member is NAME=SOURCE[:OCTAL MODE] (mode 644 by default); SOURCE may be
+`text:<content>`. The dist-info (METADATA, WHEEL, top_level.txt, RECORD with
+urlsafe base64 SHA-256) is generated. Used by the wheel tests and benchmarks.
+"""
+import argparse
+import base64
+import hashlib
+import zipfile
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--name", default="pkg")
+    ap.add_argument("--version", default="1.0")
+    ap.add_argument("--tag", default="py3-none-any")
+    ap.add_argument("--level", type=int, default=6)
+    ap.add_argument("--stored", action="append", default=[], help="member names to store uncompressed")
+    ap.add_argument("--no-dist-info", action="store_true")
+    ap.add_argument("members", nargs="*")
+    a = ap.parse_intermixed_args()
+    files = []
+    for spec in a.members:
+        name, src = spec.split("=", 1)
+        mode = 0o644
+        if "@" in name:
+            name, m = name.rsplit("@", 1)
+            mode = int(m, 8)
+        if src.startswith("text:"):
+            data = src[5:].encode()
+        else:
+            with open(src, "rb") as f:
+                data = f.read()
+        files.append((name, data, mode))
+    di = f"{a.name.replace('-', '_')}-{a.version}.dist-info"
+    if not a.no_dist_info:
+        top = sorted({n.split("/")[0] for n, _, _ in files if "/" in n})
+        files.append((f"{di}/METADATA", f"Metadata-Version: 2.1\nName: {a.name}\nVersion: {a.version}\nSummary: test wheel\n\nA test wheel.\n".encode(), 0o644))
+        files.append((f"{di}/WHEEL", f"Wheel-Version: 1.0\nGenerator: make-test-wheel\nRoot-Is-Purelib: false\nTag: {a.tag}\n".encode(), 0o644))
+        files.append((f"{di}/top_level.txt", ("\n".join(top) + "\n").encode(), 0o644))
+        lines = []
+        for n, d, _ in files:
+            h = base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b"=").decode()
+            lines.append(f"{n},sha256={h},{len(d)}")
+        lines.append(f"{di}/RECORD,,")
+        files.append((f"{di}/RECORD", ("\n".join(lines) + "\n").encode(), 0o644))
+    with zipfile.ZipFile(a.out, "w") as z:
+        for n, d, mode in files:
+            zi = zipfile.ZipInfo(n, date_time=(2026, 1, 1, 0, 0, 0))
+            zi.create_system = 3
+            zi.external_attr = (0o100000 | mode) << 16
+            if n in a.stored:
+                zi.compress_type = zipfile.ZIP_STORED
+                z.writestr(zi, d)
+            else:
+                zi.compress_type = zipfile.ZIP_DEFLATED
+                z.writestr(zi, d, compresslevel=a.level)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,295 @@
+//! The texts inside a wheel's dist-info: METADATA and WHEEL headers, the host
+//! wheel's extras (§4.4), the device wheel's METADATA/WHEEL/top_level.txt (§4.5),
+//! RECORD (digests in urlsafe base64 as the wheel specification requires), and
+//! wheel file names.
+
+use super::bootstrap;
+use base64::Engine;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeSet;
+
+/// The header block of an RFC 822-style text (up to the first blank line), with
+/// continuation lines joined.
+pub fn headers(text: &str) -> Vec<(&str, String)> {
+    let mut out: Vec<(&str, String)> = Vec::new();
+    for line in text.lines() {
+        if line.trim().is_empty() {
+            break;
+        }
+        if line.starts_with([' ', '\t']) {
+            if let Some(last) = out.last_mut() {
+                last.1.push('\n');
+                last.1.push_str(line.trim());
+            }
+            continue;
+        }
+        if let Some((k, v)) = line.split_once(':') {
+            out.push((k.trim(), v.trim().to_string()));
+        }
+    }
+    out
+}
+
+/// Insert `lines` at the end of the header block of `metadata` (before the first
+/// blank line), or append them when there is no body.
+pub fn insert_headers(metadata: &str, lines: &[String]) -> String {
+    let add: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    // The header block ends at the first empty line.
+    let mut pos = 0;
+    for line in metadata.split_inclusive('\n') {
+        if line.trim_end_matches(['\r', '\n']).is_empty() {
+            let mut out = String::with_capacity(metadata.len() + add.len());
+            out.push_str(&metadata[..pos]);
+            out.push_str(&add);
+            out.push_str(&metadata[pos..]);
+            return out;
+        }
+        pos += line.len();
+    }
+    let mut out = metadata.to_string();
+    if !out.is_empty() && !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out.push_str(&add);
+    out
+}
+
+/// Whether `key` is a target-level bundle (gets a `device-<key>` extra).
+pub fn is_target_key(key: &str) -> bool {
+    bootstrap::bundle(key).is_some_and(|b| b.level == bootstrap::Level::Target)
+}
+
+/// Host METADATA lines (§4.4) for the device bundle `keys` of a package at `version`.
+pub fn host_requirements(prefix: &str, version: &str, keys: &BTreeSet<String>) -> Vec<String> {
+    let mut lines = vec!["Requires-Dist: rocm-bootstrap".to_string()];
+    for t in keys.iter().filter(|k| is_target_key(k)) {
+        lines.push(format!("Provides-Extra: device-{t}"));
+        for b in bootstrap::chain(t).iter().filter(|b| keys.contains(*b)) {
+            lines.push(format!(
+                "Requires-Dist: {} == {version}; extra == \"device-{t}\"",
+                bootstrap::dist_name(prefix, b)
+            ));
+        }
+    }
+    lines.push("Provides-Extra: device-all".to_string());
+    let mut all: Vec<String> = keys
+        .iter()
+        .map(|k| bootstrap::dist_name(prefix, k))
+        .collect();
+    all.sort();
+    for d in all {
+        lines.push(format!(
+            "Requires-Dist: {d} == {version}; extra == \"device-all\""
+        ));
+    }
+    lines
+}
+
+/// A device wheel's METADATA (§4.5).
+pub fn device_metadata(
+    prefix: &str,
+    key: &str,
+    host_name: &str,
+    version: &str,
+    requires: &[String],
+    keys: &BTreeSet<String>,
+) -> String {
+    let display = bootstrap::bundle(key).map_or(key, |b| b.display_name.as_str());
+    let target = is_target_key(key);
+    let mut s = format!(
+        "Metadata-Version: 2.4\nName: {}\nVersion: {version}\nSummary: AMD device kernels \
+         ({display}) for {host_name}\nRequires-Dist: {host_name} == {version}\n",
+        bootstrap::dist_name(prefix, key)
+    );
+    for r in requires {
+        if r.contains("@GFXARCH@") {
+            if target {
+                s.push_str(&format!("Requires-Dist: {}\n", r.replace("@GFXARCH@", key)));
+            }
+        } else {
+            s.push_str(&format!("Requires-Dist: {r}\n"));
+        }
+    }
+    if target {
+        for parent in bootstrap::chain(key)
+            .iter()
+            .skip(1)
+            .filter(|p| keys.contains(*p))
+        {
+            s.push_str(&format!(
+                "Requires-Dist: {} == {version}\n",
+                bootstrap::dist_name(prefix, parent)
+            ));
+        }
+    }
+    s
+}
+
+/// A device wheel's WHEEL file.
+pub fn device_wheel(tag: &[String; 3]) -> String {
+    format!(
+        "Wheel-Version: 1.0\nGenerator: rocm-kpack-split-python-wheels\nRoot-Is-Purelib: \
+         false\nTag: {}-{}-{}\n",
+        tag[0], tag[1], tag[2]
+    )
+}
+
+/// A distribution name as it appears in file names (`-` → `_`).
+pub fn file_stem_name(dist: &str) -> String {
+    dist.replace('-', "_")
+}
+
+/// `<dist_>-<V>-<py>-<abi>-<plat>.whl`.
+pub fn wheel_file_name(dist: &str, version: &str, tag: &[String; 3]) -> String {
+    format!(
+        "{}-{version}-{}-{}-{}.whl",
+        file_stem_name(dist),
+        tag[0],
+        tag[1],
+        tag[2]
+    )
+}
+
+/// `<dist_>-<V>.dist-info`.
+pub fn dist_info_name(dist: &str, version: &str) -> String {
+    format!("{}-{version}.dist-info", file_stem_name(dist))
+}
+
+/// `sha256=<urlsafe base64, no padding>` of a digest.
+pub fn record_hash(digest: &[u8]) -> String {
+    format!(
+        "sha256={}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest)
+    )
+}
+
+/// SHA-256 of some bytes.
+pub fn sha256(data: &[u8]) -> [u8; 32] {
+    Sha256::digest(data).into()
+}
+
+/// RECORD text: one line per file (sorted by path), RECORD itself `<path>,,`.
+pub fn record(files: &[(String, [u8; 32], u64)], record_path: &str) -> String {
+    let mut lines: Vec<String> = files
+        .iter()
+        .filter(|(p, ..)| p != record_path)
+        .map(|(p, d, n)| format!("{},{},{n}", csv_path(p), record_hash(d)))
+        .collect();
+    lines.push(format!("{},,", csv_path(record_path)));
+    lines.sort();
+    let mut s = lines.join("\n");
+    s.push('\n');
+    s
+}
+
+fn csv_path(p: &str) -> String {
+    if p.contains([',', '"', '\n']) {
+        format!("\"{}\"", p.replace('"', "\"\""))
+    } else {
+        p.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(k: &[&str]) -> BTreeSet<String> {
+        k.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn host_extras_follow_the_chain() {
+        let l = host_requirements(
+            "amd-torch-device",
+            "2.10.0+rocm7.1",
+            &keys(&["gfx1100", "gfx110x"]),
+        );
+        assert_eq!(
+            l,
+            [
+                "Requires-Dist: rocm-bootstrap",
+                "Provides-Extra: device-gfx1100",
+                "Requires-Dist: amd-torch-device-gfx1100 == 2.10.0+rocm7.1; extra == \"device-gfx1100\"",
+                "Requires-Dist: amd-torch-device-gfx110x == 2.10.0+rocm7.1; extra == \"device-gfx1100\"",
+                "Provides-Extra: device-all",
+                "Requires-Dist: amd-torch-device-gfx1100 == 2.10.0+rocm7.1; extra == \"device-all\"",
+                "Requires-Dist: amd-torch-device-gfx110x == 2.10.0+rocm7.1; extra == \"device-all\"",
+            ]
+        );
+        // A family alone: no target extra, device-all lists it.
+        let l = host_requirements("p", "1", &keys(&["gfx11"]));
+        assert!(!l.iter().any(|x| x == "Provides-Extra: device-gfx11"));
+        assert!(
+            l.iter()
+                .any(|x| x.starts_with("Requires-Dist: p-gfx11 == 1; extra == \"device-all\""))
+        );
+    }
+
+    #[test]
+    fn headers_go_before_the_body() {
+        let md = "Metadata-Version: 2.1\nName: torch\nVersion: 1\n\nLong description\n\nmore\n";
+        let out = insert_headers(md, &["Requires-Dist: x".into()]);
+        assert_eq!(
+            out,
+            "Metadata-Version: 2.1\nName: torch\nVersion: 1\nRequires-Dist: x\n\nLong description\n\nmore\n"
+        );
+        assert_eq!(
+            insert_headers("Name: a", &["X: y".into()]),
+            "Name: a\nX: y\n"
+        );
+        let h = headers("Name: a\nSummary: one\n  two\n\nBody: no\n");
+        assert_eq!(
+            h,
+            [
+                ("Name", "a".to_string()),
+                ("Summary", "one\ntwo".to_string())
+            ]
+        );
+    }
+
+    #[test]
+    fn device_metadata_is_exact() {
+        let k = keys(&["gfx1100", "gfx110x", "gfx11"]);
+        let req = [
+            "some-dep-@GFXARCH@ >= 2.0".to_string(),
+            "static-dep == 1.0".to_string(),
+        ];
+        assert_eq!(
+            device_metadata("amd-torch-device", "gfx1100", "torch", "2.10", &req, &k),
+            "Metadata-Version: 2.4\nName: amd-torch-device-gfx1100\nVersion: 2.10\nSummary: AMD \
+             device kernels (gfx1100) for torch\nRequires-Dist: torch == 2.10\nRequires-Dist: \
+             some-dep-gfx1100 >= 2.0\nRequires-Dist: static-dep == 1.0\nRequires-Dist: \
+             amd-torch-device-gfx110x == 2.10\nRequires-Dist: amd-torch-device-gfx11 == 2.10\n"
+        );
+        let fam = device_metadata("amd-torch-device", "gfx11", "torch", "2.10", &req, &k);
+        assert!(fam.contains("Summary: AMD device kernels (RDNA3) for torch\n"));
+        assert!(!fam.contains("some-dep") && fam.contains("static-dep == 1.0"));
+        assert_eq!(
+            wheel_file_name(
+                "my-package",
+                "1.0",
+                &["py3".into(), "none".into(), "any".into()]
+            ),
+            "my_package-1.0-py3-none-any.whl"
+        );
+        assert_eq!(
+            dist_info_name("amd-torch-device-gfx942", "2.10.0+rocm7.1"),
+            "amd_torch_device_gfx942-2.10.0+rocm7.1.dist-info"
+        );
+    }
+
+    #[test]
+    fn record_is_sorted_base64_and_lists_itself_last_field_empty() {
+        let d = sha256(b"hello");
+        let r = record(
+            &[("pkg/b".into(), d, 5), ("pkg/a".into(), d, 5)],
+            "pkg-1.dist-info/RECORD",
+        );
+        assert_eq!(
+            r,
+            "pkg-1.dist-info/RECORD,,\npkg/a,sha256=LPJNul-wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCQ,5\n\
+             pkg/b,sha256=LPJNul-wow4m6DsqxbninhsWHlwfp0JecwQzYpOLmCQ,5\n"
+        );
+    }
+}

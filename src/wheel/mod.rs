@@ -1,0 +1,358 @@
+//! Python wheels: a wheel's identity (dist-info, METADATA, WHEEL), its members
+//! classified like the files of a tree (read from the zip without unpacking it),
+//! and the split into a host wheel and per-target device wheels ([`split`],
+//! `workflows.md` §4).
+
+pub mod bootstrap;
+pub mod metadata;
+pub mod split;
+
+use crate::error::{Error, Result};
+use crate::event::{EventSink, ScanEvent};
+use crate::fsutil;
+use crate::kerneldb::{self, Database};
+use crate::scan::{self, FileKind, FileReport, ScanOptions, TreeReport};
+use crate::zip::{self, Member, ZipIndex};
+use rayon::prelude::*;
+use serde::Serialize;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// Members up to this size are inflated in memory; larger ones go to an unlinked
+/// temporary file that is mapped (memory stays bounded whatever the wheel holds).
+pub const IN_MEMORY: u64 = 64 << 20;
+/// METADATA, WHEEL and RECORD larger than this are refused.
+const MAX_TEXT: u64 = 64 << 20;
+
+/// Who a wheel is: from its dist-info.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WheelInfo {
+    /// `Name` from METADATA, as written.
+    pub name: String,
+    /// `Version` from METADATA.
+    pub version: String,
+    /// The first `Tag` of WHEEL, split in three (`cp313`, `cp313`, `manylinux_2_28_x86_64`).
+    pub tag: [String; 3],
+    /// Every `Tag` line of WHEEL.
+    pub tags: Vec<String>,
+    /// The `*.dist-info` directory.
+    pub dist_info: String,
+    /// File members (directories excluded).
+    pub members: u64,
+    /// Their uncompressed bytes.
+    pub bytes: u64,
+    /// Their stored bytes.
+    pub stored_bytes: u64,
+}
+
+/// A wheel opened: its mapping, central directory and identity.
+pub struct Wheel {
+    path: PathBuf,
+    map: memmap2::Mmap,
+    /// The central directory, checked.
+    pub index: ZipIndex,
+    /// Identity.
+    pub info: WheelInfo,
+}
+
+/// Whether `path` names a file that looks like a wheel (`.whl` and zip magic).
+pub fn is_wheel_path(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("whl"))
+        && path.is_file()
+}
+
+impl Wheel {
+    /// Open and check a wheel: a readable zip with one dist-info, METADATA with
+    /// Name and Version, WHEEL with a three-part Tag.
+    pub fn open(path: &Path) -> Result<Wheel> {
+        let map = fsutil::map_file(path)
+            .map_err(|e| Error::io(path, e))?
+            .ok_or_else(|| invalid(path, "empty file, not a wheel"))?;
+        let index = zip::read_index(&map).map_err(|e| Error::format(path, e))?;
+        let info = identity(&map, &index).map_err(|e| invalid(path, &e))?;
+        Ok(Wheel {
+            path: path.to_path_buf(),
+            map,
+            index,
+            info,
+        })
+    }
+
+    /// The wheel's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The whole file.
+    pub fn bytes(&self) -> &[u8] {
+        &self.map
+    }
+
+    /// A member by name.
+    pub fn member(&self, name: &str) -> Option<&Member> {
+        self.index.members.iter().find(|m| m.name == name)
+    }
+
+    /// A member's uncompressed bytes, 8-byte aligned for the ELF readers: borrowed
+    /// when stored aligned, in memory up to [`IN_MEMORY`], else in a mapped unlinked
+    /// temporary file under `spill`.
+    pub fn contents(&self, m: &Member, spill: &Path) -> Result<Contents<'_>> {
+        contents(&self.path, &self.map, m, spill)
+    }
+
+    /// Let the kernel drop the pages of a member read (keeps RSS flat).
+    pub fn release(&self, m: &Member) {
+        fsutil::release_range(
+            &self.map,
+            m.header_offset as usize,
+            (m.data_offset - m.header_offset + m.compressed_size) as usize,
+        );
+    }
+}
+
+fn invalid(path: &Path, what: &str) -> Error {
+    Error::Unsupported {
+        path: path.to_path_buf(),
+        what: format!("not a valid wheel: {what}"),
+    }
+}
+
+/// A member's bytes, however they had to be obtained.
+pub enum Contents<'a> {
+    /// In place in the wheel (stored and aligned).
+    Borrowed(&'a [u8]),
+    /// Inflated into aligned memory.
+    Owned(crate::elf::AlignedBytes),
+    /// Inflated into a temporary file, mapped.
+    Mapped(memmap2::Mmap),
+}
+
+impl std::ops::Deref for Contents<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Contents::Borrowed(b) => b,
+            Contents::Owned(a) => a.as_slice(),
+            Contents::Mapped(m) => m,
+        }
+    }
+}
+
+/// See [`Wheel::contents`].
+pub fn contents<'a>(path: &Path, zip: &'a [u8], m: &Member, spill: &Path) -> Result<Contents<'a>> {
+    let ferr = |e: std::io::Error| {
+        Error::format(
+            path,
+            crate::FormatError::new(m.data_offset, format!("member {}: {e}", m.name)),
+        )
+    };
+    if m.method == zip::Method::Stored {
+        let s = m.stored(zip);
+        // The CRC is checked on the way, as for deflated members.
+        std::io::copy(&mut m.reader(zip), &mut std::io::sink()).map_err(ferr)?;
+        if (s.as_ptr() as usize).is_multiple_of(8) {
+            return Ok(Contents::Borrowed(s));
+        }
+    }
+    let mut r = m.reader(zip);
+    if m.size <= IN_MEMORY {
+        let a = crate::elf::AlignedBytes::read_from(&mut r, m.size as usize).map_err(ferr)?;
+        return Ok(Contents::Owned(a));
+    }
+    let mut f = tempfile::tempfile_in(spill).map_err(|e| Error::io(spill, e))?;
+    std::io::copy(&mut r, &mut f).map_err(ferr)?;
+    let map = fsutil::map_open_file(&f).map_err(|e| Error::io(spill, e))?;
+    Ok(Contents::Mapped(map))
+}
+
+/// Read the identity of a wheel from its members (reference §4.3 step 2).
+pub fn identity(zip: &[u8], index: &ZipIndex) -> std::result::Result<WheelInfo, String> {
+    let mut dist_infos: Vec<&str> = index
+        .members
+        .iter()
+        .filter_map(|m| {
+            m.name
+                .split('/')
+                .next()
+                .filter(|d| d.ends_with(".dist-info") && m.name.len() > d.len())
+        })
+        .collect();
+    dist_infos.sort_unstable();
+    dist_infos.dedup();
+    let dist_info = match dist_infos.as_slice() {
+        [one] => one.to_string(),
+        [] => return Err("no *.dist-info directory".into()),
+        many => {
+            return Err(format!(
+                "{} *.dist-info directories ({})",
+                many.len(),
+                many.join(", ")
+            ));
+        }
+    };
+    let text = |name: &str| -> std::result::Result<String, String> {
+        let full = format!("{dist_info}/{name}");
+        let m = index
+            .members
+            .iter()
+            .find(|m| m.name == full)
+            .ok_or_else(|| format!("{full} is missing"))?;
+        if m.size > MAX_TEXT {
+            return Err(format!("{full} is {} bytes, too large", m.size));
+        }
+        let bytes = m.read_all(zip).map_err(|e| e.to_string())?;
+        String::from_utf8(bytes).map_err(|_| format!("{full} is not UTF-8"))
+    };
+    let md = text("METADATA")?;
+    let headers = metadata::headers(&md);
+    let field = |k: &str| {
+        headers
+            .iter()
+            .find(|(h, _)| h.eq_ignore_ascii_case(k))
+            .map(|(_, v)| v.to_string())
+    };
+    let name = field("Name")
+        .filter(|s| !s.is_empty())
+        .ok_or("METADATA has no Name")?;
+    let version = field("Version")
+        .filter(|s| !s.is_empty())
+        .ok_or("METADATA has no Version")?;
+    let wheel = text("WHEEL")?;
+    let tags: Vec<String> = metadata::headers(&wheel)
+        .into_iter()
+        .filter(|(h, _)| h.eq_ignore_ascii_case("Tag"))
+        .map(|(_, v)| v.to_string())
+        .collect();
+    let first = tags.first().ok_or("WHEEL has no Tag")?;
+    let parts: Vec<&str> = first.split('-').collect();
+    let [py, abi, plat] = parts.as_slice() else {
+        return Err(format!(
+            "WHEEL Tag {first:?} is not <python>-<abi>-<platform>"
+        ));
+    };
+    if [py, abi, plat].iter().any(|p| p.is_empty()) {
+        return Err(format!("WHEEL Tag {first:?} has an empty part"));
+    }
+    let files = index.members.iter().filter(|m| !m.is_dir());
+    Ok(WheelInfo {
+        tag: [py.to_string(), abi.to_string(), plat.to_string()],
+        name,
+        version,
+        dist_info,
+        members: files.clone().count() as u64,
+        bytes: files.clone().map(|m| m.size).sum(),
+        stored_bytes: files.map(|m| m.compressed_size).sum(),
+        tags,
+    })
+}
+
+/// Scan a wheel as a tree: every member classified as `scan` classifies files
+/// (fat binaries with their bundles, kernel databases, archives…), read from the
+/// zip with bounded memory. Directory members are counted, not listed.
+pub fn scan_wheel(
+    path: &Path,
+    opts: &ScanOptions,
+    sink: &dyn EventSink<ScanEvent>,
+) -> Result<TreeReport> {
+    let w = Wheel::open(path)?;
+    let spill = std::env::temp_dir();
+    let handlers: &[Database] = opts.databases.as_deref().unwrap_or(&Database::ALL);
+    let files: Vec<&Member> = w.index.members.iter().filter(|m| !m.is_dir()).collect();
+    let mut dirs: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
+    for m in &w.index.members {
+        let mut p = m.name.trim_end_matches('/');
+        if m.is_dir() {
+            dirs.insert(p);
+        }
+        while let Some((parent, _)) = p.rsplit_once('/') {
+            dirs.insert(parent);
+            p = parent;
+        }
+    }
+    sink.event(ScanEvent::Discovered {
+        files: files.len() as u64,
+        bytes: files.iter().map(|m| m.size).sum(),
+    });
+    let work = |m: &&Member| -> FileReport {
+        let r = inspect_member(&w, m, handlers, &spill);
+        w.release(m);
+        sink.event(ScanEvent::Inspected(Box::new(r.clone())));
+        sink.event(ScanEvent::FileDone {
+            path: PathBuf::from(&m.name),
+            bytes: m.size,
+        });
+        r
+    };
+    let reports: Vec<FileReport> = if opts.threads > 0 {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(opts.threads)
+            .build()
+            .map_err(|e| Error::Invalid(format!("cannot start {} threads: {e}", opts.threads)))?
+            .install(|| files.par_iter().map(work).collect())
+    } else {
+        files.par_iter().map(work).collect()
+    };
+    let mut report = scan::partial_report(&path.display().to_string(), reports);
+    report.totals.directories = dirs.len() as u64;
+    report.wheel = Some(w.info.clone());
+    Ok(report)
+}
+
+/// Classify one member (what `scan` does for a file).
+pub fn inspect_member(w: &Wheel, m: &Member, handlers: &[Database], spill: &Path) -> FileReport {
+    let mut r = FileReport::new(m.name.clone(), FileKind::Opaque, m.size, m.permissions());
+    if m.is_symlink() {
+        r.kind = FileKind::Symlink;
+        match m.read_all(w.bytes()) {
+            Ok(t) if m.size <= 4096 => r.target = Some(String::from_utf8_lossy(&t).into_owned()),
+            Ok(_) => r
+                .problems
+                .push("symlink member with a target over 4 KiB".into()),
+            Err(e) => r.problems.push(e.to_string()),
+        }
+        return r;
+    }
+    let db = kerneldb::classify_with(&m.name, handlers);
+    if let Some(d) = &db {
+        r.kind = FileKind::KernelDatabase;
+        r.database = Some(d.database);
+        r.arch = Some(d.arch.clone());
+        r.database_key = Some(d.key.clone());
+        r.database_rule = Some(d.rule);
+    }
+    let head = match m.head(w.bytes(), 64) {
+        Ok(h) => h,
+        Err(e) => {
+            r.problems.push(e.to_string());
+            return r;
+        }
+    };
+    if head.is_empty() || !scan::worth_mapping(&head) {
+        // Still prove the member reads (size and CRC) so a damaged wheel shows.
+        if let Err(e) = std::io::copy(&mut m.reader(w.bytes()), &mut std::io::sink()) {
+            r.problems.push(e.to_string());
+        }
+        return r;
+    }
+    match w.contents(m, spill) {
+        Ok(c) => scan::classify_bytes(&mut r, &c, db.is_some()),
+        Err(e) => r.problems.push(e.to_string()),
+    }
+    r
+}
+
+/// Read a member fully through its checks, into `out`.
+pub fn copy_member(zip: &[u8], m: &Member, out: &mut dyn std::io::Write) -> std::io::Result<u64> {
+    let mut r = m.reader(zip);
+    let mut buf = vec![0u8; 1 << 16];
+    let mut n = 0u64;
+    loop {
+        let k = r.read(&mut buf)?;
+        if k == 0 {
+            return Ok(n);
+        }
+        out.write_all(&buf[..k])?;
+        n += k as u64;
+    }
+}

@@ -1,0 +1,455 @@
+//! Python wheels built by Python's zipfile from the fixture binaries: scanned as
+//! trees, split into host and device wheels (names, METADATA, WHEEL, RECORD checked
+//! by Python, modes, archives byte-exact against the fat binaries' code objects,
+//! determinism across thread counts), and every bad input refused with exit 2 and
+//! nothing left in the output. Installing with pip and loading through the
+//! reference runtime is in `runtime_oracle.rs`.
+
+mod common;
+
+use common::*;
+use kpack::kpack::archive::Archive;
+use kpack::wheel::Wheel;
+use std::path::Path;
+use std::process::Command;
+
+const HOST: &str = "torch-2.10.0+rocm7.1-cp311-cp311-linux_x86_64.whl";
+
+fn dev(key: &str) -> String {
+    format!("amd_torch_device_{key}-2.10.0+rocm7.1-cp311-cp311-linux_x86_64.whl")
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+fn member_text(w: &Wheel, name: &str) -> String {
+    let m = w.member(name).unwrap_or_else(|| panic!("{name} missing"));
+    String::from_utf8(m.read_all(w.bytes()).unwrap()).unwrap()
+}
+
+/// Python's view of a wheel: every RECORD line recomputed (urlsafe base64 SHA-256
+/// and size), the member list, and modes. Prints `ok` or the faults.
+const PY_CHECK: &str = r#"
+import base64, hashlib, sys, zipfile
+for path in sys.argv[1:]:
+    z = zipfile.ZipFile(path)
+    assert z.testzip() is None, path
+    names = [i.filename for i in z.infolist()]
+    rec = [n for n in names if n.endswith(".dist-info/RECORD")]
+    assert len(rec) == 1, (path, rec)
+    listed = {}
+    for line in z.read(rec[0]).decode().splitlines():
+        p, h, s = line.rsplit(",", 2)
+        listed[p] = (h, s)
+    assert set(listed) == set(names), (path, set(listed) ^ set(names))
+    for n in names:
+        h, s = listed[n]
+        if n == rec[0]:
+            assert h == "" and s == "", n
+            continue
+        d = z.read(n)
+        want = "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b"=").decode()
+        assert h == want and s == str(len(d)), (path, n, h, want, s, len(d))
+print("ok")
+"#;
+
+#[test]
+fn a_wheel_scans_as_a_tree_of_members_with_bundles_and_identity() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(whl) = fixture_wheel(tmp.path()) else {
+        return;
+    };
+    let o = kpack(&["--no-tui", "--json", whl.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["wheel"]["name"], "torch");
+    assert_eq!(v["wheel"]["version"], "2.10.0+rocm7.1");
+    assert_eq!(v["wheel"]["tag"][2], "linux_x86_64");
+    let files = v["files"].as_array().unwrap();
+    let get = |p: &str| files.iter().find(|f| f["path"] == p).unwrap().clone();
+    // The same bundles as a scan of the fixture file itself.
+    for (member, fixture) in [
+        ("torch/lib/libkernels.so", "libkernels.so"),
+        ("torch/lib/libkernels_z.so", "libkernels_z.so"),
+    ] {
+        let f = get(member);
+        assert_eq!(f["kind"], "fat_binary");
+        let o = kpack(&[
+            "--no-tui",
+            "--json",
+            fixtures().join(fixture).to_str().unwrap(),
+        ]);
+        let direct: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(f["bundles"], direct["files"][0]["bundles"], "{member}");
+        assert_eq!(f["device_bytes"], direct["files"][0]["device_bytes"]);
+    }
+    assert_eq!(get("torch/lib/libplain.so")["kind"], "opaque");
+    assert_eq!(get("torch/bin/run.sh")["mode"], 0o751);
+    assert_eq!(get("torch/share/data.txt")["mode"], 0o640);
+    assert!(v["arch_totals"]["gfx90a:xnack+"]["code_objects"] == 1);
+    // Text mode names the wheel.
+    let o = kpack(&["--no-tui", whl.to_str().unwrap()]);
+    assert!(
+        stdout(&o).contains("wheel torch 2.10.0+rocm7.1"),
+        "{}",
+        stdout(&o)
+    );
+    // A wheel inside a tree is a wheel, not an opaque file.
+    let o = kpack(&["--no-tui", "--json", tmp.path().to_str().unwrap()]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["files"][0]["kind"], "wheel");
+    assert_eq!(v["files"][0]["wheel"]["name"], "torch");
+}
+
+#[test]
+fn split_writes_the_host_and_device_wheels_the_spec_describes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(whl) = fixture_wheel(tmp.path()) else {
+        return;
+    };
+    let before = std::fs::read(&whl).unwrap();
+    let out = tmp.path().join("dist");
+    let o = split_wheel(
+        &whl,
+        &out,
+        &[
+            "--device-requires-dist",
+            "rocm-sdk-device-@GFXARCH@ == 7.1",
+            "--json",
+        ],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&whl).unwrap(), before, "input modified");
+    assert_eq!(
+        names(&out),
+        [
+            dev("gfx1030"),
+            dev("gfx900"),
+            dev("gfx90a"),
+            HOST.to_string()
+        ]
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["kernels"], 4);
+    assert_eq!(v["rewritten"], 2);
+
+    // Host wheel: METADATA headers inserted before the body, binaries host-only.
+    let host = Wheel::open(&out.join(HOST)).unwrap();
+    let md = member_text(&host, "torch-2.10.0+rocm7.1.dist-info/METADATA");
+    let want = "Summary: test wheel\nRequires-Dist: rocm-bootstrap\n\
+        Provides-Extra: device-gfx1030\n\
+        Requires-Dist: amd-torch-device-gfx1030 == 2.10.0+rocm7.1; extra == \"device-gfx1030\"\n\
+        Provides-Extra: device-gfx900\n\
+        Requires-Dist: amd-torch-device-gfx900 == 2.10.0+rocm7.1; extra == \"device-gfx900\"\n\
+        Provides-Extra: device-gfx90a\n\
+        Requires-Dist: amd-torch-device-gfx90a == 2.10.0+rocm7.1; extra == \"device-gfx90a\"\n\
+        Provides-Extra: device-all\n\
+        Requires-Dist: amd-torch-device-gfx1030 == 2.10.0+rocm7.1; extra == \"device-all\"\n\
+        Requires-Dist: amd-torch-device-gfx900 == 2.10.0+rocm7.1; extra == \"device-all\"\n\
+        Requires-Dist: amd-torch-device-gfx90a == 2.10.0+rocm7.1; extra == \"device-all\"\n\
+        \nA test wheel.\n";
+    assert!(md.ends_with(want), "{md}");
+    let o = kpack(&["--no-tui", "--json", out.join(HOST).to_str().unwrap()]);
+    let scan: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for (p, depth_marker) in [
+        ("torch/lib/libkernels.so", "../.kpack/torch_@GFXARCH@.kpack"),
+        (
+            "torch/lib/libkernels_z.so",
+            "../.kpack/torch_@GFXARCH@.kpack",
+        ),
+    ] {
+        let f = scan["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["path"] == p)
+            .unwrap();
+        assert_eq!(f["kind"], "host_only_binary", "{p}");
+        assert_eq!(f["marker"]["kpack_search_paths"][0], depth_marker);
+        assert_eq!(
+            f["marker"]["kernel_name"],
+            p.strip_prefix("torch/").unwrap()
+        );
+    }
+    // Modes kept, executables included.
+    let mode = |w: &Wheel, n: &str| w.member(n).unwrap().permissions();
+    assert_eq!(mode(&host, "torch/bin/run.sh"), 0o751);
+    assert_eq!(mode(&host, "torch/share/data.txt"), 0o640);
+    assert_eq!(mode(&host, "torch/lib/libkernels.so"), 0o755);
+
+    // Device wheel gfx90a: both gfx90a archives, exact METADATA, WHEEL, top_level.
+    let d = Wheel::open(&out.join(dev("gfx90a"))).unwrap();
+    let di = "amd_torch_device_gfx90a-2.10.0+rocm7.1.dist-info";
+    assert_eq!(
+        member_text(&d, &format!("{di}/METADATA")),
+        "Metadata-Version: 2.4\nName: amd-torch-device-gfx90a\nVersion: 2.10.0+rocm7.1\n\
+         Summary: AMD device kernels (gfx90a) for torch\nRequires-Dist: torch == \
+         2.10.0+rocm7.1\nRequires-Dist: rocm-sdk-device-gfx90a == 7.1\n"
+    );
+    assert_eq!(
+        member_text(&d, &format!("{di}/WHEEL")),
+        "Wheel-Version: 1.0\nGenerator: rocm-kpack-split-python-wheels\nRoot-Is-Purelib: \
+         false\nTag: cp311-cp311-linux_x86_64\n"
+    );
+    assert_eq!(member_text(&d, &format!("{di}/top_level.txt")), "torch\n");
+    let members: Vec<&str> = d.index.members.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(
+        members[..2],
+        [
+            "torch/.kpack/torch_gfx90a.kpack",
+            "torch/.kpack/torch_gfx90a:xnack+.kpack"
+        ]
+    );
+    // Archives hold exactly the fat binaries' code objects, keyed overlay-relative.
+    let original = fat_code_objects(&fixtures());
+    for w in names(&out).iter().filter(|n| n.starts_with("amd_")) {
+        let d = Wheel::open(&out.join(w)).unwrap();
+        for m in d
+            .index
+            .members
+            .iter()
+            .filter(|m| m.name.ends_with(".kpack"))
+        {
+            let a =
+                Archive::from_bytes(Path::new(&m.name), m.read_all(d.bytes()).unwrap()).unwrap();
+            assert!(a.verify().is_empty());
+            assert_eq!(a.index.meta.group_name, "torch");
+            assert_eq!(a.index.meta.gfx_arches.len(), 1);
+            for k in &a.index.kernels {
+                let (bin, co) = k.key.rsplit_once('#').unwrap();
+                let file = bin.strip_prefix("lib/").unwrap();
+                let want = &original[&(file.to_string(), co.parse().unwrap(), k.arch.clone())];
+                assert_eq!(a.kernel(k).unwrap().as_ref(), want.as_slice(), "{}", k.key);
+            }
+        }
+    }
+    // Python recomputes every RECORD.
+    if let Some(py) = tool("python3") {
+        let o = Command::new(py)
+            .args(["-c", PY_CHECK])
+            .args(names(&out).iter().map(|n| out.join(n)))
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+}
+
+#[test]
+fn split_output_is_byte_identical_for_any_thread_count() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(whl) = fixture_wheel(tmp.path()) else {
+        return;
+    };
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    assert!(split_wheel(&whl, &a, &["-j", "1"]).status.success());
+    assert!(split_wheel(&whl, &b, &["-j", "2"]).status.success());
+    assert_eq!(names(&a), names(&b));
+    for n in names(&a) {
+        assert!(
+            std::fs::read(a.join(&n)).unwrap() == std::fs::read(b.join(&n)).unwrap(),
+            "{n} differs between -j1 and -j2"
+        );
+    }
+}
+
+#[test]
+fn target_and_family_filters_choose_the_device_wheels() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(whl) = fixture_wheel(tmp.path()) else {
+        return;
+    };
+    let out = tmp.path().join("t");
+    let o = split_wheel(&whl, &out, &["--target", "gfx90a", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(names(&out), [dev("gfx90a"), HOST.to_string()]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["skipped_kernels"], 2);
+    assert!(stderr(&o).contains("left out"), "{}", stderr(&o));
+    let out = tmp.path().join("f");
+    let o = split_wheel(&whl, &out, &["--family", "gfx10"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(names(&out), [dev("gfx1030"), HOST.to_string()]);
+    let o = split_wheel(&whl, &tmp.path().join("x"), &["--target", "gfx1100"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("left out"), "{}", stderr(&o));
+}
+
+/// Run a split expected to fail: exit 2, the wheel named, the output dir empty of
+/// anything new.
+fn refused(whl: &Path, out: &Path, extra: &[&str], says: &str) {
+    let before = names(out);
+    let o = split_wheel(whl, out, extra);
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{says}: {e}");
+    assert!(e.contains(says), "expected {says:?} in: {e}");
+    assert!(
+        e.contains(&whl.file_name().unwrap().to_string_lossy().to_string()),
+        "the message names the wheel: {e}"
+    );
+    assert_eq!(names(out), before, "{says}: output left behind");
+}
+
+fn py_wheel(dir: &Path, name: &str, args: &[&str]) -> std::path::PathBuf {
+    let out = dir.join(name);
+    let o = Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/make-test-wheel.py"))
+        .arg(&out)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    out
+}
+
+#[test]
+fn bad_wheels_and_bad_requests_are_refused_with_nothing_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(whl) = fixture_wheel(tmp.path()) else {
+        return;
+    };
+    let out = tmp.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let t = tmp.path();
+    // Not a zip.
+    let not = t.join("junk-1.0-py3-none-any.whl");
+    std::fs::write(&not, b"this is not a zip at all, just text").unwrap();
+    refused(&not, &out, &[], "not a zip archive");
+    // A damaged central directory (truncated wheel).
+    let bytes = std::fs::read(&whl).unwrap();
+    let cut = t.join("cut-1.0-py3-none-any.whl");
+    std::fs::write(&cut, &bytes[..bytes.len() - 30]).unwrap();
+    refused(&cut, &out, &[], "cut-1.0");
+    let lib = fixtures().join("libkernels.so").display().to_string();
+    let fat = format!("torch/lib/libk.so@755={lib}");
+    let common = [
+        "--name",
+        "torch",
+        "--version",
+        "1.0",
+        "--tag",
+        "py3-none-any",
+    ];
+    // Zero and two dist-info directories; missing METADATA fields; a bad tag.
+    let w = py_wheel(t, "none-1.0-py3-none-any.whl", &[&fat, "--no-dist-info"]);
+    refused(&w, &out, &[], "no *.dist-info");
+    let w = py_wheel(
+        t,
+        "two-1.0-py3-none-any.whl",
+        &[
+            &common[..],
+            &[&fat, "other-1.0.dist-info/METADATA=text:Name: o\n"],
+        ]
+        .concat(),
+    );
+    refused(&w, &out, &[], "2 *.dist-info");
+    let w = py_wheel(
+        t,
+        "nometa-1.0-py3-none-any.whl",
+        &[
+            &fat,
+            "--no-dist-info",
+            "x-1.dist-info/WHEEL=text:Tag: py3-none-any\n",
+        ],
+    );
+    refused(&w, &out, &[], "METADATA is missing");
+    let w = py_wheel(
+        t,
+        "noname-1.0-py3-none-any.whl",
+        &[
+            &fat,
+            "--no-dist-info",
+            "x-1.dist-info/METADATA=text:Version: 1\n",
+            "x-1.dist-info/WHEEL=text:Tag: py3-none-any\n",
+        ],
+    );
+    refused(&w, &out, &[], "no Name");
+    let w = py_wheel(
+        t,
+        "nowheel-1.0-py3-none-any.whl",
+        &[
+            &fat,
+            "--no-dist-info",
+            "x-1.dist-info/METADATA=text:Name: x\nVersion: 1\n",
+        ],
+    );
+    refused(&w, &out, &[], "WHEEL is missing");
+    let w = py_wheel(
+        t,
+        "tag-1.0-py3-none.whl",
+        &["--name", "t", "--version", "1", "--tag", "py3-none", &fat],
+    );
+    refused(&w, &out, &[], "is not <python>-<abi>-<platform>");
+    // Overlay root absent; no fat binaries under it.
+    let o = kpack(&[
+        "wheel",
+        "split",
+        whl.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--device-package-prefix",
+        "amd-torch-device",
+        "--overlay-root",
+        "nonexistent/",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("overlay root 'nonexistent' does not exist"),
+        "{}",
+        stderr(&o)
+    );
+    let plain = py_wheel(
+        t,
+        "plain-1.0-py3-none-any.whl",
+        &[
+            &common[..],
+            &[&format!(
+                "torch/lib/libp.so={}",
+                fixtures().join("libplain.so").display()
+            )],
+        ]
+        .concat(),
+    );
+    refused(&plain, &out, &[], "no fat binaries under 'torch'");
+    // A target rocm-bootstrap does not know (a database file for gfx940).
+    let w = py_wheel(
+        t,
+        "unk-1.0-py3-none-any.whl",
+        &[
+            &common[..],
+            &[
+                &fat,
+                "torch/lib/rocblas/library/TensileLibrary_gfx940.dat=text:x",
+            ],
+        ]
+        .concat(),
+    );
+    refused(
+        &w,
+        &out,
+        &["--databases", "rocblas"],
+        "target gfx940 has no package",
+    );
+    // An escaping member name.
+    let w = py_wheel(
+        t,
+        "evil-1.0-py3-none-any.whl",
+        &[&common[..], &[&fat, "../evil.txt=text:x"]].concat(),
+    );
+    refused(&w, &out, &[], "'..' part");
+    // The output directory holds the input; existing wheels of the same names.
+    let inside = out.join(whl.file_name().unwrap());
+    std::fs::copy(&whl, &inside).unwrap();
+    refused(&inside, &out, &[], "holds the input wheel");
+    std::fs::remove_file(&inside).unwrap();
+    std::fs::write(out.join(dev("gfx900")), b"old").unwrap();
+    refused(&whl, &out, &[], "already exists");
+    std::fs::remove_file(out.join(dev("gfx900"))).unwrap();
+}
