@@ -20,7 +20,7 @@ work=$root/bench/work
 mkdir -p "$work"
 results=$work/results.jsonl
 sections=("$@")
-[ ${#sections[@]} -gt 0 ] || sections=(scan rewrite pack split kernels diff trace archive tui tuistart phc phc1)
+[ ${#sections[@]} -gt 0 ] || sections=(scan rewrite pack split wheel kernels diff trace archive tui tuistart phc phc1)
 want() { local s; for s in "${sections[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 for t in hyperfine zstd clang-offload-bundler-19 objcopy python3 /usr/bin/time; do
   command -v "$t" >/dev/null || { echo "bench: missing $t" >&2; exit 1; }
@@ -169,6 +169,39 @@ print(",".join(a[0::2]), ",".join(a[1::2]))' "$work/split-scan.json")"
   rss=$(peak_rss_kb "$kp" combine "$work/shards/a" "$work/shards/b" -o "$work/combined" --force)
   rm -rf "$work/combined" "$work/cpa" "$work/shards"
   record "{\"bench\":\"combine\",\"in_bytes\":$in_bytes,\"ours_s\":$ours,\"ref_s\":$ref,\"peak_rss_kb\":$rss}"
+fi
+
+if want wheel; then
+  # A generated install tree packed into a wheel by Python's zipfile (deflate 6, as
+  # pip-built wheels are), then split; the limit is unzip to tmpfs + zstd -3 -T2 over
+  # the device bytes + zip -1 of the unpacked tree. RSS for the wheel and one twice
+  # as large.
+  WHEEL_MB=${WHEEL_MB:-800}
+  tag=cp311-cp311-linux_x86_64
+  for mb in "$WHEEL_MB" $((WHEEL_MB * 2)); do
+    wt=$work/wtree-$mb
+    [ -d "$wt" ] || "$root/target/release/examples/gen_tree" "$wt" --size-mb "$mb" --seed $((mb % 97))
+    [ -f "$work/wheel-$mb/pkg-1.0-$tag.whl" ] || { mkdir -p "$work/wheel-$mb" && python3 "$root/scripts/make-test-wheel.py" \
+      "$work/wheel-$mb/pkg-1.0-$tag.whl" --name pkg --version 1.0 --tag "$tag" --tree "$wt=pkg"; }
+  done
+  whl=$work/wheel-$WHEEL_MB/pkg-1.0-$tag.whl
+  big=$work/wheel-$((WHEEL_MB * 2))/pkg-1.0-$tag.whl
+  echo "bench: wheel split vs unzip + zstd -3 -T2 over the device bytes + zip -1"
+  dev_bytes=$("$root/target/release/examples/device_bytes" "$work/wtree-$WHEEL_MB" "$work/wdevice.bin")
+  ws=(--device-package-prefix pkg-device --overlay-root pkg --force)
+  shm=/dev/shm/kpack-wheel-bench
+  hyperfine --warmup 1 --runs "$RUNS" --export-json "$work/hf-wheel.json" \
+    --prepare "rm -rf $work/wsplit $shm $shm.zip $work/wdevice.zst" \
+    "$kp wheel split $whl -o $work/wsplit ${ws[*]}" \
+    "unzip -q $whl -d $shm && zstd -3 -T2 -q -f $work/wdevice.bin -o $work/wdevice.zst && cd $shm && zip -q -1 -r $shm.zip ." > "$work/hf-wheel.log"
+  read -r ours ref <<< "$(median "$work/hf-wheel.json")"
+  rm -rf "$shm" "$shm.zip" "$work/wdevice.zst" "$work/wdevice.bin"
+  rss1=$(peak_rss_kb "$kp" wheel split "$whl" -o "$work/wsplit" "${ws[@]}")
+  out_bytes=$(du -sb "$work/wsplit" | cut -f1)
+  nwheels=$(ls "$work/wsplit" | wc -l)
+  rss2=$(peak_rss_kb "$kp" wheel split "$big" -o "$work/wsplit2" "${ws[@]}")
+  rm -rf "$work/wsplit" "$work/wsplit2"
+  record "{\"bench\":\"wheel\",\"wheel_bytes\":$(stat -c %s "$whl"),\"device_bytes\":$dev_bytes,\"out_bytes\":$out_bytes,\"wheels\":$nwheels,\"ours_s\":$ours,\"ref_s\":$ref,\"peak_rss_kb\":$rss1,\"big_wheel_bytes\":$(stat -c %s "$big"),\"big_peak_rss_kb\":$rss2}"
 fi
 
 if want kernels; then

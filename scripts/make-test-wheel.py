@@ -11,6 +11,7 @@ urlsafe base64 SHA-256) is generated. Used by the wheel tests and benchmarks.
 import argparse
 import base64
 import hashlib
+import os
 import zipfile
 
 
@@ -23,6 +24,8 @@ def main():
     ap.add_argument("--level", type=int, default=6)
     ap.add_argument("--stored", action="append", default=[], help="member names to store uncompressed")
     ap.add_argument("--no-dist-info", action="store_true")
+    ap.add_argument("--tree", action="append", default=[], metavar="DIR=PREFIX",
+                    help="add every regular file under DIR as PREFIX/<path>, with its mode")
     ap.add_argument("members", nargs="*")
     a = ap.parse_intermixed_args()
     files = []
@@ -38,6 +41,17 @@ def main():
             with open(src, "rb") as f:
                 data = f.read()
         files.append((name, data, mode))
+    for spec in a.tree:
+        root, prefix = spec.split("=", 1)
+        for dirpath, dirs, names in os.walk(root):
+            dirs.sort()
+            for n in sorted(names):
+                p = os.path.join(dirpath, n)
+                if os.path.islink(p) or not os.path.isfile(p):
+                    continue
+                rel = os.path.relpath(p, root).replace(os.sep, "/")
+                with open(p, "rb") as f:
+                    files.append((f"{prefix}/{rel}", f.read(), os.stat(p).st_mode & 0o7777))
     di = f"{a.name.replace('-', '_')}-{a.version}.dist-info"
     if not a.no_dist_info:
         top = sorted({n.split("/")[0] for n, _, _ in files if "/" in n})

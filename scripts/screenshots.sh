@@ -75,6 +75,18 @@ keys s s s s s
 wait_for "by spills"
 shot kernels
 
+# A fat wheel open in the explorer (built from the fixtures by Python's zipfile).
+F=tests/fixtures/bin
+python3 scripts/make-test-wheel.py "$work/torch-2.10.0+rocm7.1-cp311-cp311-linux_x86_64.whl" \
+  --name torch --version 2.10.0+rocm7.1 --tag cp311-cp311-linux_x86_64 "torch/__init__.py=text:import os" \
+  "torch/lib/libkernels.so@755=$F/libkernels.so" "torch/lib/libkernels_z.so@755=$F/libkernels_z.so" \
+  "torch/lib/libplain.so@755=$F/libplain.so" "torch/lib/librdc.so@755=$F/librdc.so"
+start "cd $work &&" "$kp" torch-2.10.0+rocm7.1-cp311-cp311-linux_x86_64.whl
+wait_for "entries"
+keys Right Down Right Down Down
+wait_for "wrappers"
+shot wheel
+
 # Two builds compared: a renamed version, a library rebuilt for other targets, one
 # removed (the trees of the diff view's test).
 mkdir -p "$work/old/lib" "$work/new/lib"

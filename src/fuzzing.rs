@@ -256,3 +256,27 @@ pub fn codeobj(data: &[u8]) {
         }
     }
 }
+
+/// The zip reader and wheel identity: any bytes give members or an error, never a
+/// panic; members accepted lie inside the input, do not overlap, have safe names,
+/// and reading one never yields more than it declared.
+pub fn wheel(data: &[u8]) {
+    let Ok(idx) = crate::zip::read_index(data) else {
+        return;
+    };
+    for m in &idx.members {
+        assert!(m.data_offset + m.compressed_size <= data.len() as u64);
+        assert!(crate::zip::read::check_name(&m.name).is_ok());
+        let mut r = m.reader(data);
+        let mut buf = [0u8; 4096];
+        let mut total = 0u64;
+        while let Ok(n) = std::io::Read::read(&mut r, &mut buf) {
+            if n == 0 {
+                break;
+            }
+            total += n as u64;
+            assert!(total <= m.size);
+        }
+    }
+    let _ = crate::wheel::identity(data, &idx);
+}

@@ -305,43 +305,89 @@ fn one_file(abs: &Path, f: &FileReport, follow_marker: bool, opts: &KernelsOptio
                     return out;
                 }
             };
-            let data: &[u8] = &map;
-            if codeobj::is_code_object(data) {
-                let target = codeobj::read(data)
-                    .ok()
-                    .and_then(|i| i.target)
-                    .unwrap_or_else(|| "unknown".into());
-                if wanted(opts, &target) {
-                    push_code_object(
-                        &mut out,
-                        (path, None, None),
-                        (&target, data.len() as u64),
-                        data,
-                        opts.cache,
-                    );
-                }
-            } else if elf::is_elf(data) {
-                match elf::inspect(data) {
-                    Ok(ElfContent::Fat(fat)) => {
-                        if let Some(span) = &fat.fatbin {
-                            let end = span.offset.saturating_add(span.size) as usize;
-                            if let Some(sec) = data.get(span.offset as usize..end) {
-                                from_bundles(&mut out, path, sec, &fat.bundles, opts);
-                            }
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(e) => out.2.push(format!("{path}: {e}")),
-                }
-            } else if bundle::looks_like_bundle(data) {
-                match bundle::walk_section(data) {
-                    Ok(bs) => from_bundles(&mut out, path, data, &bs, opts),
-                    Err(e) => out.2.push(format!("{path}: {e}")),
-                }
-            }
+            from_bytes(&mut out, path, &map, opts);
         }
         _ => {}
     }
+    out
+}
+
+/// Kernels of one file's bytes: a raw code object, a fat ELF or a bundle file.
+fn from_bytes(out: &mut FileRows, path: &str, data: &[u8], opts: &KernelsOptions) {
+    if codeobj::is_code_object(data) {
+        let target = codeobj::read(data)
+            .ok()
+            .and_then(|i| i.target)
+            .unwrap_or_else(|| "unknown".into());
+        if wanted(opts, &target) {
+            push_code_object(
+                out,
+                (path, None, None),
+                (&target, data.len() as u64),
+                data,
+                opts.cache,
+            );
+        }
+    } else if elf::is_elf(data) {
+        match elf::inspect(data) {
+            Ok(ElfContent::Fat(fat)) => {
+                if let Some(span) = &fat.fatbin {
+                    let end = span.offset.saturating_add(span.size) as usize;
+                    if let Some(sec) = data.get(span.offset as usize..end) {
+                        from_bundles(out, path, sec, &fat.bundles, opts);
+                    }
+                }
+            }
+            Ok(_) => {}
+            Err(e) => out.2.push(format!("{path}: {e}")),
+        }
+    } else if bundle::looks_like_bundle(data) {
+        match bundle::walk_section(data) {
+            Ok(bs) => from_bundles(out, path, data, &bs, opts),
+            Err(e) => out.2.push(format!("{path}: {e}")),
+        }
+    }
+}
+
+/// Kernels of one member of a wheel (read from the zip, bounded memory).
+fn one_member(w: &crate::wheel::Wheel, f: &FileReport, opts: &KernelsOptions) -> FileRows {
+    let mut out: FileRows = (Vec::new(), Vec::new(), Vec::new());
+    let path = f.path.as_str();
+    if opts
+        .binaries
+        .as_ref()
+        .is_some_and(|set| !set.contains(path))
+        && f.kind != FileKind::Kpack
+    {
+        return out;
+    }
+    if !matches!(
+        f.kind,
+        FileKind::Kpack
+            | FileKind::FatBinary
+            | FileKind::Bundle
+            | FileKind::CodeObject
+            | FileKind::KernelDatabase
+    ) {
+        return out;
+    }
+    let Some(m) = w.member(path) else { return out };
+    let data = match w.contents(m, &std::env::temp_dir()) {
+        Ok(d) => d,
+        Err(e) => {
+            out.2.push(e.to_string());
+            return out;
+        }
+    };
+    if f.kind == FileKind::Kpack {
+        match Archive::from_bytes(Path::new(path), data.to_vec()) {
+            Ok(a) => from_archive(&mut out, path, &a, None, opts),
+            Err(e) => out.2.push(e.to_string()),
+        }
+    } else {
+        from_bytes(&mut out, path, &data, opts);
+    }
+    w.release(m);
     out
 }
 
@@ -386,8 +432,8 @@ pub fn marker_archives(binary: &Path, m: &crate::kpack::Marker) -> Vec<PathBuf> 
     out
 }
 
-/// Refuse a zip (a Python wheel) given as the path: its members are not read yet,
-/// and a silent "0 kernels" would mislead.
+/// Refuse a zip that is not read as a wheel (diff does not read wheels yet; a zip
+/// not named `.whl` is not a wheel): a silent "0 kernels" would mislead.
 pub fn refuse_zip(root: &Path) -> Result<()> {
     use std::io::Read;
     let mut head = [0u8; 4];
@@ -409,7 +455,9 @@ pub fn refuse_zip(root: &Path) -> Result<()> {
 
 /// List every kernel under `root` (a tree or one file).
 pub fn list_kernels(root: &Path, opts: &KernelsOptions) -> Result<KernelsReport> {
-    refuse_zip(root)?;
+    if !crate::wheel::is_wheel_path(root) {
+        refuse_zip(root)?;
+    }
     let report = scan::scan(
         root,
         &ScanOptions {
@@ -430,7 +478,14 @@ pub fn list_kernels_scanned(
     let single = std::fs::metadata(root)
         .map_err(|e| Error::io(root, e))?
         .is_file();
+    let wheel = match &report.wheel {
+        Some(_) => Some(crate::wheel::Wheel::open(root)?),
+        None => None,
+    };
     let work = |f: &FileReport| -> FileRows {
+        if let Some(w) = &wheel {
+            return one_member(w, f, opts);
+        }
         let abs = if single {
             root.to_path_buf()
         } else {

@@ -146,6 +146,11 @@ fn kpack_reader() {
 }
 
 #[test]
+fn zip_and_wheel_reader() {
+    replay("wheel", 3000, kpack::fuzzing::wheel);
+}
+
+#[test]
 fn marker() {
     replay("marker", 3000, kpack::fuzzing::marker);
 }

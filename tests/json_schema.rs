@@ -55,6 +55,25 @@ fn every_json_output_follows_its_schema() {
     ] {
         json("scan", &[p]);
     }
+    // A wheel, and a tree holding one.
+    if let Some(whl) = fixture_wheel(tmp.path()) {
+        json("scan", &[whl.to_str().unwrap()]);
+        json("scan", &[tmp.path().to_str().unwrap()]);
+        json(
+            "wheel-split",
+            &[
+                "wheel",
+                "split",
+                whl.to_str().unwrap(),
+                "-o",
+                &t("wheels"),
+                "--device-package-prefix",
+                "amd-torch-device",
+                "--overlay-root",
+                "torch",
+            ],
+        );
+    }
     let fams = [
         "--group",
         "rocm",

@@ -395,16 +395,43 @@ fn the_cache_gives_what_a_fresh_read_gives() {
 }
 
 #[test]
-fn a_wheel_is_refused_not_read_as_empty() {
+fn a_wheel_is_read_member_by_member_and_diff_refuses_it() {
     let tmp = tempfile::tempdir().unwrap();
     let whl = tmp.path().join("t-1.0-py3-none-any.whl");
-    std::fs::write(&whl, b"PK\x03\x04 not read yet").unwrap();
-    for args in [
-        vec!["kernels", whl.to_str().unwrap()],
-        vec!["diff", whl.to_str().unwrap(), whl.to_str().unwrap()],
-    ] {
-        let o = kpack(&args);
-        assert_eq!(o.status.code(), Some(2), "{args:?}");
-        assert!(stderr(&o).contains("Python wheel"), "{}", stderr(&o));
-    }
+    std::fs::write(&whl, b"PK\x03\x04 not a zip really").unwrap();
+    let o = kpack(&["kernels", whl.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("not a zip archive"), "{}", stderr(&o));
+    let o = kpack(&["diff", whl.to_str().unwrap(), whl.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("Python wheel"), "{}", stderr(&o));
+    // A real wheel: the kernels of its members are those of the fixture files.
+    let Some(whl) = fixture_wheel(tmp.path()) else {
+        return;
+    };
+    let rows = |p: &Path| -> Vec<(String, String, String)> {
+        let o = kpack(&["kernels", p.to_str().unwrap(), "--json"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let mut r: Vec<_> = v["kernels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| {
+                let path = k["path"].as_str().unwrap();
+                let file = path.rsplit('/').next().unwrap().to_string();
+                (
+                    file,
+                    k["target"].as_str().unwrap().to_string(),
+                    k["name"].to_string(),
+                )
+            })
+            .filter(|(f, ..)| f == "libkernels.so" || f == "libkernels_z.so")
+            .collect();
+        r.sort();
+        r
+    };
+    let from_wheel = rows(&whl);
+    assert!(from_wheel.len() >= 10, "{from_wheel:?}");
+    assert_eq!(from_wheel, rows(&fixtures()));
 }

@@ -69,7 +69,14 @@ impl EventSink<ScanEvent> for ScanForward {
 }
 
 /// The core's pack plan with estimates, for the UI (written nowhere).
+/// What the pack dialog says on a wheel (it is split, not packed; not from the TUI yet).
+const WHEEL_PACK: &str = "a wheel is split, not packed: kpack-tui wheel split WHEEL -o DIR \
+    --device-package-prefix P --overlay-root ROOT [--target …] (not from the TUI yet)";
+
 fn plan(root: &Path, selection: &app::Selection) -> Result<kpack::pack::PackPlan, String> {
+    if kpack::wheel::is_wheel_path(root) {
+        return Err(WHEEL_PACK.into());
+    }
     let mut opts = selection.options("preview")?;
     opts.unassigned = kpack::pack::Unassigned::Drop;
     opts.verify = false;
@@ -95,6 +102,9 @@ fn run_pack(
     tx: &Sender<AppEvent>,
     cancel: &kpack::event::CancelToken,
 ) -> Result<kpack::pack::PackReport, String> {
+    if kpack::wheel::is_wheel_path(root) {
+        return Err(WHEEL_PACK.into());
+    }
     let mut opts = s.selection.options(&s.group)?;
     if s.split {
         opts.layout = kpack::pack::Layout::Split;

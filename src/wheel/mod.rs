@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 /// Members up to this size are inflated in memory; larger ones go to an unlinked
 /// temporary file that is mapped (memory stays bounded whatever the wheel holds).
-pub const IN_MEMORY: u64 = 64 << 20;
+pub const IN_MEMORY: u64 = 16 << 20;
 /// METADATA, WHEEL and RECORD larger than this are refused.
 const MAX_TEXT: u64 = 64 << 20;
 

@@ -428,7 +428,69 @@ pub fn read_index(data: &[u8]) -> FormatResult<ZipIndex> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::write::{ZipWriter, stored};
     use super::*;
+
+    fn two_members() -> Vec<u8> {
+        let mut w = ZipWriter::new(Vec::new());
+        let a = vec![b'a'; 100];
+        w.add_bytes("a", 0o644, stored(&a), &a).unwrap();
+        w.add_bytes("b", 0o644, stored(b"bbbb"), b"bbbb").unwrap();
+        w.finish().unwrap()
+    }
+
+    /// Offset of the n-th central directory entry.
+    fn central(zip: &[u8], n: usize) -> usize {
+        let mut o = zip.len() - 22;
+        o = u32_at(zip, o + 16) as usize;
+        for _ in 0..n {
+            o += 46 + u16_at(zip, o + 28) as usize + u16_at(zip, o + 30) as usize;
+        }
+        o
+    }
+
+    #[test]
+    fn bombs_overlaps_and_duplicates_are_refused() {
+        let zip = two_members();
+        assert_eq!(read_index(&zip).unwrap().members.len(), 2);
+        // A stored member claiming more bytes than it has runs into the next member.
+        let mut z = zip.clone();
+        let c = central(&z, 0);
+        z[c + 20..c + 24].copy_from_slice(&120u32.to_le_bytes());
+        z[c + 24..c + 28].copy_from_slice(&120u32.to_le_bytes());
+        let e = read_index(&z).unwrap_err().to_string();
+        assert!(e.contains("overlap"), "{e}");
+        // Deflate cannot turn 100 bytes into 1 GB.
+        let mut z = zip.clone();
+        z[c + 10..c + 12].copy_from_slice(&8u16.to_le_bytes());
+        z[c + 24..c + 28].copy_from_slice(&(1u32 << 30).to_le_bytes());
+        let e = read_index(&z).unwrap_err().to_string();
+        assert!(e.contains("zip bomb"), "{e}");
+        // Two directory entries for one name (and one local header).
+        let mut z = zip.clone();
+        let c1 = central(&z, 1);
+        let (h0, n0) = (u32_at(&z, c + 42), z[c + 46]);
+        z[c1 + 42..c1 + 46].copy_from_slice(&h0.to_le_bytes());
+        z[c1 + 46] = n0;
+        z[c1 + 20..c1 + 28].copy_from_slice(&[100, 0, 0, 0, 100, 0, 0, 0]);
+        assert!(read_index(&z).is_err());
+        // A directory that points outside the file.
+        let mut z = zip.clone();
+        let e = z.len() - 22;
+        z[e + 16..e + 20].copy_from_slice(&u32::MAX.to_le_bytes());
+        z[e + 12..e + 16].copy_from_slice(&10u32.to_le_bytes());
+        assert!(read_index(&z).is_err());
+        // A deflated member that inflates to more than it declares.
+        let mut w = ZipWriter::new(Vec::new());
+        let body = vec![0u8; 10_000];
+        let (c, mut s) = super::super::write::deflate(&body, 6).unwrap();
+        s.size = 100;
+        w.add_bytes("z", 0o644, s, &c).unwrap();
+        let z = w.finish().unwrap();
+        let idx = read_index(&z).unwrap();
+        let e = idx.members[0].read_all(&z).unwrap_err().to_string();
+        assert!(e.contains("more than its declared"), "{e}");
+    }
 
     #[test]
     fn names_that_escape_are_refused() {
