@@ -128,6 +128,16 @@ pub enum Contents<'a> {
     Mapped(memmap2::Mmap),
 }
 
+impl Contents<'_> {
+    /// Let the kernel drop the pages of `len` bytes at `offset` once they are no longer
+    /// needed (contents spilled to a temporary file; a no-op otherwise).
+    pub fn release(&self, offset: u64, len: u64) {
+        if let Contents::Mapped(m) = self {
+            fsutil::release_range(m, offset as usize, len as usize);
+        }
+    }
+}
+
 impl std::ops::Deref for Contents<'_> {
     type Target = [u8];
     fn deref(&self) -> &[u8] {

@@ -742,16 +742,40 @@ impl Ctx<'_> {
                     stored,
                 });
             }
+            data.release(span.offset + b.offset, b.stored_size);
         }
         // Deflate the host-only binary into a spill file now, in parallel with the
         // other members; the writer only concatenates.
         let sha = metadata::sha256(&rewritten);
-        let (z, stored) = zip::write::deflate(&rewritten, self.opts.zip_level)
-            .map_err(|e| Error::io(self.stage, e))?;
         let spill = self.stage.join(format!("host-{:016x}.z", m.header_offset));
-        std::fs::write(&spill, &z).map_err(|e| Error::io(&spill, e))?;
+        let stored = deflate_to(&spill, &rewritten, self.opts.zip_level)?;
+        drop(rewritten);
         Ok(Out::Rewritten { spill, stored, sha })
     }
+}
+
+/// Deflate `data` straight into the file `path` (the compressed bytes are never all
+/// in memory); returns the member record.
+fn deflate_to(path: &Path, data: &[u8], level: u32) -> Result<Stored> {
+    let io = |e| Error::io(path, e);
+    let f = std::fs::File::create(path).map_err(io)?;
+    let mut enc = flate2::write::DeflateEncoder::new(
+        BufWriter::with_capacity(1 << 20, f),
+        flate2::Compression::new(level.min(9)),
+    );
+    enc.write_all(data).map_err(io)?;
+    let f = enc
+        .finish()
+        .map_err(io)?
+        .into_inner()
+        .map_err(|e| io(e.into_error()))?;
+    let compressed_size = f.metadata().map_err(io)?.len();
+    Ok(Stored {
+        method: zip::Method::Deflated,
+        crc32: zip::write::crc32(data),
+        size: data.len() as u64,
+        compressed_size,
+    })
 }
 
 /// Copy a member's stored bytes from the input as they are.
