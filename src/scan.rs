@@ -305,6 +305,15 @@ impl FileReport {
             .chain(self.members.iter().flat_map(|m| m.bundles.iter()))
     }
 
+    /// Mark the file as a kernel-database file as a handler attributed it.
+    pub fn set_database(&mut self, d: &kerneldb::DatabaseFile) {
+        self.kind = FileKind::KernelDatabase;
+        self.database = Some(d.database);
+        self.arch = Some(d.arch.clone());
+        self.database_key = Some(d.key.clone());
+        self.database_rule = Some(d.rule);
+    }
+
     fn set_fat(&mut self, fat: &FatBinary) {
         self.kind = if fat.host_only {
             FileKind::HostOnlyBinary
@@ -693,11 +702,7 @@ pub fn inspect_file_with(
     let mut r = FileReport::new(rel.to_string(), FileKind::Opaque, size, mode);
     let db = kerneldb::classify_with(rel, handlers);
     if let Some(d) = &db {
-        r.kind = FileKind::KernelDatabase;
-        r.database = Some(d.database);
-        r.arch = Some(d.arch.clone());
-        r.database_key = Some(d.key.clone());
-        r.database_rule = Some(d.rule);
+        r.set_database(d);
     }
     let file = match open_regular(abs) {
         Ok(f) => f,

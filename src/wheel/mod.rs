@@ -325,11 +325,7 @@ pub fn inspect_member(w: &Wheel, m: &Member, handlers: &[Database], spill: &Path
     }
     let db = kerneldb::classify_with(&m.name, handlers);
     if let Some(d) = &db {
-        r.kind = FileKind::KernelDatabase;
-        r.database = Some(d.database);
-        r.arch = Some(d.arch.clone());
-        r.database_key = Some(d.key.clone());
-        r.database_rule = Some(d.rule);
+        r.set_database(d);
     }
     let head = match m.head(w.bytes(), 64) {
         Ok(h) => h,
