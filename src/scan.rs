@@ -225,6 +225,9 @@ pub struct FileReport {
     /// Identity of a Python wheel.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wheel: Option<crate::wheel::WheelInfo>,
+    /// For a member of a scanned wheel: the bytes it occupies in the zip.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stored_size: Option<u64>,
     /// Problems found in this file.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<String>,
@@ -289,6 +292,7 @@ impl FileReport {
             file_type: None,
             kpack: None,
             wheel: None,
+            stored_size: None,
             problems: Vec::new(),
         }
     }

@@ -39,6 +39,8 @@ pub enum AppEvent {
     Pack(kpack::pack::PackEvent),
     /// The pack finished (or failed, or was cancelled).
     PackDone(Box<Result<kpack::pack::PackReport, String>>),
+    /// The wheel split finished (or failed).
+    WheelDone(Box<Result<kpack::wheel::split::WheelSplitReport, String>>),
     /// Time passed.
     Tick,
 }
@@ -176,6 +178,26 @@ pub struct PackSettings {
     pub output: String,
     /// zstd level.
     pub level: i32,
+    /// A wheel is open: split it (group = device package prefix) instead of packing.
+    pub wheel: bool,
+    /// The wheel's overlay root (wheels only).
+    pub overlay: String,
+}
+
+impl PackSettings {
+    /// The editable text fields, in order: group (or device package prefix),
+    /// overlay root (wheels only), output.
+    pub fn fields(&self) -> usize {
+        if self.wheel { 3 } else { 2 }
+    }
+
+    fn field_mut(&mut self, i: usize) -> &mut String {
+        match (self.wheel, i) {
+            (_, 0) => &mut self.group,
+            (true, 1) => &mut self.overlay,
+            _ => &mut self.output,
+        }
+    }
 }
 
 /// Live state of a pack.
@@ -201,6 +223,8 @@ pub enum PackState {
     Running(PackProgress),
     /// Finished.
     Done(Box<Result<kpack::pack::PackReport, String>>),
+    /// A wheel split finished.
+    WheelDone(Box<Result<kpack::wheel::split::WheelSplitReport, String>>),
 }
 
 /// The whole UI state.
@@ -592,6 +616,7 @@ impl App {
                 }
             }
             AppEvent::PackDone(r) => self.pack = Some(PackState::Done(r)),
+            AppEvent::WheelDone(r) => self.pack = Some(PackState::WheelDone(r)),
             AppEvent::Plan(r) => {
                 self.planning = false;
                 self.plan = Some((self.selection(), *r));
@@ -818,32 +843,90 @@ impl App {
             .root
             .file_name()
             .map_or("tree".to_string(), |n| n.to_string_lossy().into_owned());
-        let output = self
-            .root
-            .with_file_name(format!("{name}.packed"))
-            .display()
-            .to_string();
-        self.pack = Some(PackState::Confirm {
-            settings: PackSettings {
+        let wheel = self.report.as_ref().and_then(|r| r.wheel.clone());
+        let settings = match wheel {
+            Some(w) => PackSettings {
+                group: format!("{}-device", w.name.to_lowercase().replace('_', "-")),
+                selection: self.wheel_selection(),
+                split: false,
+                per_family: false,
+                output: self
+                    .root
+                    .with_file_name(format!(
+                        "{}.split",
+                        name.strip_suffix(".whl").unwrap_or(&name)
+                    ))
+                    .display()
+                    .to_string(),
+                level: kpack::kpack::archive::DEFAULT_LEVEL,
+                wheel: true,
+                overlay: self.overlay_guess(),
+            },
+            None => PackSettings {
                 group: "rocm".into(),
                 selection,
                 split: false,
                 per_family: false,
-                output,
+                output: self
+                    .root
+                    .with_file_name(format!("{name}.packed"))
+                    .display()
+                    .to_string(),
                 level: kpack::kpack::archive::DEFAULT_LEVEL,
+                wheel: false,
+                overlay: String::new(),
             },
-            field: 0,
-        });
+        };
+        self.pack = Some(PackState::Confirm { settings, field: 0 });
         if !self.views.contains(&View::Pack) {
             self.views.push(View::Pack);
         }
         self.view = View::Pack;
     }
 
+    /// For a wheel: the selection as exact target IDs (what the families view's
+    /// picks take), or every target when nothing is picked.
+    pub fn wheel_selection(&self) -> Selection {
+        let picks = self.picks();
+        let targets = self.report.as_ref().map_or_else(Vec::new, |r| {
+            r.archs
+                .keys()
+                .filter(|a| picks.is_empty() || picks.iter().any(|p| p.takes(a)))
+                .cloned()
+                .collect()
+        });
+        Selection {
+            families: Vec::new(),
+            targets,
+        }
+    }
+
+    /// The top-level directory of the wheel holding the most device bytes (the
+    /// overlay root a split most likely wants: `torch` in a torch wheel).
+    pub fn overlay_guess(&self) -> String {
+        let mut by_top: std::collections::BTreeMap<&str, u64> = Default::default();
+        for f in self.report.iter().flat_map(|r| &r.files) {
+            if let Some((top, _)) = f.path.split_once('/')
+                && !top.ends_with(".dist-info")
+                && !top.ends_with(".data")
+            {
+                *by_top.entry(top).or_default() += f.device_bytes;
+            }
+        }
+        by_top
+            .iter()
+            .max_by_key(|(t, b)| (**b, std::cmp::Reverse(**t)))
+            .map_or_else(String::new, |(t, _)| t.to_string())
+    }
+
     fn pack_key(&mut self, k: KeyEvent) {
         match &mut self.pack {
             Some(PackState::Confirm { settings, field }) => match k.code {
-                KeyCode::Enter if !settings.selection.is_empty() && !settings.group.is_empty() => {
+                KeyCode::Enter
+                    if !settings.selection.is_empty()
+                        && !settings.group.is_empty()
+                        && (!settings.wheel || !settings.overlay.is_empty()) =>
+                {
                     let s = settings.clone();
                     self.requests.push(Request::Pack(s));
                     self.pack = Some(PackState::Running(PackProgress {
@@ -856,27 +939,18 @@ impl App {
                     self.views.retain(|v| *v != View::Pack);
                     self.view = View::Families;
                 }
-                KeyCode::Down | KeyCode::Up => *field = 1 - *field,
+                KeyCode::Down => *field = (*field + 1) % settings.fields(),
+                KeyCode::Up => {
+                    *field = (*field + settings.fields() - 1) % settings.fields();
+                }
                 KeyCode::Char('+') => settings.level = (settings.level + 1).min(22),
                 KeyCode::Char('-') => settings.level = (settings.level - 1).max(1),
-                KeyCode::F(2) => settings.split = !settings.split,
-                KeyCode::F(3) => settings.per_family = !settings.per_family,
+                KeyCode::F(2) if !settings.wheel => settings.split = !settings.split,
+                KeyCode::F(3) if !settings.wheel => settings.per_family = !settings.per_family,
                 KeyCode::Backspace => {
-                    let f = if *field == 0 {
-                        &mut settings.group
-                    } else {
-                        &mut settings.output
-                    };
-                    f.pop();
+                    settings.field_mut(*field).pop();
                 }
-                KeyCode::Char(c) => {
-                    let f = if *field == 0 {
-                        &mut settings.group
-                    } else {
-                        &mut settings.output
-                    };
-                    f.push(c);
-                }
+                KeyCode::Char(c) => settings.field_mut(*field).push(c),
                 _ => {}
             },
             Some(PackState::Running(_)) => {
@@ -884,7 +958,7 @@ impl App {
                     self.cancel_pack = true;
                 }
             }
-            Some(PackState::Done(_)) | None => {
+            Some(PackState::Done(_) | PackState::WheelDone(_)) | None => {
                 if k.code == KeyCode::Esc {
                     self.view = View::Families;
                 }

@@ -7,6 +7,7 @@ pub mod diffview;
 pub mod timeline;
 pub mod tree;
 pub mod ui;
+pub mod wheelsplit;
 
 #[cfg(test)]
 mod tests;
@@ -120,6 +121,19 @@ fn run_pack(
         .map_err(|e| e.to_string())
 }
 
+/// Split the open wheel as the dialog set it (targets: the families view's picks).
+fn run_wheel_split(
+    root: &Path,
+    s: &app::PackSettings,
+    tx: &Sender<AppEvent>,
+) -> Result<kpack::wheel::split::WheelSplitReport, String> {
+    let mut opts = kpack::wheel::split::WheelSplitOptions::new(&s.group, &s.overlay);
+    opts.targets = Some(s.selection.targets.clone());
+    opts.level = s.level;
+    kpack::wheel::split::split_wheel(root, Path::new(&s.output), &opts, &PackForward(tx.clone()))
+        .map_err(|e| e.to_string())
+}
+
 /// The file a relative path names: under the tree, or the opened file itself.
 fn file_in(root: &Path, rel: &str) -> PathBuf {
     if root.is_dir() {
@@ -139,6 +153,13 @@ pub fn extract_dir(archive: &Path) -> PathBuf {
 /// Start the background work an app asked for.
 fn start(req: Request, root: &Path, tx: &Sender<AppEvent>, cancel: &kpack::event::CancelToken) {
     match req {
+        Request::Pack(settings) if settings.wheel => {
+            let (root, tx) = (root.to_path_buf(), tx.clone());
+            std::thread::spawn(move || {
+                let r = run_wheel_split(&root, &settings, &tx);
+                let _ = tx.send(AppEvent::WheelDone(Box::new(r)));
+            });
+        }
         Request::Pack(settings) => {
             let (root, tx, cancel) = (root.to_path_buf(), tx.clone(), cancel.clone());
             std::thread::spawn(move || {

@@ -452,6 +452,8 @@ fn pack_result_screen_from_a_real_pack() {
         per_family: false,
         output: out.display().to_string(),
         level: 3,
+        wheel: false,
+        overlay: String::new(),
     };
     let (tx, _rx) = std::sync::mpsc::channel();
     let r = super::run_pack(&demo(), &settings, &tx, &kpack::event::CancelToken::new());
@@ -670,6 +672,8 @@ fn pack_dialog_chooses_archives_per_target_or_family() {
         per_family: true,
         output: tmp.path().join("p").display().to_string(),
         level: 3,
+        wheel: false,
+        overlay: String::new(),
     };
     let (tx, _rx) = std::sync::mpsc::channel();
     let r = super::run_pack(&demo(), &settings, &tx, &kpack::event::CancelToken::new()).unwrap();
@@ -873,4 +877,86 @@ fn a_target_inside_a_selected_preset_is_not_toggled_in_secret() {
     assert!(note.contains("gfx906 is packed with gfx90X"), "{note}");
     let screen = format!("{:?}", render(&app, 120, 30).backend());
     assert!(screen.contains("deselect gfx90X"), "{screen}");
+}
+
+/// A wheel written with our zip writer from the fixtures (torch/lib: a hipcc and a
+/// clang-19 CCOB library).
+fn fixture_wheel(dir: &Path) -> PathBuf {
+    use kpack::zip::write::{ZipWriter, stored};
+    let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bin");
+    let path = dir.join("torch-1.0-py3-none-any.whl");
+    let mut w = ZipWriter::new(std::fs::File::create(&path).unwrap());
+    let mut add = |name: &str, data: &[u8], mode: u32| {
+        w.add_bytes(name, mode, stored(data), data).unwrap();
+    };
+    for lib in ["libkernels.so", "libkernels_z.so"] {
+        add(
+            &format!("torch/lib/{lib}"),
+            &std::fs::read(fx.join(lib)).unwrap(),
+            0o755,
+        );
+    }
+    add("torch/__init__.py", b"", 0o644);
+    add(
+        "torch-1.0.dist-info/METADATA",
+        b"Metadata-Version: 2.1\nName: torch\nVersion: 1.0\n",
+        0o644,
+    );
+    add(
+        "torch-1.0.dist-info/WHEEL",
+        b"Wheel-Version: 1.0\nTag: py3-none-any\n",
+        0o644,
+    );
+    add("torch-1.0.dist-info/RECORD", b"", 0o644);
+    w.finish().unwrap();
+    path
+}
+
+#[test]
+fn a_wheel_is_split_from_the_families_view() {
+    let tmp = tempfile::tempdir().unwrap();
+    let whl = fixture_wheel(tmp.path());
+    let mut app = App::new(PathBuf::from("torch-1.0-py3-none-any.whl"), None);
+    let r = kpack::scan::scan(
+        &whl,
+        &kpack::scan::ScanOptions::default(),
+        &kpack::event::NoEvents,
+    )
+    .map_err(|e| e.to_string());
+    app.update(AppEvent::ScanDone(Box::new(r)));
+    key(&mut app, KeyCode::Char('2'));
+    let screen = format!("{:?}", render(&app, 120, 30).backend());
+    assert!(screen.contains("projected wheels"), "{screen}");
+    assert!(screen.contains("torch-device-gfx90a"), "{screen}");
+    assert!(screen.contains("P split the wheel"), "{screen}");
+    key(&mut app, KeyCode::Char('P'));
+    insta::assert_snapshot!(
+        "wheel_split_confirm_100x30",
+        render(&app, 100, 30).backend()
+    );
+    key(&mut app, KeyCode::Enter);
+    let Some(super::app::Request::Pack(s)) = app.requests.pop() else {
+        panic!("no split request");
+    };
+    assert!(s.wheel);
+    assert_eq!(s.overlay, "torch");
+    assert_eq!(s.group, "torch-device");
+    assert_eq!(
+        s.selection.targets,
+        ["gfx1030", "gfx900", "gfx90a", "gfx90a:xnack+"]
+    );
+    // The result screen lists the wheels the core wrote.
+    let mut opts = kpack::wheel::split::WheelSplitOptions::new(&s.group, &s.overlay);
+    opts.targets = Some(s.selection.targets.clone());
+    let out = tmp.path().join("out");
+    let report =
+        kpack::wheel::split::split_wheel(&whl, &out, &opts, &kpack::event::NoEvents).unwrap();
+    app.update(AppEvent::WheelDone(Box::new(Ok(report))));
+    let screen = format!("{:?}", render(&app, 120, 30).backend());
+    assert!(screen.contains("wheels written"), "{screen}");
+    assert!(
+        screen.contains("torch_device_gfx90a-1.0-py3-none-any.whl"),
+        "{screen}"
+    );
+    assert!(screen.contains("(gfx90a gfx90a:xnack+)"), "{screen}");
 }

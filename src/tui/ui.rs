@@ -135,10 +135,13 @@ fn status(app: &App) -> String {
             "↑↓/jk move · →/l open · ←/h close · Enter/p preview · s sort ({}) · / filter",
             app.sort.label()
         ),
-        View::Families => app
-            .families_note
-            .clone()
-            .unwrap_or_else(|| "↑↓ move · Space toggle · e plan · P pack".to_string()),
+        View::Families => app.families_note.clone().unwrap_or_else(|| {
+            if app.report.as_ref().is_some_and(|r| r.wheel.is_some()) {
+                "↑↓ move · Space toggle · P split the wheel".to_string()
+            } else {
+                "↑↓ move · Space toggle · e plan · P pack".to_string()
+            }
+        }),
         View::Preview => "↑↓ scroll".to_string(),
         View::Kernels => format!(
             "↑↓ move · s sort ({}) · / find by name{}",
@@ -156,6 +159,9 @@ fn status(app: &App) -> String {
             }
         },
         View::Pack => match &app.pack {
+            Some(super::app::PackState::Confirm { settings, .. }) if settings.wheel => {
+                "type to edit · ↑↓ field · +/- level · Enter split · Esc back".to_string()
+            }
             Some(super::app::PackState::Confirm { .. }) => {
                 "type to edit · ↑↓ field · +/- level · F2 layout · Enter start · Esc back"
                     .to_string()
@@ -514,6 +520,24 @@ fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         ]));
     }
     l.push(Line::from(""));
+    if report.wheel.is_some() {
+        let overlay = app.overlay_guess();
+        if let Some(p) = super::wheelsplit::projection(app, &overlay) {
+            let prefix = report.wheel.as_ref().map_or("pkg-device".into(), |w| {
+                format!("{}-device", w.name.to_lowercase())
+            });
+            l.extend(super::wheelsplit::projection_lines(&p, &prefix, theme));
+        }
+        l.push(Line::from(""));
+        l.push(Line::from(format!(
+            "P: split the wheel (overlay root {overlay}/) with these targets"
+        )));
+        frame.render_widget(
+            Paragraph::new(l).block(Block::bordered().title(" device bytes per arch ")),
+            right,
+        );
+        return;
+    }
     // What leaves the tree: the whole pages of `.hip_fatbin` of the binaries a pack
     // rewrites, and their kernels of the selected families go to the archives.
     let packed: Vec<&kpack::scan::FileReport> = report
@@ -1008,6 +1032,10 @@ fn pack(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             Paragraph::new("Choose families in the Architectures view and press P."),
             area,
         ),
+        Some(PackState::Confirm { settings, field }) if settings.wheel => {
+            super::wheelsplit::confirm(frame, app, settings, *field, area, theme);
+        }
+        Some(PackState::WheelDone(r)) => super::wheelsplit::done(frame, r, area, theme),
         Some(PackState::Confirm { settings, field }) => {
             let mark = |i: usize| if *field == i { "▶" } else { " " };
             let lines = vec![

@@ -312,6 +312,7 @@ pub fn scan_wheel(
 /// Classify one member (what `scan` does for a file).
 pub fn inspect_member(w: &Wheel, m: &Member, handlers: &[Database], spill: &Path) -> FileReport {
     let mut r = FileReport::new(m.name.clone(), FileKind::Opaque, m.size, m.permissions());
+    r.stored_size = Some(m.compressed_size);
     if m.is_symlink() {
         r.kind = FileKind::Symlink;
         match m.read_all(w.bytes()) {

@@ -1,0 +1,176 @@
+//! The TUI's wheel split: the projection shown in the families view when a wheel is
+//! open, the confirm dialog (device package prefix, overlay root, output), and the
+//! result screen listing the wheels written. The live panes are the pack's.
+
+use super::app::{App, PackSettings};
+use super::ui::Theme;
+use crate::text::size;
+use kpack::wheel::bootstrap::dist_name;
+use kpack::wheel::split::{WheelProjection, WheelSplitReport, project};
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Clear, Paragraph, Wrap};
+
+/// The projection for the current selection of the families view.
+pub fn projection(app: &App, overlay: &str) -> Option<WheelProjection> {
+    let report = app.report.as_ref()?;
+    let sel = app.wheel_selection();
+    Some(project(report, overlay, Some(&sel.targets), &[]))
+}
+
+/// Lines of the projected host and device wheels (`prefix` names the device wheels).
+pub fn projection_lines(p: &WheelProjection, prefix: &str, theme: Theme) -> Vec<Line<'static>> {
+    let mut l = vec![Line::from(Span::styled(
+        "projected wheels: a guess (zstd keeps 25-40% of code)",
+        Style::new().add_modifier(Modifier::BOLD),
+    ))];
+    l.push(Line::from(format!(
+        "host wheel            {}–{}",
+        size(p.host),
+        size(p.host_high)
+    )));
+    for d in &p.devices {
+        l.push(Line::from(format!(
+            "{:<21} {}–{}  {} ({} raw)",
+            dist_name(prefix, &d.key),
+            size(d.low),
+            size(d.high),
+            d.targets.join(" "),
+            size(d.raw)
+        )));
+    }
+    if p.left_out > 0 {
+        l.push(Line::from(Span::styled(
+            format!(
+                "{} code objects of unselected targets are left out",
+                p.left_out
+            ),
+            theme.fg(Color::Yellow),
+        )));
+    }
+    if !p.unknown.is_empty() {
+        l.push(Line::from(Span::styled(
+            format!(
+                "no rocm-bootstrap package for {}: deselect them to split",
+                p.unknown.join(" ")
+            ),
+            theme.fg(Color::LightRed),
+        )));
+    }
+    l
+}
+
+/// The confirm dialog of a wheel split.
+pub fn confirm(
+    frame: &mut Frame,
+    app: &App,
+    s: &PackSettings,
+    field: usize,
+    area: Rect,
+    theme: Theme,
+) {
+    let mark = |i: usize| if field == i { "▶" } else { " " };
+    let mut lines = vec![
+        Line::from(Span::styled(
+            "Split this wheel into a host wheel and device wheels",
+            Style::new().add_modifier(Modifier::BOLD),
+        )),
+        Line::from(""),
+        Line::from(format!("{} device prefix {}▏", mark(0), s.group)),
+        Line::from(format!("{} overlay root  {}▏", mark(1), s.overlay)),
+        Line::from(format!("{} output        {}▏", mark(2), s.output)),
+        Line::from(format!(
+            "  targets       {}",
+            if s.selection.is_empty() {
+                "(none)".to_string()
+            } else {
+                s.selection.label()
+            }
+        )),
+        Line::from(format!("  zstd level    {}", s.level)),
+        Line::from(""),
+    ];
+    if let Some(p) = projection(app, &s.overlay) {
+        lines.extend(projection_lines(&p, &s.group, theme));
+    }
+    lines.push(Line::from(""));
+    lines.push(Line::from(
+        "Enter starts; the wheel is never modified, nothing appears in the output until done.",
+    ));
+    let w = area.width.min(100);
+    let h = area.height.min(lines.len() as u16 + 2);
+    let r = Rect {
+        x: area.x + (area.width - w) / 2,
+        y: area.y + (area.height - h) / 2,
+        width: w,
+        height: h,
+    };
+    frame.render_widget(Clear, r);
+    frame.render_widget(
+        Paragraph::new(lines).block(Block::bordered().title(" split wheel ")),
+        r,
+    );
+}
+
+/// The result screen.
+pub fn done(frame: &mut Frame, r: &Result<WheelSplitReport, String>, area: Rect, theme: Theme) {
+    let r = match r {
+        Ok(r) => r,
+        Err(e) => {
+            frame.render_widget(
+                Paragraph::new(e.as_str())
+                    .wrap(Wrap { trim: false })
+                    .block(Block::bordered().title(" split failed: nothing was written ")),
+                area,
+            );
+            return;
+        }
+    };
+    let mut l = vec![
+        Line::from(Span::styled(
+            format!("split {} {} into {}", r.name, r.version, r.output.display()),
+            theme.fg(Color::LightGreen).add_modifier(Modifier::BOLD),
+        )),
+        Line::from(format!(
+            "{} binaries rewritten host-only, {} code objects archived; {} -> {}",
+            r.rewritten,
+            r.kernels,
+            size(r.bytes_in),
+            size(r.bytes_out)
+        )),
+        Line::from(""),
+        Line::from(format!(
+            "host    {:>11}  {}",
+            size(r.host.bytes),
+            r.host.file
+        )),
+    ];
+    for d in &r.devices {
+        let ts: Vec<&str> = d.archives.iter().map(|a| a.target.as_str()).collect();
+        l.push(Line::from(format!(
+            "device  {:>11}  {}  ({})",
+            size(d.bytes),
+            d.file,
+            ts.join(" ")
+        )));
+    }
+    l.push(Line::from(""));
+    if let Some(x) = r.extras.first() {
+        l.push(Line::from(format!(
+            "install: pip install --find-links {} '{}[{x}]'",
+            r.output.display(),
+            r.name.to_lowercase()
+        )));
+    }
+    for w in &r.warnings {
+        l.push(Line::from(Span::styled(w.clone(), theme.fg(Color::Yellow))));
+    }
+    frame.render_widget(
+        Paragraph::new(l)
+            .wrap(Wrap { trim: false })
+            .block(Block::bordered().title(" wheels written ")),
+        area,
+    );
+}
