@@ -182,3 +182,43 @@ fn two_packs_racing_for_one_output_leave_one_complete_output() {
         );
     }
 }
+
+/// `wheel split` onto a read-only disk and onto a full one: exit 2 with the OS
+/// error and the place, nothing left behind (not even the staging directory), the
+/// input wheel untouched.
+#[test]
+fn wheel_split_on_read_only_and_full_disks_leaves_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(whl) = fixture_wheel(tmp.path()) else {
+        return;
+    };
+    let before = std::fs::read(&whl).unwrap();
+    let Some(ro) = Mount::new("ro,size=1m") else {
+        return;
+    };
+    let o = split_wheel(&whl, &ro.path().join("dist"), &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("Read-only file system"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(std::fs::read_dir(ro.path()).unwrap().next().is_none());
+    // The split writes about 40 KiB of wheels plus staging: 24 KiB is too little.
+    let Some(small) = Mount::new("size=24k") else {
+        return;
+    };
+    let out = small.path().join("dist");
+    let o = split_wheel(&whl, &out, &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("No space left on device"),
+        "{}",
+        stderr(&o)
+    );
+    let left: Vec<_> = std::fs::read_dir(&out)
+        .map(|d| d.map(|e| e.unwrap().file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "nothing left behind: {left:?}");
+    assert_eq!(std::fs::read(&whl).unwrap(), before, "input untouched");
+}
