@@ -201,6 +201,27 @@ impl Inventory<'_> {
         let idx = std::fs::File::open(file)
             .map_err(|e| e.to_string())
             .and_then(|f| crate::kpack::archive::parse_index_file(&f).map_err(|e| e.to_string()));
+        self.archive_index(path, idx, only);
+    }
+
+    /// The entries of an archive member of a wheel.
+    fn wheel_archive(&mut self, w: &crate::wheel::Wheel, path: &str) {
+        let idx = match w.member(path) {
+            Some(m) => w
+                .contents(m, &std::env::temp_dir())
+                .map_err(|e| e.to_string())
+                .and_then(|d| crate::kpack::archive::parse_index(&d).map_err(|e| e.to_string())),
+            None => Err("not in the wheel".to_string()),
+        };
+        self.archive_index(path, idx, None);
+    }
+
+    fn archive_index(
+        &mut self,
+        path: &str,
+        idx: std::result::Result<crate::kpack::archive::ArchiveIndex, String>,
+        only: Option<&str>,
+    ) {
         match idx {
             Ok(idx) => {
                 for e in &idx.kernels {
@@ -223,7 +244,9 @@ impl Inventory<'_> {
 }
 
 fn read_side(root: &Path, opts: &DiffOptions) -> Result<Side> {
-    crate::kernels::refuse_zip(root)?;
+    if !crate::wheel::is_wheel_path(root) {
+        crate::kernels::refuse_zip(root)?;
+    }
     let scan = scan::scan(
         root,
         &ScanOptions {
@@ -232,13 +255,40 @@ fn read_side(root: &Path, opts: &DiffOptions) -> Result<Side> {
         },
         &crate::event::NoEvents,
     )?;
-    let root_is_file = std::fs::metadata(root).is_ok_and(|m| m.is_file());
+    // A wheel is a tree of members, not one file.
+    let root_is_file = std::fs::metadata(root).is_ok_and(|m| m.is_file()) && scan.wheel.is_none();
     let mut inv = Inventory {
         targets: &opts.targets,
         objects: Vec::new(),
         diagnostics: Vec::new(),
     };
+    let wheel = match &scan.wheel {
+        Some(_) => Some(crate::wheel::Wheel::open(root)?),
+        None => None,
+    };
     for f in scan.files.iter().filter(|f| f.hard_link_of.is_none()) {
+        if let Some(w) = &wheel {
+            // A wheel's members are its files; host-only members are not followed
+            // (their archives are members too, or in the device wheels).
+            match f.kind {
+                FileKind::Kpack => inv.wheel_archive(w, &f.path),
+                FileKind::HostOnlyBinary => {}
+                _ => {
+                    for b in f.all_bundles() {
+                        for t in &b.targets {
+                            let sizes = (t.size, t.compressed_size);
+                            inv.push(&f.path, &f.path, Some(b.index as u32), &t.arch, sizes);
+                        }
+                    }
+                    if f.kind == FileKind::CodeObject
+                        && let Some(t) = &f.arch
+                    {
+                        inv.push(&f.path, &f.path, None, t, (f.size, f.size));
+                    }
+                }
+            }
+            continue;
+        }
         let abs = if root_is_file {
             root.to_path_buf()
         } else {

@@ -432,8 +432,8 @@ pub fn marker_archives(binary: &Path, m: &crate::kpack::Marker) -> Vec<PathBuf> 
     out
 }
 
-/// Refuse a zip that is not read as a wheel (diff does not read wheels yet; a zip
-/// not named `.whl` is not a wheel): a silent "0 kernels" would mislead.
+/// Refuse a zip that is not read as a wheel (not named `.whl`): a silent
+/// "0 kernels" would mislead.
 pub fn refuse_zip(root: &Path) -> Result<()> {
     use std::io::Read;
     let mut head = [0u8; 4];
@@ -445,8 +445,8 @@ pub fn refuse_zip(root: &Path) -> Result<()> {
     if is_zip {
         return Err(Error::Unsupported {
             path: root.to_path_buf(),
-            what: "a zip archive (a Python wheel?): its members are not read yet; unzip it and \
-                   give the directory"
+            what: "a zip archive that is not read as a wheel (name it .whl if it is one, or \
+                   unzip it and give the directory)"
                 .into(),
         });
     }

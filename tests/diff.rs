@@ -256,3 +256,53 @@ fn scan_exports_the_target_table_and_the_file_by_target_matrix() {
         assert_eq!(j["arch_totals"][t]["raw"].as_u64(), Some(*v), "{t}");
     }
 }
+
+/// Wheels as sides: the fat wheel against its split host wheel (device code gone
+/// from each binary, METADATA grown) and against the gfx90a device wheel (only the
+/// gfx90a targets remain, byte for byte).
+#[test]
+fn wheels_compare_member_by_member() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(whl) = fixture_wheel(tmp.path()) else {
+        return;
+    };
+    let dist = tmp.path().join("dist");
+    assert!(split_wheel(&whl, &dist, &[]).status.success());
+    let host = dist.join(whl.file_name().unwrap());
+    let (r, code, e) = json(&["diff", whl.to_str().unwrap(), host.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{e}");
+    for t in r["targets"].as_array().unwrap() {
+        assert!(t["old_bytes"].as_u64().unwrap() > 0, "{t}");
+        assert_eq!(t["new_bytes"], 0, "{t}");
+    }
+    let f = r["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["path"] == "torch/lib/libkernels.so")
+        .unwrap()
+        .clone();
+    assert_eq!(f["change"], "shrunk", "{f}");
+    assert_eq!(f["new_device"], 0, "{f}");
+    let dev = dist.join("amd_torch_device_gfx90a-2.10.0+rocm7.1-cp311-cp311-linux_x86_64.whl");
+    let (r, _, e) = json(&[
+        "diff",
+        whl.to_str().unwrap(),
+        dev.to_str().unwrap(),
+        "--by",
+        "target",
+    ]);
+    let t = |n: &str| {
+        r["targets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["target"] == n)
+            .unwrap()
+            .clone()
+    };
+    for n in ["gfx90a", "gfx90a:xnack+"] {
+        assert_eq!(t(n)["old_bytes"], t(n)["new_bytes"], "{n}: {e}");
+    }
+    assert_eq!(t("gfx900")["new_bytes"], 0);
+}

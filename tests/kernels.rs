@@ -395,7 +395,7 @@ fn the_cache_gives_what_a_fresh_read_gives() {
 }
 
 #[test]
-fn a_wheel_is_read_member_by_member_and_diff_refuses_it() {
+fn a_wheel_is_read_member_by_member_and_other_zips_are_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let whl = tmp.path().join("t-1.0-py3-none-any.whl");
     std::fs::write(&whl, b"PK\x03\x04 not a zip really").unwrap();
@@ -404,7 +404,18 @@ fn a_wheel_is_read_member_by_member_and_diff_refuses_it() {
     assert!(stderr(&o).contains("not a zip archive"), "{}", stderr(&o));
     let o = kpack(&["diff", whl.to_str().unwrap(), whl.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("Python wheel"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("not a zip archive"), "{}", stderr(&o));
+    // A zip not named .whl is refused, not read as 0 kernels.
+    let zip = tmp.path().join("t.zip");
+    std::fs::write(&zip, b"PK\x03\x04 some zip").unwrap();
+    for args in [
+        vec!["kernels", zip.to_str().unwrap()],
+        vec!["diff", zip.to_str().unwrap(), zip.to_str().unwrap()],
+    ] {
+        let o = kpack(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&o).contains("not read as a wheel"), "{}", stderr(&o));
+    }
     // A real wheel: the kernels of its members are those of the fixture files.
     let Some(whl) = fixture_wheel(tmp.path()) else {
         return;
