@@ -6,13 +6,20 @@ use std::path::PathBuf;
 /// Inspect ROCm fat binaries and install trees; pack device code into .kpack archives.
 ///
 /// `kpack-tui PATH` inspects PATH: a directory (every file classified, bundles,
-/// architectures, sizes), a single binary or bundle file. `--no-tui` prints a report
-/// instead of opening the terminal UI; `--json` prints the full model.
+/// architectures, sizes), a single binary or bundle file, a Python wheel, a .kpack
+/// archive or a compile trace; `kpack-tui OLD NEW` compares two builds (as `diff`).
+/// `--no-tui` prints a report instead of opening the terminal UI; `--json` prints the
+/// full model.
 #[derive(Debug, Parser)]
 #[command(name = "kpack-tui", version, args_conflicts_with_subcommands = true)]
 pub struct Cli {
-    /// What to open: an install tree, a binary, a bundle file. Default: the bundled demo tree.
+    /// What to open: an install tree, a binary, a bundle file, a wheel, an archive, a
+    /// trace. Default: the bundled demo tree.
     pub path: Option<PathBuf>,
+
+    /// A second path: compare PATH (old) with it (new), as `kpack-tui diff PATH NEW`.
+    #[arg(value_name = "NEW")]
+    pub new: Option<PathBuf>,
 
     #[command(flatten)]
     pub common: Common,

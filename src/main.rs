@@ -128,29 +128,7 @@ fn run(cli: Cli) -> Result<i32> {
             top,
             csv,
             budgets,
-        }) => {
-            let opts = kpack::diff::DiffOptions {
-                targets,
-                threads: common.jobs,
-                // The kernel table needs the code objects of the binaries that differ.
-                kernels: matches!(by, cli::DiffByArg::All | cli::DiffByArg::Kernel),
-            };
-            if !csv && budgets.is_empty() && wants_tui(&common) {
-                let report = kpack::diff::diff(&old, &new, &opts).with_context(|| {
-                    format!("cannot compare {} with {}", old.display(), new.display())
-                })?;
-                tui::run_diff(report)?;
-                return Ok(EXIT_OK);
-            }
-            let format = if common.json {
-                batch::diff::Format::Json
-            } else if csv {
-                batch::diff::Format::Csv
-            } else {
-                batch::diff::Format::Text { top }
-            };
-            with_stdout(|out| batch::diff::run(&old, &new, &opts, by, format, &budgets, out))
-        }
+        }) => run_diff(&old, &new, by, targets, (top, csv), &budgets, &common),
         Some(Command::FindKernel {
             pattern,
             path,
@@ -213,6 +191,17 @@ fn run(cli: Cli) -> Result<i32> {
                     _demo_dir.path().join("demo")
                 }
             };
+            if let Some(new) = cli.new {
+                return run_diff(
+                    &path,
+                    &new,
+                    cli::DiffByArg::All,
+                    Vec::new(),
+                    (20, false),
+                    &[],
+                    &common,
+                );
+            }
             if is_kpack(&path) {
                 if !common.no_tui && !common.json && io::stdout().is_terminal() {
                     let a = kpack::kpack::Archive::open(&path)?;
@@ -231,6 +220,38 @@ fn run(cli: Cli) -> Result<i32> {
             run_scan(&path, &common)
         }
     }
+}
+
+/// `diff` (and `kpack-tui OLD NEW`): the diff view in a terminal, else a report.
+fn run_diff(
+    old: &Path,
+    new: &Path,
+    by: cli::DiffByArg,
+    targets: Vec<String>,
+    (top, csv): (usize, bool),
+    budgets: &[kpack::diff::Budget],
+    common: &Common,
+) -> Result<i32> {
+    let opts = kpack::diff::DiffOptions {
+        targets,
+        threads: common.jobs,
+        // The kernel table needs the code objects of the binaries that differ.
+        kernels: matches!(by, cli::DiffByArg::All | cli::DiffByArg::Kernel),
+    };
+    if !csv && budgets.is_empty() && wants_tui(common) {
+        let report = kpack::diff::diff(old, new, &opts)
+            .with_context(|| format!("cannot compare {} with {}", old.display(), new.display()))?;
+        tui::run_diff(report)?;
+        return Ok(EXIT_OK);
+    }
+    let format = if common.json {
+        batch::diff::Format::Json
+    } else if csv {
+        batch::diff::Format::Csv
+    } else {
+        batch::diff::Format::Text { top }
+    };
+    with_stdout(|out| batch::diff::run(old, new, &opts, by, format, budgets, out))
 }
 
 /// Whether `path` is a file that starts with the `.kpack` magic.

@@ -306,3 +306,14 @@ fn wheels_compare_member_by_member() {
     }
     assert_eq!(t("gfx900")["new_bytes"], 0);
 }
+
+/// `kpack-tui OLD NEW` is `kpack-tui diff OLD NEW`.
+#[test]
+fn two_paths_compare_like_diff() {
+    let Some(dir) = pair() else { return };
+    let (old, new) = (dir.join("old"), dir.join("new"));
+    let (a, code, e) = json(&["--no-tui", old.to_str().unwrap(), new.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{e}");
+    let (b, _, _) = json(&["diff", old.to_str().unwrap(), new.to_str().unwrap()]);
+    assert_eq!(a, b);
+}
