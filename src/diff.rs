@@ -75,6 +75,20 @@ pub struct FileDelta {
     pub old_device: u64,
     /// After.
     pub new_device: u64,
+    /// Device bytes per target on either side, in target order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<FileTargetDelta>,
+}
+
+/// One target of one file on both sides.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FileTargetDelta {
+    /// Target ID.
+    pub target: String,
+    /// Code-object bytes before.
+    pub old_bytes: u64,
+    /// After.
+    pub new_bytes: u64,
 }
 
 /// One kernel on both sides (code sizes summed over the binary's bundles).
@@ -398,6 +412,18 @@ pub fn diff(old: &Path, new: &Path, opts: &DiffOptions) -> Result<DiffReport> {
         m
     };
     let (dev_a, dev_b) = (device(&a), device(&b));
+    // And per binary and target.
+    let per_target = |s: &Side| -> BTreeMap<String, BTreeMap<String, u64>> {
+        let mut m: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+        for o in &s.objects {
+            *m.entry(name(s, &o.binary))
+                .or_default()
+                .entry(o.target.clone())
+                .or_insert(0) += o.size;
+        }
+        m
+    };
+    let (pt_a, pt_b) = (per_target(&a), per_target(&b));
 
     // Files: regular files and symlinks, by path, then versioned libraries by key.
     let files = |s: &Side| -> BTreeMap<String, u64> {
@@ -456,7 +482,23 @@ pub fn diff(old: &Path, new: &Path, opts: &DiffOptions) -> Result<DiffReport> {
                 _ => Change::Shrunk,
             };
             let path = pb.clone().or(pa.clone()).unwrap_or_default();
+            let empty = BTreeMap::new();
+            let ta = pa.as_ref().and_then(|p| pt_a.get(p)).unwrap_or(&empty);
+            let tb = pb.as_ref().and_then(|p| pt_b.get(p)).unwrap_or(&empty);
+            let mut targets: Vec<FileTargetDelta> = ta
+                .keys()
+                .chain(tb.keys())
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .map(|t| FileTargetDelta {
+                    target: t.clone(),
+                    old_bytes: ta.get(t).copied().unwrap_or(0),
+                    new_bytes: tb.get(t).copied().unwrap_or(0),
+                })
+                .collect();
+            targets.sort_by(|x, y| crate::pack::units::target_order(&x.target, &y.target));
             FileDelta {
+                targets,
                 old_path: pa.filter(|p| *p != path),
                 path,
                 change,

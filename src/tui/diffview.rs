@@ -1,6 +1,8 @@
 //! The diff view (`kpack-tui diff OLD NEW` in a terminal): the per-target deltas as
 //! bars, the files and the kernels that changed, largest change first, growth red
-//! and shrinkage green; Tab cycles the tables, `/` filters, `s` sorts by name.
+//! and shrinkage green; Tab cycles the tables, `/` filters, `s` sorts by name, Enter
+//! drills down (a file → its targets → their kernels; a target → its kernels),
+//! Backspace goes back up, `?` lists the keys.
 
 use super::ui::Theme;
 use crate::text::{signed, size};
@@ -38,8 +40,29 @@ pub struct DiffView {
     pub filtering: bool,
     /// Rows by name instead of by change.
     pub by_name: bool,
+    /// Drilled-down levels, outermost first.
+    pub scope: Vec<Scope>,
+    /// The key help is shown.
+    pub help: bool,
     /// Leave.
     pub quit: bool,
+}
+
+/// A drill-down level.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// One file: its targets.
+    File(String),
+    /// One target: its kernels (of one file, when inside a file).
+    Target(String),
+}
+
+/// What a row stands for (to drill into).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum RowId {
+    Target(String),
+    File(String),
+    Kernel,
 }
 
 fn tone(old: u64, new: u64, theme: Theme) -> Style {
@@ -60,15 +83,108 @@ impl DiffView {
             filter: String::new(),
             filtering: false,
             by_name: false,
+            scope: Vec::new(),
+            help: false,
             quit: false,
         }
     }
 
-    /// Lines of the current table (label for filtering, then the rendered line).
+    /// The file and target the view is narrowed to.
+    fn narrowed(&self) -> (Option<&str>, Option<&str>) {
+        let mut file = None;
+        let mut target = None;
+        for s in &self.scope {
+            match s {
+                Scope::File(f) => file = Some(f.as_str()),
+                Scope::Target(t) => target = Some(t.as_str()),
+            }
+        }
+        (file, target)
+    }
+
+    /// Breadcrumbs of the scope (`Files › lib/libk.so › gfx90a`).
+    pub fn crumbs(&self) -> String {
+        self.scope
+            .iter()
+            .map(|s| match s {
+                Scope::File(f) | Scope::Target(f) => f.as_str(),
+            })
+            .collect::<Vec<_>>()
+            .join(" › ")
+    }
+
+    /// Lines of the current table.
     fn lines(&self, theme: Theme, bar_w: usize) -> Vec<Line<'static>> {
+        self.entries(theme, bar_w)
+            .into_iter()
+            .map(|(_, l)| l)
+            .collect()
+    }
+
+    fn bar_row(
+        label: &str,
+        old: u64,
+        new: u64,
+        max: u64,
+        bar_w: usize,
+        theme: Theme,
+    ) -> Line<'static> {
+        let d = (new as i64 - old as i64).unsigned_abs();
+        let n = ((d as u128 * bar_w as u128) / max.max(1) as u128) as usize;
+        Line::from(vec![
+            Span::raw(format!(
+                "{:<16} {:>11} → {:>11} {:>12} {:>7} ",
+                label,
+                size(old),
+                size(new),
+                signed(old, new),
+                crate::text::delta_pct(old, new)
+            )),
+            Span::styled(
+                "█".repeat(if d > 0 { n.max(1) } else { 0 }),
+                tone(old, new, theme),
+            ),
+        ])
+    }
+
+    /// Rows of the current table, each with what it stands for.
+    fn entries(&self, theme: Theme, bar_w: usize) -> Vec<(RowId, Line<'static>)> {
         let f = self.filter.as_str();
         let r = &self.report;
-        match self.section {
+        let (file, target) = self.narrowed();
+        // Inside a file and not yet a target: the file's targets.
+        if let (Some(p), None) = (file, target) {
+            let Some(fd) = r.files.iter().find(|x| x.path == p) else {
+                return Vec::new();
+            };
+            let max = fd
+                .targets
+                .iter()
+                .map(|t| (t.new_bytes as i64 - t.old_bytes as i64).unsigned_abs())
+                .max()
+                .unwrap_or(1);
+            let mut rows: Vec<_> = fd.targets.iter().filter(|t| t.target.contains(f)).collect();
+            if !self.by_name {
+                rows.sort_by_key(|t| {
+                    std::cmp::Reverse((t.new_bytes as i64 - t.old_bytes as i64).unsigned_abs())
+                });
+            }
+            return rows
+                .into_iter()
+                .map(|t| {
+                    (
+                        RowId::Target(t.target.clone()),
+                        Self::bar_row(&t.target, t.old_bytes, t.new_bytes, max, bar_w, theme),
+                    )
+                })
+                .collect();
+        }
+        let section = if target.is_some() {
+            Section::Kernels
+        } else {
+            self.section
+        };
+        match section {
             Section::Targets => {
                 let max = r
                     .targets
@@ -83,22 +199,10 @@ impl DiffView {
                 }
                 rows.into_iter()
                     .map(|t| {
-                        let d = (t.new_bytes as i64 - t.old_bytes as i64).unsigned_abs();
-                        let n = ((d as u128 * bar_w as u128) / max as u128) as usize;
-                        Line::from(vec![
-                            Span::raw(format!(
-                                "{:<16} {:>11} → {:>11} {:>12} {:>7} ",
-                                t.target,
-                                size(t.old_bytes),
-                                size(t.new_bytes),
-                                signed(t.old_bytes, t.new_bytes),
-                                crate::text::delta_pct(t.old_bytes, t.new_bytes)
-                            )),
-                            Span::styled(
-                                "█".repeat(if d > 0 { n.max(1) } else { 0 }),
-                                tone(t.old_bytes, t.new_bytes, theme),
-                            ),
-                        ])
+                        (
+                            RowId::Target(t.target.clone()),
+                            Self::bar_row(&t.target, t.old_bytes, t.new_bytes, max, bar_w, theme),
+                        )
                     })
                     .collect()
             }
@@ -128,7 +232,7 @@ impl DiffView {
                             .map(|p| format!(" (was {p})"))
                             .unwrap_or_default();
                         let (o, n) = (x.old_size + x.old_device, x.new_size + x.new_device);
-                        Line::from(vec![
+                        let line = Line::from(vec![
                             Span::styled(
                                 format!(
                                     "{mark} {:>11} {:>11}  ",
@@ -138,7 +242,8 @@ impl DiffView {
                                 tone(o, n, theme),
                             ),
                             Span::raw(format!("{}{was}", x.path)),
-                        ])
+                        ]);
+                        (RowId::File(x.path.clone()), line)
                     })
                     .collect()
             }
@@ -146,6 +251,15 @@ impl DiffView {
                 let mut rows: Vec<_> = r
                     .kernels
                     .iter()
+                    .filter(|k| {
+                        file.is_none_or(|p| {
+                            k.binary == p
+                                || r.files.iter().any(|x| {
+                                    x.path == p && x.old_path.as_deref() == Some(&k.binary)
+                                })
+                        })
+                    })
+                    .filter(|k| target.is_none_or(|t| k.target == t))
                     .filter(|k| {
                         k.name.contains(f)
                             || k.target.contains(f)
@@ -169,7 +283,7 @@ impl DiffView {
                             (_, None) => '-',
                             _ => '~',
                         };
-                        Line::from(vec![
+                        let line = Line::from(vec![
                             Span::styled(
                                 format!("{mark} {:>11}  ", signed(o, n)),
                                 tone(o, n, theme),
@@ -180,7 +294,8 @@ impl DiffView {
                                 k.binary,
                                 k.demangled.as_deref().unwrap_or(&k.name)
                             )),
-                        ])
+                        ]);
+                        (RowId::Kernel, line)
                     })
                     .collect()
             }
@@ -188,7 +303,32 @@ impl DiffView {
     }
 
     fn len(&self) -> usize {
-        self.lines(Theme { color: false }, 1).len()
+        self.entries(Theme { color: false }, 1).len()
+    }
+
+    /// Back up one level.
+    fn up(&mut self) {
+        if self.scope.pop().is_some() {
+            self.cursor = 0;
+        }
+    }
+
+    /// Enter: into the selected file or target.
+    fn drill(&mut self) {
+        let Some((id, _)) = self
+            .entries(Theme { color: false }, 1)
+            .into_iter()
+            .nth(self.cursor)
+        else {
+            return;
+        };
+        match id {
+            RowId::File(p) => self.scope.push(Scope::File(p)),
+            RowId::Target(t) => self.scope.push(Scope::Target(t)),
+            RowId::Kernel => return,
+        }
+        self.cursor = 0;
+        self.filter.clear();
     }
 
     /// One key.
@@ -209,18 +349,27 @@ impl DiffView {
             self.cursor = 0;
             return;
         }
+        if self.help {
+            self.help = false;
+            return;
+        }
         let n = self.len();
         let clamp = |v: isize| v.clamp(0, n.saturating_sub(1) as isize) as usize;
         match k.code {
             KeyCode::Char('q') => self.quit = true,
+            KeyCode::Char('?') => self.help = true,
+            KeyCode::Enter | KeyCode::Right | KeyCode::Char('l') => self.drill(),
+            KeyCode::Backspace | KeyCode::Left | KeyCode::Char('h') => self.up(),
             KeyCode::Tab | KeyCode::BackTab => {
                 let order = [Section::Targets, Section::Files, Section::Kernels];
                 let i = order.iter().position(|s| *s == self.section).unwrap_or(0);
                 let step = if k.code == KeyCode::Tab { 1 } else { 2 };
                 self.section = order[(i + step) % 3];
                 self.cursor = 0;
+                self.scope.clear();
             }
             KeyCode::Char('/') => self.filtering = true,
+            KeyCode::Esc if self.filter.is_empty() => self.up(),
             KeyCode::Esc => {
                 self.filter.clear();
                 self.cursor = 0;
@@ -323,11 +472,13 @@ pub fn draw(frame: &mut Frame, v: &DiffView, theme: Theme) {
             }
         })
         .collect();
-    let title = if v.filter.is_empty() {
-        String::new()
-    } else {
-        format!(" matching {:?} ", v.filter)
-    };
+    let mut title = String::new();
+    if !v.scope.is_empty() {
+        title = format!(" {} ", v.crumbs());
+    }
+    if !v.filter.is_empty() {
+        title.push_str(&format!(" matching {:?} ", v.filter));
+    }
     frame.render_widget(
         Paragraph::new(shown).block(Block::bordered().title(title)),
         body,
@@ -335,7 +486,42 @@ pub fn draw(frame: &mut Frame, v: &DiffView, theme: Theme) {
     let hint = if v.filtering {
         format!(" filter: {}▏  Enter keep · Esc clear", v.filter)
     } else {
-        " Tab table · ↑↓ move · / filter · s sort · q quit".to_string()
+        " Tab table · ↑↓ move · Enter into · ⌫ back · / filter · s sort · ? help · q quit"
+            .to_string()
     };
     frame.render_widget(Paragraph::new(hint).style(theme.fg(Color::Gray)), foot);
+    if v.help {
+        let keys = [
+            ("Tab / Shift-Tab", "targets, files, kernels"),
+            ("↑↓ jk PgUp PgDn g G", "move"),
+            (
+                "Enter → l",
+                "into the selected file (its targets) or target (its kernels)",
+            ),
+            ("Backspace ← h Esc", "back up one level"),
+            (
+                "/",
+                "filter by path, name or target (Enter keeps, Esc clears)",
+            ),
+            ("s", "largest change first, or by name"),
+            ("q", "quit"),
+        ];
+        let lines: Vec<Line> = keys
+            .iter()
+            .map(|(k, w)| Line::from(format!(" {k:<20} {w}")))
+            .collect();
+        let w = area.width.min(90);
+        let h = area.height.min(lines.len() as u16 + 2);
+        let r = ratatui::layout::Rect {
+            x: area.x + (area.width - w) / 2,
+            y: area.y + (area.height - h) / 2,
+            width: w,
+            height: h,
+        };
+        frame.render_widget(ratatui::widgets::Clear, r);
+        frame.render_widget(
+            Paragraph::new(lines).block(Block::bordered().title(" keys (any key closes) ")),
+            r,
+        );
+    }
 }

@@ -960,3 +960,96 @@ fn a_wheel_is_split_from_the_families_view() {
     );
     assert!(screen.contains("(gfx90a gfx90a:xnack+)"), "{screen}");
 }
+
+#[test]
+fn diff_view_drills_from_file_to_target_to_kernels_and_back() {
+    use super::diffview::{DiffView, Section, draw};
+    let mut v = DiffView::new(diff_report());
+    let render = |v: &DiffView, w, h| {
+        let mut t = Terminal::new(TestBackend::new(w, h)).unwrap();
+        t.draw(|f| draw(f, v, Theme { color: false })).unwrap();
+        format!("{:?}", t.backend())
+    };
+    let k = |v: &mut DiffView, c| v.key(KeyEvent::new(c, KeyModifiers::NONE));
+    k(&mut v, KeyCode::Tab);
+    assert_eq!(v.section, Section::Files);
+    // Enter on lib/libk.so (rows are largest change first, as in the report): the
+    // file's targets, old and new (gfx900/gfx90a before, gfx1030 and gfx90a:xnack+
+    // after).
+    let libk = v
+        .report
+        .files
+        .iter()
+        .find(|f| f.path == "lib/libk.so")
+        .unwrap()
+        .clone();
+    v.cursor = v
+        .report
+        .files
+        .iter()
+        .position(|x| x.path == "lib/libk.so")
+        .unwrap();
+    k(&mut v, KeyCode::Enter);
+    assert_eq!(
+        v.scope,
+        [super::diffview::Scope::File("lib/libk.so".into())]
+    );
+    let screen = render(&v, 160, 48);
+    assert!(screen.contains("lib/libk.so"), "{screen}");
+    for t in &libk.targets {
+        assert!(screen.contains(&t.target), "{}: {screen}", t.target);
+    }
+    assert!(libk.targets.len() >= 4, "{:?}", libk.targets);
+    insta::assert_snapshot!("diff_file_targets_120x24", {
+        let mut t = Terminal::new(TestBackend::new(120, 24)).unwrap();
+        t.draw(|f| draw(f, &v, Theme { color: false })).unwrap();
+        t.backend().clone()
+    });
+    // Enter on a target: that file's kernels of that target only.
+    k(&mut v, KeyCode::Enter);
+    assert_eq!(v.scope.len(), 2);
+    let screen = render(&v, 160, 48);
+    let target = match &v.scope[1] {
+        super::diffview::Scope::Target(t) => t.clone(),
+        s => panic!("{s:?}"),
+    };
+    let want: Vec<&kpack::diff::KernelDelta> = v
+        .report
+        .kernels
+        .iter()
+        .filter(|x| x.binary == "lib/libk.so" && x.target == target)
+        .collect();
+    assert!(!want.is_empty());
+    for x in &want {
+        assert!(
+            screen.contains(x.demangled.as_deref().unwrap_or(&x.name)),
+            "{screen}"
+        );
+    }
+    let others = v
+        .report
+        .kernels
+        .iter()
+        .filter(|x| x.target != target)
+        .count();
+    assert!(others > 0);
+    assert!(screen.matches(&format!("{target} ")).count() >= want.len());
+    // Back up twice, then the help overlay.
+    k(&mut v, KeyCode::Backspace);
+    assert_eq!(v.scope.len(), 1);
+    k(&mut v, KeyCode::Esc);
+    assert!(v.scope.is_empty());
+    k(&mut v, KeyCode::Char('?'));
+    let screen = render(&v, 100, 30);
+    assert!(screen.contains("back up one level"), "{screen}");
+    k(&mut v, KeyCode::Char('x'));
+    assert!(!v.help);
+    // From the targets table, Enter lists a target's kernels over every file.
+    k(&mut v, KeyCode::BackTab);
+    assert_eq!(v.section, Section::Targets);
+    k(&mut v, KeyCode::Enter);
+    assert!(matches!(
+        v.scope.as_slice(),
+        [super::diffview::Scope::Target(_)]
+    ));
+}
