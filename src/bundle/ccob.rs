@@ -186,6 +186,12 @@ impl Read for FailingReader {
     }
 }
 
+/// Payloads up to this size, at most [`BULK_RATIO`] times their compressed size, are
+/// decoded in one allocation.
+const BULK_MAX: u64 = 512 << 20;
+/// See [`BULK_MAX`].
+const BULK_RATIO: u64 = 32;
+
 /// Decompress a whole CCOB (`data` starts at its magic). Stops at the declared
 /// uncompressed size (no bombs), fails if the payload yields fewer bytes, or if the
 /// declared size is above `limit`.
@@ -199,6 +205,30 @@ pub fn decompress(data: &[u8], header: &CcobHeader, limit: u64) -> FormatResult<
     }
     let stored = header.stored_size(data) as usize;
     let payload = &data[header.header_len..stored];
+    // A zstd payload of a plausible ratio (code objects compress 3-6x) is decoded in
+    // one pass straight into a buffer of the declared size: no window copies, no
+    // regrowth. Anything else streams, so a lying header cannot make us allocate.
+    if header.method == Compression::Zstd
+        && want <= BULK_MAX
+        && want <= (payload.len() as u64).saturating_mul(BULK_RATIO)
+    {
+        let out = zstd::bulk::decompress(payload, want as usize).map_err(|e| {
+            FormatError::new(
+                header.header_len as u64,
+                format!("corrupt {} payload: {e}", header.method.name()),
+            )
+        })?;
+        if out.len() as u64 != want {
+            return Err(FormatError::new(
+                header.header_len as u64,
+                format!(
+                    "CCOB payload decompresses to {} bytes, header says {want}",
+                    out.len()
+                ),
+            ));
+        }
+        return Ok(out);
+    }
     // Grow as data arrives rather than trusting the declared size for one allocation.
     let mut out = Vec::with_capacity(
         (want as usize)
