@@ -42,6 +42,11 @@ impl Tmux {
             std::thread::sleep(Duration::from_millis(120));
         }
     }
+    /// Type text literally (no key-name lookup: '-' and '/' are characters).
+    fn type_text(&self, text: &str) {
+        self.run(&["send-keys", "-t", "e2e", "-l", text]);
+        std::thread::sleep(Duration::from_millis(200));
+    }
     fn screen(&self) -> String {
         self.run(&["capture-pane", "-t", "e2e", "-p"])
     }
@@ -92,11 +97,15 @@ fn explore_preview_pack_and_quit_in_a_real_terminal() {
     tm.wait_for("[x] gfx90X");
     tm.keys(&["P"]);
     tm.wait_for("Pack this tree");
+    // Edit the output in the real terminal: Ctrl-U clears, '-' is a character.
+    let out = tmp.path().join("tree-packed-tui");
+    tm.keys(&["Down", "C-u"]);
+    tm.type_text(&out.display().to_string());
+    tm.wait_for("tree-packed-tui");
     tm.keys(&["Enter"]);
     let s = tm.wait_for("pack done");
     assert!(s.contains("verify: sound"), "{s}");
     tm.keys(&["q"]);
-    let out = tmp.path().join("tree.packed");
     let o = kpack(&["verify", out.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stdout(&o));
     assert!(out.join(".kpack/rocm_gfx900.kpack").is_file());

@@ -185,17 +185,28 @@ pub struct PackSettings {
 }
 
 impl PackSettings {
-    /// The editable text fields, in order: group (or device package prefix),
-    /// overlay root (wheels only), output.
+    /// The dialog's fields, in order: group (or device package prefix), overlay
+    /// root (wheels only), output, then the zstd level (the last).
     pub fn fields(&self) -> usize {
-        if self.wheel { 3 } else { 2 }
+        if self.wheel { 4 } else { 3 }
     }
 
-    fn field_mut(&mut self, i: usize) -> &mut String {
+    /// The text of field `i` (`None` for the level).
+    pub fn field(&self, i: usize) -> Option<&String> {
         match (self.wheel, i) {
-            (_, 0) => &mut self.group,
-            (true, 1) => &mut self.overlay,
-            _ => &mut self.output,
+            (_, 0) => Some(&self.group),
+            (true, 1) => Some(&self.overlay),
+            (true, 2) | (false, 1) => Some(&self.output),
+            _ => None,
+        }
+    }
+
+    fn field_mut(&mut self, i: usize) -> Option<&mut String> {
+        match (self.wheel, i) {
+            (_, 0) => Some(&mut self.group),
+            (true, 1) => Some(&mut self.overlay),
+            (true, 2) | (false, 1) => Some(&mut self.output),
+            _ => None,
         }
     }
 }
@@ -212,12 +223,15 @@ pub struct PackProgress {
 /// The Pack view's state.
 #[derive(Debug, Clone)]
 pub enum PackState {
-    /// The confirm dialog; `field` is the one being edited (0 group, 1 output).
+    /// The confirm dialog; `field` is the one being edited (see
+    /// [`PackSettings::fields`]), `cursor` the character position in it.
     Confirm {
         /// Settings.
         settings: PackSettings,
         /// Field under edit.
         field: usize,
+        /// Cursor in that field.
+        cursor: usize,
     },
     /// Running.
     Running(PackProgress),
@@ -291,6 +305,8 @@ pub struct App {
     pub planning: bool,
     /// The Pack view.
     pub pack: Option<PackState>,
+    /// The dialog's settings when it was last closed (kept for the next opening).
+    pub last_pack: Option<PackSettings>,
     /// Set by Esc during a pack: the loop cancels the core's token.
     pub cancel_pack: bool,
     /// The Kernels view: the subtree shown, its kernels (sorted) once read.
@@ -345,6 +361,7 @@ impl App {
             plan: None,
             planning: false,
             pack: None,
+            last_pack: None,
             cancel_pack: false,
             layouts: std::collections::HashMap::new(),
             kernels: None,
@@ -877,7 +894,20 @@ impl App {
                 overlay: String::new(),
             },
         };
-        self.pack = Some(PackState::Confirm { settings, field: 0 });
+        // Edits of an earlier opening are kept (the selection is today's).
+        let settings = match self.last_pack.take() {
+            Some(mut last) if last.wheel == settings.wheel => {
+                last.selection = settings.selection;
+                last
+            }
+            _ => settings,
+        };
+        let cursor = settings.group.chars().count();
+        self.pack = Some(PackState::Confirm {
+            settings,
+            field: 0,
+            cursor,
+        });
         if !self.views.contains(&View::Pack) {
             self.views.push(View::Pack);
         }
@@ -921,13 +951,18 @@ impl App {
 
     fn pack_key(&mut self, k: KeyEvent) {
         match &mut self.pack {
-            Some(PackState::Confirm { settings, field }) => match k.code {
+            Some(PackState::Confirm {
+                settings,
+                field,
+                cursor,
+            }) => match k.code {
                 KeyCode::Enter
                     if !settings.selection.is_empty()
                         && !settings.group.is_empty()
                         && (!settings.wheel || !settings.overlay.is_empty()) =>
                 {
                     let s = settings.clone();
+                    self.last_pack = Some(s.clone());
                     self.requests.push(Request::Pack(s));
                     self.pack = Some(PackState::Running(PackProgress {
                         started: Some(std::time::Instant::now()),
@@ -935,23 +970,37 @@ impl App {
                     }));
                 }
                 KeyCode::Esc => {
+                    self.last_pack = Some(settings.clone());
                     self.pack = None;
                     self.views.retain(|v| *v != View::Pack);
                     self.view = View::Families;
                 }
-                KeyCode::Down => *field = (*field + 1) % settings.fields(),
-                KeyCode::Up => {
-                    *field = (*field + settings.fields() - 1) % settings.fields();
+                KeyCode::Down | KeyCode::Up => {
+                    let n = settings.fields();
+                    *field = if k.code == KeyCode::Down {
+                        (*field + 1) % n
+                    } else {
+                        (*field + n - 1) % n
+                    };
+                    *cursor = settings.field(*field).map_or(0, |t| t.chars().count());
                 }
-                KeyCode::Char('+') => settings.level = (settings.level + 1).min(22),
-                KeyCode::Char('-') => settings.level = (settings.level - 1).max(1),
                 KeyCode::F(2) if !settings.wheel => settings.split = !settings.split,
                 KeyCode::F(3) if !settings.wheel => settings.per_family = !settings.per_family,
-                KeyCode::Backspace => {
-                    settings.field_mut(*field).pop();
-                }
-                KeyCode::Char(c) => settings.field_mut(*field).push(c),
-                _ => {}
+                _ => match settings.field_mut(*field) {
+                    Some(text) => {
+                        super::textedit::edit(text, cursor, k);
+                    }
+                    // The level field: +/- or ←/→.
+                    None => match k.code {
+                        KeyCode::Char('+') | KeyCode::Right => {
+                            settings.level = (settings.level + 1).min(22);
+                        }
+                        KeyCode::Char('-') | KeyCode::Left => {
+                            settings.level = (settings.level - 1).max(1);
+                        }
+                        _ => {}
+                    },
+                },
             },
             Some(PackState::Running(_)) => {
                 if k.code == KeyCode::Esc {

@@ -4,6 +4,7 @@
 pub mod app;
 pub mod bench;
 pub mod diffview;
+pub mod textedit;
 pub mod timeline;
 pub mod tree;
 pub mod ui;

@@ -1053,3 +1053,60 @@ fn diff_view_drills_from_file_to_target_to_kernels_and_back() {
         [super::diffview::Scope::Target(_)]
     ));
 }
+
+/// Issue #19 item 1: the dialog's text fields edit like text (`-` and `+` are
+/// characters, Ctrl-U clears, the cursor moves), the level has its own field, and
+/// edits are kept when the dialog is opened again.
+#[test]
+fn pack_dialog_fields_edit_like_text_and_are_kept() {
+    use super::app::PackState;
+    let mut app = scanned();
+    key(&mut app, KeyCode::Char('2'));
+    key(&mut app, KeyCode::Char(' ')); // a family, so Enter could start
+    key(&mut app, KeyCode::Char('P'));
+    let ctrl = |app: &mut App, c| {
+        app.update(AppEvent::Key(KeyEvent::new(
+            KeyCode::Char(c),
+            KeyModifiers::CONTROL,
+        )))
+    };
+    // Group: clear it, type one with - and +.
+    ctrl(&mut app, 'u');
+    for c in "my-group+x".chars() {
+        key(&mut app, KeyCode::Char(c));
+    }
+    // Output: Ctrl-U, a path with '-', then insert in the middle.
+    key(&mut app, KeyCode::Down);
+    ctrl(&mut app, 'u');
+    for c in "out/demo-tui".chars() {
+        key(&mut app, KeyCode::Char(c));
+    }
+    for _ in 0..4 {
+        key(&mut app, KeyCode::Left);
+    }
+    for c in "-packed".chars() {
+        key(&mut app, KeyCode::Char(c));
+    }
+    // Level: its own field, + and ← change it.
+    key(&mut app, KeyCode::Down);
+    key(&mut app, KeyCode::Char('+'));
+    key(&mut app, KeyCode::Char('+'));
+    key(&mut app, KeyCode::Left);
+    let Some(PackState::Confirm { settings, .. }) = &app.pack else {
+        panic!("dialog closed")
+    };
+    assert_eq!(settings.group, "my-group+x");
+    assert_eq!(settings.output, "out/demo-packed-tui");
+    assert_eq!(settings.level, kpack::kpack::archive::DEFAULT_LEVEL + 1);
+    let screen = format!("{:?}", render(&app, 100, 24).backend());
+    assert!(screen.contains("out/demo-packed-tui"), "{screen}");
+    assert!(screen.contains("- 4 +"), "{screen}");
+    // Esc and P again: the edits are still there.
+    key(&mut app, KeyCode::Esc);
+    key(&mut app, KeyCode::Char('P'));
+    let Some(PackState::Confirm { settings, .. }) = &app.pack else {
+        panic!("dialog closed")
+    };
+    assert_eq!(settings.output, "out/demo-packed-tui");
+    assert_eq!(settings.group, "my-group+x");
+}

@@ -160,10 +160,10 @@ fn status(app: &App) -> String {
         },
         View::Pack => match &app.pack {
             Some(super::app::PackState::Confirm { settings, .. }) if settings.wheel => {
-                "type to edit · ↑↓ field · +/- level · Enter split · Esc back".to_string()
+                "type to edit · ↑↓ field · Enter split · Esc back".to_string()
             }
             Some(super::app::PackState::Confirm { .. }) => {
-                "type to edit · ↑↓ field · +/- level · F2 layout · Enter start · Esc back"
+                "type to edit · ↑↓ field · F2 layout · F3 archives · Enter start · Esc back"
                     .to_string()
             }
             Some(super::app::PackState::Running(_)) => {
@@ -1025,6 +1025,26 @@ pub fn key_overlay(
     );
 }
 
+/// One line of the pack or split dialog: `▶ label value` with the cursor in the
+/// field being edited (the level field shows `- N +`).
+pub(crate) fn field_line(
+    s: &super::app::PackSettings,
+    (field, cursor): (usize, usize),
+    i: usize,
+    label: &str,
+) -> Line<'static> {
+    let mark = if field == i { "▶" } else { " " };
+    match s.field(i) {
+        Some(text) if field == i => Line::from(format!(
+            "{mark} {label} {}",
+            super::textedit::with_cursor(text, cursor)
+        )),
+        Some(text) => Line::from(format!("{mark} {label} {text}")),
+        None if field == i => Line::from(format!("{mark} {label} - {} +  (←/→)", s.level)),
+        None => Line::from(format!("{mark} {label} {}", s.level)),
+    }
+}
+
 fn pack(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     use super::app::PackState;
     match &app.pack {
@@ -1032,20 +1052,28 @@ fn pack(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             Paragraph::new("Choose families in the Architectures view and press P."),
             area,
         ),
-        Some(PackState::Confirm { settings, field }) if settings.wheel => {
-            super::wheelsplit::confirm(frame, app, settings, *field, area, theme);
+        Some(PackState::Confirm {
+            settings,
+            field,
+            cursor,
+        }) if settings.wheel => {
+            super::wheelsplit::confirm(frame, app, settings, (*field, *cursor), area, theme);
         }
         Some(PackState::WheelDone(r)) => super::wheelsplit::done(frame, r, area, theme),
-        Some(PackState::Confirm { settings, field }) => {
-            let mark = |i: usize| if *field == i { "▶" } else { " " };
+        Some(PackState::Confirm {
+            settings,
+            field,
+            cursor,
+        }) => {
+            let f = |i: usize, label: &str| field_line(settings, (*field, *cursor), i, label);
             let lines = vec![
                 Line::from(Span::styled(
                     "Pack this tree",
                     Style::new().add_modifier(Modifier::BOLD),
                 )),
                 Line::from(""),
-                Line::from(format!("{} group      {}▏", mark(0), settings.group)),
-                Line::from(format!("{} output     {}▏", mark(1), settings.output)),
+                f(0, "group     "),
+                f(1, "output    "),
                 Line::from(format!(
                     "  selection  {}",
                     if settings.selection.is_empty() {
@@ -1070,7 +1098,7 @@ fn pack(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                         "one per target (markers: <group>_@GFXARCH@.kpack)"
                     }
                 )),
-                Line::from(format!("  zstd level {}", settings.level)),
+                f(2, "zstd level"),
                 Line::from(""),
                 Line::from(
                     "Enter starts; code for archs outside these families is dropped and reported.",

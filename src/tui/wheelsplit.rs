@@ -67,20 +67,20 @@ pub fn confirm(
     frame: &mut Frame,
     app: &App,
     s: &PackSettings,
-    field: usize,
+    at: (usize, usize),
     area: Rect,
     theme: Theme,
 ) {
-    let mark = |i: usize| if field == i { "▶" } else { " " };
+    let f = |i: usize, label: &str| super::ui::field_line(s, at, i, label);
     let mut lines = vec![
         Line::from(Span::styled(
             "Split this wheel into a host wheel and device wheels",
             Style::new().add_modifier(Modifier::BOLD),
         )),
         Line::from(""),
-        Line::from(format!("{} device prefix {}▏", mark(0), s.group)),
-        Line::from(format!("{} overlay root  {}▏", mark(1), s.overlay)),
-        Line::from(format!("{} output        {}▏", mark(2), s.output)),
+        f(0, "device prefix"),
+        f(1, "overlay root "),
+        f(2, "output       "),
         Line::from(format!(
             "  targets       {}",
             if s.selection.is_empty() {
@@ -89,7 +89,7 @@ pub fn confirm(
                 s.selection.label()
             }
         )),
-        Line::from(format!("  zstd level    {}", s.level)),
+        f(3, "zstd level   "),
         Line::from(""),
     ];
     if let Some(p) = projection(app, &s.overlay) {
