@@ -184,6 +184,7 @@ fn run(cli: Cli) -> Result<i32> {
             // No argument: the demo tree compiled into the binary, unpacked to a
             // temporary directory that lives until we exit.
             let _demo_dir;
+            let is_demo = cli.path.is_none();
             let path = match cli.path {
                 Some(p) => p,
                 None => {
@@ -217,7 +218,7 @@ fn run(cli: Cli) -> Result<i32> {
                 }
                 return batch::trace::run(&path, false, None, &common);
             }
-            run_scan(&path, &common)
+            run_scan_titled(&path, &common, is_demo.then_some("demo"))
         }
     }
 }
@@ -290,11 +291,17 @@ fn with_stdout(f: impl FnOnce(&mut dyn Write) -> Result<i32>) -> Result<i32> {
 }
 
 fn run_scan(path: &Path, common: &Common) -> Result<i32> {
+    run_scan_titled(path, common, None)
+}
+
+/// A scan whose root is reported as `title` (the demo, unpacked to a temporary
+/// directory, is `demo`, not that directory).
+fn run_scan_titled(path: &Path, common: &Common, title: Option<&str>) -> Result<i32> {
     if !common.no_tui && !common.json && io::stdout().is_terminal() && io::stdin().is_terminal() {
         if !path.exists() {
             anyhow::bail!("{}: no such file or directory", path.display());
         }
-        tui::run(path.to_path_buf(), None)?;
+        tui::run_titled(path.to_path_buf(), None, title.map(str::to_string))?;
         return Ok(EXIT_OK);
     }
     let progress = batch::progress::ScanProgress::new();
@@ -302,9 +309,12 @@ fn run_scan(path: &Path, common: &Common) -> Result<i32> {
         threads: common.jobs,
         ..Default::default()
     };
-    let report = scan::scan(path, &opts, &progress)
+    let mut report = scan::scan(path, &opts, &progress)
         .with_context(|| format!("cannot scan {}", path.display()))?;
     progress.finish();
+    if let Some(t) = title {
+        report.root = t.to_string();
+    }
     if common.json {
         batch::print_json("kpack-tui.scan/1", &report)?;
     } else {

@@ -277,3 +277,15 @@ fn bad_inputs_become_diagnostics_and_strict_fails() {
         "the input tree was modified"
     );
 }
+
+/// The built-in demo is reported as `demo`, not as the temporary directory it is
+/// unpacked to (#19 item 3).
+#[test]
+fn the_demo_is_called_demo() {
+    let o = kpack(&["--no-tui", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["root"], "demo");
+    let o = kpack(&["--no-tui"]);
+    assert_eq!(stdout(&o).lines().next(), Some("demo"));
+}

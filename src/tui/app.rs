@@ -307,6 +307,8 @@ pub struct App {
     pub pack: Option<PackState>,
     /// The dialog's settings when it was last closed (kept for the next opening).
     pub last_pack: Option<PackSettings>,
+    /// A name for the opened path instead of the path (the demo's temporary copy).
+    pub title: Option<String>,
     /// Set by Esc during a pack: the loop cancels the core's token.
     pub cancel_pack: bool,
     /// The Kernels view: the subtree shown, its kernels (sorted) once read.
@@ -362,6 +364,7 @@ impl App {
             planning: false,
             pack: None,
             last_pack: None,
+            title: None,
             cancel_pack: false,
             layouts: std::collections::HashMap::new(),
             kernels: None,
@@ -867,14 +870,10 @@ impl App {
                 selection: self.wheel_selection(),
                 split: false,
                 per_family: false,
-                output: self
-                    .root
-                    .with_file_name(format!(
-                        "{}.split",
-                        name.strip_suffix(".whl").unwrap_or(&name)
-                    ))
-                    .display()
-                    .to_string(),
+                output: self.default_output(&format!(
+                    "{}.split",
+                    name.strip_suffix(".whl").unwrap_or(&name)
+                )),
                 level: kpack::kpack::archive::DEFAULT_LEVEL,
                 wheel: true,
                 overlay: self.overlay_guess(),
@@ -884,11 +883,7 @@ impl App {
                 selection,
                 split: false,
                 per_family: false,
-                output: self
-                    .root
-                    .with_file_name(format!("{name}.packed"))
-                    .display()
-                    .to_string(),
+                output: self.default_output(&format!("{name}.packed")),
                 level: kpack::kpack::archive::DEFAULT_LEVEL,
                 wheel: false,
                 overlay: String::new(),
@@ -912,6 +907,27 @@ impl App {
             self.views.push(View::Pack);
         }
         self.view = View::Pack;
+    }
+
+    /// Where a pack or split writes by default: `name` in the current directory
+    /// (shown relative), or beside the tree when the current directory is inside it.
+    pub fn default_output(&self, name: &str) -> String {
+        let inside = match (std::env::current_dir(), std::fs::canonicalize(&self.root)) {
+            (Ok(cwd), Ok(root)) => root.is_dir() && cwd.starts_with(&root),
+            _ => false,
+        };
+        if inside {
+            self.root.with_file_name(name).display().to_string()
+        } else {
+            name.to_string()
+        }
+    }
+
+    /// What the header calls the opened path (`demo` for the built-in demo).
+    pub fn title(&self) -> String {
+        self.title
+            .clone()
+            .unwrap_or_else(|| self.root.display().to_string())
     }
 
     /// For a wheel: the selection as exact target IDs (what the families view's

@@ -259,8 +259,19 @@ fn start(req: Request, root: &Path, tx: &Sender<AppEvent>, cancel: &kpack::event
 
 /// Open the UI on a tree or file (a `.kpack` opens the inspector).
 pub fn run(path: PathBuf, archive: Option<kpack::kpack::archive::ArchiveIndex>) -> Result<()> {
+    run_titled(path, archive, None)
+}
+
+/// [`run`], with the header naming the path `title` (the demo's temporary copy is
+/// `demo`).
+pub fn run_titled(
+    path: PathBuf,
+    archive: Option<kpack::kpack::archive::ArchiveIndex>,
+    title: Option<String>,
+) -> Result<()> {
     let (tx, rx) = channel::<AppEvent>();
     let mut app = App::new(path.clone(), archive);
+    app.title = title;
     if app.archive.is_none() {
         let tx2 = tx.clone();
         let p = path.clone();

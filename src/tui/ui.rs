@@ -93,7 +93,7 @@ pub fn draw(frame: &mut Frame, app: &App, theme: Theme) {
         };
         tabs.push(Span::styled(format!(" {}:{} ", i + 1, v.title()), style));
     }
-    tabs.push(Span::raw(format!("  {}", app.root.display())));
+    tabs.push(Span::raw(format!("  {}", app.title())));
     frame.render_widget(Paragraph::new(Line::from(tabs)), top);
     if let Some(e) = &app.error {
         frame.render_widget(
