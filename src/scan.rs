@@ -309,6 +309,12 @@ impl FileReport {
             .chain(self.members.iter().flat_map(|m| m.bundles.iter()))
     }
 
+    /// Whether a problem of this file is an error (it could not be read or is
+    /// malformed), not a note on something unsupported or a special file.
+    pub fn is_damaged(&self) -> bool {
+        self.kind != FileKind::Other && self.problems.iter().any(|p| !p.starts_with("unsupported"))
+    }
+
     /// Mark the file as a kernel-database file as a handler attributed it.
     pub fn set_database(&mut self, d: &kerneldb::DatabaseFile) {
         self.kind = FileKind::KernelDatabase;

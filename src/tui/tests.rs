@@ -1110,3 +1110,33 @@ fn pack_dialog_fields_edit_like_text_and_are_kept() {
     assert_eq!(settings.output, "out/demo-packed-tui");
     assert_eq!(settings.group, "my-group+x");
 }
+
+/// Issue #19 item 11: a damaged file is marked in the tree ('!') and counted in the
+/// header; its detail lists the problem.
+#[test]
+fn damaged_files_are_marked_and_counted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("t");
+    std::fs::create_dir_all(tree.join("lib")).unwrap();
+    let lib = std::fs::read(demo().join("lib/libvadd.so.1.0")).unwrap();
+    std::fs::write(tree.join("lib/libcut.so"), &lib[..lib.len() / 2]).unwrap();
+    std::fs::write(tree.join("lib/libok.so"), &lib).unwrap();
+    let mut app = App::new(PathBuf::from("t"), None);
+    let r = kpack::scan::scan(
+        &tree,
+        &kpack::scan::ScanOptions::default(),
+        &kpack::event::NoEvents,
+    )
+    .map_err(|e| e.to_string());
+    app.update(AppEvent::ScanDone(Box::new(r)));
+    key(&mut app, KeyCode::Right);
+    select(&mut app, "libcut.so");
+    let screen = format!("{:?}", render(&app, 120, 24).backend());
+    assert!(screen.contains("! 1 damaged"), "{screen}");
+    assert!(screen.contains("! libcut.so"), "{screen}");
+    assert!(!screen.contains("! libok.so"), "{screen}");
+    assert!(
+        screen.lines().any(|l| l.contains("! ") && l.contains("│!")),
+        "{screen}"
+    );
+}

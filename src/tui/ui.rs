@@ -211,6 +211,7 @@ fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     for (i, r) in rows.iter().enumerate().skip(scroll).take(inner_h) {
         let n = &tree.nodes[r.node];
         let (mark, style) = match n.file {
+            Some(f) if report.files[f].is_damaged() => ('!', theme.fg(Color::LightRed)),
             Some(f) => (
                 marker(report.files[f].kind),
                 theme.kind(report.files[f].kind),
@@ -256,11 +257,17 @@ fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             size(t.device_bytes)
         )
     } else {
+        let damaged = report.files.iter().filter(|f| f.is_damaged()).count() as u64;
         format!(
-            " {} · {} · device {} ",
+            " {} · {} · device {}{} ",
             crate::text::count(t.entries, "entry", "entries"),
             size(t.bytes),
-            size(t.device_bytes)
+            size(t.device_bytes),
+            if damaged > 0 {
+                format!(" · ! {}", crate::text::count(damaged, "damaged", "damaged"))
+            } else {
+                String::new()
+            }
         )
     };
     frame.render_widget(
