@@ -1140,3 +1140,37 @@ fn damaged_files_are_marked_and_counted() {
         "{screen}"
     );
 }
+
+/// Issue #19 item 7: the help is sized to its content (nothing cut at 160 columns),
+/// says how many views there are, and lists the current view's keys only.
+#[test]
+fn help_fits_its_content_and_the_view() {
+    let mut app = scanned();
+    key(&mut app, KeyCode::Char('2'));
+    key(&mut app, KeyCode::Char('?'));
+    let screen = format!("{:?}", render(&app, 160, 48).backend());
+    assert!(
+        screen.contains("pack the tree with these families"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains(&format!("1-{}", app.views.len())),
+        "{screen}"
+    );
+    assert!(
+        !screen.contains("rewrite preview of a fat binary"),
+        "{screen}"
+    );
+    key(&mut app, KeyCode::Esc);
+    key(&mut app, KeyCode::Char('1'));
+    key(&mut app, KeyCode::Char('?'));
+    let screen = format!("{:?}", render(&app, 160, 48).backend());
+    assert!(
+        screen.contains("rewrite preview of a fat binary"),
+        "{screen}"
+    );
+    assert!(
+        !screen.contains("pack the tree with these families"),
+        "{screen}"
+    );
+}

@@ -948,60 +948,80 @@ fn inspector(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
 }
 
 fn help(frame: &mut Frame, app: &App, area: Rect) {
-    let mut keys = vec![
-        ("Tab / Shift-Tab, 1-5", "switch view"),
-        ("↑↓ j k, PgUp PgDn, g G", "move"),
-        ("?", "this help"),
-        ("q, Ctrl-C", "quit"),
-    ];
+    let views = format!("Tab / Shift-Tab, 1-{}", app.views.len());
+    let wheel = app.report.as_ref().is_some_and(|r| r.wheel.is_some());
+    let mut keys: Vec<(&str, &str)> = vec![(views.as_str(), "switch view")];
     match app.view {
         View::Explorer => keys.extend([
+            ("↑↓ j k, PgUp PgDn, g G", "move"),
             ("→ l, Enter", "open a folder"),
-            ("← h", "close / go to the parent"),
+            ("← h", "go to the parent; on an open folder, close it"),
             ("Enter, p", "rewrite preview of a fat binary"),
-            (
-                "K",
-                "the kernels of the selected file or folder (Kernels view)",
-            ),
+            ("K", "kernels of the selected file or folder"),
             ("s", "sort: size, name, device share"),
             ("/", "filter by path; Esc clears"),
             ("mouse", "wheel scrolls, click selects"),
         ]),
+        View::Families if wheel => keys.extend([
+            ("↑↓ j k", "move"),
+            (
+                "Space, Enter",
+                "toggle the family or target under the cursor",
+            ),
+            ("P", "split the wheel with these targets (all when none)"),
+        ]),
         View::Families => keys.extend([
-            ("P", "pack the tree with these families"),
-            ("Space, Enter", "toggle the family under the cursor"),
+            ("↑↓ j k", "move"),
+            (
+                "Space, Enter",
+                "toggle the family or target under the cursor",
+            ),
             ("e", "compute the pack plan (the core's, as pack --dry-run)"),
+            ("P", "pack the tree with these families"),
         ]),
         View::Pack => keys.extend([
-            ("Enter", "start packing (dialog)"),
-            ("↑↓, typing", "choose and edit group / output"),
+            ("↑↓", "next / previous field"),
             (
-                "+ -, F2, F3",
-                "zstd level, layout combined/split, archives per target/family",
+                "typing, ← → Home End",
+                "edit the field (Ctrl-A/E/U/W/K as in a shell)",
             ),
-            ("Esc", "back; during a pack: cancel cleanly"),
+            ("← → + -", "on the level field: zstd level"),
+            (
+                "F2, F3",
+                "layout combined/split, archives per target/family (trees)",
+            ),
+            ("Enter", "start"),
+            ("Esc", "back; while running: cancel cleanly"),
         ]),
         View::Inspector => keys.extend([
+            ("↑↓ j k, PgUp PgDn, g G", "move"),
             ("K", "the kernels inside the selected code object"),
             ("x", "extract the selected kernel to <archive>.extracted/"),
             ("X", "extract every kernel there"),
             ("v", "verify the archive (every frame decodes to its size)"),
         ]),
         View::Kernels => keys.extend([
+            ("↑↓ j k, PgUp PgDn, g G", "move"),
             (
                 "s",
                 "sort: code size, VGPRs, SGPRs, LDS, scratch, spills, name",
             ),
-            ("4", "the kernels of the whole tree (first time)"),
+            ("/", "find kernels by name; Esc clears"),
         ]),
-        View::Preview => {}
+        View::Preview => keys.extend([("↑↓ j k, PgUp PgDn", "scroll")]),
     }
+    keys.extend([("?", "this help (any key closes)"), ("q, Ctrl-C", "quit")]);
+    let key_w = keys
+        .iter()
+        .map(|(k, _)| k.chars().count())
+        .max()
+        .unwrap_or(8);
     key_overlay(
         frame,
         area,
         &format!(" keys: {} ", app.view.title()),
         &keys,
-        24,
+        key_w,
     );
 }
 
@@ -1013,21 +1033,38 @@ pub fn key_overlay(
     keys: &[(&str, &str)],
     key_w: usize,
 ) {
-    let w = area.width.min(60);
-    let h = (keys.len() as u16 + 2).min(area.height);
+    // As wide as the longest line (and the title), at most the terminal; lines
+    // that do not fit wrap.
+    let lines: Vec<String> = keys
+        .iter()
+        .map(|(k, d)| format!(" {k:<key_w$}  {d}"))
+        .collect();
+    let content = lines
+        .iter()
+        .map(|l| l.chars().count())
+        .chain([title.chars().count()])
+        .max()
+        .unwrap_or(0) as u16
+        + 3;
+    let w = area.width.min(content);
+    let inner = w.saturating_sub(2).max(1) as usize;
+    let rows: usize = lines
+        .iter()
+        .map(|l| l.chars().count().div_ceil(inner).max(1))
+        .sum();
+    let h = (rows as u16 + 2).min(area.height);
     let r = Rect {
         x: area.x + (area.width - w) / 2,
         y: area.y + (area.height - h) / 2,
         width: w,
         height: h,
     };
-    let lines: Vec<Line> = keys
-        .iter()
-        .map(|(k, d)| Line::from(format!(" {k:<key_w$} {d}")))
-        .collect();
+    let lines: Vec<Line> = lines.into_iter().map(Line::from).collect();
     frame.render_widget(Clear, r);
     frame.render_widget(
-        Paragraph::new(lines).block(Block::bordered().title(title.to_string())),
+        Paragraph::new(lines)
+            .wrap(Wrap { trim: false })
+            .block(Block::bordered().title(title.to_string())),
         r,
     );
 }
