@@ -1174,3 +1174,32 @@ fn help_fits_its_content_and_the_view() {
         "{screen}"
     );
 }
+
+/// Issue #19 item 14: at 80×24 the footer keeps `? help` and `q quit` (the view's
+/// hints give way, ending in …) and segment rows are cut, not wrapped.
+#[test]
+fn at_80x24_the_essential_keys_show_and_tables_do_not_wrap() {
+    let mut app = scanned();
+    select(&mut app, "librdc.so");
+    let bytes = std::fs::read(demo().join("lib/librdc.so")).unwrap();
+    let layout = kpack::elf::rewrite::parse_layout(&bytes).map_err(|e| e.to_string());
+    app.update(AppEvent::Layout("lib/librdc.so".into(), Box::new(layout)));
+    for view in ['1', '2', '4'] {
+        key(&mut app, KeyCode::Char(view));
+        let t = render(&app, 80, 24);
+        let screen = format!("{}", t.backend());
+        let last = screen
+            .lines()
+            .rfind(|l| !l.trim().is_empty())
+            .unwrap()
+            .to_string();
+        assert!(last.contains("? help · q quit"), "view {view}: {last}");
+    }
+    key(&mut app, KeyCode::Char('1'));
+    let screen = format!("{}", render(&app, 80, 40).backend());
+    let rows: Vec<&str> = screen.lines().filter(|l| l.contains("LOAD")).collect();
+    assert!(rows.len() >= 3, "{screen}");
+    for l in rows {
+        assert!(l.contains("off 0x"), "a segment row wrapped: {l}");
+    }
+}

@@ -113,12 +113,53 @@ pub fn draw(frame: &mut Frame, app: &App, theme: Theme) {
         }
     }
     frame.render_widget(
-        Paragraph::new(status(app)).style(theme.fg(Color::Gray)),
+        Paragraph::new(fit_status(&status(app), bottom.width as usize))
+            .style(theme.fg(Color::Gray)),
         bottom,
     );
     if app.help {
         help(frame, app, area);
     }
+}
+
+/// A line cut to `width` columns, ending in `…` when something was cut.
+fn cut_line(line: Line<'static>, width: usize) -> Line<'static> {
+    if line.width() <= width {
+        return line;
+    }
+    let mut left = width.saturating_sub(1);
+    let mut spans = Vec::new();
+    for sp in line.spans {
+        if left == 0 {
+            break;
+        }
+        let text: String = sp.content.chars().take(left).collect();
+        left -= text.chars().count();
+        spans.push(Span::styled(text, sp.style));
+    }
+    spans.push(Span::raw("…"));
+    Line::from(spans).style(line.style)
+}
+
+/// The status line cut to `width` columns so that its end (`? help · q quit`)
+/// always shows: the view's hints give way first, ending in `…`.
+fn fit_status(line: &str, width: usize) -> String {
+    const TAIL: &str = " · Tab view · ? help · q quit";
+    let n = line.chars().count();
+    if n <= width {
+        return line.to_string();
+    }
+    let Some(head) = line.strip_suffix(TAIL) else {
+        return line.chars().take(width).collect();
+    };
+    let room = width.saturating_sub(TAIL.chars().count() + 1);
+    let cut: String = head.chars().take(room).collect();
+    // End the cut at a separator when there is one, so no hint is half shown.
+    let cut = match cut.rfind(" · ") {
+        Some(i) if i > 0 => cut[..i].to_string(),
+        _ => cut,
+    };
+    format!("{cut}…{TAIL}")
 }
 
 fn status(app: &App) -> String {
@@ -278,7 +319,16 @@ fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         Some(f) => {
             let mut l = file_detail(&report.files[f], theme);
             if let Some(Ok(layout)) = app.layouts.get(&report.files[f].path) {
-                l.extend(layout_lines(layout, theme));
+                // Segment rows are cut at the pane's edge, not wrapped into each
+                // other; the last line (the sections, a flowing list) wraps.
+                let w = right.width.saturating_sub(2) as usize;
+                let ll = layout_lines(layout, theme);
+                let n = ll.len();
+                l.extend(
+                    ll.into_iter()
+                        .enumerate()
+                        .map(|(i, x)| if i + 1 < n { cut_line(x, w) } else { x }),
+                );
             }
             l
         }
