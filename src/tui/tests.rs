@@ -1203,3 +1203,27 @@ fn at_80x24_the_essential_keys_show_and_tables_do_not_wrap() {
         assert!(l.contains("off 0x"), "a segment row wrapped: {l}");
     }
 }
+
+/// Issue #19 item 12: a kernel-database folder shows the device code of its files
+/// (apart from the binaries'); a plain ELF library is a host ELF, not opaque.
+#[test]
+fn database_device_code_and_host_elfs_are_named() {
+    let mut app = scanned();
+    select(&mut app, "rocblas");
+    let screen = format!("{}", render(&app, 160, 48).backend());
+    assert!(screen.contains("kernel-database device code"), "{screen}");
+    let tmp = tempfile::tempdir().unwrap();
+    let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bin");
+    std::fs::copy(fx.join("libplain.so"), tmp.path().join("libplain.so")).unwrap();
+    let mut app = App::new(PathBuf::from("t"), None);
+    let r = kpack::scan::scan(
+        tmp.path(),
+        &kpack::scan::ScanOptions::default(),
+        &kpack::event::NoEvents,
+    )
+    .map_err(|e| e.to_string());
+    app.update(AppEvent::ScanDone(Box::new(r)));
+    select(&mut app, "libplain.so");
+    let screen = format!("{}", render(&app, 120, 24).backend());
+    assert!(screen.contains("host ELF (shared library)"), "{screen}");
+}

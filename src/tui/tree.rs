@@ -48,6 +48,9 @@ pub struct Node {
     pub size: u64,
     /// Device bytes below.
     pub device: u64,
+    /// Device code inside kernel-database files below (Tensile `.co`/`.hsaco`,
+    /// bundled database libraries), counted apart from `device`.
+    pub db_device: u64,
 }
 
 /// A visible row.
@@ -57,6 +60,28 @@ pub struct Row {
     pub node: usize,
     /// Indentation.
     pub depth: usize,
+}
+
+/// Device code in a kernel-database file: its bundles' code objects, or the whole
+/// file for a database code object (`.co`, `.hsaco` with a target in its name).
+pub fn db_device(f: &kpack::scan::FileReport) -> u64 {
+    if f.kind != FileKind::KernelDatabase {
+        return 0;
+    }
+    let bundled: u64 = f
+        .all_bundles()
+        .flat_map(|b| &b.targets)
+        .map(|t| t.size)
+        .sum();
+    if bundled > 0 {
+        return bundled;
+    }
+    let code_object = f.path.ends_with(".co") || f.path.ends_with(".hsaco");
+    if code_object && f.arch.is_some() {
+        f.size
+    } else {
+        0
+    }
 }
 
 /// The tree.
@@ -76,6 +101,7 @@ impl Tree {
             parent: None,
             size: 0,
             device: 0,
+            db_device: 0,
         }];
         let mut dirs: BTreeMap<String, usize> = BTreeMap::new();
         for (i, f) in report.files.iter().enumerate() {
@@ -97,6 +123,7 @@ impl Tree {
                             parent: Some(parent),
                             size: 0,
                             device: 0,
+                            db_device: 0,
                         });
                         let n = nodes.len() - 1;
                         nodes[parent].children.push(n);
@@ -111,6 +138,7 @@ impl Tree {
             } else {
                 (0, 0)
             };
+            let db_device = if counted { db_device(f) } else { 0 };
             nodes.push(Node {
                 name: parts[parts.len() - 1].to_string(),
                 file: Some(i),
@@ -118,6 +146,7 @@ impl Tree {
                 parent: Some(parent),
                 size,
                 device,
+                db_device,
             });
             let n = nodes.len() - 1;
             nodes[parent].children.push(n);
@@ -125,6 +154,7 @@ impl Tree {
             while let Some(x) = p {
                 nodes[x].size += size;
                 nodes[x].device += device;
+                nodes[x].db_device += db_device;
                 p = nodes[x].parent;
             }
         }

@@ -348,6 +348,15 @@ fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                         n.device as f64 * 100.0 / n.size.max(1) as f64
                     )),
                 ]
+                .into_iter()
+                .chain((n.db_device > 0).then(|| {
+                    Line::from(format!(
+                        "kernel-database device code {} ({:.0}%)",
+                        size(n.db_device),
+                        n.db_device as f64 * 100.0 / n.size.max(1) as f64
+                    ))
+                }))
+                .collect()
             }
             None => vec![Line::from("empty tree")],
         },
@@ -399,15 +408,24 @@ pub fn file_detail(f: &FileReport, theme: Theme) -> Vec<Line<'static>> {
             f.path.clone(),
             theme.kind(f.kind).add_modifier(Modifier::BOLD),
         )),
-        Line::from(format!(
-            "{}{}, {}",
-            f.kind.name(),
-            f.elf_kind
-                .map(|e| format!(" ({})", e.name()))
-                .unwrap_or_default(),
-            size(f.size)
-        )),
+        Line::from(match (f.kind, f.elf_kind) {
+            // An ELF without device code is a host ELF, not an opaque blob.
+            (FileKind::Opaque, Some(e)) => format!("host ELF ({}), {}", e.name(), size(f.size)),
+            (k, e) => format!(
+                "{}{}, {}",
+                k.name(),
+                e.map(|e| format!(" ({})", e.name())).unwrap_or_default(),
+                size(f.size)
+            ),
+        }),
     ];
+    let dbd = super::tree::db_device(f);
+    if dbd > 0 {
+        l.push(Line::from(format!(
+            "device code in this database: {}",
+            size(dbd)
+        )));
+    }
     if let Some(h) = f.host_bytes {
         l.push(Line::from(format!(
             "host {} · device {}",
