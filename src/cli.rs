@@ -313,6 +313,8 @@ pub enum KernelSortArg {
     Spills,
     /// Name.
     Name,
+    /// Target (by processor number), then name.
+    Target,
 }
 
 impl KernelSortArg {
@@ -327,6 +329,7 @@ impl KernelSortArg {
             KernelSortArg::Scratch => SortBy::Scratch,
             KernelSortArg::Spills => SortBy::Spills,
             KernelSortArg::Name => SortBy::Name,
+            KernelSortArg::Target => SortBy::Target,
         }
     }
 }

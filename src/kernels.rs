@@ -539,8 +539,10 @@ pub enum SortBy {
     Scratch,
     /// Spilled registers, most first.
     Spills,
-    /// Name (demangled), A-Z.
+    /// Name (demangled), A-Z, numbers as numbers.
     Name,
+    /// Target by processor number, then name.
+    Target,
 }
 
 /// Sort rows (stable; ties keep the path order).
@@ -554,12 +556,18 @@ pub fn sort_rows(rows: &mut [KernelRow], by: SortBy) {
             SortBy::Lds => k.lds,
             SortBy::Scratch => k.scratch,
             SortBy::Spills => k.spills(),
-            SortBy::Name => None,
+            SortBy::Name | SortBy::Target => None,
         }
         .unwrap_or(0)
     };
+    use crate::natural::{natural_cmp, target_cmp};
     if by == SortBy::Name {
-        rows.sort_by(|a, b| a.kernel.display_name().cmp(b.kernel.display_name()));
+        rows.sort_by(|a, b| natural_cmp(a.kernel.display_name(), b.kernel.display_name()));
+    } else if by == SortBy::Target {
+        rows.sort_by(|a, b| {
+            target_cmp(&a.target, &b.target)
+                .then_with(|| natural_cmp(a.kernel.display_name(), b.kernel.display_name()))
+        });
     } else {
         rows.sort_by_key(|r| std::cmp::Reverse(key(r)));
     }

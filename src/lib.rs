@@ -38,6 +38,7 @@ pub mod fuzzing;
 pub mod kerneldb;
 pub mod kernels;
 pub mod kpack;
+pub mod natural;
 pub mod occupancy;
 pub mod pack;
 pub mod phc;

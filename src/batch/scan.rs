@@ -57,7 +57,9 @@ pub fn print_text(out: &mut dyn Write, r: &TreeReport, long: bool) -> io::Result
             "Device code by arch     {:>11}  {:>11}  {:>7}  {:>11}",
             "raw", "on disk", "objects", "kernel DBs"
         )?;
-        for (arch, a) in &r.arch_totals {
+        let mut by_target: Vec<_> = r.arch_totals.iter().collect();
+        by_target.sort_by(|a, b| kpack::natural::target_cmp(a.0, b.0));
+        for (arch, a) in by_target {
             writeln!(
                 out,
                 "  {:<21} {:>11}  {:>11}  {:>7}  {:>11}",
@@ -92,7 +94,7 @@ pub fn print_text(out: &mut dyn Write, r: &TreeReport, long: bool) -> io::Result
                 .flat_map(|b| b.targets.iter().map(|t| t.arch.as_str()))
                 .chain(f.arch.as_deref())
                 .collect();
-            archs.sort_unstable();
+            archs.sort_by(|a, b| kpack::natural::target_cmp(a, b));
             archs.dedup();
             let n = f.all_bundles().count();
             writeln!(

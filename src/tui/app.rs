@@ -261,6 +261,8 @@ pub struct App {
     pub scroll: usize,
     /// Order of children.
     pub sort: Sort,
+    /// The explorer's order reversed (key `S`).
+    pub sort_reverse: bool,
     /// Explorer filter.
     pub filter: String,
     /// Typing the filter.
@@ -319,6 +321,8 @@ pub struct App {
     pub kernel_cursor: usize,
     /// Sort of the Kernels view.
     pub kernel_sort: kpack::kernels::SortBy,
+    /// The kernels' order reversed (key `S`).
+    pub kernel_reverse: bool,
     /// Kernels view: only names containing this (mangled or demangled).
     pub kernel_filter: String,
     /// Kernels view: only this archive entry (key, target), from the inspector.
@@ -345,6 +349,7 @@ impl App {
             selected: 0,
             scroll: 0,
             sort: Sort::Size,
+            sort_reverse: false,
             filter: String::new(),
             filtering: false,
             progress: (0, 0),
@@ -371,6 +376,7 @@ impl App {
             kernels_loading: false,
             kernel_cursor: 0,
             kernel_sort: kpack::kernels::SortBy::Size,
+            kernel_reverse: false,
             kernel_filter: String::new(),
             families_note: None,
             kernel_entry: None,
@@ -398,7 +404,7 @@ impl App {
             }
             Some(old) => {
                 let selected = self.report.as_ref().and_then(|r| {
-                    old.rows(&self.expanded, self.sort, &self.filter, r)
+                    old.rows(&self.expanded, self.order(), &self.filter, r)
                         .get(self.selected)
                         .map(|row| old.path(row.node))
                 });
@@ -462,7 +468,7 @@ impl App {
     /// Rows of the explorer.
     pub fn rows(&self) -> Vec<Row> {
         match (&self.tree, &self.report) {
-            (Some(t), Some(r)) => t.rows(&self.expanded, self.sort, &self.filter, r),
+            (Some(t), Some(r)) => t.rows(&self.expanded, self.order(), &self.filter, r),
             _ => Vec::new(),
         }
     }
@@ -561,7 +567,7 @@ impl App {
                 rows.push(a.clone());
             }
         }
-        rows.sort();
+        rows.sort_by(|a, b| kpack::natural::target_cmp(a, b));
         let old = std::mem::take(&mut self.singles);
         self.singles = rows
             .into_iter()
@@ -622,6 +628,9 @@ impl App {
                 let mut r = *r;
                 if let Ok(rep) = &mut r {
                     kpack::kernels::sort_rows(&mut rep.kernels, self.kernel_sort);
+                    if self.kernel_reverse {
+                        rep.kernels.reverse();
+                    }
                 }
                 self.kernels = Some((path, r));
                 self.kernel_cursor = 0;
@@ -841,12 +850,14 @@ impl App {
                         Lds => Scratch,
                         Scratch => Spills,
                         Spills => Name,
-                        Name => Size,
+                        Name => Target,
+                        Target => Size,
                     };
-                    if let Some((_, Ok(r))) = &mut self.kernels {
-                        kpack::kernels::sort_rows(&mut r.kernels, self.kernel_sort);
-                    }
-                    self.kernel_cursor = 0;
+                    self.resort_kernels();
+                }
+                if k.code == KeyCode::Char('S') {
+                    self.kernel_reverse = !self.kernel_reverse;
+                    self.resort_kernels();
                 }
             }
             View::Preview | View::Inspector => {}
@@ -920,6 +931,25 @@ impl App {
             self.root.with_file_name(name).display().to_string()
         } else {
             name.to_string()
+        }
+    }
+
+    /// Sort the kernels shown by the current order.
+    fn resort_kernels(&mut self) {
+        if let Some((_, Ok(r))) = &mut self.kernels {
+            kpack::kernels::sort_rows(&mut r.kernels, self.kernel_sort);
+            if self.kernel_reverse {
+                r.kernels.reverse();
+            }
+        }
+        self.kernel_cursor = 0;
+    }
+
+    /// The explorer's order.
+    pub fn order(&self) -> super::tree::Order {
+        super::tree::Order {
+            sort: self.sort,
+            reverse: self.sort_reverse,
         }
     }
 
@@ -1043,6 +1073,7 @@ impl App {
                 self.filtering = true;
             }
             KeyCode::Char('s') => self.sort = self.sort.next(),
+            KeyCode::Char('S') => self.sort_reverse = !self.sort_reverse,
             KeyCode::Char('K') => {
                 let path = tree.path(row.node);
                 self.kernel_entry = None;

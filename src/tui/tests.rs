@@ -142,12 +142,12 @@ fn single_targets_are_packed_on_their_own() {
     assert_eq!(
         rows,
         [
-            "gfx1030",
             "gfx900",
             "gfx906",
             "gfx908",
             "gfx90a",
-            "gfx90a:xnack+"
+            "gfx90a:xnack+",
+            "gfx1030"
         ]
     );
     // gfx90X off, then gfx906 and gfx90a:xnack+ alone.
@@ -1226,4 +1226,50 @@ fn database_device_code_and_host_elfs_are_named() {
     select(&mut app, "libplain.so");
     let screen = format!("{}", render(&app, 120, 24).backend());
     assert!(screen.contains("host ELF (shared library)"), "{screen}");
+}
+
+/// Issue #19 item 9: names with numbers sort as numbers, targets by processor
+/// number, and every sort reverses with `S`.
+#[test]
+fn sorts_read_naturally_and_reverse() {
+    let tmp = tempfile::tempdir().unwrap();
+    for n in ["libk_14.so", "libk_4.so", "libk_2.so"] {
+        std::fs::write(tmp.path().join(n), b"x").unwrap();
+    }
+    let mut app = App::new(PathBuf::from("t"), None);
+    let r = kpack::scan::scan(
+        tmp.path(),
+        &kpack::scan::ScanOptions::default(),
+        &kpack::event::NoEvents,
+    )
+    .map_err(|e| e.to_string());
+    app.update(AppEvent::ScanDone(Box::new(r)));
+    let names = |app: &App| -> Vec<String> {
+        app.rows()
+            .iter()
+            .map(|r| app.tree.as_ref().unwrap().nodes[r.node].name.clone())
+            .collect()
+    };
+    key(&mut app, KeyCode::Char('s')); // by name
+    assert_eq!(names(&app), ["libk_2.so", "libk_4.so", "libk_14.so"]);
+    key(&mut app, KeyCode::Char('S'));
+    assert_eq!(names(&app), ["libk_14.so", "libk_4.so", "libk_2.so"]);
+    // Kernels by target: gfx900 before gfx1030; S reverses.
+    let mut app = scanned();
+    key(&mut app, KeyCode::Char('4'));
+    let report = kpack::kernels::list_kernels(&demo(), &Default::default()).unwrap();
+    app.update(AppEvent::Kernels(String::new(), Box::new(Ok(report))));
+    while app.kernel_sort != kpack::kernels::SortBy::Target {
+        key(&mut app, KeyCode::Char('s'));
+    }
+    let targets =
+        |app: &App| -> Vec<String> { app.kernel_rows().iter().map(|k| k.target.clone()).collect() };
+    let t = targets(&app);
+    let first_1030 = t.iter().position(|x| x == "gfx1030").unwrap();
+    let last_900 = t.iter().rposition(|x| x == "gfx900").unwrap();
+    assert!(last_900 < first_1030, "{t:?}");
+    key(&mut app, KeyCode::Char('S'));
+    let mut r = targets(&app);
+    r.reverse();
+    assert_eq!(r, t);
 }

@@ -8,10 +8,19 @@ use std::collections::{BTreeMap, HashSet};
 pub enum Sort {
     /// Largest first.
     Size,
-    /// By name.
+    /// By name, numbers as numbers (`libk_4` before `libk_14`).
     Name,
     /// Largest device share first.
     DeviceShare,
+}
+
+/// An order and whether it is reversed (key `S`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Order {
+    /// The order.
+    pub sort: Sort,
+    /// Reversed (folders still first).
+    pub reverse: bool,
 }
 
 impl Sort {
@@ -170,19 +179,21 @@ impl Tree {
         }
     }
 
-    fn sorted_children(&self, n: usize, sort: Sort) -> Vec<usize> {
+    fn sorted_children(&self, n: usize, order: Order) -> Vec<usize> {
+        use kpack::natural::natural_cmp;
         let mut c = self.nodes[n].children.clone();
         c.sort_by(|&a, &b| {
             let (na, nb) = (&self.nodes[a], &self.nodes[b]);
             let dirs_first = nb.file.is_none().cmp(&na.file.is_none());
-            dirs_first.then(match sort {
-                Sort::Size => nb.size.cmp(&na.size).then(na.name.cmp(&nb.name)),
-                Sort::Name => na.name.cmp(&nb.name),
+            let by = match order.sort {
+                Sort::Size => nb.size.cmp(&na.size).then(natural_cmp(&na.name, &nb.name)),
+                Sort::Name => natural_cmp(&na.name, &nb.name),
                 Sort::DeviceShare => self
                     .share(b)
                     .total_cmp(&self.share(a))
-                    .then(na.name.cmp(&nb.name)),
-            })
+                    .then(natural_cmp(&na.name, &nb.name)),
+            };
+            dirs_first.then(if order.reverse { by.reverse() } else { by })
         });
         c
     }
@@ -215,7 +226,7 @@ impl Tree {
     pub fn rows(
         &self,
         expanded: &HashSet<usize>,
-        sort: Sort,
+        sort: Order,
         filter: &str,
         report: &TreeReport,
     ) -> Vec<Row> {

@@ -173,8 +173,9 @@ fn status(app: &App) -> String {
     }
     let hints = match app.view {
         View::Explorer => format!(
-            "↑↓/jk move · →/l open · ←/h close · Enter/p preview · s sort ({}) · / filter",
-            app.sort.label()
+            "↑↓/jk move · →/l open · ←/h close · Enter/p preview · s/S sort ({}{}) · / filter",
+            app.sort.label(),
+            if app.sort_reverse { ", reversed" } else { "" }
         ),
         View::Families => app.families_note.clone().unwrap_or_else(|| {
             if app.report.as_ref().is_some_and(|r| r.wheel.is_some()) {
@@ -185,8 +186,9 @@ fn status(app: &App) -> String {
         }),
         View::Preview => "↑↓ scroll".to_string(),
         View::Kernels => format!(
-            "↑↓ move · s sort ({}) · / find by name{}",
+            "↑↓ move · s/S sort ({}{}) · / find by name{}",
             kernel_sort_label(app.kernel_sort),
+            if app.kernel_reverse { ", reversed" } else { "" },
             if app.kernel_entry.is_some() {
                 " · a whole archive"
             } else {
@@ -577,7 +579,9 @@ fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     let bar_w = right.width.saturating_sub(40) as u64;
     let mut l = Vec::new();
     let mut unassigned = Vec::new();
-    for (arch, raw) in &report.archs {
+    let mut by_target: Vec<(&String, &u64)> = report.archs.iter().collect();
+    by_target.sort_by(|a, b| kpack::natural::target_cmp(a.0, b.0));
+    for (arch, raw) in by_target {
         let fam = assign(arch);
         if fam.is_none() {
             unassigned.push(arch.clone());
@@ -728,6 +732,7 @@ fn kernel_sort_label(s: kpack::kernels::SortBy) -> &'static str {
         Scratch => "scratch",
         Spills => "spills",
         Name => "name",
+        Target => "target",
     }
 }
 
@@ -1026,7 +1031,7 @@ fn help(frame: &mut Frame, app: &App, area: Rect) {
             ("← h", "go to the parent; on an open folder, close it"),
             ("Enter, p", "rewrite preview of a fat binary"),
             ("K", "kernels of the selected file or folder"),
-            ("s", "sort: size, name, device share"),
+            ("s, S", "sort: size, name, device share; S reverses"),
             ("/", "filter by path; Esc clears"),
             ("mouse", "wheel scrolls, click selects"),
         ]),
@@ -1071,8 +1076,8 @@ fn help(frame: &mut Frame, app: &App, area: Rect) {
         View::Kernels => keys.extend([
             ("↑↓ j k, PgUp PgDn, g G", "move"),
             (
-                "s",
-                "sort: code size, VGPRs, SGPRs, LDS, scratch, spills, name",
+                "s, S",
+                "sort: code size, VGPRs, SGPRs, LDS, scratch, spills, name, target; S reverses",
             ),
             ("/", "find kernels by name; Esc clears"),
         ]),
