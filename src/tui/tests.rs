@@ -1273,3 +1273,57 @@ fn sorts_read_naturally_and_reverse() {
     r.reverse();
     assert_eq!(r, t);
 }
+
+/// Issue #19 item 10: the filter matches a target or a class as well as paths, and
+/// the header shows the matching files' totals.
+#[test]
+fn the_filter_matches_targets_and_classes_with_totals() {
+    let mut app = scanned();
+    let filter = |app: &mut App, text: &str| {
+        key(app, KeyCode::Esc);
+        key(app, KeyCode::Char('/'));
+        for c in text.chars() {
+            key(app, KeyCode::Char(c));
+        }
+        key(app, KeyCode::Enter);
+    };
+    let files = |app: &App| -> Vec<String> {
+        let tree = app.tree.as_ref().unwrap();
+        app.rows()
+            .iter()
+            .filter_map(|r| tree.nodes[r.node].file.map(|_| tree.path(r.node)))
+            .collect()
+    };
+    filter(&mut app, "gfx1030");
+    let hits = files(&app);
+    let report = app.report.as_ref().unwrap();
+    let want: Vec<String> = report
+        .files
+        .iter()
+        .filter(|f| {
+            f.all_bundles()
+                .any(|b| b.targets.iter().any(|t| t.arch == "gfx1030"))
+        })
+        .map(|f| f.path.clone())
+        .collect();
+    assert!(!want.is_empty());
+    for w in &want {
+        assert!(hits.contains(w), "{w} not shown: {hits:?}");
+    }
+    let screen = format!("{}", render(&app, 120, 24).backend());
+    assert!(
+        screen.contains(&format!(
+            "matching: {} ",
+            crate::text::count(hits.len() as u64, "entry", "entries")
+        )),
+        "{screen}"
+    );
+    filter(&mut app, "kernel_database");
+    let report = app.report.as_ref().unwrap();
+    let dbs = report
+        .files
+        .iter()
+        .filter(|f| f.kind == kpack::scan::FileKind::KernelDatabase)
+        .count();
+    assert_eq!(files(&app).len(), dbs);
+}

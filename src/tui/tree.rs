@@ -71,6 +71,18 @@ pub struct Row {
     pub depth: usize,
 }
 
+/// Whether a file matches the explorer's filter (lower-case): its path contains
+/// it, it is a class name (`fat_binary`, `kernel_database`, …), or one of its
+/// targets contains it (`gfx942`, `xnack+`).
+pub fn matches_filter(f: &kpack::scan::FileReport, filter: &str) -> bool {
+    f.path.to_lowercase().contains(filter)
+        || f.kind.name() == filter
+        || f.all_bundles()
+            .flat_map(|b| &b.targets)
+            .any(|t| t.arch.contains(filter))
+        || f.arch.as_deref().is_some_and(|a| a.contains(filter))
+}
+
 /// Device code in a kernel-database file: its bundles' code objects, or the whole
 /// file for a database code object (`.co`, `.hsaco` with a target in its name).
 pub fn db_device(f: &kpack::scan::FileReport) -> u64 {
@@ -235,7 +247,7 @@ impl Tree {
             let mut k = HashSet::new();
             for (i, n) in self.nodes.iter().enumerate() {
                 if let Some(f) = n.file
-                    && report.files[f].path.to_lowercase().contains(&filter)
+                    && matches_filter(&report.files[f], &filter)
                 {
                     let mut x = Some(i);
                     while let Some(y) = x {

@@ -301,11 +301,34 @@ fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         )
     } else {
         let damaged = report.files.iter().filter(|f| f.is_damaged()).count() as u64;
+        // With a filter, the totals are the matching files'.
+        let (entries, bytes, device) = if app.filter.is_empty() {
+            (t.entries, t.bytes, t.device_bytes)
+        } else {
+            let f = app.filter.to_lowercase();
+            report
+                .files
+                .iter()
+                .filter(|x| super::tree::matches_filter(x, &f))
+                .fold((0, 0, 0), |(n, b, d), x| {
+                    let counted = x.hard_link_of.is_none() && x.kind != FileKind::Symlink;
+                    (
+                        n + 1,
+                        b + if counted { x.size } else { 0 },
+                        d + if counted { x.device_bytes } else { 0 },
+                    )
+                })
+        };
         format!(
-            " {} · {} · device {}{} ",
-            crate::text::count(t.entries, "entry", "entries"),
-            size(t.bytes),
-            size(t.device_bytes),
+            " {}{} · {} · device {}{} ",
+            if app.filter.is_empty() {
+                ""
+            } else {
+                "matching: "
+            },
+            crate::text::count(entries, "entry", "entries"),
+            size(bytes),
+            size(device),
             if damaged > 0 {
                 format!(" · ! {}", crate::text::count(damaged, "damaged", "damaged"))
             } else {
@@ -1032,7 +1055,10 @@ fn help(frame: &mut Frame, app: &App, area: Rect) {
             ("Enter, p", "rewrite preview of a fat binary"),
             ("K", "kernels of the selected file or folder"),
             ("s, S", "sort: size, name, device share; S reverses"),
-            ("/", "filter by path; Esc clears"),
+            (
+                "/",
+                "filter by path, target (gfx942) or class (fat_binary); Esc clears",
+            ),
             ("mouse", "wheel scrolls, click selects"),
         ]),
         View::Families if wheel => keys.extend([
