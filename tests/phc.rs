@@ -733,3 +733,39 @@ fn make_j2_builds_through_phc_and_the_trace_loads() {
     assert_eq!(a.per_arch.len(), 2);
     assert!(a.peak_parallelism >= 2);
 }
+
+/// Issue #19 item 25: a real hipcc compile through phc leaves no temporary
+/// directory behind (plain hipcc leaves clang's empty ones; phc runs its children
+/// with TMPDIR in its own temporary directory and removes it).
+#[test]
+fn a_compile_through_phc_leaves_no_temporary_directories() {
+    if common::tool("hipcc").is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    fs::copy(src("vadd.hip"), dir.path().join("vadd.hip")).unwrap();
+    let tmp = dir.path().join("tmp");
+    fs::create_dir(&tmp).unwrap();
+    let o = Command::new(PHC)
+        .args([
+            "hipcc",
+            "-c",
+            "--offload-arch=gfx900",
+            "--offload-arch=gfx906",
+            "vadd.hip",
+            "-o",
+            "v.o",
+        ])
+        .current_dir(dir.path())
+        .env("TMPDIR", &tmp)
+        .env_remove("MAKEFLAGS")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    assert!(dir.path().join("v.o").is_file());
+    let left: Vec<_> = fs::read_dir(&tmp)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "left behind in TMPDIR: {left:?}");
+}

@@ -219,8 +219,21 @@ enum Ev {
 /// Running children, so a signal can be forwarded to them.
 type Pids = Arc<Mutex<Vec<u32>>>;
 
+/// The temporary directory of this compile: every child runs with `TMPDIR` there,
+/// so the driver's own temporary directories (clang leaves empty ones behind) go
+/// when phc removes it. One compile per process: set once.
+static CHILD_TMP: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+fn child(program: &str) -> Command {
+    let mut c = Command::new(program);
+    if let Some(t) = CHILD_TMP.get() {
+        c.env("TMPDIR", t);
+    }
+    c
+}
+
 fn spawn(job: usize, program: &str, args: &[String], tx: &Sender<Ev>, pids: &Pids) {
-    let child = Command::new(program)
+    let child = child(program)
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -519,10 +532,15 @@ fn parallel(
     mut trace: Option<&mut TraceFile>,
     log: &dyn Fn(&str),
 ) -> Flow {
+    let tmp = match tempfile::Builder::new().prefix("phc-").tempdir() {
+        Ok(t) => t,
+        Err(e) => return Flow::Fallback(format!("no temporary directory: {e}")),
+    };
+    let _ = CHILD_TMP.set(tmp.path().to_path_buf());
     // Ask the driver for its plan (a Perl hipcc also prints the clang command it runs).
     let mut probe_cmd = cmd.to_vec();
     probe_cmd.push("-###".into());
-    let probe = match Command::new(&cmd[0])
+    let probe = match child(&cmd[0])
         .args(&probe_cmd[1..])
         .env("HIPCC_VERBOSE", "1")
         .stdin(Stdio::null())
@@ -592,11 +610,6 @@ fn parallel(
         cuid.as_deref().unwrap_or("(user's or none)")
     ));
     let cuid_args: Vec<String> = cuid.iter().map(|c| format!("-cuid={c}")).collect();
-
-    let tmp = match tempfile::Builder::new().prefix("phc-").tempdir() {
-        Ok(t) => t,
-        Err(e) => return Flow::Fallback(format!("no temporary directory: {e}")),
-    };
     let (tx, rx) = channel::<Ev>();
     let pids: Pids = Arc::new(Mutex::new(Vec::new()));
     // Signals go through the scheduler's channel: forward, clean up, re-raise.
