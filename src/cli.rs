@@ -35,7 +35,6 @@ pub struct Common {
     /// 1/0, true/false, yes/no, on/off).
     #[arg(
         long,
-        global = true,
         env = "KPACK_NO_TUI",
         value_parser = clap::builder::BoolishValueParser::new(),
         action = clap::ArgAction::SetTrue,
@@ -43,13 +42,12 @@ pub struct Common {
     )]
     pub no_tui: bool,
 
-    /// Print machine-readable JSON on stdout (implies --no-tui).
+    /// Print machine-readable JSON on stdout (no terminal UI).
     #[arg(long, global = true)]
     pub json: bool,
 
-    /// Exit with status 1 when any diagnostic was raised; for pack, any warning is
-    /// fatal and nothing is written.
-    #[arg(long, global = true)]
+    /// Exit with status 1 when any diagnostic was raised.
+    #[arg(long)]
     pub strict: bool,
 
     /// Worker threads (default: all cores).
@@ -63,13 +61,45 @@ pub struct Common {
     pub jobs: usize,
 
     /// Print every file's bundles, not only the summary.
-    #[arg(short, long, global = true)]
+    #[arg(short, long)]
     pub long: bool,
 
     /// Trace timeline: keep reading a trace that a running build is still writing
     /// (the file may not exist yet).
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub follow: bool,
+}
+
+/// `--no-tui`, for the commands that open the terminal UI in a terminal.
+#[derive(Debug, Args, Clone, Default)]
+pub struct NoTuiFlag {
+    /// Print a report instead of opening the terminal UI (env KPACK_NO_TUI:
+    /// 1/0, true/false, yes/no, on/off).
+    #[arg(
+        long,
+        env = "KPACK_NO_TUI",
+        value_parser = clap::builder::BoolishValueParser::new(),
+        action = clap::ArgAction::SetTrue,
+        hide_env_values = true
+    )]
+    pub no_tui: bool,
+}
+
+/// `--strict`, for the commands that report diagnostics.
+#[derive(Debug, Args, Clone, Default)]
+pub struct StrictFlag {
+    /// Exit with status 1 when any diagnostic was raised (for pack: any warning is
+    /// fatal and nothing is written).
+    #[arg(long)]
+    pub strict: bool,
+}
+
+/// `--long`, for the commands with a longer report.
+#[derive(Debug, Args, Clone, Default)]
+pub struct LongFlag {
+    /// Print every file's bundles (or every planned file), not only the summary.
+    #[arg(short, long)]
+    pub long: bool,
 }
 
 /// Subcommands.
@@ -83,6 +113,12 @@ pub enum Command {
         /// (device bytes per target) or `matrix` (bytes per file per target).
         #[arg(long, value_enum)]
         csv: Option<ScanCsvArg>,
+        #[command(flatten)]
+        no_tui: NoTuiFlag,
+        #[command(flatten)]
+        long: LongFlag,
+        #[command(flatten)]
+        strict: StrictFlag,
     },
     /// Extract code objects: from a .kpack archive (KEY ARCH, or --all), or from a fat
     /// binary or bundle file (--target T [--bundle K], or --all), byte-identical to
@@ -138,6 +174,14 @@ pub enum Command {
         /// Output file of the export.
         #[arg(short, long, requires = "export")]
         output: Option<PathBuf>,
+        /// Keep reading a trace that a running build is still writing (the file may
+        /// not exist yet).
+        #[arg(long)]
+        follow: bool,
+        #[command(flatten)]
+        no_tui: NoTuiFlag,
+        #[command(flatten)]
+        strict: StrictFlag,
     },
     /// Run the phc compile launcher (the same as the `phc` binary):
     /// `kpack-tui phc -- hipcc -c a.hip --offload-arch=gfx942 --offload-arch=gfx90a -o a.o`.
@@ -236,6 +280,8 @@ pub enum Command {
         old: PathBuf,
         /// The new build.
         new: PathBuf,
+        #[command(flatten)]
+        no_tui: NoTuiFlag,
         /// Which table to print (all by default).
         #[arg(long, value_enum, default_value = "all")]
         by: DiffByArg,
@@ -445,6 +491,10 @@ pub struct CombineArgs {
 pub struct PackArgs {
     /// The install tree to pack.
     pub tree: PathBuf,
+    #[command(flatten)]
+    pub long: LongFlag,
+    #[command(flatten)]
+    pub strict: StrictFlag,
     /// Output directory (must not be inside TREE).
     #[arg(short, long)]
     pub output: PathBuf,
@@ -566,6 +616,68 @@ pub struct MarkerArgs {
     pub search_paths: Vec<String>,
 }
 
+impl Cli {
+    /// Parse the process arguments. `--no-tui` is listed only by the commands that
+    /// can open the terminal UI; the others accept it silently (scripts pass it
+    /// everywhere, as `KPACK_NO_TUI` is).
+    pub fn parse_args() -> Cli {
+        use clap::{CommandFactory, FromArgMatches};
+        let mut cmd = Cli::command();
+        let names: Vec<String> = cmd
+            .get_subcommands()
+            .map(|s| s.get_name().to_string())
+            .filter(|n| !["scan", "trace", "diff"].contains(&n.as_str()))
+            .collect();
+        for n in names {
+            cmd = cmd.mut_subcommand(n, |sc| {
+                sc.arg(
+                    clap::Arg::new("no_tui_accepted")
+                        .long("no-tui")
+                        .hide(true)
+                        .action(clap::ArgAction::SetTrue),
+                )
+            });
+        }
+        let matches = cmd.get_matches();
+        Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    }
+
+    /// The options every command reads, with the per-command flags (`--no-tui`,
+    /// `--long`, `--strict`, `--follow` given after a subcommand) folded in.
+    pub fn effective_common(&self) -> Common {
+        let mut c = self.common.clone();
+        match &self.command {
+            Some(Command::Scan {
+                no_tui,
+                long,
+                strict,
+                ..
+            }) => {
+                c.no_tui |= no_tui.no_tui;
+                c.long |= long.long;
+                c.strict |= strict.strict;
+            }
+            Some(Command::Trace {
+                follow,
+                no_tui,
+                strict,
+                ..
+            }) => {
+                c.follow |= *follow;
+                c.no_tui |= no_tui.no_tui;
+                c.strict |= strict.strict;
+            }
+            Some(Command::Diff { no_tui, .. }) => c.no_tui |= no_tui.no_tui,
+            Some(Command::Pack(p)) => {
+                c.long |= p.long.long;
+                c.strict |= p.strict.strict;
+            }
+            _ => {}
+        }
+        c
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -608,7 +720,7 @@ mod tests {
         assert!(c.common.no_tui && c.common.json);
         let c = Cli::try_parse_from(["kpack-tui", "scan", "x", "--strict"]).unwrap();
         assert!(matches!(c.command, Some(Command::Scan { .. })));
-        assert!(c.common.strict);
+        assert!(c.effective_common().strict);
         let c =
             Cli::try_parse_from(["kpack-tui", "extract", "a.kpack", "--all", "-o", "d"]).unwrap();
         assert!(matches!(

@@ -9,14 +9,13 @@ mod tui;
 
 use anyhow::{Context, Result};
 use batch::{EXIT_ERROR, EXIT_FINDINGS, EXIT_OK};
-use clap::Parser;
 use cli::{Cli, Command, Common};
 use kpack::scan::{self, ScanOptions};
 use std::io::{self, IsTerminal, Write};
 use std::path::Path;
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = Cli::parse_args();
     let code = match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -45,12 +44,15 @@ fn main() {
 }
 
 fn run(cli: Cli) -> Result<i32> {
-    let common = cli.common.clone();
+    let common = cli.effective_common();
     match cli.command {
-        Some(Command::Scan { path, csv: None }) => run_scan(&path, &common),
+        Some(Command::Scan {
+            path, csv: None, ..
+        }) => run_scan(&path, &common),
         Some(Command::Scan {
             path,
             csv: Some(which),
+            ..
         }) => {
             let opts = ScanOptions {
                 threads: common.jobs,
@@ -128,6 +130,7 @@ fn run(cli: Cli) -> Result<i32> {
             top,
             csv,
             budgets,
+            ..
         }) => run_diff(&old, &new, by, targets, (top, csv), &budgets, &common),
         Some(Command::FindKernel {
             pattern,
@@ -149,6 +152,7 @@ fn run(cli: Cli) -> Result<i32> {
             file,
             export,
             output,
+            ..
         }) => {
             if export.is_none() && wants_tui(&common) {
                 tui::run_timeline(file, common.follow)?;

@@ -311,3 +311,30 @@ fn the_readme_example_is_the_real_output() {
     let real: Vec<&str> = out.lines().take(block.len()).collect();
     assert_eq!(block, real, "regenerate the README example");
 }
+
+/// Issue #19 item 17: each subcommand's help lists its own options only; `--no-tui`
+/// is still accepted everywhere (scripts pass it, as they set KPACK_NO_TUI).
+#[test]
+fn subcommand_help_lists_only_its_options() {
+    let help = |c: &str| stdout(&kpack(&[c, "--help"]));
+    for c in [
+        "pack", "extract", "rewrite", "split", "wheel", "verify", "kernels",
+    ] {
+        let h = help(c);
+        for flag in ["--no-tui", "--follow"] {
+            assert!(!h.contains(flag), "{c} --help lists {flag}:\n{h}");
+        }
+    }
+    for c in ["extract", "rewrite", "verify", "kernels"] {
+        assert!(!help(c).contains("--long"), "{c}");
+    }
+    assert!(help("scan").contains("--no-tui") && help("scan").contains("--long"));
+    assert!(help("trace").contains("--follow"));
+    assert!(help("pack").contains("--strict"));
+    let o = kpack(&["verify", "--no-tui", "/nonexistent/x"]);
+    assert!(
+        !stderr(&o).contains("unexpected argument"),
+        "{}",
+        stderr(&o)
+    );
+}
