@@ -769,3 +769,22 @@ fn a_compile_through_phc_leaves_no_temporary_directories() {
         .collect();
     assert!(left.is_empty(), "left behind in TMPDIR: {left:?}");
 }
+
+/// Issue #19 item 26: PHC_DEBUG=1 is a readable summary of the decisions (the plan
+/// in one line); the driver's whole -### plan only at PHC_DEBUG=2.
+#[test]
+fn phc_debug_levels() {
+    let f = Fake::new();
+    let mut c = f.command(&["gfx900", "gfx906"]);
+    c.env("PHC_DEBUG", "1");
+    let o = run(c);
+    assert!(o.status.success(), "{}", common::stderr(&o));
+    let e = common::stderr(&o);
+    assert!(e.contains("phc: bundler ") && e.contains("targets "), "{e}");
+    assert!(!e.contains("\"-cc1\""), "the raw plan at level 1:\n{e}");
+    assert!(e.lines().count() <= 10, "{e}");
+    let mut c = f.command(&["gfx900", "gfx906"]);
+    c.env("PHC_DEBUG", "2");
+    let e = common::stderr(&run(c));
+    assert!(e.contains("\"-cc1\""), "{e}");
+}

@@ -41,8 +41,10 @@ pub struct Env {
     pub compiler: Option<String>,
     /// `PHC_NINJA_TRACE`.
     pub trace: Option<PathBuf>,
-    /// `PHC_DEBUG` set and not `0`.
+    /// `PHC_DEBUG` set and not `0`: one line per decision (the plan in summary).
     pub debug: bool,
+    /// `PHC_DEBUG=2` or more: also the driver's whole `-###` plan.
+    pub debug_plan: bool,
     /// `PHC_JOBSERVER` not set to empty or `0`.
     pub jobserver: bool,
     /// `MAKEFLAGS` or, when that is empty, `CARGO_MAKEFLAGS`.
@@ -60,6 +62,9 @@ impl Env {
             compiler: non_empty(var("PHC_COMPILER")),
             trace: non_empty(var("PHC_NINJA_TRACE")).map(PathBuf::from),
             debug: var("PHC_DEBUG").is_some_and(|v| !v.is_empty() && v != "0"),
+            debug_plan: var("PHC_DEBUG")
+                .and_then(|v| v.trim().parse::<u32>().ok())
+                .is_some_and(|l| l >= 2),
             jobserver: var("PHC_JOBSERVER").is_none_or(|v| !v.is_empty() && v != "0"),
             makeflags: jobserver::flags(
                 var("MAKEFLAGS").as_deref(),
@@ -75,7 +80,7 @@ impl Env {
 const USAGE: &str = "usage: phc <compiler> <args...>   (or PHC_COMPILER=<compiler> phc <args...>)\n\
 Splits a multi-arch HIP compile (-c with two or more --offload-arch) into parallel\n\
 per-arch device compiles under the make jobserver; anything else runs unchanged.\n\
-Environment: PHC_NINJA_TRACE=file, PHC_DEBUG=1, PHC_JOBSERVER=0, PHC_JOBS=n (device\ncompiles at once without a jobserver; default: the cores), PHC_COMPILER.";
+Environment: PHC_NINJA_TRACE=file, PHC_DEBUG=1 (decisions; 2: also the driver's\nplan), PHC_JOBSERVER=0, PHC_JOBS=n (device\ncompiles at once without a jobserver; default: the cores), PHC_COMPILER.";
 
 /// Run phc on `argv` (everything after phc's own name). Returns the exit status;
 /// pass-through and fallbacks replace the process and do not return on success.
@@ -549,7 +554,7 @@ fn parallel(
         Ok(o) => o,
         Err(e) => return Flow::Fallback(format!("the probe did not start: {e}")),
     };
-    if env.debug {
+    if env.debug_plan {
         let _ = std::io::stderr().write_all(&probe.stderr);
     }
     if !probe.status.success() {
