@@ -788,3 +788,37 @@ fn phc_debug_levels() {
     let e = common::stderr(&run(c));
     assert!(e.contains("\"-cc1\""), "{e}");
 }
+
+/// Issue #19 item 23: an error in the source fails every arch; it is printed once,
+/// as the plain driver prints it, with the failing arch named.
+#[test]
+fn a_source_error_is_printed_once() {
+    if common::tool("hipcc").is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    fs::write(
+        dir.path().join("broken.hip"),
+        "#include <hip/hip_runtime.h>\n__global__ void k(int *p) { *p = undefined_name; }\n",
+    )
+    .unwrap();
+    let o = Command::new(PHC)
+        .args([
+            "hipcc",
+            "-c",
+            "broken.hip",
+            "--offload-arch=gfx900",
+            "--offload-arch=gfx906",
+            "--offload-arch=gfx908",
+            "-o",
+            "broken.o",
+        ])
+        .current_dir(dir.path())
+        .env("MAKEFLAGS", "-j4")
+        .output()
+        .unwrap();
+    let e = common::stderr(&o);
+    assert_ne!(o.status.code(), Some(0));
+    assert_eq!(e.matches("use of undeclared identifier").count(), 1, "{e}");
+    assert!(e.contains("phc: stopped: the gfx9"), "{e}");
+}

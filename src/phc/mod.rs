@@ -680,8 +680,28 @@ fn parallel(
     }
     if let Some(code) = dev.first_failure {
         unfinished();
-        for f in &dev.done {
+        // As the plain driver: the first failure's messages once (an error in the
+        // source fails every arch alike; its copies are not repeated), naming the arch.
+        if let Some(f) = dev
+            .done
+            .iter()
+            .find(|f| !matches!(&f.result, Ok(o) if o.status.success()))
+        {
             f.emit(step(f, line));
+            let what = match line.archs.get(f.job) {
+                Some(a) => format!("the {a} device compile"),
+                None => "the host compile".to_string(),
+            };
+            let others = dev.done.len() - 1;
+            eprintln!(
+                "phc: stopped: {what} exited with status {}{}",
+                f.status(),
+                if others > 0 {
+                    format!(" (the output of {others} other compile(s) is not repeated)")
+                } else {
+                    String::new()
+                }
+            );
         }
         return Flow::Exit(code);
     }
