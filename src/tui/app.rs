@@ -8,7 +8,7 @@ use kpack::kpack::archive::ArchiveIndex;
 use kpack::scan::TreeReport;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKind};
 use std::collections::HashSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Results and input arriving at the UI thread.
 #[derive(Debug)]
@@ -27,6 +27,8 @@ pub enum AppEvent {
     Partial(Box<(TreeReport, Tree)>),
     /// A rewrite preview finished.
     Preview(String, Box<Result<RewritePlan, String>>),
+    /// An archive was opened from the explorer (relative path, its index).
+    ArchiveOpened(String, Box<Result<ArchiveIndex, String>>),
     /// An archive extract or verify finished: the message to show.
     ArchiveDone(String),
     /// An ELF binary's sections and segments were read.
@@ -85,14 +87,56 @@ pub enum Request {
     Layout(String),
     /// List the kernels under this relative path (`""`: the whole tree).
     Kernels(String),
-    /// Extract kernels of the open archive: one (key, arch), or all with `None`.
-    Extract(Option<(String, String)>),
+    /// Extract kernels of the open archive: one (key, arch), or all with `None`, into
+    /// the directory given.
+    Extract(ArchiveAt, Option<(String, String)>, PathBuf),
     /// Verify the open archive.
-    VerifyArchive,
+    VerifyArchive(ArchiveAt),
+    /// Open the archive at this relative path of the tree in the inspector.
+    OpenArchive(String),
     /// Compute the pack plan (with size estimates) for these family names.
     Plan(Selection),
     /// Pack the tree.
     Pack(PackSettings),
+}
+
+/// The inspector's extract prompt: one (key, arch) or all, the destination being
+/// typed, the cursor in it.
+pub type ExtractPrompt = (Option<(String, String)>, String, usize);
+
+/// Where the inspector's archive lives: a file, or a member of the wheel opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArchiveAt {
+    /// A `.kpack` file.
+    File(PathBuf),
+    /// A member of a wheel.
+    WheelMember(PathBuf, String),
+}
+
+impl ArchiveAt {
+    /// Open it.
+    pub fn open(&self) -> kpack::Result<kpack::kpack::Archive> {
+        match self {
+            ArchiveAt::File(p) => kpack::kpack::Archive::open(p),
+            ArchiveAt::WheelMember(w, m) => {
+                let wheel = kpack::wheel::Wheel::open(w)?;
+                let member = wheel.member(m).ok_or_else(|| {
+                    kpack::Error::Invalid(format!("{}: no member {m}", w.display()))
+                })?;
+                let data = wheel.contents(member, &std::env::temp_dir())?;
+                kpack::kpack::Archive::from_bytes(Path::new(m), data.to_vec())
+            }
+        }
+    }
+
+    /// Its file name (`torch_gfx90a.kpack`).
+    pub fn file_name(&self) -> String {
+        let p = match self {
+            ArchiveAt::File(p) => p.to_string_lossy().into_owned(),
+            ArchiveAt::WheelMember(_, m) => m.clone(),
+        };
+        p.rsplit('/').next().unwrap_or(&p).to_string()
+    }
 }
 
 /// What the families view selects: presets, and single targets (exact target IDs
@@ -289,6 +333,11 @@ pub struct App {
     pub singles: Vec<(String, bool)>,
     /// The archive shown by the inspector.
     pub archive: Option<ArchiveIndex>,
+    /// Where it is.
+    pub archive_at: Option<ArchiveAt>,
+    /// The extract prompt: what to extract (one kernel, or all), the destination
+    /// being typed, the cursor.
+    pub extract_prompt: Option<ExtractPrompt>,
     /// Row selected in the inspector.
     pub archive_cursor: usize,
     /// Preview result, for the path it was computed for.
@@ -334,6 +383,7 @@ pub struct App {
 impl App {
     /// A new app for a tree (scan pending) or an archive.
     pub fn new(root: PathBuf, archive: Option<ArchiveIndex>) -> App {
+        let archive_at = archive.is_some().then(|| ArchiveAt::File(root.clone()));
         let views = if archive.is_some() {
             vec![View::Inspector]
         } else {
@@ -358,6 +408,8 @@ impl App {
             families: vec![false; PRESETS.len()],
             family_cursor: 0,
             singles: Vec::new(),
+            archive_at,
+            extract_prompt: None,
             archive,
             archive_cursor: 0,
             preview: None,
@@ -636,6 +688,26 @@ impl App {
                 self.kernel_cursor = 0;
             }
             AppEvent::ArchiveDone(msg) => self.archive_status = Some(msg),
+            AppEvent::ArchiveOpened(rel, r) => match *r {
+                Ok(idx) => {
+                    self.archive = Some(idx);
+                    self.archive_at =
+                        Some(if self.report.as_ref().is_some_and(|r| r.wheel.is_some()) {
+                            ArchiveAt::WheelMember(self.root.clone(), rel)
+                        } else if self.root.is_file() {
+                            ArchiveAt::File(self.root.clone())
+                        } else {
+                            ArchiveAt::File(self.root.join(&rel))
+                        });
+                    self.archive_cursor = 0;
+                    self.archive_status = None;
+                    if !self.views.contains(&View::Inspector) {
+                        self.views.push(View::Inspector);
+                    }
+                    self.view = View::Inspector;
+                }
+                Err(e) => self.families_note = Some(format!("{rel}: {e}")),
+            },
             AppEvent::Layout(path, r) => {
                 self.layouts.insert(path, *r);
             }
@@ -688,6 +760,26 @@ impl App {
     fn key(&mut self, k: KeyEvent) {
         if k.modifiers.contains(KeyModifiers::CONTROL) && k.code == KeyCode::Char('c') {
             self.quit = true;
+            return;
+        }
+        if let Some((which, dest, cursor)) = &mut self.extract_prompt {
+            match k.code {
+                KeyCode::Enter if !dest.is_empty() => {
+                    if let Some(at) = &self.archive_at {
+                        self.requests.push(Request::Extract(
+                            at.clone(),
+                            which.clone(),
+                            PathBuf::from(dest.as_str()),
+                        ));
+                        self.archive_status = Some("extracting…".into());
+                    }
+                    self.extract_prompt = None;
+                }
+                KeyCode::Esc => self.extract_prompt = None,
+                _ => {
+                    super::textedit::edit(dest, cursor, k);
+                }
+            }
             return;
         }
         if self.filtering {
@@ -761,26 +853,28 @@ impl App {
                 }
                 self.view = View::Kernels;
             }
-            KeyCode::Char(c @ ('x' | 'X' | 'v')) if self.view == View::Inspector => {
-                let Some(a) = &self.archive else { return };
-                let req = match c {
-                    'x' => a
-                        .kernels
-                        .get(self.archive_cursor)
-                        .map(|k| Request::Extract(Some((k.key.clone(), k.arch.clone())))),
-                    'X' => Some(Request::Extract(None)),
-                    _ => Some(Request::VerifyArchive),
+            KeyCode::Char(c @ ('x' | 'X')) if self.view == View::Inspector => {
+                let (Some(a), Some(at)) = (&self.archive, &self.archive_at) else {
+                    return;
                 };
-                if let Some(r) = req {
-                    self.archive_status = Some(
-                        if c == 'v' {
-                            "verifying…"
-                        } else {
-                            "extracting…"
-                        }
-                        .to_string(),
-                    );
-                    self.requests.push(r);
+                let which = if c == 'x' {
+                    let Some(k) = a.kernels.get(self.archive_cursor) else {
+                        return;
+                    };
+                    Some((k.key.clone(), k.arch.clone()))
+                } else {
+                    None
+                };
+                // Ask where: by default beside the current directory, not inside the
+                // install tree the archive came from.
+                let dest = self.default_output(&format!("{}.extracted", at.file_name()));
+                let cursor = dest.chars().count();
+                self.extract_prompt = Some((which, dest, cursor));
+            }
+            KeyCode::Char('v') if self.view == View::Inspector => {
+                if let Some(at) = &self.archive_at {
+                    self.archive_status = Some("verifying…".into());
+                    self.requests.push(Request::VerifyArchive(at.clone()));
                 }
             }
             KeyCode::Down | KeyCode::Char('j') => self.move_by(1),
@@ -1098,6 +1192,15 @@ impl App {
                 {
                     self.selected = pos;
                 }
+            }
+            KeyCode::Enter
+                if node
+                    .file
+                    .and_then(|f| self.report.as_ref().map(|r| r.files[f].kind))
+                    == Some(kpack::scan::FileKind::Kpack) =>
+            {
+                self.requests
+                    .push(Request::OpenArchive(tree.path(row.node)));
             }
             KeyCode::Enter | KeyCode::Char('p') if node.file.is_some() => {
                 let path = tree.path(row.node);

@@ -144,13 +144,6 @@ fn file_in(root: &Path, rel: &str) -> PathBuf {
     }
 }
 
-/// Where the inspector extracts: `<archive>.extracted/` beside the archive.
-pub fn extract_dir(archive: &Path) -> PathBuf {
-    let mut name = archive.file_name().unwrap_or_default().to_os_string();
-    name.push(".extracted");
-    archive.with_file_name(name)
-}
-
 /// Start the background work an app asked for.
 fn start(req: Request, root: &Path, tx: &Sender<AppEvent>, cancel: &kpack::event::CancelToken) {
     match req {
@@ -174,11 +167,11 @@ fn start(req: Request, root: &Path, tx: &Sender<AppEvent>, cancel: &kpack::event
                 let _ = tx.send(AppEvent::Plan(Box::new(plan(&root, &selection))));
             });
         }
-        Request::Extract(which) => {
-            let (archive, tx) = (root.to_path_buf(), tx.clone());
+        Request::Extract(at, which, dest) => {
+            let tx = tx.clone();
             std::thread::spawn(move || {
-                let dest = extract_dir(&archive);
-                let msg = kpack::kpack::Archive::open(&archive)
+                let msg = at
+                    .open()
                     .and_then(|a| {
                         a.extract_to(&dest, |k| {
                             which
@@ -191,10 +184,10 @@ fn start(req: Request, root: &Path, tx: &Sender<AppEvent>, cancel: &kpack::event
                 let _ = tx.send(AppEvent::ArchiveDone(msg));
             });
         }
-        Request::VerifyArchive => {
-            let (archive, tx) = (root.to_path_buf(), tx.clone());
+        Request::VerifyArchive(at) => {
+            let tx = tx.clone();
             std::thread::spawn(move || {
-                let msg = match kpack::kpack::Archive::open(&archive).map(|a| a.verify()) {
+                let msg = match at.open().map(|a| a.verify()) {
                     Ok(f) if f.is_empty() => {
                         "verify: sound (every frame decodes to its size)".into()
                     }
@@ -202,6 +195,18 @@ fn start(req: Request, root: &Path, tx: &Sender<AppEvent>, cancel: &kpack::event
                     Err(e) => format!("verify: {e}"),
                 };
                 let _ = tx.send(AppEvent::ArchiveDone(msg));
+            });
+        }
+        Request::OpenArchive(rel) => {
+            let at = if kpack::wheel::is_wheel_path(root) {
+                app::ArchiveAt::WheelMember(root.to_path_buf(), rel.clone())
+            } else {
+                app::ArchiveAt::File(file_in(root, &rel))
+            };
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let r = at.open().map(|a| a.index).map_err(|e| e.to_string());
+                let _ = tx.send(AppEvent::ArchiveOpened(rel, Box::new(r)));
             });
         }
         Request::Kernels(rel) => {

@@ -262,16 +262,31 @@ fn inspector_extract_and_verify_requests() {
         a.index.kernels[0].arch.clone(),
     );
     let mut app = App::new(PathBuf::from("zstd.kpack"), Some(a.index.clone()));
+    use super::app::{ArchiveAt, Request};
+    let at = ArchiveAt::File(PathBuf::from("zstd.kpack"));
+    // x asks where, with a default in the current directory; typing edits it.
     key(&mut app, KeyCode::Char('x'));
+    let screen = format!("{}", render(&app, 100, 24).backend());
+    assert!(screen.contains("zstd.kpack.extracted"), "{screen}");
+    app.update(AppEvent::Key(KeyEvent::new(
+        KeyCode::Char('u'),
+        KeyModifiers::CONTROL,
+    )));
+    for c in "out-1".chars() {
+        key(&mut app, KeyCode::Char(c));
+    }
+    key(&mut app, KeyCode::Enter);
     key(&mut app, KeyCode::Char('X'));
+    key(&mut app, KeyCode::Esc); // cancelled: nothing asked
+    key(&mut app, KeyCode::Char('X'));
+    key(&mut app, KeyCode::Enter);
     key(&mut app, KeyCode::Char('v'));
-    use super::app::Request;
     assert_eq!(
         app.requests,
         vec![
-            Request::Extract(Some(first.clone())),
-            Request::Extract(None),
-            Request::VerifyArchive
+            Request::Extract(at.clone(), Some(first.clone()), PathBuf::from("out-1")),
+            Request::Extract(at.clone(), None, PathBuf::from("zstd.kpack.extracted")),
+            Request::VerifyArchive(at)
         ]
     );
     assert_eq!(app.archive_status.as_deref(), Some("verifying…"));
@@ -290,8 +305,53 @@ fn inspector_extract_and_verify_requests() {
         a.kernel(&a.index.kernels[0]).unwrap().as_ref()
     );
     assert_eq!(
-        super::extract_dir(Path::new("/x/y/a.kpack")),
-        Path::new("/x/y/a.kpack.extracted")
+        super::ui::middle_cut("torch/lib/libtorch_hip.so#3", 15),
+        "torch…_hip.so#3"
+    );
+}
+
+/// Issue #19 item 8: Enter on a `.kpack` in the explorer opens it in the inspector.
+#[test]
+fn enter_on_an_archive_opens_the_inspector() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("p");
+    let settings = super::app::PackSettings {
+        group: "demo".into(),
+        selection: super::app::Selection {
+            families: vec!["gfx90X".into()],
+            targets: vec![],
+        },
+        split: false,
+        per_family: false,
+        output: out.display().to_string(),
+        level: 3,
+        wheel: false,
+        overlay: String::new(),
+    };
+    let (tx, _rx) = std::sync::mpsc::channel();
+    super::run_pack(&demo(), &settings, &tx, &kpack::event::CancelToken::new()).unwrap();
+    let mut app2 = App::new(out.clone(), None);
+    let r = kpack::scan::scan(
+        &out,
+        &kpack::scan::ScanOptions::default(),
+        &kpack::event::NoEvents,
+    )
+    .map_err(|e| e.to_string());
+    app2.update(AppEvent::ScanDone(Box::new(r)));
+    key(&mut app2, KeyCode::Right);
+    select(&mut app2, "demo_gfx900.kpack");
+    key(&mut app2, KeyCode::Enter);
+    let Some(super::app::Request::OpenArchive(rel)) = app2.requests.pop() else {
+        panic!("no open request: {:?}", app2.requests);
+    };
+    assert_eq!(rel, ".kpack/demo_gfx900.kpack");
+    let idx = kpack::kpack::Archive::open(&out.join(&rel)).unwrap().index;
+    app2.update(AppEvent::ArchiveOpened(rel, Box::new(Ok(idx))));
+    assert_eq!(app2.view, View::Inspector);
+    let screen = format!("{}", render(&app2, 120, 24).backend());
+    assert!(
+        screen.contains("key (binary#TU)") && screen.contains("gfx900"),
+        "{screen}"
     );
 }
 

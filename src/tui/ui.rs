@@ -1007,29 +1007,30 @@ fn inspector(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         ))),
         head,
     );
-    let h = list.height as usize;
+    // A table with headers: the key column takes what the others leave, long keys
+    // are cut in the middle (their start and file name stay).
+    let fixed = 16 + 11 + 11 + 8 + 4;
+    let key_w = (list.width as usize).saturating_sub(fixed).max(12);
+    let h = (list.height as usize).saturating_sub(1);
     let start = app.archive_cursor.saturating_sub(h.saturating_sub(1));
-    let mut lines = Vec::new();
-    // A tree: binary, then its TUs (`#n`), then one row per arch.
-    let (mut last_bin, mut last_key) = ("", "");
+    let mut lines = vec![Line::from(Span::styled(
+        format!(
+            "{:<key_w$} {:<16} {:>11} {:>11} {:>7}",
+            "key (binary#TU)", "target", "raw", "stored", "ratio"
+        ),
+        Style::new().add_modifier(Modifier::BOLD),
+    ))];
+    let mut last_key = "";
     for (i, k) in a.kernels.iter().enumerate().skip(start).take(h) {
-        let (bin, tu) = k.key.rsplit_once('#').unwrap_or((k.key.as_str(), "0"));
-        let bin_col = if bin != last_bin || i == start {
-            bin
-        } else {
-            ""
-        };
-        let tu_col = if k.key != last_key || i == start {
-            format!("#{tu}")
+        // A key shown once for its targets.
+        let key = if k.key != last_key || i == start {
+            middle_cut(&k.key, key_w)
         } else {
             String::new()
         };
-        last_bin = bin;
         last_key = &k.key;
         let mut line = Line::from(format!(
-            "{:<36} {:<4} {:<16} {:>10} {:>10} {:>6.2}×",
-            bin_col,
-            tu_col,
+            "{key:<key_w$} {:<16} {:>11} {:>11} {:>6.2}×",
             k.arch,
             size(k.size),
             size(k.compressed_size),
@@ -1041,6 +1042,45 @@ fn inspector(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         lines.push(line);
     }
     frame.render_widget(Paragraph::new(lines), list);
+    if let Some((which, dest, cursor)) = &app.extract_prompt {
+        let what = match which {
+            Some((key, arch)) => format!("Extract {key} @ {arch} into"),
+            None => format!("Extract all {} kernels into", a.kernels.len()),
+        };
+        let body = vec![
+            Line::from(what),
+            Line::from(format!("▶ {}", super::textedit::with_cursor(dest, *cursor))),
+            Line::from(""),
+            Line::from("Enter extracts · Esc cancels (a directory; created if needed)"),
+        ];
+        let w = area.width.min(90);
+        let r = Rect {
+            x: area.x + (area.width - w) / 2,
+            y: area.y + area.height.saturating_sub(6) / 2,
+            width: w,
+            height: 6.min(area.height),
+        };
+        frame.render_widget(Clear, r);
+        frame.render_widget(
+            Paragraph::new(body).block(Block::bordered().title(" extract ")),
+            r,
+        );
+    }
+}
+
+/// `s` cut to `w` characters in the middle (`torch/lib/…/libtorch_hip.so#3`).
+pub(crate) fn middle_cut(s: &str, w: usize) -> String {
+    let n = s.chars().count();
+    if n <= w {
+        return s.to_string();
+    }
+    let keep = w.saturating_sub(1);
+    // The end (the file name, the TU) matters more than the start.
+    let head = keep * 2 / 5;
+    let tail = keep - head;
+    let a: String = s.chars().take(head).collect();
+    let b: String = s.chars().skip(n - tail).collect();
+    format!("{a}…{b}")
 }
 
 fn help(frame: &mut Frame, app: &App, area: Rect) {
@@ -1053,6 +1093,7 @@ fn help(frame: &mut Frame, app: &App, area: Rect) {
             ("→ l, Enter", "open a folder"),
             ("← h", "go to the parent; on an open folder, close it"),
             ("Enter, p", "rewrite preview of a fat binary"),
+            ("Enter", "on a .kpack: open it in the inspector"),
             ("K", "kernels of the selected file or folder"),
             ("s, S", "sort: size, name, device share; S reverses"),
             (
@@ -1095,8 +1136,8 @@ fn help(frame: &mut Frame, app: &App, area: Rect) {
         View::Inspector => keys.extend([
             ("↑↓ j k, PgUp PgDn, g G", "move"),
             ("K", "the kernels inside the selected code object"),
-            ("x", "extract the selected kernel to <archive>.extracted/"),
-            ("X", "extract every kernel there"),
+            ("x", "extract the selected kernel (asks where)"),
+            ("X", "extract every kernel (asks where)"),
             ("v", "verify the archive (every frame decodes to its size)"),
         ]),
         View::Kernels => keys.extend([
