@@ -28,6 +28,15 @@ fn main() {
             } else if e.chain().any(|c| {
                 matches!(
                     c.downcast_ref::<kpack::Error>(),
+                    Some(kpack::Error::Cancelled)
+                )
+            }) {
+                // Interrupted (Ctrl-C): what was staged is gone; the shell's status.
+                eprintln!("kpack-tui: cancelled; nothing was written");
+                130
+            } else if e.chain().any(|c| {
+                matches!(
+                    c.downcast_ref::<kpack::Error>(),
                     Some(kpack::Error::Findings(_))
                 )
             }) {

@@ -222,3 +222,44 @@ fn wheel_split_on_read_only_and_full_disks_leaves_nothing() {
     assert!(left.is_empty(), "nothing left behind: {left:?}");
     assert_eq!(std::fs::read(&whl).unwrap(), before, "input untouched");
 }
+
+/// Issue #19 item 2: Ctrl-C during a CLI pack stops it cleanly: exit 130, the
+/// staging directory removed, nothing at OUT.
+#[test]
+fn sigint_during_a_pack_leaves_nothing_behind() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("tree");
+    std::fs::create_dir_all(tree.join("lib")).unwrap();
+    let lib = std::fs::read(fixtures().join("libvadd.so")).unwrap();
+    for i in 0..3000 {
+        std::fs::write(tree.join(format!("lib/libv{i}.so")), &lib).unwrap();
+    }
+    let out = tmp.path().join("out");
+    let child = Command::new(env!("CARGO_BIN_EXE_kpack-tui"))
+        .args(["pack", tree.to_str().unwrap(), "-o", out.to_str().unwrap()])
+        .args(["--group", "g", "--family", "gfx90X", "-j", "1"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until it is packing, then interrupt.
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    let _ = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    if o.status.success() {
+        eprintln!("note: the pack finished before the signal; nothing to check");
+        return;
+    }
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    assert!(err.contains("cancelled"), "{err}");
+    assert!(!out.exists(), "no output");
+    let left: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "tree")
+        .collect();
+    assert!(left.is_empty(), "staging left behind: {left:?}");
+}

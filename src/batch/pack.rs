@@ -137,14 +137,11 @@ pub fn run(args: &PackArgs, common: &Common) -> Result<i32> {
         return Ok(EXIT_OK);
     }
     let progress = PackProgress::new("packing");
-    let report = pack::execute_pack(
-        plan,
-        &args.tree,
-        &args.output,
-        &opts,
-        &progress,
-        &CancelToken::new(),
-    );
+    // Ctrl-C stops the pack cleanly: the staging directory is removed, nothing
+    // appears at OUT.
+    let cancel = CancelToken::new();
+    cancel.cancel_on_signals()?;
+    let report = pack::execute_pack(plan, &args.tree, &args.output, &opts, &progress, &cancel);
     progress.clear();
     let report = report?;
     if common.json {

@@ -104,6 +104,16 @@ pub enum Request {
 /// typed, the cursor in it.
 pub type ExtractPrompt = (Option<(String, String)>, String, usize);
 
+/// Whether the dialog's output holds what a run would replace: a previous pack's
+/// output (its ledger), or, for a wheel split, a non-empty directory.
+fn previous_output(s: &PackSettings) -> bool {
+    let out = Path::new(&s.output);
+    if s.wheel {
+        return std::fs::read_dir(out).is_ok_and(|mut d| d.next().is_some());
+    }
+    matches!(kpack::kpack::ledger::Ledger::read(out), Ok(Some(_)))
+}
+
 /// Where the inspector's archive lives: a file, or a member of the wheel opened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ArchiveAt {
@@ -226,6 +236,8 @@ pub struct PackSettings {
     pub wheel: bool,
     /// The wheel's overlay root (wheels only).
     pub overlay: String,
+    /// Replace a previous output (asked for when it exists).
+    pub force: bool,
 }
 
 impl PackSettings {
@@ -277,6 +289,9 @@ pub enum PackState {
         /// Cursor in that field.
         cursor: usize,
     },
+    /// The output holds a previous pack's output (or wheels of the same names):
+    /// replace it? (y / n)
+    Replace(PackSettings),
     /// Running.
     Running(PackProgress),
     /// Finished.
@@ -360,6 +375,8 @@ pub struct App {
     pub last_pack: Option<PackSettings>,
     /// A name for the opened path instead of the path (the demo's temporary copy).
     pub title: Option<String>,
+    /// `q` was pressed while a pack runs: the next `q` (or `y`) cancels and quits.
+    pub quit_asked: bool,
     /// Set by Esc during a pack: the loop cancels the core's token.
     pub cancel_pack: bool,
     /// The Kernels view: the subtree shown, its kernels (sorted) once read.
@@ -422,6 +439,7 @@ impl App {
             pack: None,
             last_pack: None,
             title: None,
+            quit_asked: false,
             cancel_pack: false,
             layouts: std::collections::HashMap::new(),
             kernels: None,
@@ -816,7 +834,10 @@ impl App {
         }
         // In the Pack view Esc belongs to the view (cancel, back); in the dialog every
         // key but Tab is typing.
-        let in_dialog = matches!(self.pack, Some(PackState::Confirm { .. }));
+        let in_dialog = matches!(
+            self.pack,
+            Some(PackState::Confirm { .. } | PackState::Replace(_))
+        );
         if self.view == View::Pack
             && (k.code == KeyCode::Esc
                 || (in_dialog && !matches!(k.code, KeyCode::Tab | KeyCode::BackTab)))
@@ -825,7 +846,16 @@ impl App {
             return;
         }
         let i = self.views.iter().position(|v| *v == self.view).unwrap_or(0);
+        // q while a pack runs asks first; the next q (or y) cancels it and quits.
+        if self.quit_asked {
+            self.quit_asked = false;
+            if matches!(k.code, KeyCode::Char('q' | 'y' | 'Y')) {
+                self.quit = true;
+            }
+            return;
+        }
         match k.code {
+            KeyCode::Char('q') if self.packing() => self.quit_asked = true,
             KeyCode::Char('q') => self.quit = true,
             KeyCode::Char('?') => self.help = true,
             KeyCode::Tab => self.view = self.views[(i + 1) % self.views.len()],
@@ -982,6 +1012,7 @@ impl App {
                 level: kpack::kpack::archive::DEFAULT_LEVEL,
                 wheel: true,
                 overlay: self.overlay_guess(),
+                force: false,
             },
             None => PackSettings {
                 group: "rocm".into(),
@@ -992,6 +1023,7 @@ impl App {
                 level: kpack::kpack::archive::DEFAULT_LEVEL,
                 wheel: false,
                 overlay: String::new(),
+                force: false,
             },
         };
         // Edits of an earlier opening are kept (the selection is today's).
@@ -1089,6 +1121,19 @@ impl App {
             .map_or_else(String::new, |(t, _)| t.to_string())
     }
 
+    fn start_pack(&mut self, s: PackSettings) {
+        self.requests.push(Request::Pack(s));
+        self.pack = Some(PackState::Running(PackProgress {
+            started: Some(std::time::Instant::now()),
+            ..PackProgress::default()
+        }));
+    }
+
+    /// Whether a pack (or split) is running.
+    pub fn packing(&self) -> bool {
+        matches!(self.pack, Some(PackState::Running(_)))
+    }
+
     fn pack_key(&mut self, k: KeyEvent) {
         match &mut self.pack {
             Some(PackState::Confirm {
@@ -1103,11 +1148,11 @@ impl App {
                 {
                     let s = settings.clone();
                     self.last_pack = Some(s.clone());
-                    self.requests.push(Request::Pack(s));
-                    self.pack = Some(PackState::Running(PackProgress {
-                        started: Some(std::time::Instant::now()),
-                        ..PackProgress::default()
-                    }));
+                    if previous_output(&s) {
+                        self.pack = Some(PackState::Replace(s));
+                    } else {
+                        self.start_pack(s);
+                    }
                 }
                 KeyCode::Esc => {
                     self.last_pack = Some(settings.clone());
@@ -1141,6 +1186,23 @@ impl App {
                         _ => {}
                     },
                 },
+            },
+            Some(PackState::Replace(s)) => match k.code {
+                KeyCode::Char('y' | 'Y') => {
+                    let mut s = s.clone();
+                    s.force = true;
+                    self.start_pack(s);
+                }
+                KeyCode::Char('n' | 'N') | KeyCode::Esc => {
+                    let settings = s.clone();
+                    let cursor = settings.group.chars().count();
+                    self.pack = Some(PackState::Confirm {
+                        settings,
+                        field: 0,
+                        cursor,
+                    });
+                }
+                _ => {}
             },
             Some(PackState::Running(_)) => {
                 if k.code == KeyCode::Esc {

@@ -116,6 +116,7 @@ fn run_pack(
     }
     opts.unassigned = kpack::pack::Unassigned::Drop;
     opts.level = s.level;
+    opts.force = s.force;
     let out = PathBuf::from(&s.output);
     let plan = kpack::pack::plan_pack(root, &out, &opts).map_err(|e| e.to_string())?;
     kpack::pack::execute_pack(plan, root, &out, &opts, &PackForward(tx.clone()), cancel)
@@ -131,6 +132,7 @@ fn run_wheel_split(
     let mut opts = kpack::wheel::split::WheelSplitOptions::new(&s.group, &s.overlay);
     opts.targets = Some(s.selection.targets.clone());
     opts.level = s.level;
+    opts.force = s.force;
     kpack::wheel::split::split_wheel(root, Path::new(&s.output), &opts, &PackForward(tx.clone()))
         .map_err(|e| e.to_string())
 }
@@ -382,6 +384,18 @@ pub fn run_titled(
                 pack_cancel.cancel();
             }
             if app.quit {
+                // A running pack is cancelled and waited for, so that its staging
+                // directory is removed before we exit.
+                if app.packing() {
+                    pack_cancel.cancel();
+                    let until = Instant::now() + Duration::from_secs(60);
+                    while let Some(left) = until.checked_duration_since(Instant::now()) {
+                        match rx.recv_timeout(left) {
+                            Ok(AppEvent::PackDone(_) | AppEvent::WheelDone(_)) | Err(_) => break,
+                            Ok(_) => {}
+                        }
+                    }
+                }
                 break;
             }
         }

@@ -327,6 +327,7 @@ fn enter_on_an_archive_opens_the_inspector() {
         level: 3,
         wheel: false,
         overlay: String::new(),
+        force: false,
     };
     let (tx, _rx) = std::sync::mpsc::channel();
     super::run_pack(&demo(), &settings, &tx, &kpack::event::CancelToken::new()).unwrap();
@@ -491,11 +492,73 @@ fn pack_dialog_live_panes_cancel_and_result() {
     ] {
         assert!(t.contains(s), "{s:?} missing:\n{t}");
     }
+    // q asks first; another key goes on; q twice quits (the loop then cancels and
+    // waits for the pack).
+    key(&mut app, KeyCode::Char('q'));
+    assert!(app.quit_asked && !app.quit);
+    let t = format!("{}", render(&app, 120, 24).backend());
+    assert!(t.contains("q again (or y) cancels it"), "{t}");
+    key(&mut app, KeyCode::Char('x'));
+    assert!(!app.quit_asked && !app.quit);
     key(&mut app, KeyCode::Esc);
     assert!(app.cancel_pack, "Esc asks the core to cancel");
     app.update(AppEvent::PackDone(Box::new(Err("cancelled".into()))));
     let t = format!("{}", render(&app, 80, 24).backend());
-    assert!(t.contains("pack failed: nothing was written"), "{t}");
+    assert!(t.contains("pack cancelled: nothing was written"), "{t}");
+    assert!(!t.contains("pack failed"), "{t}");
+}
+
+/// Issue #19 item 2: packing into a previous pack's output asks before replacing
+/// it (y replaces, as --force; n goes back to the dialog); q twice during a pack quits.
+#[test]
+fn pack_into_a_previous_output_asks_and_q_twice_quits() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("p");
+    let mut settings = super::app::PackSettings {
+        group: "demo".into(),
+        selection: super::app::Selection {
+            families: vec!["gfx90X".into()],
+            targets: vec![],
+        },
+        split: false,
+        per_family: false,
+        output: out.display().to_string(),
+        level: 3,
+        wheel: false,
+        overlay: String::new(),
+        force: false,
+    };
+    let (tx, _rx) = std::sync::mpsc::channel();
+    super::run_pack(&demo(), &settings, &tx, &kpack::event::CancelToken::new()).unwrap();
+    // Without force the core refuses; the dialog asks instead.
+    assert!(super::run_pack(&demo(), &settings, &tx, &kpack::event::CancelToken::new()).is_err());
+    let mut app = scanned();
+    key(&mut app, KeyCode::Char('2'));
+    key(&mut app, KeyCode::Char('P'));
+    if let Some(super::app::PackState::Confirm { settings: s, .. }) = &mut app.pack {
+        s.output = out.display().to_string();
+    }
+    key(&mut app, KeyCode::Enter);
+    assert!(matches!(app.pack, Some(super::app::PackState::Replace(_))));
+    let t = format!("{}", render(&app, 100, 24).backend());
+    assert!(t.contains("Replace the previous output?"), "{t}");
+    key(&mut app, KeyCode::Char('n'));
+    assert!(matches!(
+        app.pack,
+        Some(super::app::PackState::Confirm { .. })
+    ));
+    key(&mut app, KeyCode::Enter);
+    key(&mut app, KeyCode::Char('y'));
+    let Some(super::app::Request::Pack(s)) = app.requests.pop() else {
+        panic!("no pack request")
+    };
+    assert!(s.force);
+    settings.force = true;
+    assert!(super::run_pack(&demo(), &settings, &tx, &kpack::event::CancelToken::new()).is_ok());
+    assert!(app.packing());
+    key(&mut app, KeyCode::Char('q'));
+    key(&mut app, KeyCode::Char('q'));
+    assert!(app.quit);
 }
 
 #[test]
@@ -514,6 +577,7 @@ fn pack_result_screen_from_a_real_pack() {
         level: 3,
         wheel: false,
         overlay: String::new(),
+        force: false,
     };
     let (tx, _rx) = std::sync::mpsc::channel();
     let r = super::run_pack(&demo(), &settings, &tx, &kpack::event::CancelToken::new());
@@ -734,6 +798,7 @@ fn pack_dialog_chooses_archives_per_target_or_family() {
         level: 3,
         wheel: false,
         overlay: String::new(),
+        force: false,
     };
     let (tx, _rx) = std::sync::mpsc::channel();
     let r = super::run_pack(&demo(), &settings, &tx, &kpack::event::CancelToken::new()).unwrap();

@@ -163,6 +163,11 @@ fn fit_status(line: &str, width: usize) -> String {
 }
 
 fn status(app: &App) -> String {
+    if app.quit_asked {
+        return " a pack is running: q again (or y) cancels it cleanly and quits; any other \
+                key goes on"
+            .to_string();
+    }
     if app.filtering {
         let f = if app.view == View::Kernels {
             &app.kernel_filter
@@ -1244,6 +1249,38 @@ fn pack(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             super::wheelsplit::confirm(frame, app, settings, (*field, *cursor), area, theme);
         }
         Some(PackState::WheelDone(r)) => super::wheelsplit::done(frame, r, area, theme),
+        Some(PackState::Replace(s)) => {
+            let what = if s.wheel {
+                "already holds files; wheels of the same names are replaced"
+            } else {
+                "holds a previous pack's output; it is replaced (as pack --force)"
+            };
+            let lines = vec![
+                Line::from(Span::styled(
+                    "Replace the previous output?",
+                    Style::new().add_modifier(Modifier::BOLD),
+                )),
+                Line::from(""),
+                Line::from(format!("{} {what}.", s.output)),
+                Line::from(""),
+                Line::from("y replaces it · n or Esc goes back to the dialog"),
+            ];
+            let w = area.width.min(90);
+            let h = area.height.min(lines.len() as u16 + 2);
+            let r = Rect {
+                x: area.x + (area.width - w) / 2,
+                y: area.y + (area.height - h) / 2,
+                width: w,
+                height: h,
+            };
+            frame.render_widget(Clear, r);
+            frame.render_widget(
+                Paragraph::new(lines)
+                    .wrap(Wrap { trim: false })
+                    .block(Block::bordered().title(" replace? ")),
+                r,
+            );
+        }
         Some(PackState::Confirm {
             settings,
             field,
@@ -1381,10 +1418,15 @@ fn pack(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         }
         Some(PackState::Done(r)) if r.is_err() => {
             let e = r.as_ref().as_ref().err().map_or("", String::as_str);
+            let title = if e == "cancelled" {
+                " pack cancelled: nothing was written "
+            } else {
+                " pack failed: nothing was written "
+            };
             frame.render_widget(
                 Paragraph::new(e)
                     .wrap(Wrap { trim: false })
-                    .block(Block::bordered().title(" pack failed: nothing was written ")),
+                    .block(Block::bordered().title(title)),
                 area,
             );
         }
