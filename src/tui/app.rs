@@ -104,6 +104,22 @@ pub enum Request {
 /// typed, the cursor in it.
 pub type ExtractPrompt = (Option<(String, String)>, String, usize);
 
+/// Where the last frame put things, for the mouse and for scroll limits (written by
+/// the drawing code, which only reads the app otherwise).
+#[derive(Debug, Default)]
+pub struct Drawn {
+    /// The view tabs: x from, x to (exclusive), view.
+    pub tabs: std::cell::RefCell<Vec<(u16, u16, View)>>,
+    /// The view's list: its first row on screen is item `list_first`.
+    pub list: std::cell::Cell<ratatui::layout::Rect>,
+    /// Index of the item on the list's first row.
+    pub list_first: std::cell::Cell<usize>,
+    /// The scrollable side pane (explorer detail, architectures plan, preview).
+    pub side: std::cell::Cell<ratatui::layout::Rect>,
+    /// How far it can scroll.
+    pub side_max: std::cell::Cell<u16>,
+}
+
 /// Whether the dialog's output holds what a run would replace: a previous pack's
 /// output (its ledger), or, for a wheel split, a non-empty directory.
 fn previous_output(s: &PackSettings) -> bool {
@@ -358,7 +374,6 @@ pub struct App {
     /// Preview result, for the path it was computed for.
     pub preview: Option<(String, Result<RewritePlan, String>)>,
     /// Preview scroll.
-    pub preview_scroll: u16,
     /// Background requests to start.
     pub requests: Vec<Request>,
     /// Leave the loop.
@@ -377,6 +392,10 @@ pub struct App {
     pub title: Option<String>,
     /// `q` was pressed while a pack runs: the next `q` (or `y`) cancels and quits.
     pub quit_asked: bool,
+    /// Where the last frame put things.
+    pub drawn: Drawn,
+    /// Scroll of the side pane (detail, plan, preview), in lines.
+    pub side_scroll: u16,
     /// Set by Esc during a pack: the loop cancels the core's token.
     pub cancel_pack: bool,
     /// The Kernels view: the subtree shown, its kernels (sorted) once read.
@@ -430,7 +449,6 @@ impl App {
             archive,
             archive_cursor: 0,
             preview: None,
-            preview_scroll: 0,
             requests: Vec::new(),
             quit: false,
             page: 10,
@@ -440,6 +458,8 @@ impl App {
             last_pack: None,
             title: None,
             quit_asked: false,
+            drawn: Drawn::default(),
+            side_scroll: 0,
             cancel_pack: false,
             layouts: std::collections::HashMap::new(),
             kernels: None,
@@ -664,17 +684,7 @@ impl App {
     fn update_inner(&mut self, ev: AppEvent) {
         match ev {
             AppEvent::Key(k) => self.key(k),
-            AppEvent::Mouse(m) => match m.kind {
-                MouseEventKind::ScrollDown => self.move_by(3),
-                MouseEventKind::ScrollUp => self.move_by(-3),
-                MouseEventKind::Down(_) if self.view == View::Explorer && m.row >= 3 => {
-                    let row = self.scroll + (m.row as usize - 3);
-                    if row < self.rows().len() {
-                        self.selected = row;
-                    }
-                }
-                _ => {}
-            },
+            AppEvent::Mouse(m) => self.mouse(m),
             AppEvent::Resize | AppEvent::Tick => {}
             AppEvent::ScanProgress(done, total) => self.progress = (done, total),
             AppEvent::Partial(p) => {
@@ -743,12 +753,79 @@ impl App {
         }
     }
 
+    /// The mouse: the wheel scrolls the pane under the pointer, a click on a tab
+    /// switches view, a click on a list selects the row under the pointer.
+    fn mouse(&mut self, m: ratatui::crossterm::event::MouseEvent) {
+        let inside = |r: ratatui::layout::Rect| {
+            m.column >= r.x && m.column < r.x + r.width && m.row >= r.y && m.row < r.y + r.height
+        };
+        let side = self.drawn.side.get();
+        match m.kind {
+            MouseEventKind::ScrollDown | MouseEventKind::ScrollUp => {
+                let d = if m.kind == MouseEventKind::ScrollDown {
+                    3
+                } else {
+                    -3
+                };
+                if inside(side) || self.view == View::Preview {
+                    self.scroll_side(d);
+                } else {
+                    self.move_by(d);
+                }
+            }
+            MouseEventKind::Down(_) if m.row == 0 => {
+                let hit = self
+                    .drawn
+                    .tabs
+                    .borrow()
+                    .iter()
+                    .find(|(a, b, _)| m.column >= *a && m.column < *b)
+                    .map(|t| t.2);
+                if let Some(v) = hit {
+                    self.view = v;
+                    if v == View::Kernels {
+                        self.want_kernels(String::new(), false);
+                    }
+                }
+            }
+            MouseEventKind::Down(_) if inside(self.drawn.list.get()) => {
+                let i = self.drawn.list_first.get() + (m.row - self.drawn.list.get().y) as usize;
+                match self.view {
+                    View::Explorer if i < self.rows().len() => {
+                        self.selected = i;
+                        self.side_scroll = 0;
+                    }
+                    // The presets, a "single targets" label, then the targets.
+                    View::Families if i < PRESETS.len() => self.family_cursor = i,
+                    View::Families
+                        if i > PRESETS.len() && i <= PRESETS.len() + self.singles.len() =>
+                    {
+                        self.family_cursor = i - 1;
+                    }
+                    View::Kernels if i < self.kernel_rows().len() => self.kernel_cursor = i,
+                    View::Inspector if i < self.archive.as_ref().map_or(0, |a| a.kernels.len()) => {
+                        self.archive_cursor = i;
+                    }
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Scroll the side pane by `d` lines, within what the last frame showed.
+    fn scroll_side(&mut self, d: isize) {
+        let max = self.drawn.side_max.get() as isize;
+        self.side_scroll = (self.side_scroll as isize + d).clamp(0, max.max(0)) as u16;
+    }
+
     fn move_by(&mut self, d: isize) {
         match self.view {
             View::Explorer => {
                 let n = self.rows().len();
                 if n > 0 {
                     self.selected = (self.selected as isize + d).clamp(0, n as isize - 1) as usize;
+                    self.side_scroll = 0;
                 }
             }
             View::Families => {
@@ -763,7 +840,7 @@ impl App {
                         (self.archive_cursor as isize + d).clamp(0, n as isize - 1) as usize;
                 }
             }
-            View::Preview => self.preview_scroll = (self.preview_scroll as isize + d).max(0) as u16,
+            View::Preview => self.scroll_side(d),
             View::Kernels => {
                 let n = self.kernel_rows().len();
                 if n > 0 {
@@ -858,7 +935,10 @@ impl App {
             KeyCode::Char('q') if self.packing() => self.quit_asked = true,
             KeyCode::Char('q') => self.quit = true,
             KeyCode::Char('?') => self.help = true,
-            KeyCode::Tab => self.view = self.views[(i + 1) % self.views.len()],
+            KeyCode::Tab => {
+                self.view = self.views[(i + 1) % self.views.len()];
+                self.side_scroll = 0;
+            }
             KeyCode::BackTab => {
                 self.view = self.views[(i + self.views.len() - 1) % self.views.len()]
             }
@@ -906,6 +986,19 @@ impl App {
                     self.archive_status = Some("verifying…".into());
                     self.requests.push(Request::VerifyArchive(at.clone()));
                 }
+            }
+            // Shift with the arrows or pages scrolls the side pane (the detail, the
+            // plan); in the preview every move scrolls it.
+            KeyCode::Down | KeyCode::Up | KeyCode::PageDown | KeyCode::PageUp
+                if k.modifiers.contains(KeyModifiers::SHIFT) =>
+            {
+                let page = self.drawn.side.get().height.saturating_sub(2).max(1) as isize;
+                self.scroll_side(match k.code {
+                    KeyCode::Down => 1,
+                    KeyCode::Up => -1,
+                    KeyCode::PageDown => page,
+                    _ => -page,
+                });
             }
             KeyCode::Down | KeyCode::Char('j') => self.move_by(1),
             KeyCode::Up | KeyCode::Char('k') => self.move_by(-1),
@@ -1275,7 +1368,7 @@ impl App {
                         self.preview = None;
                         self.requests.push(Request::Preview(path));
                     }
-                    self.preview_scroll = 0;
+                    self.side_scroll = 0;
                     self.view = View::Preview;
                 }
             }

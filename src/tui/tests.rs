@@ -1452,3 +1452,103 @@ fn the_filter_matches_targets_and_classes_with_totals() {
         .count();
     assert_eq!(files(&app).len(), dbs);
 }
+
+fn mouse(app: &mut App, kind: ratatui::crossterm::event::MouseEventKind, column: u16, row: u16) {
+    app.update(AppEvent::Mouse(ratatui::crossterm::event::MouseEvent {
+        kind,
+        column,
+        row,
+        modifiers: KeyModifiers::NONE,
+    }));
+}
+
+/// Issue #19 items 4 and 5: panes that overflow scroll (keys and the wheel over
+/// them), say so, and stop at their end; clicks select the row under the pointer in
+/// the explorer, the architectures and kernels views, and tabs switch views.
+#[test]
+fn panes_scroll_to_their_end_and_the_mouse_hits_what_it_points_at() {
+    use ratatui::crossterm::event::{MouseButton, MouseEventKind};
+    let mut app = scanned();
+    // The preview of a binary: longer than 24 rows.
+    select(&mut app, "vadd_app");
+    let bytes = std::fs::read(demo().join("bin/vadd_app")).unwrap();
+    let marker = kpack::kpack::Marker {
+        kernel_name: "bin/vadd_app".into(),
+        kpack_search_paths: vec!["../.kpack/x.kpack".into()],
+    };
+    let plan = kpack::elf::rewrite::plan_rewrite(&bytes, &marker)
+        .unwrap()
+        .plan;
+    app.update(AppEvent::Preview("bin/vadd_app".into(), Box::new(Ok(plan))));
+    app.view = View::Preview;
+    let screen = format!("{}", render(&app, 80, 24).backend());
+    assert!(screen.contains("more below"), "{screen}");
+    key(&mut app, KeyCode::End);
+    let max = app.drawn.side_max.get();
+    assert!(max > 0);
+    assert_eq!(app.side_scroll, max);
+    for _ in 0..5 {
+        key(&mut app, KeyCode::Char('j'));
+        key(&mut app, KeyCode::PageDown);
+    }
+    assert_eq!(app.side_scroll, max, "stops at the end");
+    let screen = format!("{}", render(&app, 80, 24).backend());
+    assert!(screen.contains(" end "), "{screen}");
+    key(&mut app, KeyCode::Char('g'));
+    assert_eq!(app.side_scroll, 0);
+
+    // The explorer: a click selects the row under the pointer (not the one above).
+    key(&mut app, KeyCode::Char('1'));
+    let t = render(&app, 100, 30);
+    let list = app.drawn.list.get();
+    let screen = format!("{}", t.backend());
+    let row_of = |name: &str| -> u16 {
+        screen
+            .lines()
+            .position(|l| l.contains(name))
+            .unwrap_or_else(|| panic!("{name} not on screen:\n{screen}")) as u16
+    };
+    let y = row_of("librdc.so");
+    assert!(y >= list.y);
+    mouse(&mut app, MouseEventKind::Down(MouseButton::Left), 5, y);
+    let selected = |app: &App| {
+        app.tree.as_ref().unwrap().nodes[app.rows()[app.selected].node]
+            .name
+            .clone()
+    };
+    assert_eq!(selected(&app), "librdc.so");
+    // Its detail overflows at 100x14 once the layout is read: Shift-↓ and the wheel
+    // over the detail scroll it, up to its end.
+    let layout =
+        kpack::elf::rewrite::parse_layout(&std::fs::read(demo().join("lib/librdc.so")).unwrap())
+            .map_err(|e| e.to_string());
+    app.update(AppEvent::Layout("lib/librdc.so".into(), Box::new(layout)));
+    render(&app, 100, 14);
+    let side = app.drawn.side.get();
+    assert!(app.drawn.side_max.get() > 0);
+    app.update(AppEvent::Key(KeyEvent::new(
+        KeyCode::Down,
+        KeyModifiers::SHIFT,
+    )));
+    assert_eq!(app.side_scroll, 1);
+    for _ in 0..50 {
+        mouse(&mut app, MouseEventKind::ScrollDown, side.x + 2, side.y + 2);
+    }
+    assert_eq!(app.side_scroll, app.drawn.side_max.get());
+    assert_eq!(selected(&app), "librdc.so", "the tree did not move");
+
+    // A click on a tab switches view; a click in the families list picks that row.
+    let t = format!("{}", render(&app, 100, 30).backend());
+    let x = t.lines().next().unwrap().find("2:Architectures").unwrap() as u16;
+    mouse(&mut app, MouseEventKind::Down(MouseButton::Left), x + 2, 0);
+    assert_eq!(app.view, View::Families);
+    render(&app, 100, 30);
+    let list = app.drawn.list.get();
+    mouse(
+        &mut app,
+        MouseEventKind::Down(MouseButton::Left),
+        list.x + 1,
+        list.y + 2,
+    );
+    assert_eq!(app.family_cursor, 2);
+}

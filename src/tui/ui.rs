@@ -85,14 +85,25 @@ pub fn draw(frame: &mut Frame, app: &App, theme: Theme) {
         " kpack-tui ",
         theme.fg(Color::LightCyan).add_modifier(Modifier::BOLD),
     )];
+    // Where each tab is, for clicks; nothing is a list or a side pane until drawn.
+    app.drawn.list.set(Rect::default());
+    app.drawn.side.set(Rect::default());
+    app.drawn.side_max.set(0);
+    let mut x = top.x + 11;
+    let mut spans = Vec::new();
     for (i, v) in app.views.iter().enumerate() {
         let style = if *v == app.view {
             theme.selected()
         } else {
             Style::new()
         };
-        tabs.push(Span::styled(format!(" {}:{} ", i + 1, v.title()), style));
+        let text = format!(" {}:{} ", i + 1, v.title());
+        let w = text.chars().count() as u16;
+        spans.push((x, x + w, *v));
+        x += w;
+        tabs.push(Span::styled(text, style));
     }
+    *app.drawn.tabs.borrow_mut() = spans;
     tabs.push(Span::raw(format!("  {}", app.title())));
     frame.render_widget(Paragraph::new(Line::from(tabs)), top);
     if let Some(e) = &app.error {
@@ -119,6 +130,59 @@ pub fn draw(frame: &mut Frame, app: &App, theme: Theme) {
     );
     if app.help {
         help(frame, app, area);
+    }
+}
+
+/// A side pane that scrolls: its lines wrap, the app's `side_scroll` picks the
+/// first line shown (clamped to the end), a scrollbar shows when there is more, and
+/// the frame records the pane and how far it can scroll (for keys and the mouse).
+fn side_pane(
+    frame: &mut Frame,
+    app: &App,
+    lines: Vec<Line<'static>>,
+    (block, wrap): (Block, bool),
+    area: Rect,
+) {
+    let inner_w = area.width.saturating_sub(2).max(1) as usize;
+    let inner_h = area.height.saturating_sub(2) as usize;
+    let total: usize = if wrap {
+        lines
+            .iter()
+            .map(|l| l.width().div_ceil(inner_w).max(1))
+            .sum()
+    } else {
+        lines.len()
+    };
+    let max = total.saturating_sub(inner_h).min(u16::MAX as usize) as u16;
+    let scroll = app.side_scroll.min(max);
+    app.drawn.side.set(area);
+    app.drawn.side_max.set(max);
+    let block = if max > 0 {
+        block.title_bottom(Line::from(if scroll < max {
+            " more below ↓ (Shift-↓, wheel) "
+        } else {
+            " end "
+        }))
+    } else {
+        block
+    };
+    let p = Paragraph::new(lines).scroll((scroll, 0)).block(block);
+    frame.render_widget(
+        if wrap {
+            p.wrap(Wrap { trim: false })
+        } else {
+            p
+        },
+        area,
+    );
+    if max > 0 {
+        let mut state =
+            ratatui::widgets::ScrollbarState::new(max as usize + 1).position(scroll as usize);
+        frame.render_stateful_widget(
+            ratatui::widgets::Scrollbar::new(ratatui::widgets::ScrollbarOrientation::VerticalRight),
+            area,
+            &mut state,
+        );
     }
 }
 
@@ -255,6 +319,13 @@ fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         app.scroll.min(app.selected)
     };
     let width = left.width.saturating_sub(2) as usize;
+    app.drawn.list.set(Rect {
+        x: left.x + 1,
+        y: left.y + 1,
+        width: left.width.saturating_sub(2),
+        height: left.height.saturating_sub(2),
+    });
+    app.drawn.list_first.set(scroll);
     let mut lines = Vec::new();
     for (i, r) in rows.iter().enumerate().skip(scroll).take(inner_h) {
         let n = &tree.nodes[r.node];
@@ -391,10 +462,11 @@ fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             None => vec![Line::from("empty tree")],
         },
     };
-    frame.render_widget(
-        Paragraph::new(detail_lines)
-            .wrap(Wrap { trim: false })
-            .block(Block::bordered().title(" detail ")),
+    side_pane(
+        frame,
+        app,
+        detail_lines,
+        (Block::bordered().title(" detail "), true),
         right,
     );
 }
@@ -599,6 +671,13 @@ fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         }
         lines.push(line);
     }
+    app.drawn.list.set(Rect {
+        x: left.x + 1,
+        y: left.y + 1,
+        width: left.width.saturating_sub(2),
+        height: left.height.saturating_sub(2),
+    });
+    app.drawn.list_first.set(0);
     frame.render_widget(
         Paragraph::new(lines).block(Block::bordered().title(" families ")),
         left,
@@ -639,8 +718,11 @@ fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         l.push(Line::from(format!(
             "P: split the wheel (overlay root {overlay}/) with these targets"
         )));
-        frame.render_widget(
-            Paragraph::new(l).block(Block::bordered().title(" device bytes per arch ")),
+        side_pane(
+            frame,
+            app,
+            l,
+            (Block::bordered().title(" device bytes per arch "), true),
             right,
         );
         return;
@@ -744,8 +826,11 @@ fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             "e: compute the exact pack plan for this selection",
         )),
     }
-    frame.render_widget(
-        Paragraph::new(l).block(Block::bordered().title(" device bytes per arch ")),
+    side_pane(
+        frame,
+        app,
+        l,
+        (Block::bordered().title(" device bytes per arch "), true),
         right,
     );
 }
@@ -845,6 +930,14 @@ fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     );
     let rows_h = list.height.saturating_sub(3) as usize;
     let start = app.kernel_cursor.saturating_sub(rows_h.saturating_sub(1));
+    // Data rows start under the border and the header.
+    app.drawn.list.set(Rect {
+        x: list.x + 1,
+        y: list.y + 2,
+        width: list.width.saturating_sub(2),
+        height: rows_h as u16,
+    });
+    app.drawn.list_first.set(start);
     let opt = |v: Option<u64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
     let rows: Vec<Row> = shown
         .iter()
@@ -981,10 +1074,15 @@ fn preview(frame: &mut Frame, app: &App, area: Rect) {
             String::from_utf8_lossy(&buf).into_owned()
         }
     };
-    frame.render_widget(
-        Paragraph::new(text)
-            .scroll((app.preview_scroll, 0))
-            .block(Block::bordered().title(" rewrite preview (nothing is written) ")),
+    let lines: Vec<Line<'static>> = text.lines().map(|l| Line::from(l.to_string())).collect();
+    side_pane(
+        frame,
+        app,
+        lines,
+        (
+            Block::bordered().title(" rewrite preview (nothing is written) "),
+            false,
+        ),
         area,
     );
 }
@@ -1018,6 +1116,13 @@ fn inspector(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     let key_w = (list.width as usize).saturating_sub(fixed).max(12);
     let h = (list.height as usize).saturating_sub(1);
     let start = app.archive_cursor.saturating_sub(h.saturating_sub(1));
+    app.drawn.list.set(Rect {
+        x: list.x,
+        y: list.y + 1,
+        width: list.width,
+        height: h as u16,
+    });
+    app.drawn.list_first.set(start);
     let mut lines = vec![Line::from(Span::styled(
         format!(
             "{:<key_w$} {:<16} {:>11} {:>11} {:>7}",
@@ -1105,7 +1210,11 @@ fn help(frame: &mut Frame, app: &App, area: Rect) {
                 "/",
                 "filter by path, target (gfx942) or class (fat_binary); Esc clears",
             ),
-            ("mouse", "wheel scrolls, click selects"),
+            ("Shift-↑↓, Shift-PgUp/PgDn", "scroll the detail"),
+            (
+                "mouse",
+                "wheel scrolls the pane under it, click selects, tabs switch",
+            ),
         ]),
         View::Families if wheel => keys.extend([
             ("↑↓ j k", "move"),
@@ -1117,6 +1226,7 @@ fn help(frame: &mut Frame, app: &App, area: Rect) {
         ]),
         View::Families => keys.extend([
             ("↑↓ j k", "move"),
+            ("Shift-↑↓, Shift-PgUp/PgDn", "scroll the plan"),
             (
                 "Space, Enter",
                 "toggle the family or target under the cursor",
@@ -1153,7 +1263,9 @@ fn help(frame: &mut Frame, app: &App, area: Rect) {
             ),
             ("/", "find kernels by name; Esc clears"),
         ]),
-        View::Preview => keys.extend([("↑↓ j k, PgUp PgDn", "scroll")]),
+        View::Preview => {
+            keys.extend([("↑↓ j k, PgUp PgDn, g G", "scroll (to the start, the end)")])
+        }
     }
     keys.extend([("?", "this help (any key closes)"), ("q, Ctrl-C", "quit")]);
     let key_w = keys
