@@ -6,6 +6,7 @@ pub mod bench;
 pub mod diffview;
 pub mod textedit;
 pub mod timeline;
+pub mod timeline_find;
 pub mod tree;
 pub mod ui;
 pub mod wheelsplit;

@@ -625,6 +625,53 @@ mod timeline_views {
         term
     }
 
+    /// Issue #19 item 16: durations read as h/m/s, labels keep the directory, `/`
+    /// finds jobs by name and `t` narrows to one target.
+    #[test]
+    fn durations_labels_search_and_target_filter() {
+        assert_eq!(timeline::dur(100_171 * 60_000 + 34_000), "69 d 13 h");
+        assert_eq!(timeline::dur(2 * 3_600_000 + 5 * 60_000), "2 h 05 m");
+        assert_eq!(timeline::dur(150_000), "2 m 30 s");
+        assert_eq!(timeline::dur(340), "340 ms");
+        let mut t = open();
+        // Search: every matching job, n steps through them.
+        key(&mut t, KeyCode::Char('/'));
+        for c in "vadd".chars() {
+            key(&mut t, KeyCode::Char(c));
+        }
+        key(&mut t, KeyCode::Enter);
+        let b = t.current().clone();
+        let first = t.selected.unwrap();
+        assert!(
+            b.label(&b.jobs[first]).contains("vadd"),
+            "{}",
+            b.label(&b.jobs[first])
+        );
+        let n = t.find.count(&b);
+        assert!(n >= 2 && n < b.jobs.len(), "{n}");
+        key(&mut t, KeyCode::Char('n'));
+        let second = t.selected.unwrap();
+        assert_ne!(first, second);
+        assert!(b.label(&b.jobs[second]).contains("vadd"));
+        let screen = format!("{}", render(&t, 120, 30).backend());
+        assert!(
+            screen.contains("\"vadd\" ·") && screen.contains("match(es)"),
+            "{screen}"
+        );
+        // Target: only that arch's device compiles match.
+        key(&mut t, KeyCode::Esc);
+        assert!(!t.find.active());
+        key(&mut t, KeyCode::Char('t'));
+        let target = t.find.target.clone().unwrap();
+        assert_eq!(target, "gfx900");
+        for j in b.jobs.iter().filter(|j| t.find.matches(&b, j)) {
+            assert_eq!(b.arch(j), Some("gfx900"));
+        }
+        assert!(t.find.count(&b) >= 1);
+        let screen = format!("{}", render(&t, 120, 30).backend());
+        assert!(screen.contains("target gfx900"), "{screen}");
+    }
+
     #[test]
     fn static_timeline_at_both_sizes() {
         let mut t = open();

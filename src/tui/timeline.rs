@@ -130,6 +130,8 @@ pub struct Timeline {
     pub quit: bool,
     /// Where the lanes were drawn last (for mouse clicks).
     pub last_lanes_area: std::cell::Cell<Rect>,
+    /// Search by name and the target filter.
+    pub find: super::timeline_find::Find,
 }
 
 const EMPTY: &Build = &Build::EMPTY;
@@ -154,6 +156,7 @@ impl Timeline {
             help: false,
             quit: false,
             last_lanes_area: std::cell::Cell::new(Rect::default()),
+            find: Default::default(),
         };
         t.fit();
         t
@@ -351,6 +354,26 @@ impl Timeline {
             self.help = false;
             return;
         }
+        if self.find.typing {
+            match k.code {
+                KeyCode::Enter => {
+                    self.find.typing = false;
+                    if let Some(i) = self.find.step(self.current(), self.selected, true) {
+                        self.select(i);
+                    }
+                }
+                KeyCode::Esc => {
+                    self.find.typing = false;
+                    self.find.search.clear();
+                }
+                KeyCode::Backspace => {
+                    self.find.search.pop();
+                }
+                KeyCode::Char(c) => self.find.search.push(c),
+                _ => {}
+            }
+            return;
+        }
         let shift = k.modifiers.contains(KeyModifiers::SHIFT);
         match k.code {
             KeyCode::Char('q') => self.quit = true,
@@ -417,6 +440,7 @@ impl Timeline {
                     r.speed = r.speed.saturating_sub(1);
                 }
             }
+            KeyCode::Esc if self.find.active() => self.find = Default::default(),
             KeyCode::Esc => {
                 if self.replay.is_some() {
                     self.replay = None;
@@ -425,6 +449,19 @@ impl Timeline {
                 }
             }
             KeyCode::Char('s') => self.summary = !self.summary,
+            KeyCode::Char('/') => {
+                self.find.typing = true;
+                self.find.search.clear();
+            }
+            KeyCode::Char(c @ ('n' | 'N')) if self.find.active() => {
+                if let Some(i) = self.find.step(self.current(), self.selected, c == 'n') {
+                    self.select(i);
+                }
+            }
+            KeyCode::Char('t') => {
+                let b = self.trace.builds.get(self.build).unwrap_or(EMPTY);
+                self.find.next_target(b);
+            }
             KeyCode::PageDown => {
                 let rows = self.last_lanes_area.get().height.saturating_sub(1) as usize;
                 let max = self.model.lanes.len().saturating_sub(1);
@@ -524,12 +561,21 @@ fn kind_char(k: JobKind) -> char {
 
 /// Short label of a job inside its bar.
 fn short_name(b: &Build, j: &Job) -> String {
-    let o = base(b.object(j).unwrap_or_default());
+    let o = tail2(b.object(j).unwrap_or_default());
     match j.kind {
         JobKind::Device => format!("{o} {}", b.arch(j).unwrap_or_default()),
         JobKind::Bundle => format!("{o} bundle"),
         JobKind::Host => format!("{o} host"),
-        JobKind::Other => base(b.name(j)).to_string(),
+        JobKind::Other => tail2(b.name(j)).to_string(),
+    }
+}
+
+/// The file name with its directory (`src/a/file.o` → `a/file.o`): a name alone is
+/// ambiguous in trees with one file name in many directories.
+fn tail2(p: &str) -> &str {
+    match p.rmatch_indices('/').nth(1) {
+        Some((i, _)) => &p[i + 1..],
+        None => p,
     }
 }
 
@@ -537,9 +583,13 @@ fn base(p: &str) -> &str {
     p.rsplit('/').next().unwrap_or(p)
 }
 
-/// `1.2 s`, `340 ms`, `2 m 05 s`.
+/// `1.2 s`, `340 ms`, `2 m 05 s`, `27 h 49 m`, `3 d 04 h`.
 pub fn dur(ms: i64) -> String {
-    if ms >= 120_000 {
+    if ms >= 86_400_000 {
+        format!("{} d {:02} h", ms / 86_400_000, (ms / 3_600_000) % 24)
+    } else if ms >= 3_600_000 {
+        format!("{} h {:02} m", ms / 3_600_000, (ms / 60_000) % 60)
+    } else if ms >= 120_000 {
         format!("{} m {:02} s", ms / 60_000, (ms / 1000) % 60)
     } else if ms >= 10_000 {
         format!("{:.1} s", ms as f64 / 1000.0)
@@ -573,10 +623,30 @@ pub fn draw(frame: &mut Frame, t: &Timeline, theme: Theme) {
         summary(frame, t, summary_area, theme);
     }
     job_detail(frame, t, detail, theme);
-    let hint = if t.replay.is_some() {
+    let find_hint;
+    let hint = if t.find.typing {
+        find_hint = format!(" search: {}▏  Enter finds · Esc clears", t.find.search);
+        find_hint.as_str()
+    } else if t.find.active() {
+        find_hint = format!(
+            " {}{}{} match(es) · n next · N previous · t next target · Esc clears · ? help",
+            if t.find.search.is_empty() {
+                String::new()
+            } else {
+                format!("\"{}\" · ", t.find.search)
+            },
+            t.find
+                .target
+                .as_deref()
+                .map(|a| format!("target {a} · "))
+                .unwrap_or_default(),
+            t.find.count(t.current())
+        );
+        find_hint.as_str()
+    } else if t.replay.is_some() {
         "Space play/pause · < > speed · r restart · Esc leave replay · ←→ pan · +- zoom · ? help · q quit"
     } else {
-        "←→ pan · +- zoom · 0 fit · ↑↓ lanes · Tab next job · Enter zoom to job · Space replay · [ ] build · s summary · ? help · q quit"
+        "←→ pan · +- zoom · 0 fit · ↑↓ lanes · Tab next job · Enter zoom to job · / find · t target · Space replay · [ ] build · s summary · ? help · q quit"
     };
     frame.render_widget(
         Paragraph::new(hint).style(if theme.color {
@@ -710,12 +780,17 @@ fn lanes(frame: &mut Frame, t: &Timeline, area: Rect, theme: Theme) {
             let j = &jobs[i];
             let sel = t.selected == Some(i);
             let running = pos.is_some_and(|p| j.end > p);
-            let colour = kind_colour(t, j);
+            let hidden = t.find.active() && !t.find.matches(t.current(), j);
+            let colour = if hidden {
+                Color::DarkGray
+            } else {
+                kind_colour(t, j)
+            };
             let label = short_name(t.current(), j);
             let mut chars = label.chars();
             for cx in x..end {
                 let cell = &mut buf[(area.x + LABEL_W + cx as u16, y)];
-                let text = if end - x >= 6 && cx > x {
+                let text = if end - x >= 6 && cx > x && !hidden {
                     chars.next()
                 } else {
                     None
@@ -743,6 +818,8 @@ fn lanes(frame: &mut Frame, t: &Timeline, area: Rect, theme: Theme) {
                     };
                     let c = if cx == x && x > 0 {
                         '▕'
+                    } else if hidden {
+                        '·'
                     } else {
                         kind_char(j.kind)
                     };
@@ -924,6 +1001,10 @@ fn help(frame: &mut Frame, area: Rect) {
         ("< >", "replay speed (1× to 100×)"),
         ("Esc", "leave replay / clear selection"),
         ("s", "summary pane"),
+        ("/", "find jobs by name (Enter jumps to the first)"),
+        ("n N", "next, previous match"),
+        ("t", "only one target's device compiles (cycles)"),
+        ("Esc", "clear the search and the target"),
         ("?", "this help"),
         ("q", "quit"),
     ];
