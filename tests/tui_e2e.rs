@@ -153,3 +153,79 @@ fn follow_a_live_trace_and_replay_it() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// Issue #19: in a real terminal at 80×24 and at 160×48, the mouse (SGR clicks and
+/// wheel, as a terminal sends them), scrolling to the end of the preview, and the
+/// archive inspector opened from the explorer with its extract prompt.
+#[test]
+fn mouse_scrolling_and_the_inspector_in_a_real_terminal() {
+    if tool("tmux").is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = copy_demo(tmp.path());
+    let packed = tmp.path().join("packed");
+    let o = kpack(&[
+        "pack",
+        tree.to_str().unwrap(),
+        "-o",
+        packed.to_str().unwrap(),
+        "--group",
+        "g",
+        "--family",
+        "gfx90X",
+        "--unassigned",
+        "drop",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for (w, h) in [(80u16, 24u16), (160, 48)] {
+        let tm = Tmux::start(&format!("mouse{w}"), &tree.display().to_string(), w, h);
+        tm.wait_for("entries");
+        // A click on the second tab (SGR mouse: press and release at column, row).
+        let s = tm.screen();
+        let x = s.lines().next().unwrap().find("2:Architectures").unwrap() + 3;
+        tm.type_text(&format!("\x1b[<0;{x};1M\x1b[<0;{x};1m"));
+        tm.wait_for("single targets");
+        // Back to the explorer with a click on the first tab.
+        let x = tm
+            .screen()
+            .lines()
+            .next()
+            .unwrap()
+            .find("1:Explorer")
+            .unwrap()
+            + 3;
+        tm.type_text(&format!("\x1b[<0;{x};1M\x1b[<0;{x};1m"));
+        tm.wait_for("entries");
+        // The preview of a binary scrolls to its end and says so.
+        tm.keys(&["/"]);
+        tm.type_text("vadd_app");
+        tm.keys(&["Enter", "Down", "Enter"]);
+        let s = tm.wait_for("rewrite preview");
+        if h == 24 {
+            assert!(s.contains("more below"), "{s}");
+            tm.keys(&["G"]);
+            tm.wait_for(" end ");
+            // The wheel scrolls back up.
+            for _ in 0..20 {
+                tm.type_text("\x1b[<64;20;10M");
+            }
+            tm.wait_for("more below");
+        }
+        tm.keys(&["q"]);
+    }
+    // The inspector, opened with Enter on a .kpack of the packed tree.
+    for (w, h) in [(80u16, 24u16), (160, 48)] {
+        let tm = Tmux::start(&format!("insp{w}"), &packed.display().to_string(), w, h);
+        tm.wait_for("entries");
+        tm.keys(&["/"]);
+        tm.type_text("g_gfx900.kpack");
+        tm.keys(&["Enter", "Down", "Enter"]);
+        let s = tm.wait_for("key (binary#TU)");
+        assert!(s.contains("gfx900"), "{s}");
+        tm.keys(&["x"]);
+        let s = tm.wait_for("Extract ");
+        assert!(s.contains("g_gfx900.kpack.extracted"), "{s}");
+        tm.keys(&["Escape", "q"]);
+    }
+}
