@@ -1,0 +1,125 @@
+//! Writing kernels out under a directory (paths never leave it).
+
+use super::*;
+use crate::error::{Error, Result};
+use std::path::{Path, PathBuf};
+/// Check that an arch can be a file name.
+pub fn safe_arch(arch: &str) -> std::result::Result<&str, String> {
+    if arch.is_empty() || arch == "." || arch == ".." || arch.contains(['/', '\\', '\0']) {
+        return Err(format!("arch {arch:?} cannot be used as a file name"));
+    }
+    Ok(arch)
+}
+
+/// Where [`Archive::extract_to`] writes a kernel under `root`:
+/// `<key path>#<tu>/<arch>.hsaco`, or why the key or arch is unsafe.
+pub fn extract_path(root: &Path, k: &KernelEntry) -> std::result::Result<PathBuf, String> {
+    let rel = safe_relative_path(&k.key).map_err(|e| format!("key {:?}: {e}", k.key))?;
+    let arch = safe_arch(&k.arch).map_err(|e| format!("key {:?}: {e}", k.key))?;
+    let tu = k.key.rsplit_once('#').map_or("0", |(_, n)| n);
+    let mut dir = rel;
+    let name = format!(
+        "{}#{tu}",
+        dir.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    );
+    dir.set_file_name(name);
+    Ok(root.join(dir).join(format!("{arch}.hsaco")))
+}
+
+impl Archive {
+    /// Extract the kernels `want` selects under `root` (see [`extract_path`]). Every
+    /// destination is planned first: nothing is written if any key would leave
+    /// `root`; a symlink inside `root` cannot lead a write elsewhere; each file is
+    /// written atomically. Returns the number of kernels written.
+    pub fn extract_to(&self, root: &Path, want: impl Fn(&KernelEntry) -> bool) -> Result<usize> {
+        let mut plan = Vec::new();
+        let mut refused = Vec::new();
+        for k in self.index.kernels.iter().filter(|k| want(k)) {
+            match extract_path(root, k) {
+                Ok(p) => plan.push((p, k)),
+                Err(e) => refused.push(e),
+            }
+        }
+        if !refused.is_empty() {
+            return Err(Error::Invalid(format!(
+                "{}: refusing to extract, {} key(s) would write outside {}:\n  {}",
+                self.path.display(),
+                refused.len(),
+                root.display(),
+                refused.join("\n  ")
+            )));
+        }
+        // Every kernel is checked (decoded, its size and zstd checksum) before
+        // anything is written: bad bytes are never extracted.
+        let bad: Vec<String> = {
+            use rayon::prelude::*;
+            plan.par_iter()
+                .filter_map(|(_, k)| match self.kernel(k) {
+                    Ok(b) if b.len() as u64 == k.size => None,
+                    Ok(b) => Some(format!(
+                        "{} @ {}: decodes to {} bytes, the TOC says {}",
+                        k.key,
+                        k.arch,
+                        b.len(),
+                        k.size
+                    )),
+                    Err(e) => Some(e.to_string()),
+                })
+                .collect()
+        };
+        if !bad.is_empty() {
+            return Err(Error::Findings(format!(
+                "{}: refusing to extract, {} kernel(s) fail their checks (nothing written):\n  {}",
+                self.path.display(),
+                bad.len(),
+                bad.join("\n  ")
+            )));
+        }
+        std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
+        let canon_root = root.canonicalize().map_err(|e| Error::io(root, e))?;
+        for (dest, k) in &plan {
+            let parent = dest.parent().unwrap_or(root);
+            std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+            let canon = parent.canonicalize().map_err(|e| Error::io(parent, e))?;
+            if !canon.starts_with(&canon_root) {
+                return Err(Error::Invalid(format!(
+                    "{} leads outside {} (through a symlink); not writing",
+                    parent.display(),
+                    root.display()
+                )));
+            }
+            let bytes = self.kernel(k)?;
+            crate::fsutil::write_atomic(dest, &bytes, None)?;
+        }
+        Ok(plan.len())
+    }
+}
+
+/// Check that an archive key names a path that stays inside a directory: relative,
+/// no `..`, no empty components, no NUL, no backslash.
+pub fn safe_relative_path(key: &str) -> std::result::Result<PathBuf, String> {
+    let path = key.rsplit_once('#').map_or(key, |(p, _)| p);
+    if path.is_empty() {
+        return Err("empty path".into());
+    }
+    if path.contains('\0') {
+        return Err("path contains NUL".into());
+    }
+    if path.starts_with('/') {
+        return Err("absolute path".into());
+    }
+    if path.contains('\\') {
+        return Err("path contains a backslash".into());
+    }
+    let mut out = PathBuf::new();
+    for c in path.split('/') {
+        match c {
+            "" | "." => return Err(format!("path has an empty or '.' component: {path:?}")),
+            ".." => return Err(format!("path escapes with '..': {path:?}")),
+            c => out.push(c),
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,388 @@
+//! Reading an archive's header, TOC and frame list.
+
+use super::super::msgpack;
+use super::*;
+use crate::error::{FormatError, FormatResult};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+pub(crate) fn err(offset: u64, what: impl Into<Cow<'static, str>>) -> FormatError {
+    FormatError::new(offset, what)
+}
+
+/// Positioned reads: archive bytes in memory, or a file read with `pread` (opening an
+/// archive reads its header, TOC and one 4-byte length per frame, scattered over the
+/// file; `pread` avoids a page fault and a mapping per frame).
+pub trait ReadAt {
+    /// Total size.
+    fn size(&self) -> u64;
+    /// Fill `buf` from `offset`.
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()>;
+}
+
+impl ReadAt for [u8] {
+    fn size(&self) -> u64 {
+        self.len() as u64
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        let start = usize::try_from(offset).map_err(std::io::Error::other)?;
+        let src = start
+            .checked_add(buf.len())
+            .and_then(|end| self.get(start..end))
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::UnexpectedEof))?;
+        buf.copy_from_slice(src);
+        Ok(())
+    }
+}
+
+pub(crate) struct FileAt {
+    pub(crate) file: File,
+    pub(crate) size: u64,
+}
+
+impl ReadAt for FileAt {
+    fn size(&self) -> u64 {
+        self.size
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.file.read_exact_at(buf, offset)
+    }
+}
+
+pub(crate) fn read_vec(
+    src: &(impl ReadAt + ?Sized),
+    offset: u64,
+    len: u64,
+) -> FormatResult<Vec<u8>> {
+    let mut v = vec![0u8; len as usize];
+    src.read_at(offset, &mut v)
+        .map_err(|e| err(offset, format!("cannot read {len} bytes: {e}")))?;
+    Ok(v)
+}
+
+/// A TOC entry read before the blob ranges are known.
+pub(crate) struct PendingEntry {
+    key_index: usize,
+    arch: String,
+    ordinal: u64,
+    original: Option<u64>,
+    metadata: BTreeMap<String, String>,
+}
+
+/// Parse an archive's index from an open file with positioned reads (no mapping:
+/// only the header, the TOC and the frame lengths are read).
+pub fn parse_index_file(file: &File) -> FormatResult<ArchiveIndex> {
+    let size = file
+        .metadata()
+        .map_err(|e| err(0, format!("cannot stat: {e}")))?
+        .len();
+    let f = file
+        .try_clone()
+        .map_err(|e| err(0, format!("cannot read: {e}")))?;
+    parse_index_at(&FileAt { file: f, size })
+}
+
+/// Parse an archive's header, TOC and frame index from its bytes.
+pub fn parse_index(data: &[u8]) -> FormatResult<ArchiveIndex> {
+    parse_index_at(data)
+}
+
+/// Parse an archive's header, TOC and frame index from any positioned source.
+pub fn parse_index_at(src: &(impl ReadAt + ?Sized)) -> FormatResult<ArchiveIndex> {
+    let file_size = src.size();
+    if file_size == 0 {
+        return Err(err(0, "empty file"));
+    }
+    if file_size < 16 {
+        return Err(err(
+            0,
+            format!("truncated header ({file_size} of 16 bytes)"),
+        ));
+    }
+    let data = read_vec(src, 0, 16)?;
+    if &data[..4] != MAGIC {
+        return Err(err(0, "not a .kpack archive (bad magic)"));
+    }
+    let version = u32::from_le_bytes([data[4], data[5], data[6], data[7]]);
+    if version != VERSION {
+        return Err(err(
+            4,
+            format!("unsupported .kpack version {version} (only 1 is known)"),
+        ));
+    }
+    let mut toc_offset_bytes = [0u8; 8];
+    toc_offset_bytes.copy_from_slice(&data[8..16]);
+    let toc_offset = u64::from_le_bytes(toc_offset_bytes);
+    if toc_offset >= file_size || toc_offset < 16 {
+        return Err(err(
+            8,
+            format!("TOC offset {toc_offset:#x} is outside the file ({file_size} bytes)"),
+        ));
+    }
+    if file_size - toc_offset > MAX_TOC_SIZE {
+        return Err(err(8, "TOC is larger than 1 GiB"));
+    }
+    let toc_bytes = read_vec(src, toc_offset, file_size - toc_offset)?;
+    let at = toc_offset;
+    let mut r = msgpack::Reader::new(&toc_bytes, toc_offset);
+    let top_len = r.map_len("TOC")?;
+    let (mut format_version, mut group_name, mut gfx_arch_family, mut gfx_arches) =
+        (None, None, None, None);
+    let (mut scheme_name, mut blobs, mut zstd_range) = (None, None, (None, None));
+    // (key, arch, ordinal, original_size, metadata), resolved against the ranges below
+    // (the TOC map's key order is free, so `toc` may come before `blobs`).
+    let mut pending: Vec<PendingEntry> = Vec::new();
+    let mut keys: Vec<String> = Vec::new();
+    let mut seen_toc = false;
+    for _ in 0..top_len {
+        let name = r.str("TOC key")?;
+        match name {
+            "format_version" => format_version = Some(r.uint("format_version")?),
+            "group_name" => group_name = Some(r.str("group_name")?.to_string()),
+            "gfx_arch_family" => gfx_arch_family = Some(r.str("gfx_arch_family")?.to_string()),
+            "gfx_arches" => {
+                let n = r.array_len("gfx_arches")?;
+                let mut v = Vec::with_capacity(n);
+                for _ in 0..n {
+                    v.push(r.str("gfx_arches[]")?.to_string());
+                }
+                gfx_arches = Some(v);
+            }
+            "compression_scheme" => scheme_name = Some(r.str("compression_scheme")?.to_string()),
+            "blobs" => {
+                let n = r.array_len("blobs")?;
+                if n as u64 > MAX_KERNELS {
+                    return Err(err(
+                        at,
+                        format!("{n} blobs is above the {MAX_KERNELS} bound"),
+                    ));
+                }
+                let mut v = Vec::with_capacity(n);
+                for i in 0..n {
+                    let (mut off, mut size) = (None, None);
+                    for _ in 0..r.map_len("blobs[]")? {
+                        match r.str("blobs[] key")? {
+                            "offset" => off = Some(r.uint("blobs[].offset")?),
+                            "size" => size = Some(r.uint("blobs[].size")?),
+                            _ => r.skip()?,
+                        }
+                    }
+                    let off = off.ok_or_else(|| err(at, format!("blobs[{i}] has no offset")))?;
+                    let size = size.ok_or_else(|| err(at, format!("blobs[{i}] has no size")))?;
+                    v.push((off, size));
+                }
+                blobs = Some(v);
+            }
+            "zstd_offset" => zstd_range.0 = Some(r.uint("zstd_offset")?),
+            "zstd_size" => zstd_range.1 = Some(r.uint("zstd_size")?),
+            "toc" => {
+                seen_toc = true;
+                for _ in 0..r.map_len("toc")? {
+                    let key = r.str("toc key")?.to_string();
+                    let key_index = keys.len();
+                    let n_arch = r
+                        .map_len("arch map")
+                        .map_err(|e| e.context(&format!("toc[{key:?}]: ")))?;
+                    for _ in 0..n_arch {
+                        let arch = r
+                            .str("arch key")
+                            .map_err(|e| e.context(&format!("toc[{key:?}]: ")))?
+                            .to_string();
+                        let ctx = |e: FormatError| e.context(&format!("toc[{key:?}][{arch:?}]: "));
+                        let (mut ordinal, mut original, mut metadata) =
+                            (None, None, BTreeMap::new());
+                        for _ in 0..r.map_len("entry").map_err(ctx)? {
+                            match r.str("entry key").map_err(ctx)? {
+                                "type" => {
+                                    let t = r.str("type").map_err(ctx)?;
+                                    if t != "hsaco" {
+                                        return Err(ctx(err(
+                                            at,
+                                            format!("type is {t:?}, expected \"hsaco\""),
+                                        )));
+                                    }
+                                }
+                                "ordinal" => ordinal = Some(r.uint("ordinal").map_err(ctx)?),
+                                "original_size" => {
+                                    original = Some(r.uint("original_size").map_err(ctx)?)
+                                }
+                                "metadata" if r.peek()? == msgpack::Kind::Map => {
+                                    for _ in 0..r.map_len("metadata").map_err(ctx)? {
+                                        let mk = r.str("metadata key").map_err(ctx)?.to_string();
+                                        if r.peek()? == msgpack::Kind::Str {
+                                            metadata
+                                                .insert(mk, r.str("metadata value")?.to_string());
+                                        } else {
+                                            r.skip()?;
+                                        }
+                                    }
+                                }
+                                _ => r.skip()?,
+                            }
+                        }
+                        let ordinal = ordinal.ok_or_else(|| ctx(err(at, "no ordinal")))?;
+                        pending.push(PendingEntry {
+                            key_index,
+                            arch,
+                            ordinal,
+                            original,
+                            metadata,
+                        });
+                    }
+                    keys.push(key);
+                }
+            }
+            _ => r.skip()?,
+        }
+    }
+    let required = |v: Option<String>, k: &str| v.ok_or_else(|| err(at, format!("TOC has no {k}")));
+    let group_name = required(group_name, "group_name")?;
+    let gfx_arch_family = required(gfx_arch_family, "gfx_arch_family")?;
+    let gfx_arches = gfx_arches.ok_or_else(|| err(at, "TOC has no gfx_arches"))?;
+    if !seen_toc {
+        return Err(err(at, "TOC has no toc"));
+    }
+    let scheme = match scheme_name.as_deref() {
+        None | Some("none") => Scheme::None,
+        Some("zstd-per-kernel") => Scheme::ZstdPerKernel,
+        Some(other) => return Err(err(at, format!("unknown compression_scheme {other:?}"))),
+    };
+    // Stored ranges per ordinal.
+    let ranges: Vec<(u64, u64)> = match scheme {
+        Scheme::None => {
+            let blobs = blobs.ok_or_else(|| err(at, "TOC has no blobs (scheme none)"))?;
+            for (i, &(off, size)) in blobs.iter().enumerate() {
+                if off.checked_add(size).is_none_or(|e| e > toc_offset) {
+                    return Err(err(
+                        at,
+                        format!("blobs[{i}] ({off:#x} + {size:#x}) runs past the blob area"),
+                    ));
+                }
+            }
+            blobs
+        }
+        Scheme::ZstdPerKernel => {
+            let zoff = zstd_range
+                .0
+                .ok_or_else(|| err(at, "TOC has no zstd_offset"))?;
+            let zsize = zstd_range
+                .1
+                .ok_or_else(|| err(at, "TOC has no zstd_size"))?;
+            if zoff.checked_add(zsize).is_none_or(|e| e > toc_offset) || zsize < 4 {
+                return Err(err(
+                    at,
+                    format!("zstd blob ({zoff:#x} + {zsize:#x}) runs past the blob area"),
+                ));
+            }
+            frame_index(src, zoff, zsize)
+                .map_err(|e| e.shifted(zoff))?
+                .into_iter()
+                .map(|(o, l)| (o + zoff, l))
+                .collect()
+        }
+    };
+    let mut kernels = Vec::with_capacity(pending.len());
+    for PendingEntry {
+        key_index,
+        arch,
+        ordinal,
+        original,
+        metadata,
+    } in pending
+    {
+        let key = &keys[key_index];
+        let ctx = |e: FormatError| e.context(&format!("toc[{key:?}][{arch:?}]: "));
+        let Some(&(offset, stored)) = usize::try_from(ordinal).ok().and_then(|o| ranges.get(o))
+        else {
+            return Err(ctx(err(
+                at,
+                format!("ordinal {ordinal} is out of range ({} blobs)", ranges.len()),
+            )));
+        };
+        let size = match (original, scheme) {
+            (Some(v), _) => v,
+            (None, Scheme::None) => stored,
+            (None, Scheme::ZstdPerKernel) => {
+                return Err(ctx(err(
+                    at,
+                    "no original_size (required for zstd-per-kernel)",
+                )));
+            }
+        };
+        if size > MAX_KERNEL_SIZE {
+            return Err(ctx(err(
+                at,
+                format!("original_size {size} is above the {MAX_KERNEL_SIZE}-byte bound"),
+            )));
+        }
+        kernels.push(KernelEntry {
+            key: key.clone(),
+            arch,
+            ordinal: ordinal as u32,
+            size,
+            compressed_size: stored,
+            offset,
+            metadata,
+        });
+    }
+    if !kernels.is_sorted_by(|a, b| (&a.key, &a.arch) <= (&b.key, &b.arch)) {
+        kernels.sort_by(|a, b| a.key.cmp(&b.key).then(a.arch.cmp(&b.arch)));
+    }
+    Ok(ArchiveIndex {
+        version,
+        toc_offset,
+        format_version,
+        meta: ArchiveMeta {
+            group_name,
+            gfx_arch_family,
+            gfx_arches,
+        },
+        compression_scheme: scheme,
+        kernels,
+        file_size,
+    })
+}
+
+/// The frame list of the zstd blob at `base` (`len` bytes): `(offset within blob,
+/// length)` per ordinal. Reads only the count and the 4-byte frame lengths.
+pub(crate) fn frame_index(
+    src: &(impl ReadAt + ?Sized),
+    base: u64,
+    len: u64,
+) -> FormatResult<Vec<(u64, u64)>> {
+    let mut word = [0u8; 4];
+    let mut u32_at = |pos: u64, what: &str| -> FormatResult<u64> {
+        src.read_at(base + pos, &mut word)
+            .map_err(|e| err(pos, format!("cannot read {what}: {e}")))?;
+        Ok(u64::from(u32::from_le_bytes(word)))
+    };
+    let n = u32_at(0, "frame count")?;
+    if n > MAX_KERNELS {
+        return Err(err(
+            0,
+            format!("{n} frames is above the {MAX_KERNELS} bound"),
+        ));
+    }
+    let mut pos = 4u64;
+    let mut out = Vec::with_capacity(n.min(len / 4) as usize);
+    for i in 0..n {
+        if pos + 4 > len {
+            return Err(err(
+                pos,
+                format!("frame {i}: length runs past the zstd blob"),
+            ));
+        }
+        let flen = u32_at(pos, "frame length")?;
+        pos += 4;
+        if pos + flen > len {
+            return Err(err(
+                pos - 4,
+                format!("frame {i}: {flen} bytes run past the zstd blob"),
+            ));
+        }
+        out.push((pos, flen));
+        pos += flen;
+    }
+    Ok(out)
+}

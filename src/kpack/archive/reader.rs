@@ -1,0 +1,201 @@
+//! An open archive: one kernel fetched and decoded at a time.
+
+use super::index::{FileAt, err, parse_index_at};
+use super::*;
+use crate::error::{Error, FormatResult, Result};
+use std::borrow::Cow;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+pub(crate) enum Bytes {
+    Map(memmap2::Mmap),
+    Owned(Vec<u8>),
+}
+
+impl std::ops::Deref for Bytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Bytes::Map(m) => m,
+            Bytes::Owned(v) => v,
+        }
+    }
+}
+
+/// An open archive.
+pub struct Archive {
+    pub(crate) path: PathBuf,
+    pub(crate) bytes: Bytes,
+    /// Header and TOC.
+    pub index: ArchiveIndex,
+}
+
+impl std::fmt::Debug for Archive {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Archive")
+            .field("path", &self.path)
+            .field("kernels", &self.index.kernels.len())
+            .finish()
+    }
+}
+
+impl Archive {
+    /// Open and index an archive (mmap; reads the header, TOC and frame lengths only).
+    pub fn open(path: &Path) -> Result<Archive> {
+        let file = crate::fsutil::open_regular(path).map_err(|e| Error::io(path, e))?;
+        let size = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        let src = FileAt { file, size };
+        let index = parse_index_at(&src).map_err(|e| Error::format(path, e))?;
+        // Kernels are read through a map; only the frames fetched are touched, and
+        // without read-ahead beyond them.
+        let bytes = if size == 0 {
+            Bytes::Owned(Vec::new())
+        } else {
+            let m = crate::fsutil::map_open_file(&src.file).map_err(|e| Error::io(path, e))?;
+            let _ = m.advise(memmap2::Advice::Random);
+            Bytes::Map(m)
+        };
+        Ok(Archive {
+            path: path.to_path_buf(),
+            bytes,
+            index,
+        })
+    }
+
+    /// Index archive bytes already in memory.
+    pub fn from_bytes(path: &Path, data: Vec<u8>) -> Result<Archive> {
+        let index = parse_index(&data).map_err(|e| Error::format(path, e))?;
+        Ok(Archive {
+            path: path.to_path_buf(),
+            bytes: Bytes::Owned(data),
+            index,
+        })
+    }
+
+    /// The archive's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Look up a kernel.
+    pub fn entry(&self, key: &str, arch: &str) -> Option<&KernelEntry> {
+        self.entry_index(key, arch).map(|i| &self.index.kernels[i])
+    }
+
+    /// Where a kernel is in `index.kernels`.
+    pub fn entry_index(&self, key: &str, arch: &str) -> Option<usize> {
+        self.index
+            .kernels
+            .binary_search_by(|k| k.key.as_str().cmp(key).then(k.arch.as_str().cmp(arch)))
+            .ok()
+    }
+
+    /// The stored bytes of a kernel (a zstd frame, or the raw kernel).
+    pub fn stored(&self, e: &KernelEntry) -> &[u8] {
+        if let Bytes::Map(m) = &self.bytes {
+            // One sequential read of this frame rather than a fault per page.
+            let _ = m.advise_range(
+                memmap2::Advice::WillNeed,
+                e.offset as usize,
+                e.compressed_size as usize,
+            );
+        }
+        &self.bytes[e.offset as usize..(e.offset + e.compressed_size) as usize]
+    }
+
+    /// A kernel's bytes; decompression stops at its `original_size`.
+    pub fn kernel(&self, e: &KernelEntry) -> Result<Cow<'_, [u8]>> {
+        let stored = self.stored(e);
+        match self.index.compression_scheme {
+            Scheme::None => Ok(Cow::Borrowed(stored)),
+            Scheme::ZstdPerKernel => {
+                decompress_frame(stored, e.size)
+                    .map(Cow::Owned)
+                    .map_err(|x| {
+                        Error::format(
+                            &self.path,
+                            x.shifted(e.offset)
+                                .context(&format!("{} @ {}: ", e.key, e.arch)),
+                        )
+                    })
+            }
+        }
+    }
+
+    /// Whether every stored kernel carries a checksum (zstd frames with the content
+    /// checksum flag), so that a changed byte is detected without a ledger.
+    pub fn checksummed(&self) -> bool {
+        self.index.compression_scheme == Scheme::ZstdPerKernel
+            && self.index.kernels.iter().all(|k| {
+                let s = self.stored(k);
+                s.len() > 4 && s[..4] == [0x28, 0xb5, 0x2f, 0xfd] && s[4] & 0x04 != 0
+            })
+    }
+}
+
+/// Largest compression ratio for which a frame is decoded in one shot into a buffer
+/// of its declared size; above it the TOC's size is not trusted for an allocation
+/// and the frame is streamed instead (it still stops at the declared size).
+pub(crate) const MAX_TRUSTED_RATIO: u64 = 64;
+
+/// Decode one zstd frame into exactly `size` bytes (no more are ever produced).
+pub fn decompress_frame(frame: &[u8], size: u64) -> FormatResult<Vec<u8>> {
+    if size
+        <= (frame.len() as u64)
+            .saturating_mul(MAX_TRUSTED_RATIO)
+            .max(1 << 20)
+    {
+        // One shot into an exactly-sized buffer: a frame that holds more fails with
+        // "destination too small", one that holds less is caught below.
+        let mut out = vec![0u8; size as usize];
+        let n = zstd::bulk::Decompressor::new()
+            .and_then(|mut d| d.decompress_to_buffer(frame, &mut out))
+            .map_err(|e| {
+                if e.to_string().contains("Destination buffer is too small") {
+                    err(
+                        0,
+                        format!("zstd frame holds more than original_size ({size}) bytes"),
+                    )
+                } else {
+                    err(0, format!("corrupt zstd frame: {e}"))
+                }
+            })?;
+        if n as u64 != size {
+            return Err(err(
+                0,
+                format!("zstd frame decodes to {n} bytes, original_size is {size}"),
+            ));
+        }
+        return Ok(out);
+    }
+    let mut out = Vec::with_capacity(
+        (size as usize)
+            .min(frame.len().saturating_mul(16))
+            .min(256 << 20),
+    );
+    let mut dec = zstd::stream::read::Decoder::with_buffer(frame)
+        .and_then(|mut d| d.window_log_max(31).map(|()| d))
+        .map_err(|e| err(0, format!("cannot start zstd: {e}")))?
+        .single_frame();
+    (&mut dec)
+        .take(size)
+        .read_to_end(&mut out)
+        .map_err(|e| err(0, format!("corrupt zstd frame: {e}")))?;
+    if (out.len() as u64) < size {
+        return Err(err(
+            0,
+            format!(
+                "zstd frame decodes to {} bytes, original_size is {size}",
+                out.len()
+            ),
+        ));
+    }
+    // One more byte means the frame holds more than it claims.
+    let mut probe = [0u8; 1];
+    if matches!(dec.read(&mut probe), Ok(1)) {
+        return Err(err(
+            0,
+            format!("zstd frame holds more than original_size ({size}) bytes"),
+        ));
+    }
+    Ok(out)
+}

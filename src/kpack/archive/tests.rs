@@ -1,0 +1,316 @@
+//! Tests of the archive: round trips, hostile inputs, determinism.
+
+use super::*;
+use proptest::prelude::*;
+use std::path::{Path, PathBuf};
+
+fn meta() -> ArchiveMeta {
+    ArchiveMeta {
+        group_name: "test".into(),
+        gfx_arch_family: "gfx90X".into(),
+        gfx_arches: vec!["gfx900".into(), "gfx90a:xnack+".into()],
+    }
+}
+
+fn write(dir: &Path, scheme: Scheme, kernels: &[(&str, &str, Vec<u8>)]) -> PathBuf {
+    let p = dir.join("a.kpack");
+    let w = ArchiveWriter::create(&p, meta(), scheme, 3).unwrap();
+    for (k, a, d) in kernels {
+        w.add(k, a, d).unwrap();
+    }
+    w.finish().unwrap();
+    p
+}
+
+fn sample() -> Vec<(&'static str, &'static str, Vec<u8>)> {
+    vec![
+        ("lib/libx.so#1", "gfx900", vec![1u8; 5000]),
+        ("lib/libx.so#0", "gfx90a:xnack+", b"hello".repeat(300)),
+        (
+            "bin/app#0",
+            "gfx900",
+            (0..=255u8).cycle().take(3000).collect(),
+        ),
+        ("lib/libx.so#0", "gfx900", vec![]),
+    ]
+}
+
+#[test]
+fn round_trip_both_schemes_with_sorted_dense_ordinals() {
+    for scheme in [Scheme::None, Scheme::ZstdPerKernel] {
+        let d = tempfile::tempdir().unwrap();
+        let p = write(d.path(), scheme, &sample());
+        let a = Archive::open(&p).unwrap();
+        assert_eq!(a.index.meta, meta());
+        assert_eq!(a.index.compression_scheme, scheme);
+        let keys: Vec<(&str, &str, u32)> = a
+            .index
+            .kernels
+            .iter()
+            .map(|k| (k.key.as_str(), k.arch.as_str(), k.ordinal))
+            .collect();
+        assert_eq!(
+            keys,
+            vec![
+                ("bin/app#0", "gfx900", 0),
+                ("lib/libx.so#0", "gfx900", 1),
+                ("lib/libx.so#0", "gfx90a:xnack+", 2),
+                ("lib/libx.so#1", "gfx900", 3)
+            ]
+        );
+        for (k, ar, data) in sample() {
+            let e = a.entry(k, ar).unwrap();
+            assert_eq!(&*a.kernel(e).unwrap(), &data[..]);
+        }
+        assert!(a.entry("lib/libx.so#2", "gfx900").is_none());
+        assert_eq!(a.verify(), Vec::<String>::new());
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o644
+        );
+        // Only spool files could be left behind: none are.
+        let left: Vec<_> = std::fs::read_dir(d.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left.len(), 1, "{left:?}");
+    }
+}
+
+#[test]
+fn output_does_not_depend_on_insertion_order() {
+    let d = tempfile::tempdir().unwrap();
+    let mut s = sample();
+    let a = std::fs::read(write(d.path(), Scheme::ZstdPerKernel, &s)).unwrap();
+    s.reverse();
+    let b = std::fs::read(write(d.path(), Scheme::ZstdPerKernel, &s)).unwrap();
+    assert_eq!(a, b);
+}
+
+#[test]
+fn duplicate_kernel_is_rejected() {
+    let d = tempfile::tempdir().unwrap();
+    let w = ArchiveWriter::create(&d.path().join("x.kpack"), meta(), Scheme::None, 3).unwrap();
+    w.add("a#0", "gfx900", b"x").unwrap();
+    assert!(
+        w.add("a#0", "gfx900", b"y")
+            .unwrap_err()
+            .to_string()
+            .contains("twice")
+    );
+    assert!(
+        w.add("a", "gfx900", b"y")
+            .unwrap_err()
+            .to_string()
+            .contains("#<TU index>")
+    );
+    assert!(
+        w.add("../a#0", "gfx900", b"y")
+            .unwrap_err()
+            .to_string()
+            .contains("..")
+    );
+    assert!(w.add("b#0", "gfx/900", b"y").is_err());
+    assert_eq!(
+        w.add("bin\\x#0", "gfx900", b"y")
+            .map(|_| w.progress().0)
+            .unwrap(),
+        2
+    );
+}
+
+#[test]
+fn empty_archive_is_valid() {
+    for scheme in [Scheme::None, Scheme::ZstdPerKernel] {
+        let d = tempfile::tempdir().unwrap();
+        let p = write(d.path(), scheme, &[]);
+        let a = Archive::open(&p).unwrap();
+        assert!(a.index.kernels.is_empty());
+        assert!(a.verify().is_empty());
+    }
+}
+
+#[test]
+fn higher_levels_are_not_larger_and_compressible_data_shrinks() {
+    let d = tempfile::tempdir().unwrap();
+    let data = b"ABCDEFGH".repeat(20_000);
+    let sizes: Vec<u64> = [1, 19]
+        .iter()
+        .map(|&lvl| {
+            let p = d.path().join(format!("l{lvl}.kpack"));
+            let w = ArchiveWriter::create(&p, meta(), Scheme::ZstdPerKernel, lvl).unwrap();
+            w.add("k#0", "gfx900", &data).unwrap();
+            w.finish().unwrap().file_size
+        })
+        .collect();
+    assert!(sizes[1] <= sizes[0]);
+    assert!(sizes[0] * 5 < data.len() as u64);
+}
+
+#[test]
+fn path_safety() {
+    assert!(safe_relative_path("lib/a.so#0").is_ok());
+    for bad in [
+        "../x#0",
+        "/etc/passwd#0",
+        "a/../../b#0",
+        "a\0b#0",
+        "a//b#0",
+        "#0",
+        "a\\b#0",
+        "./a#0",
+    ] {
+        assert!(safe_relative_path(bad).is_err(), "{bad:?}");
+    }
+}
+
+#[test]
+fn corrupt_headers_and_tocs_are_clear_errors() {
+    let d = tempfile::tempdir().unwrap();
+    let good = std::fs::read(write(d.path(), Scheme::ZstdPerKernel, &sample())).unwrap();
+    let check = |bytes: &[u8], needle: &str| {
+        let e = parse_index(bytes).unwrap_err();
+        assert!(e.to_string().contains(needle), "{e} (wanted {needle:?})");
+    };
+    check(b"", "empty");
+    check(&good[..8], "truncated header");
+    let mut b = good.clone();
+    b[0] = b'X';
+    check(&b, "bad magic");
+    let mut b = good.clone();
+    b[4] = 99;
+    check(&b, "version 99");
+    let mut b = good.clone();
+    b[8..16].copy_from_slice(&(good.len() as u64 + 5).to_le_bytes());
+    check(&b, "outside the file");
+    let mut b = good.clone();
+    let toc = u64::from_le_bytes(good[8..16].try_into().unwrap()) as usize;
+    b[toc] = 0xc1; // never-used msgpack byte
+    check(&b, "MessagePack");
+    let mut b = good.clone();
+    b[toc] = 0x93; // array, not map
+    check(&b, "TOC is an array, expected a map");
+    // Frame count above the bound.
+    let mut b = good.clone();
+    b[0x40..0x44].copy_from_slice(&2_000_000u32.to_le_bytes());
+    check(&b, "bound");
+    // Frame length past the blob.
+    let mut b = good.clone();
+    b[0x44..0x48].copy_from_slice(&0x7fff_ffffu32.to_le_bytes());
+    check(&b, "run past");
+    // Every truncation: an error, never a panic.
+    for n in 0..good.len() {
+        let _ = parse_index(&good[..n]);
+    }
+}
+
+fn toc_bytes(v: serde_json::Value) -> Vec<u8> {
+    let toc = rmp_serde::to_vec_named(&v).unwrap();
+    let mut f = Vec::new();
+    f.extend_from_slice(MAGIC);
+    f.extend_from_slice(&1u32.to_le_bytes());
+    f.extend_from_slice(&0x44u64.to_le_bytes());
+    f.resize(0x40, 0);
+    f.extend_from_slice(b"DATA");
+    f.extend_from_slice(&toc);
+    f
+}
+
+#[test]
+fn toc_field_rules() {
+    let base = |toc: serde_json::Value, scheme: &str| {
+        serde_json::json!({"group_name": "g", "gfx_arch_family": "f", "gfx_arches": ["gfx900"],
+            "compression_scheme": scheme, "toc": toc, "blobs": [{"offset": 0x40, "size": 4}],
+            "zstd_offset": 0x40, "zstd_size": 4})
+    };
+    let ok = toc_bytes(base(
+        serde_json::json!({"a#0": {"gfx900": {"type": "hsaco", "ordinal": 0}}}),
+        "none",
+    ));
+    let idx = parse_index(&ok).unwrap();
+    assert_eq!(idx.kernels[0].size, 4);
+    let e = |v| parse_index(&toc_bytes(v)).unwrap_err().to_string();
+    assert!(
+        e(base(
+            serde_json::json!({"a#0": {"gfx900": {"ordinal": 5}}}),
+            "none"
+        ))
+        .contains("out of range")
+    );
+    assert!(
+        e(base(
+            serde_json::json!({"a#0": {"gfx900": {"ordinal": -1}}}),
+            "none"
+        ))
+        .contains("negative")
+    );
+    assert!(
+        e(base(
+            serde_json::json!({"a#0": {"gfx900": {"ordinal": 0}}}),
+            "lz4"
+        ))
+        .contains("unknown compression_scheme")
+    );
+    assert!(
+        e(base(
+            serde_json::json!({"a#0": {"gfx900": {"ordinal": 0}}}),
+            "zstd-per-kernel"
+        ))
+        .contains("bound")
+    );
+    assert!(
+        e(base(
+            serde_json::json!({"a#0": {"gfx900": {"type": "elf", "ordinal": 0}}}),
+            "none"
+        ))
+        .contains("hsaco")
+    );
+    assert!(e(serde_json::json!({"group_name": "g"})).contains("no gfx_arch_family"));
+    assert!(e(serde_json::json!({"group_name": 3, "gfx_arch_family": "f", "gfx_arches": [], "toc": {}})).contains("group_name is an integer, expected a string"));
+}
+
+#[test]
+fn zstd_frame_larger_than_original_size_is_caught() {
+    let frame = encode_kernel(&[7u8; 10_000], Scheme::ZstdPerKernel, 3).unwrap();
+    assert!(
+        decompress_frame(&frame, 100)
+            .unwrap_err()
+            .what
+            .contains("more than")
+    );
+    assert!(
+        decompress_frame(&frame, 20_000)
+            .unwrap_err()
+            .what
+            .contains("decodes to")
+    );
+    assert_eq!(decompress_frame(&frame, 10_000).unwrap().len(), 10_000);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    #[test]
+    fn random_kernel_sets_round_trip(
+        set in proptest::collection::btree_map(
+            ("[a-z]{1,6}(/[a-z]{1,6}){0,2}#[0-9]", prop_oneof!["gfx900", "gfx90a:xnack\\+", "gfx1100"]),
+            proptest::collection::vec(any::<u8>(), 0..2000),
+            0..12),
+        zstd in any::<bool>(),
+    ) {
+        let scheme = if zstd { Scheme::ZstdPerKernel } else { Scheme::None };
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("p.kpack");
+        let w = ArchiveWriter::create(&p, meta(), scheme, 1).unwrap();
+        for ((k, a), data) in &set {
+            w.add(k, a, data).unwrap();
+        }
+        w.finish().unwrap();
+        let ar = Archive::open(&p).unwrap();
+        prop_assert_eq!(ar.index.kernels.len(), set.len());
+        for ((k, a), data) in &set {
+            let e = ar.entry(k, a).unwrap();
+            prop_assert_eq!(&*ar.kernel(e).unwrap(), &data[..]);
+        }
+    }
+}

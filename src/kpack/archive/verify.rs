@@ -1,0 +1,131 @@
+//! Checking a whole archive.
+
+use super::reader::Bytes;
+use super::*;
+use crate::error::Error;
+impl Archive {
+    /// Check everything: ranges, ordinals, arch lists, and that every frame decodes to
+    /// its size (and, for zstd frames written with one, matches its checksum). Returns
+    /// the faults found (empty when sound).
+    pub fn verify(&self) -> Vec<String> {
+        self.verify_hashed(false).0
+    }
+
+    /// [`verify`](Self::verify), also returning the SHA-256 of every kernel that
+    /// decoded (index-aligned with `index.kernels`) when `hash` is set, from the same
+    /// single decode.
+    pub fn verify_hashed(&self, hash: bool) -> (Vec<String>, Vec<Option<String>>) {
+        let mut faults = Vec::new();
+        let idx = &self.index;
+        let n_ranges = match idx.compression_scheme {
+            Scheme::None => idx.kernels.len(),
+            Scheme::ZstdPerKernel => idx.kernels.len(),
+        };
+        let mut seen = vec![
+            false;
+            n_ranges.max(
+                idx.kernels
+                    .iter()
+                    .map(|k| k.ordinal as usize + 1)
+                    .max()
+                    .unwrap_or(0)
+            )
+        ];
+        for k in &idx.kernels {
+            let o = k.ordinal as usize;
+            if seen[o] {
+                faults.push(format!(
+                    "ordinal {o} is used twice (again by {} @ {})",
+                    k.key, k.arch
+                ));
+            }
+            seen[o] = true;
+        }
+        for (o, s) in seen.iter().enumerate() {
+            if !s {
+                faults.push(format!(
+                    "ordinal {o} is not used by any kernel (ordinals must be dense)"
+                ));
+            }
+        }
+        let mut by_off: Vec<&KernelEntry> = idx.kernels.iter().collect();
+        by_off.sort_by_key(|k| (k.offset, k.compressed_size));
+        for w in by_off.windows(2) {
+            if w[0].offset + w[0].compressed_size > w[1].offset && w[0].ordinal != w[1].ordinal {
+                faults.push(format!(
+                    "{} @ {} and {} @ {} overlap in the file",
+                    w[0].key, w[0].arch, w[1].key, w[1].arch
+                ));
+            }
+        }
+        // Decoding every frame is the expensive part: do it in parallel.
+        let decoded: Vec<(Option<String>, Option<String>)> = {
+            use rayon::prelude::*;
+            idx.kernels
+                .par_iter()
+                .map(|k| {
+                    let verdict = match self.kernel(k) {
+                        Ok(b) if b.len() as u64 == k.size => {
+                            (None, hash.then(|| crate::kpack::ledger::sha256_hex(&b)))
+                        }
+                        Ok(b) => (
+                            Some(format!(
+                                "{} @ {}: is {} bytes, TOC says {}",
+                                k.key,
+                                k.arch,
+                                b.len(),
+                                k.size
+                            )),
+                            None,
+                        ),
+                        // The error names the key and arch already; the file is the
+                        // caller's to name.
+                        Err(Error::Format { error, .. }) => (Some(error.to_string()), None),
+                        Err(e) => (Some(format!("{} @ {}: {e}", k.key, k.arch)), None),
+                    };
+                    if let Bytes::Map(m) = &self.bytes {
+                        crate::fsutil::release_range(
+                            m,
+                            k.offset as usize,
+                            k.compressed_size as usize,
+                        );
+                    }
+                    verdict
+                })
+                .collect()
+        };
+        let mut hashes = Vec::with_capacity(decoded.len());
+        for (fault, h) in decoded {
+            faults.extend(fault);
+            hashes.push(h);
+        }
+        for k in &idx.kernels {
+            if k.offset < BLOB_START {
+                faults.push(format!(
+                    "{} @ {}: stored in the header ({:#x})",
+                    k.key, k.arch, k.offset
+                ));
+            }
+            if !idx.meta.gfx_arches.contains(&k.arch) {
+                faults.push(format!(
+                    "{} @ {}: arch {} is not in gfx_arches, so the runtime never selects it",
+                    k.key, k.arch, k.arch
+                ));
+            }
+            if let Some(n) = k.key.rsplit_once('#').map(|(_, n)| n) {
+                if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+                    faults.push(format!("{}: key does not end in #<TU index>", k.key));
+                }
+            } else {
+                faults.push(format!(
+                    "{}: key has no #<TU index> suffix (the runtime always looks one up)",
+                    k.key
+                ));
+            }
+            if let Err(e) = safe_relative_path(&k.key) {
+                faults.push(format!("{}: {e}", k.key));
+            }
+        }
+        (faults, hashes)
+    }
+}

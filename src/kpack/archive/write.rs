@@ -1,0 +1,379 @@
+//! Writing an archive deterministically from kernels added in any order.
+
+use super::*;
+use crate::error::{Error, Result};
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufWriter, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+/// Compress one kernel as stored by `scheme` (pure; call from any thread).
+pub fn encode_kernel(data: &[u8], scheme: Scheme, level: i32) -> std::io::Result<Vec<u8>> {
+    match scheme {
+        Scheme::None => Ok(data.to_vec()),
+        Scheme::ZstdPerKernel => {
+            // One compression context per thread and level, reused across kernels.
+            thread_local! {
+                static CTX: std::cell::RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>> =
+                    const { std::cell::RefCell::new(None) };
+            }
+            CTX.with(|cell| {
+                let mut slot = cell.borrow_mut();
+                if slot.as_ref().is_none_or(|(l, _)| *l != level) {
+                    let mut c = zstd::bulk::Compressor::new(level)?;
+                    c.include_contentsize(true)?;
+                    // The frame checksum (XXH64 of the content, 4 bytes) lets every
+                    // reader - ours, the reference runtime's ZSTD_decompressDCtx, the
+                    // Python zstandard module - detect a changed byte.
+                    c.include_checksum(true)?;
+                    *slot = Some((level, c));
+                }
+                match slot.as_mut() {
+                    Some((_, c)) => {
+                        if level >= LEVEL_MAX {
+                            // The window spans the whole kernel (one frame per kernel
+                            // still; one-shot decoders need no window buffer).
+                            let w = (usize::BITS - data.len().max(1 << 10).leading_zeros())
+                                .clamp(10, 27);
+                            c.set_parameter(zstd::zstd_safe::CParameter::WindowLog(w))?;
+                        }
+                        c.compress(data)
+                    }
+                    None => Err(std::io::Error::other("no zstd context")),
+                }
+            })
+        }
+    }
+}
+
+pub(crate) struct Spooled {
+    offset: u64,
+    len: u64,
+    original_size: u64,
+    metadata: BTreeMap<String, String>,
+}
+
+pub(crate) struct SpoolState {
+    file: BufWriter<File>,
+    len: u64,
+    entries: BTreeMap<(String, String), Spooled>,
+}
+
+/// Writes an archive: add kernels (from any thread), then [`finish`](Self::finish).
+pub struct ArchiveWriter {
+    path: PathBuf,
+    meta: ArchiveMeta,
+    scheme: Scheme,
+    level: i32,
+    spool: Mutex<SpoolState>,
+    spool_file: tempfile::NamedTempFile,
+}
+
+/// What [`ArchiveWriter::finish`] wrote.
+#[derive(Debug, Clone, Serialize)]
+pub struct ArchiveSummary {
+    /// Where.
+    pub path: PathBuf,
+    /// Kernels.
+    pub kernels: u64,
+    /// Sum of original sizes.
+    pub raw_bytes: u64,
+    /// File size.
+    pub file_size: u64,
+}
+
+impl ArchiveWriter {
+    /// Start an archive at `path` (nothing appears there until `finish`).
+    pub fn create(
+        path: &Path,
+        meta: ArchiveMeta,
+        scheme: Scheme,
+        level: i32,
+    ) -> Result<ArchiveWriter> {
+        let dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let spool_file = tempfile::Builder::new()
+            .prefix(".kpack-spool-")
+            .tempfile_in(dir)
+            .map_err(|e| Error::io(dir, e))?;
+        let file = spool_file
+            .reopen()
+            .map_err(|e| Error::io(spool_file.path(), e))?;
+        Ok(ArchiveWriter {
+            path: path.to_path_buf(),
+            meta,
+            scheme,
+            level,
+            spool: Mutex::new(SpoolState {
+                file: BufWriter::with_capacity(1 << 20, file),
+                len: 0,
+                entries: BTreeMap::new(),
+            }),
+            spool_file,
+        })
+    }
+
+    /// Add a kernel. Compression happens on the calling thread, outside the lock.
+    /// Returns the bytes stored for it.
+    pub fn add(&self, key: &str, arch: &str, data: &[u8]) -> Result<u64> {
+        self.add_with_metadata(key, arch, data, BTreeMap::new())
+    }
+
+    /// Add a kernel with string metadata (e.g. `target`, the full entry ID).
+    /// Returns the bytes stored for it.
+    pub fn add_with_metadata(
+        &self,
+        key: &str,
+        arch: &str,
+        data: &[u8],
+        metadata: BTreeMap<String, String>,
+    ) -> Result<u64> {
+        let key = key.replace('\\', "/");
+        let tu_ok = key
+            .rsplit_once('#')
+            .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        if !tu_ok {
+            return Err(Error::Invalid(format!(
+                "kernel key {key:?} must end in #<TU index>"
+            )));
+        }
+        safe_relative_path(&key).map_err(|e| Error::Invalid(format!("kernel key {key:?}: {e}")))?;
+        if arch.is_empty() || arch.contains(['/', '\\', '\0']) {
+            return Err(Error::Invalid(format!("arch {arch:?} is not a target ID")));
+        }
+        let stored =
+            encode_kernel(data, self.scheme, self.level).map_err(|e| Error::io(&self.path, e))?;
+        let mut s = self
+            .spool
+            .lock()
+            .map_err(|_| Error::Invalid("archive writer poisoned by a panic".into()))?;
+        if s.entries.contains_key(&(key.clone(), arch.to_string())) {
+            return Err(Error::Invalid(format!(
+                "{}: kernel {key} @ {arch} added twice",
+                self.path.display()
+            )));
+        }
+        if s.entries.len() as u64 >= MAX_KERNELS {
+            return Err(Error::Invalid(format!(
+                "{}: more than {MAX_KERNELS} kernels",
+                self.path.display()
+            )));
+        }
+        let offset = s.len;
+        let stored_len = stored.len() as u64;
+        s.file
+            .write_all(&stored)
+            .map_err(|e| Error::io(self.spool_file.path(), e))?;
+        s.len += stored.len() as u64;
+        s.entries.insert(
+            (key, arch.to_string()),
+            Spooled {
+                offset,
+                len: stored.len() as u64,
+                original_size: data.len() as u64,
+                metadata,
+            },
+        );
+        Ok(stored_len)
+    }
+
+    /// Number of kernels added so far and their stored bytes.
+    pub fn progress(&self) -> (u64, u64) {
+        self.spool
+            .lock()
+            .map(|s| (s.entries.len() as u64, s.len))
+            .unwrap_or((0, 0))
+    }
+
+    /// Lay out the archive, write the TOC, and rename it into place atomically.
+    pub fn finish(self) -> Result<ArchiveSummary> {
+        let state = self
+            .spool
+            .into_inner()
+            .map_err(|_| Error::Invalid("archive writer poisoned by a panic".into()))?;
+        let spool = state
+            .file
+            .into_inner()
+            .map_err(|e| Error::io(self.spool_file.path(), e.into_error()))?;
+        let dir = self
+            .path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let tmp = tempfile::Builder::new()
+            .prefix(".kpack-tmp-")
+            .tempfile_in(dir)
+            .map_err(|e| Error::io(dir, e))?;
+        let io = |e| Error::io(tmp.path(), e);
+        let mut w = BufWriter::with_capacity(1 << 20, tmp.as_file());
+        let mut header = [0u8; BLOB_START as usize];
+        header[..4].copy_from_slice(MAGIC);
+        header[4..8].copy_from_slice(&VERSION.to_le_bytes());
+        w.write_all(&header).map_err(io)?;
+        let n = state.entries.len();
+        let mut pos = BLOB_START;
+        if self.scheme == Scheme::ZstdPerKernel {
+            w.write_all(&(n as u32).to_le_bytes()).map_err(io)?;
+            pos += 4;
+        }
+        let mut blobs = Vec::with_capacity(n);
+        let mut buf = Vec::new();
+        let mut raw_bytes = 0u64;
+        for s in state.entries.values() {
+            buf.resize(s.len as usize, 0);
+            spool
+                .read_exact_at(&mut buf, s.offset)
+                .map_err(|e| Error::io(self.spool_file.path(), e))?;
+            if self.scheme == Scheme::ZstdPerKernel {
+                w.write_all(&(s.len as u32).to_le_bytes()).map_err(io)?;
+                pos += 4;
+            }
+            blobs.push((pos, s.len));
+            w.write_all(&buf).map_err(io)?;
+            pos += s.len;
+            raw_bytes += s.original_size;
+        }
+        let toc_offset = pos;
+        let toc = encode_toc(&self.meta, self.scheme, &state.entries, &blobs, toc_offset);
+        w.write_all(&toc).map_err(io)?;
+        let mut f = w.into_inner().map_err(|e| io(e.into_error()))?;
+        f.seek(SeekFrom::Start(8)).map_err(io)?;
+        f.write_all(&toc_offset.to_le_bytes()).map_err(io)?;
+        // Temp files are created 0600; an archive is ordinary package content.
+        f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o644))
+            .map_err(io)?;
+        f.sync_all().map_err(io)?;
+        let file_size = toc_offset + toc.len() as u64;
+        tmp.persist(&self.path)
+            .map_err(|e| Error::io(&self.path, e.error))?;
+        Ok(ArchiveSummary {
+            path: self.path.clone(),
+            kernels: n as u64,
+            raw_bytes,
+            file_size,
+        })
+    }
+}
+
+/// The size of the archive [`ArchiveWriter::finish`] lays out for these kernels
+/// (key, arch, original size, stored size, metadata): header, frame lengths, blobs
+/// and the TOC, exactly. Used to project pack outputs without writing them.
+pub fn archive_size(
+    meta: &ArchiveMeta,
+    scheme: Scheme,
+    kernels: impl IntoIterator<Item = (String, String, u64, u64, BTreeMap<String, String>)>,
+) -> u64 {
+    let entries: BTreeMap<(String, String), Spooled> = kernels
+        .into_iter()
+        .map(|(k, a, original_size, len, metadata)| {
+            (
+                (k, a),
+                Spooled {
+                    offset: 0,
+                    len,
+                    original_size,
+                    metadata,
+                },
+            )
+        })
+        .collect();
+    let mut pos = BLOB_START;
+    if scheme == Scheme::ZstdPerKernel {
+        pos += 4;
+    }
+    let mut blobs = Vec::with_capacity(entries.len());
+    for s in entries.values() {
+        if scheme == Scheme::ZstdPerKernel {
+            pos += 4;
+        }
+        blobs.push((pos, s.len));
+        pos += s.len;
+    }
+    pos + encode_toc(meta, scheme, &entries, &blobs, pos).len() as u64
+}
+
+/// The TOC in the reference writer's key order, every string in the str family.
+pub(crate) fn encode_toc(
+    meta: &ArchiveMeta,
+    scheme: Scheme,
+    entries: &BTreeMap<(String, String), Spooled>,
+    blobs: &[(u64, u64)],
+    toc_offset: u64,
+) -> Vec<u8> {
+    {
+        use rmp::encode as e;
+        let mut t: Vec<u8> = Vec::new();
+        // Writes into a Vec cannot fail.
+        let s = |t: &mut Vec<u8>, v: &str| {
+            let _ = e::write_str(t, v);
+        };
+        let u = |t: &mut Vec<u8>, v: u64| {
+            let _ = e::write_uint(t, v);
+        };
+        let _ = e::write_map_len(&mut t, if scheme == Scheme::None { 7 } else { 8 });
+        s(&mut t, "format_version");
+        u(&mut t, 1);
+        s(&mut t, "group_name");
+        s(&mut t, &meta.group_name);
+        s(&mut t, "gfx_arch_family");
+        s(&mut t, &meta.gfx_arch_family);
+        s(&mut t, "gfx_arches");
+        let _ = e::write_array_len(&mut t, meta.gfx_arches.len() as u32);
+        for a in &meta.gfx_arches {
+            s(&mut t, a);
+        }
+        s(&mut t, "toc");
+        let mut by_key: BTreeMap<&str, Vec<(&str, usize, &Spooled)>> = BTreeMap::new();
+        for (ordinal, ((k, a), sp)) in entries.iter().enumerate() {
+            by_key.entry(k).or_default().push((a, ordinal, sp));
+        }
+        let _ = e::write_map_len(&mut t, by_key.len() as u32);
+        for (k, arches) in &by_key {
+            s(&mut t, k);
+            let _ = e::write_map_len(&mut t, arches.len() as u32);
+            for (a, ordinal, sp) in arches {
+                s(&mut t, a);
+                let _ = e::write_map_len(&mut t, if sp.metadata.is_empty() { 3 } else { 4 });
+                s(&mut t, "type");
+                s(&mut t, "hsaco");
+                s(&mut t, "ordinal");
+                u(&mut t, *ordinal as u64);
+                s(&mut t, "original_size");
+                u(&mut t, sp.original_size);
+                if !sp.metadata.is_empty() {
+                    s(&mut t, "metadata");
+                    let _ = e::write_map_len(&mut t, sp.metadata.len() as u32);
+                    for (mk, mv) in &sp.metadata {
+                        s(&mut t, mk);
+                        s(&mut t, mv);
+                    }
+                }
+            }
+        }
+        s(&mut t, "compression_scheme");
+        s(&mut t, scheme.name());
+        match scheme {
+            Scheme::None => {
+                s(&mut t, "blobs");
+                let _ = e::write_array_len(&mut t, blobs.len() as u32);
+                for (off, len) in blobs {
+                    let _ = e::write_map_len(&mut t, 2);
+                    s(&mut t, "offset");
+                    u(&mut t, *off);
+                    s(&mut t, "size");
+                    u(&mut t, *len);
+                }
+            }
+            Scheme::ZstdPerKernel => {
+                s(&mut t, "zstd_offset");
+                u(&mut t, BLOB_START);
+                s(&mut t, "zstd_size");
+                u(&mut t, toc_offset - BLOB_START);
+            }
+        }
+        t
+    }
+}
