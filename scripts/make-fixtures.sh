@@ -100,10 +100,24 @@ clang++-19 -fuse-ld=lld-19 -shared -Wl,--build-id=none kernels_z.o -L/usr/lib/x8
 clang++-19 -x hip -nogpulib -nogpuinc -O2 -g0 --offload-arch=gfx1030 -mcode-object-version=6 \
   --offload-device-only -c v6.hip -o v6-gfx1030.hipfb 2>/dev/null
 
+# 13. Real HIP PE images (Windows): the same two kernels for gfx900 and gfx1030, built
+#     by clang-19 for x86_64-pc-windows-msvc without the HIP headers (kpe.hip declares
+#     what it needs), linked by lld-link-19 with stand-ins for the runtime: a DLL with
+#     plain bundles, one with a compressed (CCOB) bundle, and an EXE.
+hipwin=(clang++-19 -x hip --target=x86_64-pc-windows-msvc -nogpulib -nogpuinc -O2
+        --offload-arch=gfx900 --offload-arch=gfx1030)
+"${hipwin[@]}" -c kpe.hip -o kpe.obj
+"${hipwin[@]}" --offload-compress -c kpe.hip -o kpez.obj
+clang-19 --target=x86_64-pc-windows-msvc -O2 -c pe_stubs.c -o pe_stubs.obj
+lld-link-19 /dll /noentry /Brepro /nodefaultlib kpe.obj pe_stubs.obj /out:libkpe.dll >/dev/null
+lld-link-19 /dll /noentry /Brepro /nodefaultlib kpez.obj pe_stubs.obj /out:libkpez.dll >/dev/null
+lld-link-19 /subsystem:console /entry:kpack_pe_main /Brepro /nodefaultlib kpe.obj pe_stubs.obj \
+  /out:kpe.exe >/dev/null
+
 # 12. A shared library without device code (a plain member of the test wheels).
 cc -O2 -g0 -fPIC -shared -Wl,--build-id=none plain.c -o libplain.so
 
-for f in libplain.so libvadd.so app_pie app_nopie librdc.so libzkern.so vadd.o libkern.a kernels.hipfb vadd-gfx90a.co hostonly kfat.dll libkernels.so libkernels_z.so v6-gfx1030.hipfb; do
+for f in libkpe.dll libkpez.dll kpe.exe libplain.so libvadd.so app_pie app_nopie librdc.so libzkern.so vadd.o libkern.a kernels.hipfb vadd-gfx90a.co hostonly kfat.dll libkernels.so libkernels_z.so v6-gfx1030.hipfb; do
   cp "$f" "$out/$f"
 done
 chmod 0644 "$out"/*.o "$out"/*.a "$out"/*.hipfb "$out"/*.co "$out"/*.dll

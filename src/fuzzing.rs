@@ -280,3 +280,18 @@ pub fn wheel(data: &[u8]) {
     }
     let _ = crate::wheel::identity(data, &idx);
 }
+
+/// The PE host-only rewrite: any bytes are rewritten into an image that checks, or
+/// refused; a rewritten image is never rewritten again.
+pub fn pe_rewrite(data: &[u8]) {
+    use crate::coff::rewrite::{plan_rewrite, verify_rewritten};
+    let m = crate::kpack::Marker {
+        kernel_name: "fuzz".into(),
+        kpack_search_paths: vec![".kpack/f_@GFXARCH@.kpack".into()],
+    };
+    if let Ok(r) = plan_rewrite(data, &m) {
+        assert!(verify_rewritten(&r.bytes).is_empty());
+        assert!(plan_rewrite(&r.bytes, &m).is_err());
+    }
+    let _ = verify_rewritten(data);
+}

@@ -151,6 +151,11 @@ fn zip_and_wheel_reader() {
 }
 
 #[test]
+fn pe_rewrite() {
+    replay("pe_rewrite", 1500, kpack::fuzzing::pe_rewrite);
+}
+
+#[test]
 fn marker() {
     replay("marker", 3000, kpack::fuzzing::marker);
 }

@@ -46,11 +46,71 @@ fn refusal(binary: &Path, e: RewriteError) -> Result<i32> {
     }
 }
 
+/// A PE image's rewrite: plan (printed) and bytes, or the refusal (exit 1).
+fn pe(
+    binary: &Path,
+    data: &[u8],
+    marker: &Marker,
+) -> Result<std::result::Result<kpack::coff::rewrite::PeRewritten, i32>> {
+    use kpack::coff::rewrite::{PeRewriteError, plan_rewrite};
+    match plan_rewrite(data, marker) {
+        Ok(r) => Ok(Ok(r)),
+        Err(PeRewriteError::Refused(why)) => {
+            eprintln!("kpack-tui: {}: {why}", binary.display());
+            Ok(Err(EXIT_FINDINGS))
+        }
+        Err(e) => bail!("{}: {e}", binary.display()),
+    }
+}
+
+fn print_pe_plan(
+    out: &mut dyn Write,
+    binary: &Path,
+    p: &kpack::coff::rewrite::PeRewritePlan,
+) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{}: {} -> {} ({} of .hip_fat raw data removed; the section keeps its virtual size)",
+        binary.display(),
+        size(p.input_size),
+        size(p.output_size),
+        size(p.removed)
+    )?;
+    writeln!(
+        out,
+        "  marker: section .kpackrf at RVA {:#x} (file {:#x}, {} bytes): kernel_name {:?}, search paths {:?}",
+        p.marker_rva,
+        p.marker_offset,
+        p.marker_len,
+        p.marker.kernel_name,
+        p.marker.kpack_search_paths
+    )?;
+    for (i, (rva, b)) in p.wrappers.iter().enumerate() {
+        writeln!(
+            out,
+            "  wrapper {i} at RVA {rva:#x}: HIPF -> HIPK, pointer -> marker, co_index {b}"
+        )?;
+    }
+    Ok(())
+}
+
 /// Print the plan of a rewrite.
 pub fn preview(binary: &Path, args: &MarkerArgs, json: bool, out: &mut dyn Write) -> Result<i32> {
     let data =
         std::fs::read(binary).with_context(|| format!("cannot read {}", binary.display()))?;
     let marker = marker_for(binary, args, false)?;
+    if kpack::coff::is_pe(&data) {
+        let r = match pe(binary, &data, &marker)? {
+            Ok(r) => r,
+            Err(code) => return Ok(code),
+        };
+        if json {
+            super::write_json(out, "kpack-tui.preview-pe/1", &r.plan)?;
+        } else {
+            print_pe_plan(out, binary, &r.plan)?;
+        }
+        return Ok(EXIT_OK);
+    }
     let r = match rewrite::plan_rewrite(&data, &marker) {
         Ok(r) => r,
         Err(e) => return refusal(binary, e),
@@ -68,6 +128,23 @@ pub fn rewrite(binary: &Path, output: &Path, args: &MarkerArgs) -> Result<i32> {
     let marker = marker_for(binary, args, true)?;
     let data =
         std::fs::read(binary).with_context(|| format!("cannot read {}", binary.display()))?;
+    if kpack::coff::is_pe(&data) {
+        let r = match pe(binary, &data, &marker)? {
+            Ok(r) => r,
+            Err(code) => return Ok(code),
+        };
+        let mode = std::fs::metadata(binary)?.permissions();
+        kpack::fsutil::write_atomic(output, &r.bytes, Some(mode))?;
+        eprintln!(
+            "{} -> {}: {} -> {} ({} of device code removed; verified)",
+            binary.display(),
+            output.display(),
+            size(r.plan.input_size),
+            size(r.plan.output_size),
+            size(r.plan.removed)
+        );
+        return Ok(EXIT_OK);
+    }
     let r = match rewrite::plan_rewrite(&data, &marker) {
         Ok(r) => r,
         Err(e) => return refusal(binary, e),

@@ -86,3 +86,5 @@ pub fn inspect(data: &[u8]) -> FormatResult<Option<PeFatBinary>> {
         problems,
     }))
 }
+
+pub mod rewrite;
