@@ -341,6 +341,12 @@ fn from_bytes(out: &mut FileRows, path: &str, data: &[u8], opts: &KernelsOptions
             Ok(_) => {}
             Err(e) => out.2.push(format!("{path}: {e}")),
         }
+    } else if crate::coff::is_pe(data) {
+        match crate::fatbin::read(data) {
+            Ok(Some(f)) => from_bundles(out, path, f.section, &f.bundles, opts),
+            Ok(None) => {}
+            Err(e) => out.2.push(format!("{path}: {e}")),
+        }
     } else if bundle::looks_like_bundle(data) {
         match bundle::walk_section(data) {
             Ok(bs) => from_bundles(out, path, data, &bs, opts),
@@ -606,10 +612,15 @@ pub fn unbundle(data: &[u8]) -> std::result::Result<Vec<Unbundled>, String> {
             }
             _ => return Err("not a fat binary (no device code bundles)".into()),
         }
+    } else if crate::coff::is_pe(data) {
+        match crate::fatbin::read(data).map_err(|e| e.to_string())? {
+            Some(f) => (f.section, f.bundles),
+            None => return Err("a PE image without device code (or host-only)".into()),
+        }
     } else if bundle::looks_like_bundle(data) {
         (data, bundle::walk_section(data).map_err(|e| e.to_string())?)
     } else {
-        return Err("neither an ELF fat binary nor an offload bundle".into());
+        return Err("neither a fat binary (ELF or PE) nor an offload bundle".into());
     };
     let mut out = Vec::new();
     for b in &bundles {

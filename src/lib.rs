@@ -9,7 +9,8 @@
 //! | [`elf`] | ELF fat binaries, objects and static archives: bundles, wrappers, markers |
 //! | [`codeobj`] | AMDGPU code objects: target, version, kernels (metadata note, code sizes) |
 //! | [`diff`] | two builds compared: per target, file, kernel and class; growth budgets |
-//! | [`coff`] | PE/COFF DLLs with `.hip_fat` sections |
+//! | [`coff`] | PE/COFF images with `.hip_fat` sections: inspection and the host-only rewrite |
+//! | [`fatbin`] | fat binaries whatever the container (ELF or PE): bundles and the host-only rewrite |
 //! | [`kpack`] | the `.rocm_kpack_ref` marker |
 //! | [`scan`] | walking an install tree and classifying every file |
 //! | [`phc`] | the parallel per-arch HIP compile launcher and its jobserver client |
@@ -32,6 +33,7 @@ pub mod elf;
 pub mod error;
 pub mod event;
 pub mod family;
+pub mod fatbin;
 pub mod fsutil;
 #[doc(hidden)]
 pub mod fuzzing;

@@ -869,6 +869,8 @@ pub fn classify_bytes(r: &mut FileReport, data: &[u8], is_db: bool) {
                     r.device_bytes = pe.device_bytes;
                     r.host_bytes = Some(r.size.saturating_sub(pe.device_bytes));
                     r.bundles = pe.bundles.iter().map(BundleReport::from_info).collect();
+                    r.marker = pe.marker;
+                    r.wrappers = pe.wrappers;
                     r.problems.extend(pe.problems);
                 }
                 Ok(_) => {}

@@ -231,3 +231,123 @@ fn rewritten_images_load_under_wine() {
     let o = wine_run(&exe);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+/// #20 part 2: a tree holding Windows images packs like an ELF tree (per-target
+/// archives, `@GFXARCH@` markers), verifies kernel by kernel, answers per device, and
+/// its kernels, extraction and the wheel split read PE images too.
+#[test]
+fn windows_images_pack_verify_and_split_like_elf_ones() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("tree");
+    std::fs::create_dir_all(tree.join("bin")).unwrap();
+    for n in IMAGES {
+        std::fs::copy(fixtures().join(n), tree.join("bin").join(n)).unwrap();
+    }
+    let out = tmp.path().join("out");
+    let o = kpack(&[
+        "pack",
+        tree.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--group",
+        "g",
+        "--family",
+        "gfx90X,gfx103X",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for t in ["gfx900", "gfx1030"] {
+        assert!(out.join(format!(".kpack/g_{t}.kpack")).is_file(), "{t}");
+    }
+    for n in IMAGES {
+        let d = std::fs::read(out.join("bin").join(n)).unwrap();
+        assert_eq!(verify_rewritten(&d), Vec::<String>::new(), "{n}");
+        let l = parse_layout(&d).unwrap();
+        let (_, m) = l.section(".kpackrf").unwrap();
+        let mo = m.pointer_to_raw_data as usize;
+        let marker = Marker::decode(&d[mo..mo + m.virtual_size as usize]).unwrap();
+        assert_eq!(marker.kpack_search_paths, ["../.kpack/g_@GFXARCH@.kpack"]);
+        assert_eq!(marker.kernel_name, format!("bin/{n}"));
+    }
+    let o = kpack(&["verify", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stdout(&o));
+    for device in ["gfx900", "gfx1030"] {
+        let o = kpack(&["verify", out.to_str().unwrap(), "--device", device]);
+        assert!(o.status.success(), "{device}: {}", stdout(&o));
+    }
+    // Every kernel of the images is in the archives, byte for byte (extract from
+    // the fat image vs the archive entry).
+    for n in IMAGES {
+        for t in ["gfx900", "gfx1030"] {
+            let x = tmp.path().join(format!("{n}-{t}.co"));
+            let o = kpack(&[
+                "extract",
+                fixtures().join(n).to_str().unwrap(),
+                "--target",
+                t,
+                "-o",
+                x.to_str().unwrap(),
+            ]);
+            assert!(o.status.success(), "{}", stderr(&o));
+            let a = kpack::kpack::Archive::open(&out.join(format!(".kpack/g_{t}.kpack"))).unwrap();
+            let e = a.entry(&format!("bin/{n}#0"), t).unwrap();
+            assert_eq!(
+                a.kernel(e).unwrap().as_ref(),
+                std::fs::read(&x).unwrap().as_slice()
+            );
+        }
+    }
+    // kernels reads the image's code objects.
+    let o = kpack(&[
+        "kernels",
+        fixtures().join("libkpez.dll").to_str().unwrap(),
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["kernels"].as_array().unwrap().len(), 4, "{v}");
+    // A wheel carrying a Windows extension module splits too.
+    let Some(py) = tool("python3") else { return };
+    let whl = tmp.path().join("pkg-1.0-cp311-cp311-win_amd64.whl");
+    let o = Command::new(py)
+        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/make-test-wheel.py"))
+        .arg(&whl)
+        .args([
+            "--name",
+            "pkg",
+            "--version",
+            "1.0",
+            "--tag",
+            "cp311-cp311-win_amd64",
+        ])
+        .arg(format!(
+            "pkg/lib/libkpe.dll={}",
+            fixtures().join("libkpe.dll").display()
+        ))
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let dist = tmp.path().join("dist");
+    let o = kpack(&[
+        "wheel",
+        "split",
+        whl.to_str().unwrap(),
+        "-o",
+        dist.to_str().unwrap(),
+        "--device-package-prefix",
+        "pkg-device",
+        "--overlay-root",
+        "pkg",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let host = kpack::wheel::Wheel::open(&dist.join(whl.file_name().unwrap())).unwrap();
+    let m = host.member("pkg/lib/libkpe.dll").unwrap();
+    let dll = m.read_all(host.bytes()).unwrap();
+    assert_eq!(verify_rewritten(&dll), Vec::<String>::new());
+    assert!(
+        dist.join("pkg_device_gfx900-1.0-cp311-cp311-win_amd64.whl")
+            .is_file()
+    );
+    assert!(
+        dist.join("pkg_device_gfx1030-1.0-cp311-cp311-win_amd64.whl")
+            .is_file()
+    );
+}

@@ -14,6 +14,7 @@
 //! place; existing artifacts are never merged into silently.
 
 use super::manifest::{MANIFEST, manifest_text, read_manifest};
+use crate::bundle;
 use crate::error::{Error, Result};
 use crate::event::EventSink;
 use crate::fsutil;
@@ -23,7 +24,6 @@ use crate::kpack::archive::{Archive, ArchiveMeta, ArchiveWriter, Scheme, safe_ar
 use crate::kpack::resolve::GFXARCH;
 use crate::pack::{PackEvent, Phase};
 use crate::scan::{self, FileKind, FileReport, ScanOptions, Severity};
-use crate::{bundle, elf};
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -620,22 +620,17 @@ impl Ctx<'_> {
             .ok_or_else(|| Error::Invalid(format!("{}: empty", src.display())))?;
         let data: &[u8] = &map;
         let marker = marker_for(self.ap, &j.prefix, &j.report.path);
-        let rewritten = elf::rewrite::plan_rewrite(data, &marker)
-            .map_err(|e| Error::Invalid(format!("{}: cannot be rewritten: {e}", src.display())))?
-            .bytes;
+        let rewritten = crate::fatbin::rewrite_host_only(data, &marker)
+            .map_err(|e| Error::Invalid(format!("{}: cannot be rewritten: {e}", src.display())))?;
         self.phase(worker, j, Phase::Kernels);
-        let elf::ElfContent::Fat(fat) = elf::inspect(data).map_err(|e| Error::format(src, e))?
-        else {
+        let Some(fat) = crate::fatbin::read(data).map_err(|e| Error::format(src, e))? else {
             return Err(Error::Invalid(format!(
                 "{}: no longer a fat binary (changed while splitting?)",
                 src.display()
             )));
         };
-        let span = fat
-            .fatbin
-            .clone()
-            .ok_or_else(|| Error::Invalid(format!("{}: no .hip_fatbin", src.display())))?;
-        let sec = &data[span.offset as usize..(span.offset + span.size) as usize];
+        let span_offset = fat.section.as_ptr() as usize - data.as_ptr() as usize;
+        let sec = fat.section;
         let wanted: BTreeSet<(u32, &str)> = kernels.iter().map(|k| (k.0, k.1.as_str())).collect();
         let mut found = 0usize;
         for b in &fat.bundles {
@@ -670,7 +665,7 @@ impl Ctx<'_> {
             }
             fsutil::release_range(
                 &map,
-                span.offset as usize + b.offset as usize,
+                span_offset + b.offset as usize,
                 b.stored_size as usize,
             );
         }

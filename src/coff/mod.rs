@@ -22,6 +22,12 @@ pub struct PeFatBinary {
     pub wrapper_count: usize,
     /// Has a `.kpackrf` marker (already host-only).
     pub host_only: bool,
+    /// Where `.hip_fat`'s bytes are in the file (offset, length).
+    pub fatbin: Option<(u64, u64)>,
+    /// The marker of a host-only image.
+    pub marker: Option<crate::kpack::Marker>,
+    /// The wrappers of `.hipFatB`.
+    pub wrappers: Vec<crate::elf::WrapperInfo>,
     /// Problems that did not stop the inspection.
     pub problems: Vec<String>,
 }
@@ -38,6 +44,8 @@ pub fn inspect(data: &[u8]) -> FormatResult<Option<PeFatBinary>> {
     let mut fat = None;
     let mut wrapper_count = 0;
     let mut host_only = false;
+    let mut marker = None;
+    let mut wrap_at = None;
     for s in &pe.sections {
         let name = s.name().unwrap_or_default();
         let start = s.pointer_to_raw_data as usize;
@@ -49,8 +57,17 @@ pub fn inspect(data: &[u8]) -> FormatResult<Option<PeFatBinary>> {
         } as usize;
         match name {
             FATBIN_SECTION => fat = Some((start, len)),
-            WRAPPER_SECTION => wrapper_count = s.virtual_size as usize / 24,
-            MARKER_SECTION => host_only = true,
+            WRAPPER_SECTION => {
+                wrapper_count = s.virtual_size.min(s.size_of_raw_data) as usize / 24;
+                wrap_at = Some(start);
+            }
+            MARKER_SECTION => {
+                host_only = true;
+                marker = start
+                    .checked_add(s.virtual_size as usize)
+                    .and_then(|e| data.get(start..e))
+                    .and_then(|b| crate::kpack::Marker::decode(b).ok());
+            }
             _ => {}
         }
     }
@@ -78,11 +95,48 @@ pub fn inspect(data: &[u8]) -> FormatResult<Option<PeFatBinary>> {
             }
         }
     };
+    // Wrappers: magic, pointer (absolute), reserved; for HIPF the bundle pointed at.
+    let fat_va = pe
+        .sections
+        .iter()
+        .find(|s| s.name().unwrap_or_default() == FATBIN_SECTION)
+        .map(|s| pe.image_base + s.virtual_address as u64);
+    let mut wrappers = Vec::new();
+    if let Some(at) = wrap_at {
+        for i in 0..wrapper_count {
+            let o = at + i * 24;
+            let Some(w) = data.get(o..o + 24) else { break };
+            let word = |k: usize| u64::from_le_bytes(w[k..k + 8].try_into().unwrap_or([0; 8]));
+            let magic_value = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+            let magic = match magic_value {
+                crate::elf::MAGIC_HIPF => crate::elf::WrapperMagic::Hipf,
+                crate::elf::MAGIC_HIPK => crate::elf::WrapperMagic::Hipk,
+                _ => crate::elf::WrapperMagic::Unknown,
+            };
+            let pointer = word(8);
+            let bundle = (magic == crate::elf::WrapperMagic::Hipf)
+                .then(|| fat_va.and_then(|va| pointer.checked_sub(va)))
+                .flatten()
+                .and_then(|off| bundles.iter().position(|b| b.offset == off));
+            wrappers.push(crate::elf::WrapperInfo {
+                index: i,
+                magic,
+                magic_value,
+                version: u32::from_le_bytes([w[4], w[5], w[6], w[7]]),
+                pointer: Some(pointer),
+                reserved: word(16),
+                bundle,
+            });
+        }
+    }
     Ok(Some(PeFatBinary {
         bundles,
-        device_bytes: len as u64,
+        device_bytes: if host_only { 0 } else { len as u64 },
         wrapper_count,
         host_only,
+        fatbin: Some((start as u64, len as u64)),
+        marker,
+        wrappers,
         problems,
     }))
 }

@@ -6,7 +6,7 @@ use super::{
     ArchivePer, ArchivePlan, CopiedFile, KernelFrom, Layout, PackOptions, PackPlan, PlanDiagnostic,
     PlannedBinary, PlannedKernel, RepackedBinary,
 };
-use crate::elf::{self, ElfContent, ElfKind};
+use crate::elf::{self, ElfKind};
 use crate::error::{Error, Result};
 use crate::fsutil;
 use crate::kpack::Archive;
@@ -38,6 +38,10 @@ pub(crate) fn database_unit(
 
 /// Whether a scanned fat file can be rewritten host-only.
 pub(crate) fn rewritable(f: &FileReport) -> bool {
+    // PE images (DLLs and EXEs) are rewritten by the PE transform.
+    if f.container == Some("pe") {
+        return f.hard_link_of.is_none();
+    }
     f.container.is_none()
         && matches!(
             f.elf_kind,
@@ -607,13 +611,10 @@ fn sample_binary(
         }
         return out;
     }
-    let Ok(ElfContent::Fat(fat)) = elf::inspect(map) else {
+    let Ok(Some(fat)) = crate::fatbin::read(map) else {
         return out;
     };
-    let Some(span) = &fat.fatbin else { return out };
-    let Some(sec) = map.get(span.offset as usize..(span.offset + span.size) as usize) else {
-        return out;
-    };
+    let sec = fat.section;
     let wanted: BTreeSet<(u32, &str)> = pb.kernels.iter().map(|k| (k.0, k.1.as_str())).collect();
     for b in &fat.bundles {
         let Ok(un) = b.uncompressed(sec, 1 << 34) else {
@@ -662,8 +663,8 @@ pub fn estimate(plan: &mut PackPlan, tree: &Path, opts: &PackOptions) {
                     .map(|b| b.len() as u64)
                     .unwrap_or(map.len() as u64)
             } else {
-                elf::rewrite::plan_rewrite(&map, &marker)
-                    .map(|r| r.bytes.len() as u64)
+                crate::fatbin::rewrite_host_only(&map, &marker)
+                    .map(|b| b.len() as u64)
                     .unwrap_or(map.len() as u64)
             };
             if i % stride != 0 {

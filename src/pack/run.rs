@@ -10,7 +10,7 @@ use super::{
     Unassigned, WrittenArchive, verify_tree,
 };
 use crate::bundle::Compression;
-use crate::elf::{self, ElfContent};
+use crate::elf;
 use crate::error::{Error, Result};
 use crate::event::{CancelToken, EventSink};
 use crate::fsutil;
@@ -261,8 +261,8 @@ impl Worker<'_> {
                 ))
             })?
         } else {
-            match elf::rewrite::plan_rewrite(data, &marker) {
-                Ok(r) => r.bytes,
+            match crate::fatbin::rewrite_host_only(data, &marker) {
+                Ok(bytes) => bytes,
                 Err(e) => {
                     self.warn(format!(
                         "{}: not packed, copied with its device code: {e}",
@@ -300,18 +300,14 @@ impl Worker<'_> {
                 self.archive_kernel(&f.path, *co, arch, &bytes, triple, &mut entry)?;
             }
         } else {
-            let ElfContent::Fat(fat) = elf::inspect(data).map_err(|e| Error::format(src, e))?
-            else {
+            let Some(fat) = crate::fatbin::read(data).map_err(|e| Error::format(src, e))? else {
                 return Err(Error::Invalid(format!(
                     "{}: no longer a fat binary",
                     f.path
                 )));
             };
-            let span = fat
-                .fatbin
-                .clone()
-                .ok_or_else(|| Error::Invalid(format!("{}: no .hip_fatbin", f.path)))?;
-            let sec = &data[span.offset as usize..(span.offset + span.size) as usize];
+            let sec = fat.section;
+            let span_offset = sec.as_ptr() as usize - data.as_ptr() as usize;
             let mut stored = 0u64;
             let wanted: BTreeSet<(u32, &str)> =
                 pb.kernels.iter().map(|k| (k.0, k.1.as_str())).collect();
@@ -336,7 +332,7 @@ impl Worker<'_> {
                 // Its pages are consumed: let them leave the resident set.
                 fsutil::release_range(
                     &map,
-                    span.offset as usize + b.offset as usize,
+                    span_offset + b.offset as usize,
                     b.stored_size as usize,
                 );
             }

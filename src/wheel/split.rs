@@ -749,7 +749,8 @@ impl Ctx<'_> {
         let head = m
             .head(w.bytes(), 64)
             .map_err(|e| Error::format(w.path(), e))?;
-        if !elf::is_elf(&head) || m.is_symlink() {
+        let pe = crate::coff::is_pe(&head) && !elf::is_elf(&head);
+        if !(elf::is_elf(&head) || pe) || m.is_symlink() {
             self.phase(worker, m, Phase::Copy);
             return Ok(Out::Raw {
                 sha: sha_of(w.bytes(), m).map_err(ferr)?,
@@ -757,28 +758,43 @@ impl Ctx<'_> {
         }
         self.phase(worker, m, Phase::Rewrite);
         let data = w.contents(m, self.stage)?;
-        match elf::inspect(&data) {
-            Ok(ElfContent::Fat(fat))
-                if !fat.host_only
-                    && !fat.rdc_object
-                    && !fat.bundles.is_empty()
-                    && matches!(
-                        fat.elf_kind,
-                        ElfKind::SharedLibrary | ElfKind::PieExecutable | ElfKind::Executable
-                    ) =>
-            {
-                self.binary(worker, m, rel, &data, &fat)
+        // Which fat binaries are split: ELF executables and shared libraries (not
+        // objects or -fgpu-rdc ones), and PE images (.pyd, .dll).
+        let splittable = if pe {
+            true
+        } else {
+            match elf::inspect(&data) {
+                Ok(ElfContent::Fat(fat)) if !fat.host_only => {
+                    let ok = !fat.rdc_object
+                        && matches!(
+                            fat.elf_kind,
+                            ElfKind::SharedLibrary | ElfKind::PieExecutable | ElfKind::Executable
+                        );
+                    if !ok {
+                        self.warn(format!(
+                            "{}: {} kept whole in the host wheel (only executables and shared \
+                             libraries are split)",
+                            m.name,
+                            fat.elf_kind.name()
+                        ));
+                        return Ok(Out::Raw {
+                            sha: sha_of(w.bytes(), m).map_err(ferr)?,
+                        });
+                    }
+                    true
+                }
+                Ok(_) => false,
+                Err(e) => {
+                    return Err(Error::format(
+                        w.path(),
+                        e.context(&format!("member {}: ", m.name)),
+                    ));
+                }
             }
-            Ok(ElfContent::Fat(fat)) if !fat.host_only => {
-                self.warn(format!(
-                    "{}: {} kept whole in the host wheel (only executables and shared \
-                     libraries are split)",
-                    m.name,
-                    fat.elf_kind.name()
-                ));
-                Ok(Out::Raw {
-                    sha: sha_of(w.bytes(), m).map_err(ferr)?,
-                })
+        };
+        match crate::fatbin::read(&data) {
+            Ok(Some(fat)) if splittable && !fat.bundles.is_empty() => {
+                self.binary(worker, m, rel, &data, &fat)
             }
             Ok(_) => Ok(Out::Raw {
                 sha: metadata::sha256(&data),
@@ -822,7 +838,7 @@ impl Ctx<'_> {
         m: &Member,
         rel: &str,
         data: &Contents<'_>,
-        fat: &elf::FatBinary,
+        fat: &crate::fatbin::Fat<'_>,
     ) -> Result<Out> {
         let path = self.wheel.path();
         let ctx =
@@ -835,17 +851,11 @@ impl Ctx<'_> {
             )],
             kernel_name: rel.to_string(),
         };
-        let rewritten = elf::rewrite::plan_rewrite(data, &marker)
-            .map_err(|e| ctx(format!("cannot be rewritten: {e}")))?
-            .bytes;
+        let rewritten = crate::fatbin::rewrite_host_only(data, &marker)
+            .map_err(|e| ctx(format!("cannot be rewritten: {e}")))?;
         self.phase(worker, m, Phase::Kernels);
-        let span = fat
-            .fatbin
-            .clone()
-            .ok_or_else(|| ctx("no .hip_fatbin".into()))?;
-        let sec = data
-            .get(span.offset as usize..(span.offset + span.size) as usize)
-            .ok_or_else(|| ctx(".hip_fatbin outside the file".into()))?;
+        let sec = fat.section;
+        let span_offset = (sec.as_ptr() as usize - data.as_ptr() as usize) as u64;
         for b in &fat.bundles {
             let un = b
                 .uncompressed(sec, 1 << 34)
@@ -867,7 +877,7 @@ impl Ctx<'_> {
                     stored,
                 });
             }
-            data.release(span.offset + b.offset, b.stored_size);
+            data.release(span_offset + b.offset, b.stored_size);
         }
         // Deflate the host-only binary into a spill file now, in parallel with the
         // other members; the writer only concatenates.

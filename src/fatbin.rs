@@ -1,0 +1,66 @@
+//! Fat binaries whatever their container: ELF (`.hip_fatbin`) or PE/COFF (`.hip_fat`).
+//! The operations that pack, split, the wheel split and the kernel reader share: the
+//! bundles and the bytes they sit in, and the host-only rewrite, each dispatched to
+//! the container's own module ([`crate::elf`], [`crate::coff`]).
+
+use crate::bundle::BundleInfo;
+use crate::elf::{self, ElfContent};
+use crate::error::FormatResult;
+use crate::kpack::Marker;
+
+/// The device code of a fat binary.
+pub struct Fat<'a> {
+    /// The section holding the bundles.
+    pub section: &'a [u8],
+    /// Its bundles, in order (index = the TU index of archive keys `#k`).
+    pub bundles: Vec<BundleInfo>,
+}
+
+/// The bundles of an ELF or PE fat binary; `Ok(None)` for anything else (host-only
+/// binaries included: their device code is in archives).
+pub fn read(data: &[u8]) -> FormatResult<Option<Fat<'_>>> {
+    if elf::is_elf(data) {
+        return match elf::inspect(data)? {
+            ElfContent::Fat(fat) if !fat.host_only => {
+                let fat = *fat;
+                let Some(span) = fat.fatbin else {
+                    return Ok(None);
+                };
+                let end = span.offset.saturating_add(span.size) as usize;
+                let bundles = fat.bundles;
+                Ok(data
+                    .get(span.offset as usize..end)
+                    .map(|section| Fat { section, bundles }))
+            }
+            _ => Ok(None),
+        };
+    }
+    if crate::coff::is_pe(data) {
+        return match crate::coff::inspect(data)? {
+            Some(pe) if !pe.host_only => {
+                let Some((off, len)) = pe.fatbin else {
+                    return Ok(None);
+                };
+                let bundles = pe.bundles;
+                Ok(data
+                    .get(off as usize..(off + len) as usize)
+                    .map(|section| Fat { section, bundles }))
+            }
+            _ => Ok(None),
+        };
+    }
+    Ok(None)
+}
+
+/// The host-only rewrite of an ELF or PE fat binary with `marker`: the new bytes, or
+/// why not.
+pub fn rewrite_host_only(data: &[u8], marker: &Marker) -> Result<Vec<u8>, String> {
+    if crate::coff::is_pe(data) && !elf::is_elf(data) {
+        return crate::coff::rewrite::plan_rewrite(data, marker)
+            .map(|r| r.bytes)
+            .map_err(|e| e.to_string());
+    }
+    elf::rewrite::plan_rewrite(data, marker)
+        .map(|r| r.bytes)
+        .map_err(|e| e.to_string())
+}
