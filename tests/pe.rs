@@ -217,6 +217,29 @@ fn rewritten_images_load_under_wine() {
             "{name}: {text}"
         );
     }
+    // A DLL from a pack's output loads the same way.
+    let tree = dir.join("tree/bin");
+    std::fs::create_dir_all(&tree).unwrap();
+    std::fs::copy(fixtures().join("libkpe.dll"), tree.join("libkpe.dll")).unwrap();
+    let packed = dir.join("packed");
+    let o = kpack(&[
+        "pack",
+        dir.join("tree").to_str().unwrap(),
+        "-o",
+        packed.to_str().unwrap(),
+        "--group",
+        "g",
+        "--family",
+        "gfx90X,gfx103X",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    std::fs::copy(packed.join("bin/libkpe.dll"), dir.join("image.dll")).unwrap();
+    let o = wine_run(&dir.join("loadcheck.exe"));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("wrapper magic HIPK reserved1 0000 points at 82"),
+        "{text}"
+    );
     // The original, for contrast: the loader sees HIPF and the bundle.
     std::fs::copy(fixtures().join("libkpe.dll"), dir.join("image.dll")).unwrap();
     let text = String::from_utf8_lossy(&wine_run(&dir.join("loadcheck.exe")).stdout).into_owned();
