@@ -396,6 +396,8 @@ pub struct App {
     pub drawn: Drawn,
     /// Scroll of the side pane (detail, plan, preview), in lines.
     pub side_scroll: u16,
+    /// The side pane has the focus (Tab): the arrows and pages scroll it.
+    pub side_focus: bool,
     /// Set by Esc during a pack: the loop cancels the core's token.
     pub cancel_pack: bool,
     /// The Kernels view: the subtree shown, its kernels (sorted) once read.
@@ -460,6 +462,7 @@ impl App {
             quit_asked: false,
             drawn: Drawn::default(),
             side_scroll: 0,
+            side_focus: false,
             cancel_pack: false,
             layouts: std::collections::HashMap::new(),
             kernels: None,
@@ -788,7 +791,9 @@ impl App {
                     }
                 }
             }
+            MouseEventKind::Down(_) if inside(side) => self.side_focus = true,
             MouseEventKind::Down(_) if inside(self.drawn.list.get()) => {
+                self.side_focus = false;
                 let i = self.drawn.list_first.get() + (m.row - self.drawn.list.get().y) as usize;
                 match self.view {
                     View::Explorer if i < self.rows().len() => {
@@ -820,6 +825,10 @@ impl App {
     }
 
     fn move_by(&mut self, d: isize) {
+        if self.side_focus && matches!(self.view, View::Explorer | View::Families) {
+            self.scroll_side(d);
+            return;
+        }
         match self.view {
             View::Explorer => {
                 let n = self.rows().len();
@@ -935,10 +944,21 @@ impl App {
             KeyCode::Char('q') if self.packing() => self.quit_asked = true,
             KeyCode::Char('q') => self.quit = true,
             KeyCode::Char('?') => self.help = true,
+            // Tab: into the side pane when it overflows (the detail, the plan), then
+            // on to the next view; Shift-Tab back out, then to the previous view.
+            KeyCode::Tab
+                if matches!(self.view, View::Explorer | View::Families)
+                    && !self.side_focus
+                    && self.drawn.side_max.get() > 0 =>
+            {
+                self.side_focus = true;
+            }
             KeyCode::Tab => {
                 self.view = self.views[(i + 1) % self.views.len()];
                 self.side_scroll = 0;
+                self.side_focus = false;
             }
+            KeyCode::BackTab if self.side_focus => self.side_focus = false,
             KeyCode::BackTab => {
                 self.view = self.views[(i + self.views.len() - 1) % self.views.len()]
             }

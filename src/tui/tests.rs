@@ -1599,3 +1599,41 @@ fn panes_scroll_to_their_end_and_the_mouse_hits_what_it_points_at() {
     );
     assert_eq!(app.family_cursor, 2);
 }
+
+/// Issue #19 item 5: Tab moves the focus into an overflowing side pane (the arrows
+/// then scroll it, to its end), Shift-Tab back to the list; then Tab goes on to the
+/// next view as before.
+#[test]
+fn tab_focuses_an_overflowing_detail() {
+    let mut app = scanned();
+    select(&mut app, "librdc.so");
+    let layout =
+        kpack::elf::rewrite::parse_layout(&std::fs::read(demo().join("lib/librdc.so")).unwrap())
+            .map_err(|e| e.to_string());
+    app.update(AppEvent::Layout("lib/librdc.so".into(), Box::new(layout)));
+    render(&app, 100, 14);
+    assert!(app.drawn.side_max.get() > 0);
+    let sel = app.selected;
+    key(&mut app, KeyCode::Tab);
+    assert!(app.side_focus);
+    assert_eq!(app.view, View::Explorer);
+    let screen = format!("{}", render(&app, 100, 14).backend());
+    assert!(screen.contains("focus"), "{screen}");
+    for _ in 0..100 {
+        key(&mut app, KeyCode::Down);
+    }
+    assert_eq!(
+        app.side_scroll,
+        app.drawn.side_max.get(),
+        "scrolled to the end"
+    );
+    assert_eq!(app.selected, sel, "the tree did not move");
+    key(&mut app, KeyCode::BackTab);
+    assert!(!app.side_focus);
+    key(&mut app, KeyCode::Down);
+    assert_ne!(app.selected, sel);
+    key(&mut app, KeyCode::Tab);
+    render(&app, 100, 14);
+    key(&mut app, KeyCode::Tab);
+    assert_eq!(app.view, View::Families);
+}

@@ -157,9 +157,23 @@ fn side_pane(
     let scroll = app.side_scroll.min(max);
     app.drawn.side.set(area);
     app.drawn.side_max.set(max);
+    let focused = app.side_focus && app.view != View::Preview;
+    let block = if focused {
+        block
+            .border_style(Style::new().add_modifier(Modifier::BOLD))
+            .title(Line::from(" ◆ focus: ↑↓ scroll, Shift-Tab back ").right_aligned())
+    } else {
+        block
+    };
     let block = if max > 0 {
         block.title_bottom(Line::from(if scroll < max {
-            " more below ↓ (Shift-↓, wheel) "
+            if focused {
+                " more below ↓ "
+            } else if app.view == View::Preview {
+                " more below ↓ (↓, PgDn, G, wheel) "
+            } else {
+                " more below ↓ (Tab, Shift-↓, wheel) "
+            }
         } else {
             " end "
         }))
@@ -1210,6 +1224,10 @@ fn help(frame: &mut Frame, app: &App, area: Rect) {
                 "/",
                 "filter by path, target (gfx942) or class (fat_binary); Esc clears",
             ),
+            (
+                "Tab / Shift-Tab",
+                "into an overflowing detail (arrows scroll it), back",
+            ),
             ("Shift-↑↓, Shift-PgUp/PgDn", "scroll the detail"),
             (
                 "mouse",
@@ -1226,6 +1244,10 @@ fn help(frame: &mut Frame, app: &App, area: Rect) {
         ]),
         View::Families => keys.extend([
             ("↑↓ j k", "move"),
+            (
+                "Tab / Shift-Tab",
+                "into an overflowing plan (arrows scroll it), back",
+            ),
             ("Shift-↑↓, Shift-PgUp/PgDn", "scroll the plan"),
             (
                 "Space, Enter",
