@@ -512,12 +512,7 @@ pub fn draw(frame: &mut Frame, v: &DiffView, theme: Theme) {
             .collect();
         let w = area.width.min(90);
         let h = area.height.min(lines.len() as u16 + 2);
-        let r = ratatui::layout::Rect {
-            x: area.x + (area.width - w) / 2,
-            y: area.y + (area.height - h) / 2,
-            width: w,
-            height: h,
-        };
+        let r = super::ui::centered(area, w, h);
         frame.render_widget(ratatui::widgets::Clear, r);
         frame.render_widget(
             Paragraph::new(lines).block(Block::bordered().title(" keys (any key closes) ")),

@@ -8,6 +8,24 @@ use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use std::path::{Path, PathBuf};
 
+/// Pack settings for the demo: group `demo`, these families, into `out`.
+fn demo_settings(out: &Path, families: &[&str]) -> super::app::PackSettings {
+    super::app::PackSettings {
+        group: "demo".into(),
+        selection: super::app::Selection {
+            families: families.iter().map(|f| f.to_string()).collect(),
+            targets: vec![],
+        },
+        split: false,
+        per_family: false,
+        output: out.display().to_string(),
+        level: 3,
+        wheel: false,
+        overlay: String::new(),
+        force: false,
+    }
+}
+
 fn demo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/demo")
 }
@@ -315,20 +333,7 @@ fn inspector_extract_and_verify_requests() {
 fn enter_on_an_archive_opens_the_inspector() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("p");
-    let settings = super::app::PackSettings {
-        group: "demo".into(),
-        selection: super::app::Selection {
-            families: vec!["gfx90X".into()],
-            targets: vec![],
-        },
-        split: false,
-        per_family: false,
-        output: out.display().to_string(),
-        level: 3,
-        wheel: false,
-        overlay: String::new(),
-        force: false,
-    };
+    let settings = demo_settings(&out, &["gfx90X"]);
     let (tx, _rx) = std::sync::mpsc::channel();
     super::run_pack(&demo(), &settings, &tx, &kpack::event::CancelToken::new()).unwrap();
     let mut app2 = App::new(out.clone(), None);
@@ -514,20 +519,7 @@ fn pack_dialog_live_panes_cancel_and_result() {
 fn pack_into_a_previous_output_asks_and_q_twice_quits() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("p");
-    let mut settings = super::app::PackSettings {
-        group: "demo".into(),
-        selection: super::app::Selection {
-            families: vec!["gfx90X".into()],
-            targets: vec![],
-        },
-        split: false,
-        per_family: false,
-        output: out.display().to_string(),
-        level: 3,
-        wheel: false,
-        overlay: String::new(),
-        force: false,
-    };
+    let mut settings = demo_settings(&out, &["gfx90X"]);
     let (tx, _rx) = std::sync::mpsc::channel();
     super::run_pack(&demo(), &settings, &tx, &kpack::event::CancelToken::new()).unwrap();
     // Without force the core refuses; the dialog asks instead.
@@ -565,20 +557,7 @@ fn pack_into_a_previous_output_asks_and_q_twice_quits() {
 fn pack_result_screen_from_a_real_pack() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("packed");
-    let settings = super::app::PackSettings {
-        group: "demo".into(),
-        selection: super::app::Selection {
-            families: vec!["gfx90X".into(), "gfx103X".into()],
-            targets: vec![],
-        },
-        split: false,
-        per_family: false,
-        output: out.display().to_string(),
-        level: 3,
-        wheel: false,
-        overlay: String::new(),
-        force: false,
-    };
+    let settings = demo_settings(&out, &["gfx90X", "gfx103X"]);
     let (tx, _rx) = std::sync::mpsc::channel();
     let r = super::run_pack(&demo(), &settings, &tx, &kpack::event::CancelToken::new());
     let mut app = scanned();

@@ -1177,13 +1177,7 @@ fn inspector(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             Line::from(""),
             Line::from("Enter extracts · Esc cancels (a directory; created if needed)"),
         ];
-        let w = area.width.min(90);
-        let r = Rect {
-            x: area.x + (area.width - w) / 2,
-            y: area.y + area.height.saturating_sub(6) / 2,
-            width: w,
-            height: 6.min(area.height),
-        };
+        let r = centered(area, 90, 6);
         frame.render_widget(Clear, r);
         frame.render_widget(
             Paragraph::new(body).block(Block::bordered().title(" extract ")),
@@ -1304,6 +1298,17 @@ fn help(frame: &mut Frame, app: &App, area: Rect) {
     );
 }
 
+/// A `w`×`h` box centred in `area` (dialogs and overlays).
+pub(crate) fn centered(area: Rect, w: u16, h: u16) -> Rect {
+    let (w, h) = (w.min(area.width), h.min(area.height));
+    Rect {
+        x: area.x + (area.width - w) / 2,
+        y: area.y + (area.height - h) / 2,
+        width: w,
+        height: h,
+    }
+}
+
 /// A centred box listing keys and what they do (the `?` overlays).
 pub fn key_overlay(
     frame: &mut Frame,
@@ -1332,12 +1337,7 @@ pub fn key_overlay(
         .map(|l| l.chars().count().div_ceil(inner).max(1))
         .sum();
     let h = (rows as u16 + 2).min(area.height);
-    let r = Rect {
-        x: area.x + (area.width - w) / 2,
-        y: area.y + (area.height - h) / 2,
-        width: w,
-        height: h,
-    };
+    let r = centered(area, w, h);
     let lines: Vec<Line> = lines.into_iter().map(Line::from).collect();
     frame.render_widget(Clear, r);
     frame.render_widget(
@@ -1401,12 +1401,7 @@ fn pack(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             ];
             let w = area.width.min(90);
             let h = area.height.min(lines.len() as u16 + 2);
-            let r = Rect {
-                x: area.x + (area.width - w) / 2,
-                y: area.y + (area.height - h) / 2,
-                width: w,
-                height: h,
-            };
+            let r = centered(area, w, h);
             frame.render_widget(Clear, r);
             frame.render_widget(
                 Paragraph::new(lines)
@@ -1461,12 +1456,7 @@ fn pack(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             ];
             let w = area.width.min(90);
             let h = area.height.min(lines.len() as u16 + 2);
-            let r = Rect {
-                x: area.x + (area.width - w) / 2,
-                y: area.y + (area.height - h) / 2,
-                width: w,
-                height: h,
-            };
+            let r = centered(area, w, h);
             frame.render_widget(Clear, r);
             frame.render_widget(
                 Paragraph::new(lines).block(Block::bordered().title(" confirm ")),

@@ -101,12 +101,7 @@ pub fn confirm(
     ));
     let w = area.width.min(100);
     let h = area.height.min(lines.len() as u16 + 2);
-    let r = Rect {
-        x: area.x + (area.width - w) / 2,
-        y: area.y + (area.height - h) / 2,
-        width: w,
-        height: h,
-    };
+    let r = super::ui::centered(area, w, h);
     frame.render_widget(Clear, r);
     frame.render_widget(
         Paragraph::new(lines).block(Block::bordered().title(" split wheel ")),
