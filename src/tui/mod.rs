@@ -3,7 +3,12 @@
 
 pub mod app;
 pub mod bench;
+pub mod detail;
 pub mod diffview;
+pub mod help;
+pub mod inspector;
+pub mod kernelsview;
+pub mod packview;
 pub mod textedit;
 pub mod timeline;
 pub mod timeline_find;

@@ -323,7 +323,7 @@ fn inspector_extract_and_verify_requests() {
         a.kernel(&a.index.kernels[0]).unwrap().as_ref()
     );
     assert_eq!(
-        super::ui::middle_cut("torch/lib/libtorch_hip.so#3", 15),
+        super::inspector::middle_cut("torch/lib/libtorch_hip.so#3", 15),
         "torch…_hip.so#3"
     );
 }

@@ -71,7 +71,7 @@ pub fn confirm(
     area: Rect,
     theme: Theme,
 ) {
-    let f = |i: usize, label: &str| super::ui::field_line(s, at, i, label);
+    let f = |i: usize, label: &str| super::packview::field_line(s, at, i, label);
     let mut lines = vec![
         Line::from(Span::styled(
             "Split this wheel into a host wheel and device wheels",

@@ -1,0 +1,102 @@
+//! The `?` overlay: exactly the keys of the current view.
+
+use super::app::{App, View};
+use ratatui::Frame;
+use ratatui::layout::Rect;
+
+pub(crate) fn help(frame: &mut Frame, app: &App, area: Rect) {
+    let views = format!("Tab / Shift-Tab, 1-{}", app.views.len());
+    let wheel = app.report.as_ref().is_some_and(|r| r.wheel.is_some());
+    let mut keys: Vec<(&str, &str)> = vec![(views.as_str(), "switch view")];
+    match app.view {
+        View::Explorer => keys.extend([
+            ("↑↓ j k, PgUp PgDn, g G", "move"),
+            ("→ l, Enter", "open a folder"),
+            ("← h", "go to the parent; on an open folder, close it"),
+            ("Enter, p", "rewrite preview of a fat binary"),
+            ("Enter", "on a .kpack: open it in the inspector"),
+            ("K", "kernels of the selected file or folder"),
+            ("s, S", "sort: size, name, device share; S reverses"),
+            (
+                "/",
+                "filter by path, target (gfx942) or class (fat_binary); Esc clears",
+            ),
+            (
+                "Tab / Shift-Tab",
+                "into an overflowing detail (arrows scroll it), back",
+            ),
+            ("Shift-↑↓, Shift-PgUp/PgDn", "scroll the detail"),
+            (
+                "mouse",
+                "wheel scrolls the pane under it, click selects, tabs switch",
+            ),
+        ]),
+        View::Families if wheel => keys.extend([
+            ("↑↓ j k", "move"),
+            (
+                "Space, Enter",
+                "toggle the family or target under the cursor",
+            ),
+            ("P", "split the wheel with these targets (all when none)"),
+        ]),
+        View::Families => keys.extend([
+            ("↑↓ j k", "move"),
+            (
+                "Tab / Shift-Tab",
+                "into an overflowing plan (arrows scroll it), back",
+            ),
+            ("Shift-↑↓, Shift-PgUp/PgDn", "scroll the plan"),
+            (
+                "Space, Enter",
+                "toggle the family or target under the cursor",
+            ),
+            ("e", "compute the pack plan (the core's, as pack --dry-run)"),
+            ("P", "pack the tree with these families"),
+        ]),
+        View::Pack => keys.extend([
+            ("↑↓", "next / previous field"),
+            (
+                "typing, ← → Home End",
+                "edit the field (Ctrl-A/E/U/W/K as in a shell)",
+            ),
+            ("← → + -", "on the level field: zstd level"),
+            (
+                "F2, F3",
+                "layout combined/split, archives per target/family (trees)",
+            ),
+            ("Enter", "start"),
+            ("Esc", "back; while running: cancel cleanly"),
+        ]),
+        View::Inspector => keys.extend([
+            ("↑↓ j k, PgUp PgDn, g G", "move"),
+            ("K", "the kernels inside the selected code object"),
+            ("x", "extract the selected kernel (asks where)"),
+            ("X", "extract every kernel (asks where)"),
+            ("v", "verify the archive (every frame decodes to its size)"),
+        ]),
+        View::Kernels => keys.extend([
+            ("↑↓ j k, PgUp PgDn, g G", "move"),
+            (
+                "s, S",
+                "sort: code size, VGPRs, SGPRs, LDS, scratch, spills, name, target; S reverses",
+            ),
+            ("/", "find kernels by name; Esc clears"),
+        ]),
+        View::Preview => {
+            keys.extend([("↑↓ j k, PgUp PgDn, g G", "scroll (to the start, the end)")])
+        }
+    }
+    keys.extend([("?", "this help (any key closes)"), ("q, Ctrl-C", "quit")]);
+    let key_w = keys
+        .iter()
+        .map(|(k, _)| k.chars().count())
+        .max()
+        .unwrap_or(8);
+    super::ui::key_overlay(
+        frame,
+        area,
+        &format!(" keys: {} ", app.view.title()),
+        &keys,
+        key_w,
+    );
+}

@@ -1,0 +1,111 @@
+//! The archive inspector: a `.kpack` archive's kernels as a table, and the extract
+//! prompt.
+
+use super::app::App;
+use super::ui::{Theme, centered};
+use crate::text::size;
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph};
+
+pub(crate) fn inspector(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
+    let Some(a) = &app.archive else { return };
+    let [head, list] = Layout::vertical([Constraint::Length(4), Constraint::Min(1)]).areas(area);
+    let raw: u64 = a.kernels.iter().map(|k| k.size).sum();
+    let stored: u64 = a.kernels.iter().map(|k| k.compressed_size).sum();
+    frame.render_widget(
+        Paragraph::new(vec![
+            Line::from(format!(
+                "group {} · family {} · {}",
+                a.meta.group_name,
+                a.meta.gfx_arch_family,
+                a.compression_scheme.name()
+            )),
+            Line::from(format!("arches {}", a.meta.gfx_arches.join(" "))),
+        ])
+        .block(Block::new().borders(Borders::BOTTOM).title(format!(
+            " {} · {} raw · {} stored ",
+            crate::text::count(a.kernels.len() as u64, "kernel", "kernels"),
+            size(raw),
+            size(stored)
+        ))),
+        head,
+    );
+    // A table with headers: the key column takes what the others leave, long keys
+    // are cut in the middle (their start and file name stay).
+    let fixed = 16 + 11 + 11 + 8 + 4;
+    let key_w = (list.width as usize).saturating_sub(fixed).max(12);
+    let h = (list.height as usize).saturating_sub(1);
+    let start = app.archive_cursor.saturating_sub(h.saturating_sub(1));
+    app.drawn.list.set(Rect {
+        x: list.x,
+        y: list.y + 1,
+        width: list.width,
+        height: h as u16,
+    });
+    app.drawn.list_first.set(start);
+    let mut lines = vec![Line::from(Span::styled(
+        format!(
+            "{:<key_w$} {:<16} {:>11} {:>11} {:>7}",
+            "key (binary#TU)", "target", "raw", "stored", "ratio"
+        ),
+        Style::new().add_modifier(Modifier::BOLD),
+    ))];
+    let mut last_key = "";
+    for (i, k) in a.kernels.iter().enumerate().skip(start).take(h) {
+        // A key shown once for its targets.
+        let key = if k.key != last_key || i == start {
+            middle_cut(&k.key, key_w)
+        } else {
+            String::new()
+        };
+        last_key = &k.key;
+        let mut line = Line::from(format!(
+            "{key:<key_w$} {:<16} {:>11} {:>11} {:>6.2}×",
+            k.arch,
+            size(k.size),
+            size(k.compressed_size),
+            k.size as f64 / k.compressed_size.max(1) as f64
+        ));
+        if i == app.archive_cursor {
+            line = line.style(theme.selected());
+        }
+        lines.push(line);
+    }
+    frame.render_widget(Paragraph::new(lines), list);
+    if let Some((which, dest, cursor)) = &app.extract_prompt {
+        let what = match which {
+            Some((key, arch)) => format!("Extract {key} @ {arch} into"),
+            None => format!("Extract all {} kernels into", a.kernels.len()),
+        };
+        let body = vec![
+            Line::from(what),
+            Line::from(format!("▶ {}", super::textedit::with_cursor(dest, *cursor))),
+            Line::from(""),
+            Line::from("Enter extracts · Esc cancels (a directory; created if needed)"),
+        ];
+        let r = centered(area, 90, 6);
+        frame.render_widget(Clear, r);
+        frame.render_widget(
+            Paragraph::new(body).block(Block::bordered().title(" extract ")),
+            r,
+        );
+    }
+}
+
+/// `s` cut to `w` characters in the middle (`torch/lib/…/libtorch_hip.so#3`).
+pub(crate) fn middle_cut(s: &str, w: usize) -> String {
+    let n = s.chars().count();
+    if n <= w {
+        return s.to_string();
+    }
+    let keep = w.saturating_sub(1);
+    // The end (the file name, the TU) matters more than the start.
+    let head = keep * 2 / 5;
+    let tail = keep - head;
+    let a: String = s.chars().take(head).collect();
+    let b: String = s.chars().skip(n - tail).collect();
+    format!("{a}…{b}")
+}
