@@ -6,7 +6,7 @@ use kpack::elf::rewrite::RewritePlan;
 use kpack::family::{Family, PRESETS};
 use kpack::kpack::archive::ArchiveIndex;
 use kpack::scan::TreeReport;
-use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, MouseEventKind};
+use ratatui::crossterm::event::{KeyEvent, MouseEvent};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
@@ -122,7 +122,7 @@ pub struct Drawn {
 
 /// Whether the dialog's output holds what a run would replace: a previous pack's
 /// output (its ledger), or, for a wheel split, a non-empty directory.
-fn previous_output(s: &PackSettings) -> bool {
+pub(super) fn previous_output(s: &PackSettings) -> bool {
     let out = Path::new(&s.output);
     if s.wheel {
         return std::fs::read_dir(out).is_ok_and(|mut d| d.next().is_some());
@@ -273,7 +273,7 @@ impl PackSettings {
         }
     }
 
-    fn field_mut(&mut self, i: usize) -> Option<&mut String> {
+    pub(super) fn field_mut(&mut self, i: usize) -> Option<&mut String> {
         match (self.wheel, i) {
             (_, 0) => Some(&mut self.group),
             (true, 1) => Some(&mut self.overlay),
@@ -479,7 +479,7 @@ impl App {
     }
 
     /// Show a (new or more complete) report, keeping open folders and the selection.
-    fn show(&mut self, report: TreeReport, tree: Tree) {
+    pub(super) fn show(&mut self, report: TreeReport, tree: Tree) {
         match self.tree.take() {
             None => {
                 // First sight: open the first level, preselect the families with code.
@@ -542,7 +542,7 @@ impl App {
     }
 
     /// Ask for the selected ELF file's layout once.
-    fn want_layout(&mut self) {
+    pub(super) fn want_layout(&mut self) {
         let Some(f) = self.selected_file() else {
             return;
         };
@@ -633,7 +633,7 @@ impl App {
 
     /// Ask for the kernels under `path` (relative; `""` the whole tree), unless they
     /// are shown already (or, without `replace`, anything is shown or loading).
-    fn want_kernels(&mut self, path: String, replace: bool) {
+    pub(super) fn want_kernels(&mut self, path: String, replace: bool) {
         if (self.report.is_none() && self.archive.is_none()) || self.kernels_loading {
             return;
         }
@@ -648,7 +648,7 @@ impl App {
 
     /// Refresh the single targets from the report, keeping toggles: every processor
     /// with code, and every feature-flagged target ID after its processor.
-    fn refresh_singles(&mut self) {
+    pub(super) fn refresh_singles(&mut self) {
         let Some(r) = &self.report else { return };
         let mut rows: Vec<String> = Vec::new();
         for a in r.archs.keys() {
@@ -684,7 +684,7 @@ impl App {
         }
     }
 
-    fn update_inner(&mut self, ev: AppEvent) {
+    pub(super) fn update_inner(&mut self, ev: AppEvent) {
         match ev {
             AppEvent::Key(k) => self.key(k),
             AppEvent::Mouse(m) => self.mouse(m),
@@ -756,425 +756,8 @@ impl App {
         }
     }
 
-    /// The mouse: the wheel scrolls the pane under the pointer, a click on a tab
-    /// switches view, a click on a list selects the row under the pointer.
-    fn mouse(&mut self, m: ratatui::crossterm::event::MouseEvent) {
-        let inside = |r: ratatui::layout::Rect| {
-            m.column >= r.x && m.column < r.x + r.width && m.row >= r.y && m.row < r.y + r.height
-        };
-        let side = self.drawn.side.get();
-        match m.kind {
-            MouseEventKind::ScrollDown | MouseEventKind::ScrollUp => {
-                let d = if m.kind == MouseEventKind::ScrollDown {
-                    3
-                } else {
-                    -3
-                };
-                if inside(side) || self.view == View::Preview {
-                    self.scroll_side(d);
-                } else {
-                    self.move_by(d);
-                }
-            }
-            MouseEventKind::Down(_) if m.row == 0 => {
-                let hit = self
-                    .drawn
-                    .tabs
-                    .borrow()
-                    .iter()
-                    .find(|(a, b, _)| m.column >= *a && m.column < *b)
-                    .map(|t| t.2);
-                if let Some(v) = hit {
-                    self.view = v;
-                    if v == View::Kernels {
-                        self.want_kernels(String::new(), false);
-                    }
-                }
-            }
-            MouseEventKind::Down(_) if inside(side) => self.side_focus = true,
-            MouseEventKind::Down(_) if inside(self.drawn.list.get()) => {
-                self.side_focus = false;
-                let i = self.drawn.list_first.get() + (m.row - self.drawn.list.get().y) as usize;
-                match self.view {
-                    View::Explorer if i < self.rows().len() => {
-                        self.selected = i;
-                        self.side_scroll = 0;
-                    }
-                    // The presets, a "single targets" label, then the targets.
-                    View::Families if i < PRESETS.len() => self.family_cursor = i,
-                    View::Families
-                        if i > PRESETS.len() && i <= PRESETS.len() + self.singles.len() =>
-                    {
-                        self.family_cursor = i - 1;
-                    }
-                    View::Kernels if i < self.kernel_rows().len() => self.kernel_cursor = i,
-                    View::Inspector if i < self.archive.as_ref().map_or(0, |a| a.kernels.len()) => {
-                        self.archive_cursor = i;
-                    }
-                    _ => {}
-                }
-            }
-            _ => {}
-        }
-    }
-
-    /// Scroll the side pane by `d` lines, within what the last frame showed.
-    fn scroll_side(&mut self, d: isize) {
-        let max = self.drawn.side_max.get() as isize;
-        self.side_scroll = (self.side_scroll as isize + d).clamp(0, max.max(0)) as u16;
-    }
-
-    fn move_by(&mut self, d: isize) {
-        if self.side_focus && matches!(self.view, View::Explorer | View::Families) {
-            self.scroll_side(d);
-            return;
-        }
-        match self.view {
-            View::Explorer => {
-                let n = self.rows().len();
-                if n > 0 {
-                    self.selected = (self.selected as isize + d).clamp(0, n as isize - 1) as usize;
-                    self.side_scroll = 0;
-                }
-            }
-            View::Families => {
-                let n = PRESETS.len() + self.singles.len();
-                self.family_cursor =
-                    (self.family_cursor as isize + d).clamp(0, n as isize - 1) as usize;
-            }
-            View::Inspector => {
-                let n = self.archive.as_ref().map_or(0, |a| a.kernels.len());
-                if n > 0 {
-                    self.archive_cursor =
-                        (self.archive_cursor as isize + d).clamp(0, n as isize - 1) as usize;
-                }
-            }
-            View::Preview => self.scroll_side(d),
-            View::Kernels => {
-                let n = self.kernel_rows().len();
-                if n > 0 {
-                    self.kernel_cursor =
-                        (self.kernel_cursor as isize + d).clamp(0, n as isize - 1) as usize;
-                }
-            }
-            View::Pack => {}
-        }
-    }
-
-    fn key(&mut self, k: KeyEvent) {
-        if k.modifiers.contains(KeyModifiers::CONTROL) && k.code == KeyCode::Char('c') {
-            self.quit = true;
-            return;
-        }
-        if let Some((which, dest, cursor)) = &mut self.extract_prompt {
-            match k.code {
-                KeyCode::Enter if !dest.is_empty() => {
-                    if let Some(at) = &self.archive_at {
-                        self.requests.push(Request::Extract(
-                            at.clone(),
-                            which.clone(),
-                            PathBuf::from(dest.as_str()),
-                        ));
-                        self.archive_status = Some("extracting…".into());
-                    }
-                    self.extract_prompt = None;
-                }
-                KeyCode::Esc => self.extract_prompt = None,
-                _ => {
-                    super::textedit::edit(dest, cursor, k);
-                }
-            }
-            return;
-        }
-        if self.filtering {
-            let filter = if self.view == View::Kernels {
-                &mut self.kernel_filter
-            } else {
-                &mut self.filter
-            };
-            match k.code {
-                KeyCode::Enter => self.filtering = false,
-                KeyCode::Esc => {
-                    self.filtering = false;
-                    filter.clear();
-                }
-                KeyCode::Backspace => {
-                    filter.pop();
-                }
-                KeyCode::Char(c) => filter.push(c),
-                _ => {}
-            }
-            self.selected = 0;
-            self.scroll = 0;
-            self.kernel_cursor = 0;
-            return;
-        }
-        if self.help {
-            if matches!(
-                k.code,
-                KeyCode::Esc | KeyCode::Char('?') | KeyCode::Char('q')
-            ) {
-                self.help = false;
-            }
-            return;
-        }
-        // In the Pack view Esc belongs to the view (cancel, back); in the dialog every
-        // key but Tab is typing.
-        let in_dialog = matches!(
-            self.pack,
-            Some(PackState::Confirm { .. } | PackState::Replace(_))
-        );
-        if self.view == View::Pack
-            && (k.code == KeyCode::Esc
-                || (in_dialog && !matches!(k.code, KeyCode::Tab | KeyCode::BackTab)))
-        {
-            self.pack_key(k);
-            return;
-        }
-        let i = self.views.iter().position(|v| *v == self.view).unwrap_or(0);
-        // q while a pack runs asks first; the next q (or y) cancels it and quits.
-        if self.quit_asked {
-            self.quit_asked = false;
-            if matches!(k.code, KeyCode::Char('q' | 'y' | 'Y')) {
-                self.quit = true;
-            }
-            return;
-        }
-        match k.code {
-            KeyCode::Char('q') if self.packing() => self.quit_asked = true,
-            KeyCode::Char('q') => self.quit = true,
-            KeyCode::Char('?') => self.help = true,
-            // Tab: into the side pane when it overflows (the detail, the plan), then
-            // on to the next view; Shift-Tab back out, then to the previous view.
-            KeyCode::Tab
-                if matches!(self.view, View::Explorer | View::Families)
-                    && !self.side_focus
-                    && self.drawn.side_max.get() > 0 =>
-            {
-                self.side_focus = true;
-            }
-            KeyCode::Tab => {
-                self.view = self.views[(i + 1) % self.views.len()];
-                self.side_scroll = 0;
-                self.side_focus = false;
-            }
-            KeyCode::BackTab if self.side_focus => self.side_focus = false,
-            KeyCode::BackTab => {
-                self.view = self.views[(i + self.views.len() - 1) % self.views.len()]
-            }
-            KeyCode::Char(c @ '1'..='9') => {
-                if let Some(v) = self.views.get(c as usize - '1' as usize) {
-                    self.view = *v;
-                    if self.view == View::Kernels {
-                        self.want_kernels(String::new(), false);
-                    }
-                }
-            }
-            KeyCode::Char('K') if self.view == View::Inspector => {
-                let Some(a) = &self.archive else { return };
-                self.kernel_entry = a
-                    .kernels
-                    .get(self.archive_cursor)
-                    .map(|k| (k.key.clone(), k.arch.clone()));
-                self.kernel_cursor = 0;
-                self.want_kernels(String::new(), false);
-                if !self.views.contains(&View::Kernels) {
-                    self.views.push(View::Kernels);
-                }
-                self.view = View::Kernels;
-            }
-            KeyCode::Char(c @ ('x' | 'X')) if self.view == View::Inspector => {
-                let (Some(a), Some(at)) = (&self.archive, &self.archive_at) else {
-                    return;
-                };
-                let which = if c == 'x' {
-                    let Some(k) = a.kernels.get(self.archive_cursor) else {
-                        return;
-                    };
-                    Some((k.key.clone(), k.arch.clone()))
-                } else {
-                    None
-                };
-                // Ask where: by default beside the current directory, not inside the
-                // install tree the archive came from.
-                let dest = self.default_output(&format!("{}.extracted", at.file_name()));
-                let cursor = dest.chars().count();
-                self.extract_prompt = Some((which, dest, cursor));
-            }
-            KeyCode::Char('v') if self.view == View::Inspector => {
-                if let Some(at) = &self.archive_at {
-                    self.archive_status = Some("verifying…".into());
-                    self.requests.push(Request::VerifyArchive(at.clone()));
-                }
-            }
-            // Shift with the arrows or pages scrolls the side pane (the detail, the
-            // plan); in the preview every move scrolls it.
-            KeyCode::Down | KeyCode::Up | KeyCode::PageDown | KeyCode::PageUp
-                if k.modifiers.contains(KeyModifiers::SHIFT) =>
-            {
-                let page = self.drawn.side.get().height.saturating_sub(2).max(1) as isize;
-                self.scroll_side(match k.code {
-                    KeyCode::Down => 1,
-                    KeyCode::Up => -1,
-                    KeyCode::PageDown => page,
-                    _ => -page,
-                });
-            }
-            KeyCode::Down | KeyCode::Char('j') => self.move_by(1),
-            KeyCode::Up | KeyCode::Char('k') => self.move_by(-1),
-            KeyCode::PageDown => self.move_by(self.page as isize),
-            KeyCode::PageUp => self.move_by(-(self.page as isize)),
-            KeyCode::Home | KeyCode::Char('g') => self.move_by(-(1 << 30)),
-            KeyCode::End | KeyCode::Char('G') => self.move_by(1 << 30),
-            KeyCode::Esc => {
-                if !self.filter.is_empty() {
-                    self.filter.clear();
-                    self.selected = 0;
-                }
-            }
-            _ => self.view_key(k),
-        }
-    }
-
-    fn view_key(&mut self, k: KeyEvent) {
-        match self.view {
-            View::Explorer => self.explorer_key(k),
-            View::Families => match k.code {
-                KeyCode::Char(' ') | KeyCode::Enter => {
-                    let c = self.family_cursor;
-                    self.families_note = None;
-                    if c < PRESETS.len() {
-                        self.families[c] = !self.families[c];
-                    } else if let Some(t) = self.singles.get(c - PRESETS.len()).map(|s| s.0.clone())
-                    {
-                        // A target inside a selected preset is packed with it: no hidden
-                        // choice, say so.
-                        if let Some(preset) = self.covered_by(&t) {
-                            self.families_note = Some(format!(
-                                "{t} is packed with {preset}; deselect {preset} to choose it on its own"
-                            ));
-                        } else if let Some((_, on)) = self.singles.get_mut(c - PRESETS.len()) {
-                            *on = !*on;
-                        }
-                    }
-                }
-                KeyCode::Char('P') => self.open_pack_dialog(),
-                KeyCode::Char('e') => {
-                    let sel = self.selection();
-                    if !sel.is_empty() && !self.planning {
-                        self.planning = true;
-                        self.requests.push(Request::Plan(sel));
-                    }
-                }
-                _ => {}
-            },
-            View::Pack => self.pack_key(k),
-            View::Kernels => {
-                if k.code == KeyCode::Char('/') {
-                    self.filtering = true;
-                }
-                if k.code == KeyCode::Char('a') && self.kernel_entry.is_some() {
-                    // The whole archive again, not only the inspector's entry.
-                    self.kernel_entry = None;
-                    self.kernel_cursor = 0;
-                }
-                if k.code == KeyCode::Char('s') {
-                    use kpack::kernels::SortBy::*;
-                    self.kernel_sort = match self.kernel_sort {
-                        Size => Vgpr,
-                        Vgpr => Sgpr,
-                        Sgpr => Lds,
-                        Lds => Scratch,
-                        Scratch => Spills,
-                        Spills => Name,
-                        Name => Target,
-                        Target => Size,
-                    };
-                    self.resort_kernels();
-                }
-                if k.code == KeyCode::Char('S') {
-                    self.kernel_reverse = !self.kernel_reverse;
-                    self.resort_kernels();
-                }
-            }
-            View::Preview | View::Inspector => {}
-        }
-    }
-
-    /// Open the confirm dialog with the selected families.
-    pub fn open_pack_dialog(&mut self) {
-        if self.report.is_none() || matches!(self.pack, Some(PackState::Running(_))) {
-            return;
-        }
-        let selection = self.selection();
-        let name = self
-            .root
-            .file_name()
-            .map_or("tree".to_string(), |n| n.to_string_lossy().into_owned());
-        let wheel = self.report.as_ref().and_then(|r| r.wheel.clone());
-        let settings = match wheel {
-            Some(w) => PackSettings {
-                group: format!("{}-device", w.name.to_lowercase().replace('_', "-")),
-                selection: self.wheel_selection(),
-                split: false,
-                per_family: false,
-                output: self.default_output(&format!(
-                    "{}.split",
-                    name.strip_suffix(".whl").unwrap_or(&name)
-                )),
-                level: kpack::kpack::archive::DEFAULT_LEVEL,
-                wheel: true,
-                overlay: self.overlay_guess(),
-                force: false,
-            },
-            None => PackSettings {
-                group: "rocm".into(),
-                selection,
-                split: false,
-                per_family: false,
-                output: self.default_output(&format!("{name}.packed")),
-                level: kpack::kpack::archive::DEFAULT_LEVEL,
-                wheel: false,
-                overlay: String::new(),
-                force: false,
-            },
-        };
-        // Edits of an earlier opening are kept (the selection is today's).
-        let settings = match self.last_pack.take() {
-            Some(mut last) if last.wheel == settings.wheel => {
-                last.selection = settings.selection;
-                last
-            }
-            _ => settings,
-        };
-        let cursor = settings.group.chars().count();
-        self.pack = Some(PackState::Confirm {
-            settings,
-            field: 0,
-            cursor,
-        });
-        if !self.views.contains(&View::Pack) {
-            self.views.push(View::Pack);
-        }
-        self.view = View::Pack;
-    }
-
-    /// Where a pack or split writes by default: `name` in the current directory
-    /// (shown relative), or beside the tree when the current directory is inside it.
-    pub fn default_output(&self, name: &str) -> String {
-        let inside = match (std::env::current_dir(), std::fs::canonicalize(&self.root)) {
-            (Ok(cwd), Ok(root)) => root.is_dir() && cwd.starts_with(&root),
-            _ => false,
-        };
-        if inside {
-            self.root.with_file_name(name).display().to_string()
-        } else {
-            name.to_string()
-        }
-    }
-
     /// Sort the kernels shown by the current order.
-    fn resort_kernels(&mut self) {
+    pub(super) fn resort_kernels(&mut self) {
         if let Some((_, Ok(r))) = &mut self.kernels {
             kpack::kernels::sort_rows(&mut r.kernels, self.kernel_sort);
             if self.kernel_reverse {
@@ -1197,202 +780,5 @@ impl App {
         self.title
             .clone()
             .unwrap_or_else(|| self.root.display().to_string())
-    }
-
-    /// For a wheel: the selection as exact target IDs (what the families view's
-    /// picks take), or every target when nothing is picked.
-    pub fn wheel_selection(&self) -> Selection {
-        let picks = self.picks();
-        let targets = self.report.as_ref().map_or_else(Vec::new, |r| {
-            r.archs
-                .keys()
-                .filter(|a| picks.is_empty() || picks.iter().any(|p| p.takes(a)))
-                .cloned()
-                .collect()
-        });
-        Selection {
-            families: Vec::new(),
-            targets,
-        }
-    }
-
-    /// The top-level directory of the wheel holding the most device bytes (the
-    /// overlay root a split most likely wants: `torch` in a torch wheel).
-    pub fn overlay_guess(&self) -> String {
-        let mut by_top: std::collections::BTreeMap<&str, u64> = Default::default();
-        for f in self.report.iter().flat_map(|r| &r.files) {
-            if let Some((top, _)) = f.path.split_once('/')
-                && !top.ends_with(".dist-info")
-                && !top.ends_with(".data")
-            {
-                *by_top.entry(top).or_default() += f.device_bytes;
-            }
-        }
-        by_top
-            .iter()
-            .max_by_key(|(t, b)| (**b, std::cmp::Reverse(**t)))
-            .map_or_else(String::new, |(t, _)| t.to_string())
-    }
-
-    fn start_pack(&mut self, s: PackSettings) {
-        self.requests.push(Request::Pack(s));
-        self.pack = Some(PackState::Running(PackProgress {
-            started: Some(std::time::Instant::now()),
-            ..PackProgress::default()
-        }));
-    }
-
-    /// Whether a pack (or split) is running.
-    pub fn packing(&self) -> bool {
-        matches!(self.pack, Some(PackState::Running(_)))
-    }
-
-    fn pack_key(&mut self, k: KeyEvent) {
-        match &mut self.pack {
-            Some(PackState::Confirm {
-                settings,
-                field,
-                cursor,
-            }) => match k.code {
-                KeyCode::Enter
-                    if !settings.selection.is_empty()
-                        && !settings.group.is_empty()
-                        && (!settings.wheel || !settings.overlay.is_empty()) =>
-                {
-                    let s = settings.clone();
-                    self.last_pack = Some(s.clone());
-                    if previous_output(&s) {
-                        self.pack = Some(PackState::Replace(s));
-                    } else {
-                        self.start_pack(s);
-                    }
-                }
-                KeyCode::Esc => {
-                    self.last_pack = Some(settings.clone());
-                    self.pack = None;
-                    self.views.retain(|v| *v != View::Pack);
-                    self.view = View::Families;
-                }
-                KeyCode::Down | KeyCode::Up => {
-                    let n = settings.fields();
-                    *field = if k.code == KeyCode::Down {
-                        (*field + 1) % n
-                    } else {
-                        (*field + n - 1) % n
-                    };
-                    *cursor = settings.field(*field).map_or(0, |t| t.chars().count());
-                }
-                KeyCode::F(2) if !settings.wheel => settings.split = !settings.split,
-                KeyCode::F(3) if !settings.wheel => settings.per_family = !settings.per_family,
-                _ => match settings.field_mut(*field) {
-                    Some(text) => {
-                        super::textedit::edit(text, cursor, k);
-                    }
-                    // The level field: +/- or ←/→.
-                    None => match k.code {
-                        KeyCode::Char('+') | KeyCode::Right => {
-                            settings.level = (settings.level + 1).min(22);
-                        }
-                        KeyCode::Char('-') | KeyCode::Left => {
-                            settings.level = (settings.level - 1).max(1);
-                        }
-                        _ => {}
-                    },
-                },
-            },
-            Some(PackState::Replace(s)) => match k.code {
-                KeyCode::Char('y' | 'Y') => {
-                    let mut s = s.clone();
-                    s.force = true;
-                    self.start_pack(s);
-                }
-                KeyCode::Char('n' | 'N') | KeyCode::Esc => {
-                    let settings = s.clone();
-                    let cursor = settings.group.chars().count();
-                    self.pack = Some(PackState::Confirm {
-                        settings,
-                        field: 0,
-                        cursor,
-                    });
-                }
-                _ => {}
-            },
-            Some(PackState::Running(_)) => {
-                if k.code == KeyCode::Esc {
-                    self.cancel_pack = true;
-                }
-            }
-            Some(PackState::Done(_) | PackState::WheelDone(_)) | None => {
-                if k.code == KeyCode::Esc {
-                    self.view = View::Families;
-                }
-            }
-        }
-    }
-
-    fn explorer_key(&mut self, k: KeyEvent) {
-        let rows = self.rows();
-        let Some(tree) = &self.tree else { return };
-        let Some(row) = rows.get(self.selected).copied() else {
-            return;
-        };
-        let node = &tree.nodes[row.node];
-        match k.code {
-            KeyCode::Char('/') => {
-                self.filtering = true;
-            }
-            KeyCode::Char('s') => self.sort = self.sort.next(),
-            KeyCode::Char('S') => self.sort_reverse = !self.sort_reverse,
-            KeyCode::Char('K') => {
-                let path = tree.path(row.node);
-                self.kernel_entry = None;
-                self.want_kernels(path, true);
-                self.view = View::Kernels;
-            }
-            // Enter toggles a folder; → and l only open it.
-            KeyCode::Enter if node.file.is_none() && !self.expanded.insert(row.node) => {
-                self.expanded.remove(&row.node);
-            }
-            KeyCode::Enter | KeyCode::Right | KeyCode::Char('l') if node.file.is_none() => {
-                self.expanded.insert(row.node);
-            }
-            KeyCode::Left | KeyCode::Char('h') => {
-                if node.file.is_none() && self.expanded.remove(&row.node) {
-                    return;
-                }
-                // To the parent first; the next press there collapses it (as file
-                // managers do).
-                if let Some(p) = node.parent.filter(|&p| p != 0)
-                    && let Some(pos) = self.rows().iter().position(|r| r.node == p)
-                {
-                    self.selected = pos;
-                }
-            }
-            KeyCode::Enter
-                if node
-                    .file
-                    .and_then(|f| self.report.as_ref().map(|r| r.files[f].kind))
-                    == Some(kpack::scan::FileKind::Kpack) =>
-            {
-                self.requests
-                    .push(Request::OpenArchive(tree.path(row.node)));
-            }
-            KeyCode::Enter | KeyCode::Char('p') if node.file.is_some() => {
-                let path = tree.path(row.node);
-                let is_fat = node
-                    .file
-                    .and_then(|f| self.report.as_ref().map(|r| r.files[f].kind))
-                    == Some(kpack::scan::FileKind::FatBinary);
-                if is_fat {
-                    if self.preview.as_ref().is_none_or(|(p, _)| p != &path) {
-                        self.preview = None;
-                        self.requests.push(Request::Preview(path));
-                    }
-                    self.side_scroll = 0;
-                    self.view = View::Preview;
-                }
-            }
-            _ => {}
-        }
     }
 }

@@ -2,6 +2,8 @@
 //! background results; the drawing thread never does I/O.
 
 pub mod app;
+mod app_keys;
+mod app_pack;
 pub mod bench;
 pub mod detail;
 pub mod diffview;

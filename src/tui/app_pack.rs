@@ -1,0 +1,210 @@
+//! The app's pack and wheel-split dialog: opening it with sensible defaults, its
+//! keys, starting a run.
+
+use super::app::*;
+use ratatui::crossterm::event::{KeyCode, KeyEvent};
+
+impl App {
+    /// Open the confirm dialog with the selected families.
+    pub fn open_pack_dialog(&mut self) {
+        if self.report.is_none() || matches!(self.pack, Some(PackState::Running(_))) {
+            return;
+        }
+        let selection = self.selection();
+        let name = self
+            .root
+            .file_name()
+            .map_or("tree".to_string(), |n| n.to_string_lossy().into_owned());
+        let wheel = self.report.as_ref().and_then(|r| r.wheel.clone());
+        let settings = match wheel {
+            Some(w) => PackSettings {
+                group: format!("{}-device", w.name.to_lowercase().replace('_', "-")),
+                selection: self.wheel_selection(),
+                split: false,
+                per_family: false,
+                output: self.default_output(&format!(
+                    "{}.split",
+                    name.strip_suffix(".whl").unwrap_or(&name)
+                )),
+                level: kpack::kpack::archive::DEFAULT_LEVEL,
+                wheel: true,
+                overlay: self.overlay_guess(),
+                force: false,
+            },
+            None => PackSettings {
+                group: "rocm".into(),
+                selection,
+                split: false,
+                per_family: false,
+                output: self.default_output(&format!("{name}.packed")),
+                level: kpack::kpack::archive::DEFAULT_LEVEL,
+                wheel: false,
+                overlay: String::new(),
+                force: false,
+            },
+        };
+        // Edits of an earlier opening are kept (the selection is today's).
+        let settings = match self.last_pack.take() {
+            Some(mut last) if last.wheel == settings.wheel => {
+                last.selection = settings.selection;
+                last
+            }
+            _ => settings,
+        };
+        let cursor = settings.group.chars().count();
+        self.pack = Some(PackState::Confirm {
+            settings,
+            field: 0,
+            cursor,
+        });
+        if !self.views.contains(&View::Pack) {
+            self.views.push(View::Pack);
+        }
+        self.view = View::Pack;
+    }
+
+    /// Where a pack or split writes by default: `name` in the current directory
+    /// (shown relative), or beside the tree when the current directory is inside it.
+    pub fn default_output(&self, name: &str) -> String {
+        let inside = match (std::env::current_dir(), std::fs::canonicalize(&self.root)) {
+            (Ok(cwd), Ok(root)) => root.is_dir() && cwd.starts_with(&root),
+            _ => false,
+        };
+        if inside {
+            self.root.with_file_name(name).display().to_string()
+        } else {
+            name.to_string()
+        }
+    }
+
+    /// For a wheel: the selection as exact target IDs (what the families view's
+    /// picks take), or every target when nothing is picked.
+    pub fn wheel_selection(&self) -> Selection {
+        let picks = self.picks();
+        let targets = self.report.as_ref().map_or_else(Vec::new, |r| {
+            r.archs
+                .keys()
+                .filter(|a| picks.is_empty() || picks.iter().any(|p| p.takes(a)))
+                .cloned()
+                .collect()
+        });
+        Selection {
+            families: Vec::new(),
+            targets,
+        }
+    }
+
+    /// The top-level directory of the wheel holding the most device bytes (the
+    /// overlay root a split most likely wants: `torch` in a torch wheel).
+    pub fn overlay_guess(&self) -> String {
+        let mut by_top: std::collections::BTreeMap<&str, u64> = Default::default();
+        for f in self.report.iter().flat_map(|r| &r.files) {
+            if let Some((top, _)) = f.path.split_once('/')
+                && !top.ends_with(".dist-info")
+                && !top.ends_with(".data")
+            {
+                *by_top.entry(top).or_default() += f.device_bytes;
+            }
+        }
+        by_top
+            .iter()
+            .max_by_key(|(t, b)| (**b, std::cmp::Reverse(**t)))
+            .map_or_else(String::new, |(t, _)| t.to_string())
+    }
+
+    pub(super) fn start_pack(&mut self, s: PackSettings) {
+        self.requests.push(Request::Pack(s));
+        self.pack = Some(PackState::Running(PackProgress {
+            started: Some(std::time::Instant::now()),
+            ..PackProgress::default()
+        }));
+    }
+
+    /// Whether a pack (or split) is running.
+    pub fn packing(&self) -> bool {
+        matches!(self.pack, Some(PackState::Running(_)))
+    }
+
+    pub(super) fn pack_key(&mut self, k: KeyEvent) {
+        match &mut self.pack {
+            Some(PackState::Confirm {
+                settings,
+                field,
+                cursor,
+            }) => match k.code {
+                KeyCode::Enter
+                    if !settings.selection.is_empty()
+                        && !settings.group.is_empty()
+                        && (!settings.wheel || !settings.overlay.is_empty()) =>
+                {
+                    let s = settings.clone();
+                    self.last_pack = Some(s.clone());
+                    if previous_output(&s) {
+                        self.pack = Some(PackState::Replace(s));
+                    } else {
+                        self.start_pack(s);
+                    }
+                }
+                KeyCode::Esc => {
+                    self.last_pack = Some(settings.clone());
+                    self.pack = None;
+                    self.views.retain(|v| *v != View::Pack);
+                    self.view = View::Families;
+                }
+                KeyCode::Down | KeyCode::Up => {
+                    let n = settings.fields();
+                    *field = if k.code == KeyCode::Down {
+                        (*field + 1) % n
+                    } else {
+                        (*field + n - 1) % n
+                    };
+                    *cursor = settings.field(*field).map_or(0, |t| t.chars().count());
+                }
+                KeyCode::F(2) if !settings.wheel => settings.split = !settings.split,
+                KeyCode::F(3) if !settings.wheel => settings.per_family = !settings.per_family,
+                _ => match settings.field_mut(*field) {
+                    Some(text) => {
+                        super::textedit::edit(text, cursor, k);
+                    }
+                    // The level field: +/- or ←/→.
+                    None => match k.code {
+                        KeyCode::Char('+') | KeyCode::Right => {
+                            settings.level = (settings.level + 1).min(22);
+                        }
+                        KeyCode::Char('-') | KeyCode::Left => {
+                            settings.level = (settings.level - 1).max(1);
+                        }
+                        _ => {}
+                    },
+                },
+            },
+            Some(PackState::Replace(s)) => match k.code {
+                KeyCode::Char('y' | 'Y') => {
+                    let mut s = s.clone();
+                    s.force = true;
+                    self.start_pack(s);
+                }
+                KeyCode::Char('n' | 'N') | KeyCode::Esc => {
+                    let settings = s.clone();
+                    let cursor = settings.group.chars().count();
+                    self.pack = Some(PackState::Confirm {
+                        settings,
+                        field: 0,
+                        cursor,
+                    });
+                }
+                _ => {}
+            },
+            Some(PackState::Running(_)) => {
+                if k.code == KeyCode::Esc {
+                    self.cancel_pack = true;
+                }
+            }
+            Some(PackState::Done(_) | PackState::WheelDone(_)) | None => {
+                if k.code == KeyCode::Esc {
+                    self.view = View::Families;
+                }
+            }
+        }
+    }
+}
