@@ -14,6 +14,7 @@ pub mod packview;
 pub mod textedit;
 pub mod timeline;
 pub mod timeline_find;
+mod timeline_panes;
 pub mod tree;
 pub mod ui;
 pub mod wheelsplit;

@@ -15,7 +15,7 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseEvent, Mou
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Paragraph};
+use ratatui::widgets::Paragraph;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -527,7 +527,7 @@ impl Timeline {
 /// Width of the lane labels.
 const LABEL_W: u16 = 4;
 
-fn arch_colour(t: &Timeline, arch: &str) -> Color {
+pub(crate) fn arch_colour(t: &Timeline, arch: &str) -> Color {
     const ARCH: [Color; 8] = [
         Color::LightBlue,
         Color::LightMagenta,
@@ -541,7 +541,7 @@ fn arch_colour(t: &Timeline, arch: &str) -> Color {
     ARCH[t.model.arch_slot.get(arch).copied().unwrap_or(0) % ARCH.len()]
 }
 
-fn kind_colour(t: &Timeline, j: &Job) -> Color {
+pub(crate) fn kind_colour(t: &Timeline, j: &Job) -> Color {
     match j.kind {
         JobKind::Device => arch_colour(t, t.current().arch(j).unwrap_or_default()),
         JobKind::Bundle => Color::Yellow,
@@ -550,7 +550,7 @@ fn kind_colour(t: &Timeline, j: &Job) -> Color {
     }
 }
 
-fn kind_char(k: JobKind) -> char {
+pub(crate) fn kind_char(k: JobKind) -> char {
     match k {
         JobKind::Device => '█',
         JobKind::Bundle => '▒',
@@ -560,7 +560,7 @@ fn kind_char(k: JobKind) -> char {
 }
 
 /// Short label of a job inside its bar.
-fn short_name(b: &Build, j: &Job) -> String {
+pub(crate) fn short_name(b: &Build, j: &Job) -> String {
     let o = tail2(b.object(j).unwrap_or_default());
     match j.kind {
         JobKind::Device => format!("{o} {}", b.arch(j).unwrap_or_default()),
@@ -579,7 +579,7 @@ fn tail2(p: &str) -> &str {
     }
 }
 
-fn base(p: &str) -> &str {
+pub(crate) fn base(p: &str) -> &str {
     p.rsplit('/').next().unwrap_or(p)
 }
 
@@ -620,9 +620,9 @@ pub fn draw(frame: &mut Frame, t: &Timeline, theme: Theme) {
         Layout::horizontal([Constraint::Min(20), Constraint::Length(side)]).areas(body);
     lanes(frame, t, lanes_area, theme);
     if side > 0 {
-        summary(frame, t, summary_area, theme);
+        super::timeline_panes::summary(frame, t, summary_area, theme);
     }
-    job_detail(frame, t, detail, theme);
+    super::timeline_panes::job_detail(frame, t, detail, theme);
     let find_hint;
     let hint = if t.find.typing {
         find_hint = format!(" search: {}▏  Enter finds · Esc clears", t.find.search);
@@ -657,7 +657,7 @@ pub fn draw(frame: &mut Frame, t: &Timeline, theme: Theme) {
         status,
     );
     if t.help {
-        help(frame, area);
+        super::timeline_panes::help(frame, area);
     }
 }
 
@@ -854,159 +854,4 @@ fn nice_step(ms: f64) -> f64 {
         }
     }
     p * 10.0
-}
-
-fn summary(frame: &mut Frame, t: &Timeline, area: Rect, theme: Theme) {
-    let a = &t.model.analysis;
-    let bold = Style::new().add_modifier(Modifier::BOLD);
-    let mut lines = vec![
-        Line::from(vec![
-            Span::styled("wall         ", bold),
-            Span::raw(dur(a.wall_ms)),
-        ]),
-        Line::from(format!("job time     {}", dur(a.job_ms))),
-        Line::from(format!(
-            "parallelism  avg {:.1} · peak {}",
-            a.average_parallelism, a.peak_parallelism
-        )),
-        Line::from(format!(
-            "critical     {}{}",
-            dur(a.critical_path_ms),
-            a.critical_object
-                .as_deref()
-                .map(|o| format!(" ({})", base(o)))
-                .unwrap_or_default()
-        )),
-        Line::from(format!(
-            "idle         {:.1} slot·s",
-            a.idle_capacity_ms as f64 / 1000.0
-        )),
-        Line::from(format!("plain est.   {}", dur(a.estimated_plain_wall_ms))),
-        Line::from(""),
-    ];
-    if !a.per_arch_detail.is_empty() {
-        lines.push(Line::styled("device time per arch", bold));
-        let max = a
-            .per_arch_detail
-            .values()
-            .map(|v| v.total_ms)
-            .max()
-            .unwrap_or(1)
-            .max(1);
-        for (arch, v) in &a.per_arch_detail {
-            let bar = ((v.total_ms as f64 / max as f64) * 10.0).round() as usize;
-            let colour = arch_colour(t, arch);
-            lines.push(Line::from(vec![
-                Span::raw(format!(
-                    " {:<10}",
-                    arch.chars().take(10).collect::<String>()
-                )),
-                Span::styled(
-                    format!("{:<10}", "█".repeat(bar)),
-                    if theme.color {
-                        Style::new().fg(colour)
-                    } else {
-                        Style::new()
-                    },
-                ),
-                Span::raw(format!(" {}", dur(v.total_ms))),
-            ]));
-        }
-        lines.push(Line::from(""));
-    }
-    if !a.objects.is_empty() {
-        lines.push(Line::styled("slowest objects (critical path)", bold));
-        for o in a.objects.iter().take(5) {
-            lines.push(Line::from(format!(
-                " {:<22} {}",
-                base(&o.object).chars().take(22).collect::<String>(),
-                dur(o.critical_path_ms)
-            )));
-        }
-    } else if !a.slowest_steps.is_empty() {
-        lines.push(Line::styled("slowest steps", bold));
-        for s in a.slowest_steps.iter().take(5) {
-            lines.push(Line::from(format!(
-                " {:<22} {}",
-                base(&s.name).chars().take(22).collect::<String>(),
-                dur(s.ms)
-            )));
-        }
-    }
-    frame.render_widget(
-        Paragraph::new(lines).block(Block::default().borders(Borders::LEFT).title(" Summary ")),
-        area,
-    );
-}
-
-fn job_detail(frame: &mut Frame, t: &Timeline, area: Rect, theme: Theme) {
-    let text = match t
-        .selected
-        .and_then(|i| t.current().jobs.get(i).map(|j| (i, j)))
-    {
-        None => vec![Line::from(
-            " No job selected: Tab selects the first, ↑↓ move between lanes, click a bar.",
-        )],
-        Some((i, j)) => {
-            let kind = match j.kind {
-                JobKind::Device => format!(
-                    "device compile for {}",
-                    t.current().arch(j).unwrap_or_default()
-                ),
-                JobKind::Bundle => "bundling".to_string(),
-                JobKind::Host => "host compile".to_string(),
-                JobKind::Other => "build step".to_string(),
-            };
-            vec![
-                Line::from(vec![
-                    Span::styled(
-                        format!(" {} ", t.current().label(j)),
-                        if theme.color {
-                            Style::new()
-                                .fg(kind_colour(t, j))
-                                .add_modifier(Modifier::BOLD)
-                        } else {
-                            Style::new().add_modifier(Modifier::BOLD)
-                        },
-                    ),
-                    Span::raw(format!("· {kind}")),
-                ]),
-                Line::from(format!(
-                    " start {} · end {} · took {} · lane {} · line {}",
-                    dur(j.start),
-                    dur(j.end),
-                    dur(j.duration()),
-                    t.model.lane_of[i],
-                    j.line
-                )),
-            ]
-        }
-    };
-    frame.render_widget(Paragraph::new(text), area);
-}
-
-fn help(frame: &mut Frame, area: Rect) {
-    let keys = [
-        ("← → / h l", "pan (Shift or H L: a whole screen)"),
-        ("+ -  / wheel", "zoom in, out"),
-        ("0 / Home", "fit the whole build"),
-        ("↑ ↓ / k j", "previous, next lane"),
-        ("Tab / Shift-Tab", "next, previous job in time"),
-        ("Enter", "zoom to the selected job"),
-        ("click", "select a job"),
-        ("PgUp PgDn", "scroll lanes"),
-        ("[ ]", "previous, next build"),
-        ("Space", "replay: start, pause, resume"),
-        ("r", "replay from the start"),
-        ("< >", "replay speed (1× to 100×)"),
-        ("Esc", "leave replay / clear selection"),
-        ("s", "summary pane"),
-        ("/", "find jobs by name (Enter jumps to the first)"),
-        ("n N", "next, previous match"),
-        ("t", "only one target's device compiles (cycles)"),
-        ("Esc", "clear the search and the target"),
-        ("?", "this help"),
-        ("q", "quit"),
-    ];
-    super::ui::key_overlay(frame, area, " Timeline keys ", &keys, 16);
 }
