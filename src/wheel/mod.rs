@@ -3,8 +3,10 @@
 //! and the split into a host wheel and per-target device wheels ([`split`],
 //! `workflows.md` §4).
 
+mod assemble;
 pub mod bootstrap;
 pub mod metadata;
+mod project;
 pub mod split;
 
 use crate::error::{Error, Result};

@@ -13,23 +13,27 @@
 //! from the mapped wheel; members that are only copied keep their compressed bytes),
 //! and nothing appears in the output until every wheel is written and read back.
 
+pub use super::assemble::check_record;
+use super::assemble::{DeviceWheel, deflate_to, write_device, write_host};
 use super::bootstrap;
 use super::metadata;
+use super::project::keeps;
+pub use super::project::{ProjectedWheel, WheelProjection, project};
 use super::{Contents, Wheel};
 use crate::elf::{self, ElfContent, ElfKind};
 use crate::error::{Error, Result};
 use crate::event::EventSink;
-use crate::kerneldb::{self, Database, base_arch};
+use crate::kerneldb::{self, Database};
 use crate::kpack::Marker;
 use crate::kpack::archive::{Archive, ArchiveMeta, ArchiveWriter, Scheme};
 use crate::kpack::resolve::GFXARCH;
 use crate::pack::{PackEvent, Phase};
-use crate::zip::{self, Member, Stored, ZipWriter};
+use crate::zip::{self, Member, Stored};
 use rayon::prelude::*;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufWriter, Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -159,7 +163,7 @@ pub struct WheelSplitReport {
 }
 
 /// What becomes of one member.
-enum Out {
+pub(crate) enum Out {
     /// Dropped (directories, the old RECORD, filtered database files).
     Drop,
     /// Copied with its compressed bytes as they are.
@@ -502,155 +506,6 @@ pub fn split_wheel(
     })
 }
 
-/// Whether a target (or a database file's arch) is kept by a target list (exact
-/// target IDs, or processors meaning all their variants) and by bundle keys.
-/// A family-level asset (`gfx11`) is kept when a wanted target's chain holds it.
-fn keeps(
-    wanted: Option<&BTreeSet<String>>,
-    families: Option<&BTreeSet<String>>,
-    target: &str,
-) -> bool {
-    let base = base_arch(target);
-    if let Some(w) = wanted
-        && !w.contains(target)
-        && !w.contains(&base)
-    {
-        let Ok(key) = bootstrap::bundle_key(target) else {
-            return false;
-        };
-        let needed = !metadata::is_target_key(&key)
-            && w.iter().any(|t| {
-                bootstrap::bundle_key(t).is_ok_and(|k| bootstrap::chain(&k).contains(&key))
-            });
-        if !needed {
-            return false;
-        }
-    }
-    match families {
-        None => true,
-        Some(fs) => bootstrap::bundle_key(target)
-            .map(|k| bootstrap::chain(&k).iter().any(|c| fs.contains(c)))
-            .unwrap_or(false),
-    }
-}
-
-/// A device wheel as projected before splitting.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ProjectedWheel {
-    /// Bundle key.
-    pub key: String,
-    /// Targets in it.
-    pub targets: Vec<String>,
-    /// Uncompressed code-object bytes going to its archives.
-    pub raw: u64,
-    /// Kernel-database bytes (uncompressed).
-    pub databases: u64,
-    /// A guess of its size: low and high (zstd keeps 25-40% of code objects).
-    pub low: u64,
-    /// High end of the guess.
-    pub high: u64,
-}
-
-/// What a split would write, from a scan of the wheel (nothing compressed yet).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct WheelProjection {
-    /// The host wheel, low end of the guess: members kept as they are (their stored
-    /// bytes) plus the host part of the rewritten binaries deflated to 25%.
-    pub host: u64,
-    /// High end (host parts deflated to 60%).
-    pub host_high: u64,
-    /// One per bundle key.
-    pub devices: Vec<ProjectedWheel>,
-    /// Kept targets with no rocm-bootstrap package (the split would refuse them).
-    pub unknown: Vec<String>,
-    /// Code objects of targets left out.
-    pub left_out: u64,
-}
-
-/// Project a split of the scanned wheel `report` keeping `targets` (exact target
-/// IDs or processors; `None`: all), with database files found by `databases`.
-pub fn project(
-    report: &crate::scan::TreeReport,
-    overlay: &str,
-    targets: Option<&[String]>,
-    databases: &[Database],
-) -> WheelProjection {
-    use crate::scan::FileKind;
-    let wanted: Option<BTreeSet<String>> = targets.map(|t| t.iter().cloned().collect());
-    let under = format!("{}/", overlay.trim_matches('/'));
-    let ratio = report.wheel.as_ref().map_or(1.0, |w| {
-        if w.bytes == 0 {
-            1.0
-        } else {
-            w.stored_bytes as f64 / w.bytes as f64
-        }
-    });
-    let mut p = WheelProjection::default();
-    let mut kept = 0u64;
-    let mut host_parts = 0u64;
-    let mut per_key: BTreeMap<String, ProjectedWheel> = BTreeMap::new();
-    let mut add =
-        |target: &str, raw: u64, db: u64, p: &mut WheelProjection| match bootstrap::bundle_key(
-            target,
-        ) {
-            Ok(k) => {
-                let e = per_key.entry(k.clone()).or_insert_with(|| ProjectedWheel {
-                    key: k,
-                    targets: Vec::new(),
-                    raw: 0,
-                    databases: 0,
-                    low: 0,
-                    high: 0,
-                });
-                if !e.targets.iter().any(|t| t == target) {
-                    e.targets.push(target.to_string());
-                }
-                e.raw += raw;
-                e.databases += db;
-            }
-            Err(_) => {
-                if !p.unknown.iter().any(|t| t == target) {
-                    p.unknown.push(target.to_string());
-                }
-            }
-        };
-    for f in &report.files {
-        let stored = f.stored_size.unwrap_or((f.size as f64 * ratio) as u64);
-        let Some(rel) = f.path.strip_prefix(&under) else {
-            kept += stored;
-            continue;
-        };
-        if let Some(d) = kerneldb::classify_with(rel, databases) {
-            if keeps(wanted.as_ref(), None, &d.arch) {
-                add(&d.arch, 0, f.size, &mut p);
-            }
-            continue;
-        }
-        if f.kind != FileKind::FatBinary || !crate::pack::packable(f) {
-            kept += stored;
-            continue;
-        }
-        host_parts += f.size.saturating_sub(f.device_bytes);
-        for t in f.bundles.iter().flat_map(|b| &b.targets) {
-            if keeps(wanted.as_ref(), None, &t.arch) {
-                add(&t.arch, t.size, 0, &mut p);
-            } else {
-                p.left_out += 1;
-            }
-        }
-    }
-    p.host = kept + host_parts / 4;
-    p.host_high = kept + host_parts * 3 / 5;
-    for (_, mut d) in per_key {
-        let db = (d.databases as f64 * ratio) as u64;
-        d.low = d.raw / 4 + db;
-        d.high = d.raw * 2 / 5 + db;
-        d.targets.sort();
-        p.devices.push(d);
-    }
-    p
-}
-
 /// PEP 508 distribution-name characters (rocm-bootstrap's check).
 fn valid_dist_name(s: &str) -> bool {
     let b = s.as_bytes();
@@ -661,7 +516,7 @@ fn valid_dist_name(s: &str) -> bool {
         && b[b.len() - 1].is_ascii_alphanumeric()
 }
 
-fn sha_of(zip: &[u8], m: &Member) -> std::io::Result<[u8; 32]> {
+pub(crate) fn sha_of(zip: &[u8], m: &Member) -> std::io::Result<[u8; 32]> {
     let mut h = Sha256::new();
     let mut r = m.reader(zip);
     let mut buf = vec![0u8; 1 << 16];
@@ -887,305 +742,4 @@ impl Ctx<'_> {
         drop(rewritten);
         Ok(Out::Rewritten { spill, stored, sha })
     }
-}
-
-/// Deflate `data` straight into the file `path` (the compressed bytes are never all
-/// in memory); returns the member record.
-fn deflate_to(path: &Path, data: &[u8], level: u32) -> Result<Stored> {
-    let io = |e| Error::io(path, e);
-    let f = std::fs::File::create(path).map_err(io)?;
-    let mut enc = flate2::write::DeflateEncoder::new(
-        BufWriter::with_capacity(1 << 20, f),
-        flate2::Compression::new(level.min(9)),
-    );
-    enc.write_all(data).map_err(io)?;
-    let f = enc
-        .finish()
-        .map_err(io)?
-        .into_inner()
-        .map_err(|e| io(e.into_error()))?;
-    let compressed_size = f.metadata().map_err(io)?.len();
-    Ok(Stored {
-        method: zip::Method::Deflated,
-        crc32: zip::write::crc32(data),
-        size: data.len() as u64,
-        compressed_size,
-    })
-}
-
-/// Copy a member's stored bytes from the input as they are.
-fn add_raw<W: Write>(z: &mut ZipWriter<W>, wheel: &Wheel, m: &Member, name: &str) -> Result<()> {
-    let stored = Stored {
-        method: m.method,
-        crc32: m.crc32,
-        size: m.size,
-        compressed_size: m.compressed_size,
-    };
-    let mut r = m.stored(wheel.bytes());
-    z.add(name, m.permissions(), stored, &mut r)
-        .map_err(|e| Error::io(wheel.path(), e))?;
-    wheel.release(m);
-    Ok(())
-}
-
-fn add_text<W: Write>(
-    z: &mut ZipWriter<W>,
-    name: &str,
-    text: &[u8],
-    level: u32,
-    at: &Path,
-) -> Result<(String, [u8; 32], u64)> {
-    let (c, s) = zip::write::deflate(text, level).map_err(|e| Error::io(at, e))?;
-    z.add_bytes(name, 0o644, s, &c)
-        .map_err(|e| Error::io(at, e))?;
-    Ok((name.to_string(), metadata::sha256(text), text.len() as u64))
-}
-
-fn create(path: &Path) -> Result<ZipWriter<BufWriter<std::fs::File>>> {
-    let f = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
-    Ok(ZipWriter::new(BufWriter::with_capacity(1 << 20, f)))
-}
-
-fn finish(z: ZipWriter<BufWriter<std::fs::File>>, path: &Path) -> Result<()> {
-    let w = z.finish().map_err(|e| Error::io(path, e))?;
-    let f = w
-        .into_inner()
-        .map_err(|e| Error::io(path, e.into_error()))?;
-    f.sync_all().map_err(|e| Error::io(path, e))?;
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644))
-        .map_err(|e| Error::io(path, e))
-}
-
-fn write_host(
-    wheel: &Wheel,
-    results: &BTreeMap<usize, Out>,
-    path: &Path,
-    prefix: &str,
-    keys: &BTreeSet<String>,
-    level: u32,
-) -> Result<u64> {
-    let info = &wheel.info;
-    let md_name = format!("{}/METADATA", info.dist_info);
-    let record_name = format!("{}/RECORD", info.dist_info);
-    let mut z = create(path)?;
-    let mut record = Vec::new();
-    let mut order: Vec<(usize, &Member)> = wheel.index.members.iter().enumerate().collect();
-    order.sort_by(|a, b| a.1.name.cmp(&b.1.name));
-    for (i, m) in order {
-        match results.get(&i) {
-            Some(Out::Raw { sha }) if m.name == md_name => {
-                let _ = sha;
-                let text = String::from_utf8(
-                    m.read_all(wheel.bytes())
-                        .map_err(|e| Error::format(wheel.path(), e))?,
-                )
-                .map_err(|_| {
-                    Error::Invalid(format!("{}: METADATA is not UTF-8", wheel.path().display()))
-                })?;
-                let lines = metadata::host_requirements(prefix, &info.version, keys);
-                let new = metadata::insert_headers(&text, &lines);
-                record.push(add_text(&mut z, &m.name, new.as_bytes(), level, path)?);
-            }
-            Some(Out::Raw { sha }) => {
-                add_raw(&mut z, wheel, m, &m.name)?;
-                record.push((m.name.clone(), *sha, m.size));
-            }
-            Some(Out::Rewritten { spill, stored, sha }) => {
-                let mut f = std::fs::File::open(spill).map_err(|e| Error::io(spill, e))?;
-                z.add(&m.name, m.permissions(), *stored, &mut f)
-                    .map_err(|e| Error::io(path, e))?;
-                let _ = std::fs::remove_file(spill);
-                record.push((m.name.clone(), *sha, stored.size));
-            }
-            _ => {}
-        }
-    }
-    let text = metadata::record(&record, &record_name);
-    add_text(&mut z, &record_name, text.as_bytes(), level, path)?;
-    finish(z, path)?;
-    Ok(record.len() as u64 + 1)
-}
-
-struct DeviceWheel<'a> {
-    wheel: &'a Wheel,
-    results: &'a BTreeMap<usize, Out>,
-    path: &'a Path,
-    key: &'a str,
-    targets: &'a [&'a String],
-    archives: &'a BTreeMap<String, (PathBuf, crate::kpack::archive::ArchiveSummary)>,
-    keys: &'a BTreeSet<String>,
-    overlay: &'a str,
-    group: &'a str,
-    opts: &'a WheelSplitOptions,
-}
-
-fn write_device(d: &DeviceWheel<'_>) -> Result<WheelOut> {
-    let info = &d.wheel.info;
-    let prefix = d.opts.device_package_prefix.as_str();
-    let dist = bootstrap::dist_name(prefix, d.key);
-    let dist_info = metadata::dist_info_name(&dist, &info.version);
-    // Members: archives and database files, sorted by name; then the dist-info.
-    enum Src<'m> {
-        Archive(&'m Path),
-        Db(&'m Member, [u8; 32]),
-    }
-    let mut members: BTreeMap<String, Src<'_>> = BTreeMap::new();
-    let mut archives = Vec::new();
-    for t in d.targets {
-        if let Some((p, s)) = d.archives.get(*t) {
-            let name = format!("{}/.kpack/{}_{t}.kpack", d.overlay, d.group);
-            archives.push(WheelArchive {
-                path: name.clone(),
-                target: (*t).clone(),
-                kernels: s.kernels,
-                raw_bytes: s.raw_bytes,
-                bytes: s.file_size,
-            });
-            members.insert(name, Src::Archive(p));
-        }
-    }
-    let mut dbs = 0;
-    for (i, o) in d.results {
-        if let Out::Database { target, sha } = o
-            && d.targets.contains(&target)
-        {
-            let m = &d.wheel.index.members[*i];
-            members.insert(m.name.clone(), Src::Db(m, *sha));
-            dbs += 1;
-        }
-    }
-    let mut z = create(d.path)?;
-    let mut record = Vec::new();
-    for (name, src) in &members {
-        match src {
-            Src::Archive(p) => {
-                let bytes = std::fs::read(p).map_err(|e| Error::io(p, e))?;
-                // zstd frames do not deflate: stored.
-                let stored = zip::write::stored(&bytes);
-                z.add_bytes(name, 0o644, stored, &bytes)
-                    .map_err(|e| Error::io(d.path, e))?;
-                record.push((name.clone(), metadata::sha256(&bytes), bytes.len() as u64));
-            }
-            Src::Db(m, sha) => {
-                add_raw(&mut z, d.wheel, m, name)?;
-                record.push((name.clone(), *sha, m.size));
-            }
-        }
-    }
-    let lvl = d.opts.zip_level;
-    let md = metadata::device_metadata(
-        prefix,
-        d.key,
-        &info.name,
-        &info.version,
-        &d.opts.device_requires,
-        d.keys,
-    );
-    record.push(add_text(
-        &mut z,
-        &format!("{dist_info}/METADATA"),
-        md.as_bytes(),
-        lvl,
-        d.path,
-    )?);
-    record.push(add_text(
-        &mut z,
-        &format!("{dist_info}/WHEEL"),
-        metadata::device_wheel(&info.tag).as_bytes(),
-        lvl,
-        d.path,
-    )?);
-    record.push(add_text(
-        &mut z,
-        &format!("{dist_info}/top_level.txt"),
-        format!("{}\n", d.overlay).as_bytes(),
-        lvl,
-        d.path,
-    )?);
-    let record_name = format!("{dist_info}/RECORD");
-    let text = metadata::record(&record, &record_name);
-    add_text(&mut z, &record_name, text.as_bytes(), lvl, d.path)?;
-    finish(z, d.path)?;
-    Ok(WheelOut {
-        file: String::new(),
-        dist,
-        bundle_key: Some(d.key.to_string()),
-        level: bootstrap::bundle(d.key).map(|b| match b.level {
-            bootstrap::Level::Target => "target",
-            bootstrap::Level::SubFamily => "sub_family",
-            bootstrap::Level::Family => "family",
-        }),
-        members: record.len() as u64 + 1,
-        bytes: 0,
-        archives,
-        database_files: dbs,
-    })
-}
-
-/// Check a wheel's RECORD against its members: every file listed once with the
-/// right SHA-256 (urlsafe base64 or hex) and size, RECORD itself listed without
-/// a hash, nothing listed that is absent. Returns the faults.
-pub fn check_record(w: &Wheel) -> Vec<String> {
-    let name = format!("{}/RECORD", w.info.dist_info);
-    let Some(rm) = w.member(&name) else {
-        return vec![format!("{name} is missing")];
-    };
-    let text = match rm.read_all(w.bytes()) {
-        Ok(t) => String::from_utf8_lossy(&t).into_owned(),
-        Err(e) => return vec![e.to_string()],
-    };
-    let mut listed: BTreeMap<String, (String, String)> = BTreeMap::new();
-    let mut faults = Vec::new();
-    for line in text.lines().filter(|l| !l.is_empty()) {
-        let mut parts = line.rsplitn(3, ',');
-        let (size, hash, path) = (
-            parts.next().unwrap_or(""),
-            parts.next().unwrap_or(""),
-            parts.next().unwrap_or(""),
-        );
-        let path = path.trim_matches('"').to_string();
-        if listed
-            .insert(path.clone(), (hash.to_string(), size.to_string()))
-            .is_some()
-        {
-            faults.push(format!("{path} listed twice in RECORD"));
-        }
-    }
-    for m in w.index.members.iter().filter(|m| !m.is_dir()) {
-        let Some((hash, size)) = listed.remove(&m.name) else {
-            faults.push(format!("{} is not in RECORD", m.name));
-            continue;
-        };
-        if m.name == name {
-            if !hash.is_empty() || !size.is_empty() {
-                faults.push("RECORD lists a hash for itself".into());
-            }
-            continue;
-        }
-        match sha_of(w.bytes(), m) {
-            Ok(d) => {
-                let b64 = metadata::record_hash(&d);
-                if hash != b64 {
-                    faults.push(format!(
-                        "{}: RECORD hash {hash} differs from the content's {b64}",
-                        m.name
-                    ));
-                }
-                if size != m.size.to_string() {
-                    faults.push(format!(
-                        "{}: RECORD size {size} differs from {}",
-                        m.name, m.size
-                    ));
-                }
-            }
-            Err(e) => faults.push(format!("{}: {e}", m.name)),
-        }
-    }
-    faults.extend(
-        listed
-            .keys()
-            .map(|p| format!("{p} is in RECORD but not in the wheel")),
-    );
-    faults
 }

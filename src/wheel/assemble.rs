@@ -1,0 +1,320 @@
+//! Writing the wheels of a split: the host wheel (members copied with their
+//! compressed bytes, rewritten binaries from their spill files, METADATA with the
+//! extras, RECORD), the device wheels (archives stored, database files, dist-info),
+//! and the RECORD check every written wheel passes.
+
+use super::Wheel;
+use super::bootstrap;
+use super::metadata;
+use super::split::{Out, WheelArchive, WheelOut, WheelSplitOptions, sha_of};
+use crate::error::{Error, Result};
+use crate::zip::{self, Member, Stored, ZipWriter};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// Deflate `data` straight into the file `path` (the compressed bytes are never all
+/// in memory); returns the member record.
+pub(crate) fn deflate_to(path: &Path, data: &[u8], level: u32) -> Result<Stored> {
+    let io = |e| Error::io(path, e);
+    let f = std::fs::File::create(path).map_err(io)?;
+    let mut enc = flate2::write::DeflateEncoder::new(
+        BufWriter::with_capacity(1 << 20, f),
+        flate2::Compression::new(level.min(9)),
+    );
+    enc.write_all(data).map_err(io)?;
+    let f = enc
+        .finish()
+        .map_err(io)?
+        .into_inner()
+        .map_err(|e| io(e.into_error()))?;
+    let compressed_size = f.metadata().map_err(io)?.len();
+    Ok(Stored {
+        method: zip::Method::Deflated,
+        crc32: zip::write::crc32(data),
+        size: data.len() as u64,
+        compressed_size,
+    })
+}
+
+/// Copy a member's stored bytes from the input as they are.
+pub(crate) fn add_raw<W: Write>(
+    z: &mut ZipWriter<W>,
+    wheel: &Wheel,
+    m: &Member,
+    name: &str,
+) -> Result<()> {
+    let stored = Stored {
+        method: m.method,
+        crc32: m.crc32,
+        size: m.size,
+        compressed_size: m.compressed_size,
+    };
+    let mut r = m.stored(wheel.bytes());
+    z.add(name, m.permissions(), stored, &mut r)
+        .map_err(|e| Error::io(wheel.path(), e))?;
+    wheel.release(m);
+    Ok(())
+}
+
+pub(crate) fn add_text<W: Write>(
+    z: &mut ZipWriter<W>,
+    name: &str,
+    text: &[u8],
+    level: u32,
+    at: &Path,
+) -> Result<(String, [u8; 32], u64)> {
+    let (c, s) = zip::write::deflate(text, level).map_err(|e| Error::io(at, e))?;
+    z.add_bytes(name, 0o644, s, &c)
+        .map_err(|e| Error::io(at, e))?;
+    Ok((name.to_string(), metadata::sha256(text), text.len() as u64))
+}
+
+pub(crate) fn create(path: &Path) -> Result<ZipWriter<BufWriter<std::fs::File>>> {
+    let f = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
+    Ok(ZipWriter::new(BufWriter::with_capacity(1 << 20, f)))
+}
+
+pub(crate) fn finish(z: ZipWriter<BufWriter<std::fs::File>>, path: &Path) -> Result<()> {
+    let w = z.finish().map_err(|e| Error::io(path, e))?;
+    let f = w
+        .into_inner()
+        .map_err(|e| Error::io(path, e.into_error()))?;
+    f.sync_all().map_err(|e| Error::io(path, e))?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644))
+        .map_err(|e| Error::io(path, e))
+}
+
+pub(crate) fn write_host(
+    wheel: &Wheel,
+    results: &BTreeMap<usize, Out>,
+    path: &Path,
+    prefix: &str,
+    keys: &BTreeSet<String>,
+    level: u32,
+) -> Result<u64> {
+    let info = &wheel.info;
+    let md_name = format!("{}/METADATA", info.dist_info);
+    let record_name = format!("{}/RECORD", info.dist_info);
+    let mut z = create(path)?;
+    let mut record = Vec::new();
+    let mut order: Vec<(usize, &Member)> = wheel.index.members.iter().enumerate().collect();
+    order.sort_by(|a, b| a.1.name.cmp(&b.1.name));
+    for (i, m) in order {
+        match results.get(&i) {
+            Some(Out::Raw { sha }) if m.name == md_name => {
+                let _ = sha;
+                let text = String::from_utf8(
+                    m.read_all(wheel.bytes())
+                        .map_err(|e| Error::format(wheel.path(), e))?,
+                )
+                .map_err(|_| {
+                    Error::Invalid(format!("{}: METADATA is not UTF-8", wheel.path().display()))
+                })?;
+                let lines = metadata::host_requirements(prefix, &info.version, keys);
+                let new = metadata::insert_headers(&text, &lines);
+                record.push(add_text(&mut z, &m.name, new.as_bytes(), level, path)?);
+            }
+            Some(Out::Raw { sha }) => {
+                add_raw(&mut z, wheel, m, &m.name)?;
+                record.push((m.name.clone(), *sha, m.size));
+            }
+            Some(Out::Rewritten { spill, stored, sha }) => {
+                let mut f = std::fs::File::open(spill).map_err(|e| Error::io(spill, e))?;
+                z.add(&m.name, m.permissions(), *stored, &mut f)
+                    .map_err(|e| Error::io(path, e))?;
+                let _ = std::fs::remove_file(spill);
+                record.push((m.name.clone(), *sha, stored.size));
+            }
+            _ => {}
+        }
+    }
+    let text = metadata::record(&record, &record_name);
+    add_text(&mut z, &record_name, text.as_bytes(), level, path)?;
+    finish(z, path)?;
+    Ok(record.len() as u64 + 1)
+}
+
+pub(crate) struct DeviceWheel<'a> {
+    pub(crate) wheel: &'a Wheel,
+    pub(crate) results: &'a BTreeMap<usize, Out>,
+    pub(crate) path: &'a Path,
+    pub(crate) key: &'a str,
+    pub(crate) targets: &'a [&'a String],
+    pub(crate) archives: &'a BTreeMap<String, (PathBuf, crate::kpack::archive::ArchiveSummary)>,
+    pub(crate) keys: &'a BTreeSet<String>,
+    pub(crate) overlay: &'a str,
+    pub(crate) group: &'a str,
+    pub(crate) opts: &'a WheelSplitOptions,
+}
+
+pub(crate) fn write_device(d: &DeviceWheel<'_>) -> Result<WheelOut> {
+    let info = &d.wheel.info;
+    let prefix = d.opts.device_package_prefix.as_str();
+    let dist = bootstrap::dist_name(prefix, d.key);
+    let dist_info = metadata::dist_info_name(&dist, &info.version);
+    // Members: archives and database files, sorted by name; then the dist-info.
+    enum Src<'m> {
+        Archive(&'m Path),
+        Db(&'m Member, [u8; 32]),
+    }
+    let mut members: BTreeMap<String, Src<'_>> = BTreeMap::new();
+    let mut archives = Vec::new();
+    for t in d.targets {
+        if let Some((p, s)) = d.archives.get(*t) {
+            let name = format!("{}/.kpack/{}_{t}.kpack", d.overlay, d.group);
+            archives.push(WheelArchive {
+                path: name.clone(),
+                target: (*t).clone(),
+                kernels: s.kernels,
+                raw_bytes: s.raw_bytes,
+                bytes: s.file_size,
+            });
+            members.insert(name, Src::Archive(p));
+        }
+    }
+    let mut dbs = 0;
+    for (i, o) in d.results {
+        if let Out::Database { target, sha } = o
+            && d.targets.contains(&target)
+        {
+            let m = &d.wheel.index.members[*i];
+            members.insert(m.name.clone(), Src::Db(m, *sha));
+            dbs += 1;
+        }
+    }
+    let mut z = create(d.path)?;
+    let mut record = Vec::new();
+    for (name, src) in &members {
+        match src {
+            Src::Archive(p) => {
+                let bytes = std::fs::read(p).map_err(|e| Error::io(p, e))?;
+                // zstd frames do not deflate: stored.
+                let stored = zip::write::stored(&bytes);
+                z.add_bytes(name, 0o644, stored, &bytes)
+                    .map_err(|e| Error::io(d.path, e))?;
+                record.push((name.clone(), metadata::sha256(&bytes), bytes.len() as u64));
+            }
+            Src::Db(m, sha) => {
+                add_raw(&mut z, d.wheel, m, name)?;
+                record.push((name.clone(), *sha, m.size));
+            }
+        }
+    }
+    let lvl = d.opts.zip_level;
+    let md = metadata::device_metadata(
+        prefix,
+        d.key,
+        &info.name,
+        &info.version,
+        &d.opts.device_requires,
+        d.keys,
+    );
+    record.push(add_text(
+        &mut z,
+        &format!("{dist_info}/METADATA"),
+        md.as_bytes(),
+        lvl,
+        d.path,
+    )?);
+    record.push(add_text(
+        &mut z,
+        &format!("{dist_info}/WHEEL"),
+        metadata::device_wheel(&info.tag).as_bytes(),
+        lvl,
+        d.path,
+    )?);
+    record.push(add_text(
+        &mut z,
+        &format!("{dist_info}/top_level.txt"),
+        format!("{}\n", d.overlay).as_bytes(),
+        lvl,
+        d.path,
+    )?);
+    let record_name = format!("{dist_info}/RECORD");
+    let text = metadata::record(&record, &record_name);
+    add_text(&mut z, &record_name, text.as_bytes(), lvl, d.path)?;
+    finish(z, d.path)?;
+    Ok(WheelOut {
+        file: String::new(),
+        dist,
+        bundle_key: Some(d.key.to_string()),
+        level: bootstrap::bundle(d.key).map(|b| match b.level {
+            bootstrap::Level::Target => "target",
+            bootstrap::Level::SubFamily => "sub_family",
+            bootstrap::Level::Family => "family",
+        }),
+        members: record.len() as u64 + 1,
+        bytes: 0,
+        archives,
+        database_files: dbs,
+    })
+}
+
+/// Check a wheel's RECORD against its members: every file listed once with the
+/// right SHA-256 (urlsafe base64 or hex) and size, RECORD itself listed without
+/// a hash, nothing listed that is absent. Returns the faults.
+pub fn check_record(w: &Wheel) -> Vec<String> {
+    let name = format!("{}/RECORD", w.info.dist_info);
+    let Some(rm) = w.member(&name) else {
+        return vec![format!("{name} is missing")];
+    };
+    let text = match rm.read_all(w.bytes()) {
+        Ok(t) => String::from_utf8_lossy(&t).into_owned(),
+        Err(e) => return vec![e.to_string()],
+    };
+    let mut listed: BTreeMap<String, (String, String)> = BTreeMap::new();
+    let mut faults = Vec::new();
+    for line in text.lines().filter(|l| !l.is_empty()) {
+        let mut parts = line.rsplitn(3, ',');
+        let (size, hash, path) = (
+            parts.next().unwrap_or(""),
+            parts.next().unwrap_or(""),
+            parts.next().unwrap_or(""),
+        );
+        let path = path.trim_matches('"').to_string();
+        if listed
+            .insert(path.clone(), (hash.to_string(), size.to_string()))
+            .is_some()
+        {
+            faults.push(format!("{path} listed twice in RECORD"));
+        }
+    }
+    for m in w.index.members.iter().filter(|m| !m.is_dir()) {
+        let Some((hash, size)) = listed.remove(&m.name) else {
+            faults.push(format!("{} is not in RECORD", m.name));
+            continue;
+        };
+        if m.name == name {
+            if !hash.is_empty() || !size.is_empty() {
+                faults.push("RECORD lists a hash for itself".into());
+            }
+            continue;
+        }
+        match sha_of(w.bytes(), m) {
+            Ok(d) => {
+                let b64 = metadata::record_hash(&d);
+                if hash != b64 {
+                    faults.push(format!(
+                        "{}: RECORD hash {hash} differs from the content's {b64}",
+                        m.name
+                    ));
+                }
+                if size != m.size.to_string() {
+                    faults.push(format!(
+                        "{}: RECORD size {size} differs from {}",
+                        m.name, m.size
+                    ));
+                }
+            }
+            Err(e) => faults.push(format!("{}: {e}", m.name)),
+        }
+    }
+    faults.extend(
+        listed
+            .keys()
+            .map(|p| format!("{p} is in RECORD but not in the wheel")),
+    );
+    faults
+}
