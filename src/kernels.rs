@@ -518,14 +518,20 @@ pub fn list_kernels_scanned(
         out.kernels.extend(rows);
         out.diagnostics.extend(diags);
     }
+    // Paths and keys with numbers in number order (`#2` before `#10`), targets by
+    // processor number.
+    use crate::natural::{natural_cmp, target_cmp};
     out.kernels.sort_by(|a, b| {
-        (&a.path, &a.key, a.bundle, &a.target, &a.kernel.name).cmp(&(
-            &b.path,
-            &b.key,
-            b.bundle,
-            &b.target,
-            &b.kernel.name,
-        ))
+        natural_cmp(&a.path, &b.path)
+            .then_with(|| {
+                natural_cmp(
+                    a.key.as_deref().unwrap_or(""),
+                    b.key.as_deref().unwrap_or(""),
+                )
+            })
+            .then(a.bundle.cmp(&b.bundle))
+            .then_with(|| target_cmp(&a.target, &b.target))
+            .then_with(|| a.kernel.name.cmp(&b.kernel.name))
     });
     Ok(out)
 }

@@ -120,6 +120,17 @@ pub struct Drawn {
     pub side_max: std::cell::Cell<u16>,
 }
 
+/// The inspector's order of an archive's kernels: keys with numbers as numbers
+/// (`lib/x.so#2` before `lib/x.so#10`), then targets by processor number. Only the
+/// shown copy is reordered; the file keeps its order.
+fn natural_order(mut idx: ArchiveIndex) -> ArchiveIndex {
+    idx.kernels.sort_by(|a, b| {
+        kpack::natural::natural_cmp(&a.key, &b.key)
+            .then_with(|| kpack::natural::target_cmp(&a.arch, &b.arch))
+    });
+    idx
+}
+
 /// Whether the dialog's output holds what a run would replace: a previous pack's
 /// output (its ledger), or, for a wheel split, a non-empty directory.
 pub(super) fn previous_output(s: &PackSettings) -> bool {
@@ -448,7 +459,7 @@ impl App {
             singles: Vec::new(),
             archive_at,
             extract_prompt: None,
-            archive,
+            archive: archive.map(natural_order),
             archive_cursor: 0,
             preview: None,
             requests: Vec::new(),
@@ -721,7 +732,7 @@ impl App {
             AppEvent::ArchiveDone(msg) => self.archive_status = Some(msg),
             AppEvent::ArchiveOpened(rel, r) => match *r {
                 Ok(idx) => {
-                    self.archive = Some(idx);
+                    self.archive = Some(natural_order(idx));
                     self.archive_at =
                         Some(if self.report.as_ref().is_some_and(|r| r.wheel.is_some()) {
                             ArchiveAt::WheelMember(self.root.clone(), rel)

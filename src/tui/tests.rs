@@ -1616,3 +1616,43 @@ fn tab_focuses_an_overflowing_detail() {
     key(&mut app, KeyCode::Tab);
     assert_eq!(app.view, View::Families);
 }
+
+/// Issue #19 item 9: the inspector lists bundle indices in number order (`#2`
+/// before `#10`) and targets by processor number.
+#[test]
+fn the_inspector_sorts_keys_and_targets_naturally() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("n.kpack");
+    let w = kpack::kpack::ArchiveWriter::create(
+        &path,
+        kpack::kpack::ArchiveMeta {
+            group_name: "n".into(),
+            gfx_arch_family: "all".into(),
+            gfx_arches: vec!["gfx900".into(), "gfx1030".into()],
+        },
+        kpack::kpack::Scheme::ZstdPerKernel,
+        3,
+    )
+    .unwrap();
+    for k in ["lib/a.so#10", "lib/a.so#2", "lib/a.so#1"] {
+        for t in ["gfx1030", "gfx900"] {
+            w.add(k, t, b"code").unwrap();
+        }
+    }
+    w.finish().unwrap();
+    let a = kpack::kpack::Archive::open(&path).unwrap();
+    let app = App::new(PathBuf::from("n.kpack"), Some(a.index));
+    let shown: Vec<(String, String)> = app
+        .archive
+        .as_ref()
+        .unwrap()
+        .kernels
+        .iter()
+        .map(|k| (k.key.clone(), k.arch.clone()))
+        .collect();
+    let want: Vec<(String, String)> = ["lib/a.so#1", "lib/a.so#2", "lib/a.so#10"]
+        .iter()
+        .flat_map(|k| ["gfx900", "gfx1030"].map(|t| (k.to_string(), t.to_string())))
+        .collect();
+    assert_eq!(shown, want);
+}
