@@ -46,6 +46,9 @@ pub struct DiffView {
     pub help: bool,
     /// Leave.
     pub quit: bool,
+    /// Where the last frame drew the rows (first row's area) and which row was
+    /// first, for the mouse.
+    pub drawn: std::cell::Cell<(ratatui::layout::Rect, usize)>,
 }
 
 /// A drill-down level.
@@ -86,6 +89,7 @@ impl DiffView {
             scope: Vec::new(),
             help: false,
             quit: false,
+            drawn: Default::default(),
         }
     }
 
@@ -306,6 +310,34 @@ impl DiffView {
         self.entries(Theme { color: false }, 1).len()
     }
 
+    /// The mouse: a click selects the row under it (a second click on it drills
+    /// in), the wheel moves.
+    pub fn mouse(&mut self, m: ratatui::crossterm::event::MouseEvent) {
+        use ratatui::crossterm::event::MouseEventKind;
+        let (r, first) = self.drawn.get();
+        let n = self.len();
+        match m.kind {
+            MouseEventKind::ScrollDown => self.cursor = (self.cursor + 3).min(n.saturating_sub(1)),
+            MouseEventKind::ScrollUp => self.cursor = self.cursor.saturating_sub(3),
+            MouseEventKind::Down(_)
+                if m.column >= r.x
+                    && m.column < r.x + r.width
+                    && m.row >= r.y
+                    && m.row < r.y + r.height =>
+            {
+                let i = first + (m.row - r.y) as usize;
+                if i < n {
+                    if i == self.cursor {
+                        self.drill();
+                    } else {
+                        self.cursor = i;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// Back up one level.
     fn up(&mut self) {
         if self.scope.pop().is_some() {
@@ -459,6 +491,15 @@ pub fn draw(frame: &mut Frame, v: &DiffView, theme: Theme) {
     let lines = v.lines(theme, bar_w.max(1));
     let h = body.height.saturating_sub(2) as usize;
     let start = v.cursor.saturating_sub(h.saturating_sub(1));
+    v.drawn.set((
+        ratatui::layout::Rect {
+            x: body.x + 1,
+            y: body.y + 1,
+            width: body.width.saturating_sub(2),
+            height: h as u16,
+        },
+        start,
+    ));
     let shown: Vec<Line> = lines
         .into_iter()
         .enumerate()
@@ -504,6 +545,7 @@ pub fn draw(frame: &mut Frame, v: &DiffView, theme: Theme) {
                 "filter by path, name or target (Enter keeps, Esc clears)",
             ),
             ("s", "largest change first, or by name"),
+            ("mouse", "click selects (again: into it), wheel moves"),
             ("q", "quit"),
         ];
         let lines: Vec<Line> = keys

@@ -438,16 +438,20 @@ pub fn run_diff(report: kpack::diff::DiffReport) -> Result<()> {
     with_terminal(|terminal| {
         while !v.quit {
             terminal.draw(|f| diffview::draw(f, &v, theme))?;
-            if event::poll(Duration::from_millis(250))?
-                && let Event::Key(k) = event::read()?
-                && k.kind == event::KeyEventKind::Press
-            {
-                if k.modifiers.contains(event::KeyModifiers::CONTROL)
-                    && k.code == event::KeyCode::Char('c')
-                {
-                    break;
+            if !event::poll(Duration::from_millis(250))? {
+                continue;
+            }
+            match event::read()? {
+                Event::Key(k) if k.kind == event::KeyEventKind::Press => {
+                    if k.modifiers.contains(event::KeyModifiers::CONTROL)
+                        && k.code == event::KeyCode::Char('c')
+                    {
+                        break;
+                    }
+                    v.key(k);
                 }
-                v.key(k);
+                Event::Mouse(m) => v.mouse(m),
+                _ => {}
             }
         }
         Ok(())

@@ -1363,6 +1363,15 @@ fn database_device_code_and_host_elfs_are_named() {
     select(&mut app, "rocblas");
     let screen = format!("{}", render(&app, 160, 48).backend());
     assert!(screen.contains("kernel-database device code"), "{screen}");
+    // And per target in the architectures view, apart from the binaries' code.
+    key(&mut app, KeyCode::Char('2'));
+    let screen = format!("{}", render(&app, 160, 48).backend());
+    assert!(screen.contains("+810 B DB"), "{screen}");
+    assert!(
+        screen.contains("gfx90a           10.39 KiB in kernel DBs only"),
+        "{screen}"
+    );
+    key(&mut app, KeyCode::Char('1'));
     let tmp = tempfile::tempdir().unwrap();
     let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bin");
     std::fs::copy(fx.join("libplain.so"), tmp.path().join("libplain.so")).unwrap();
@@ -1655,4 +1664,57 @@ fn the_inspector_sorts_keys_and_targets_naturally() {
         .flat_map(|k| ["gfx900", "gfx1030"].map(|t| (k.to_string(), t.to_string())))
         .collect();
     assert_eq!(shown, want);
+}
+
+/// Issue #19 item 4: in the diff view a click selects the row under the pointer, a
+/// second click on it drills in, the wheel moves.
+#[test]
+fn the_diff_view_answers_the_mouse() {
+    use super::diffview::{DiffView, Section, draw};
+    use ratatui::crossterm::event::{MouseButton, MouseEvent, MouseEventKind};
+    let mut v = DiffView::new(diff_report());
+    v.key(KeyEvent::new(KeyCode::Tab, KeyModifiers::NONE));
+    assert_eq!(v.section, Section::Files);
+    let mut t = Terminal::new(TestBackend::new(120, 30)).unwrap();
+    t.draw(|f| draw(f, &v, Theme { color: false })).unwrap();
+    let (r, _) = v.drawn.get();
+    let click = |v: &mut DiffView, row: u16| {
+        v.mouse(MouseEvent {
+            kind: MouseEventKind::Down(MouseButton::Left),
+            column: r.x + 2,
+            row,
+            modifiers: KeyModifiers::NONE,
+        })
+    };
+    click(&mut v, r.y + 1);
+    assert_eq!(v.cursor, 1);
+    click(&mut v, r.y + 1);
+    assert_eq!(v.scope.len(), 1, "a second click drills in");
+}
+
+/// Issue #19 item 20: the README's screen of the explorer is what the explorer draws
+/// (80×14, lib/librdc.so selected).
+#[test]
+fn the_readme_screen_is_what_the_explorer_draws() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let start = readme.find(" kpack-tui  1:Explorer").unwrap();
+    let block: Vec<&str> = readme[start..]
+        .lines()
+        .take_while(|l| *l != "```")
+        .collect();
+    let mut app = scanned();
+    select(&mut app, "librdc.so");
+    // As in a terminal, the binary's sections and segments have been read.
+    let layout =
+        kpack::elf::rewrite::parse_layout(&std::fs::read(demo().join("lib/librdc.so")).unwrap())
+            .map_err(|e| e.to_string());
+    app.update(AppEvent::Layout("lib/librdc.so".into(), Box::new(layout)));
+    let screen = format!("{}", render(&app, 80, block.len() as u16).backend());
+    let drawn: Vec<String> = screen
+        .lines()
+        .map(|l| l.trim_matches('"').trim_end().to_string())
+        .collect();
+    let want: Vec<String> = block.iter().map(|l| l.trim_end().to_string()).collect();
+    assert_eq!(drawn, want, "regenerate the README screen");
 }

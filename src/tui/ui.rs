@@ -547,7 +547,17 @@ fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         left,
     );
     let max = report.archs.values().copied().max().unwrap_or(1).max(1);
-    let bar_w = right.width.saturating_sub(40) as u64;
+    // Room for "+10.39 KiB DB" when kernel-database files carry code for a target.
+    let has_db = report.archs.keys().any(|a| {
+        report
+            .arch_totals
+            .get(a)
+            .is_some_and(|t| t.kernel_database > 0)
+    });
+    let bar_w = right
+        .width
+        .saturating_sub(if has_db { 54 } else { 40 })
+        .max(1) as u64;
     let mut l = Vec::new();
     let mut unassigned = Vec::new();
     let mut by_target: Vec<(&String, &u64)> = report.archs.iter().collect();
@@ -563,11 +573,38 @@ fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         } else {
             theme.fg(Color::DarkGray)
         };
+        // Kernel-database files of this target, apart from the binaries' code.
+        let db = report
+            .arch_totals
+            .get(arch.as_str())
+            .map_or(0, |t| t.kernel_database);
         l.push(Line::from(vec![
             Span::raw(format!("{arch:<16} ")),
             Span::styled("█".repeat(n.max(1)), style),
             Span::raw(format!(" {}", size(*raw))),
+            Span::styled(
+                if db > 0 {
+                    format!(" +{} DB", size(db))
+                } else {
+                    String::new()
+                },
+                theme.fg(Color::Yellow),
+            ),
         ]));
+    }
+    // Targets with only kernel-database files (no code in binaries).
+    let mut db_only: Vec<(&String, u64)> = report
+        .arch_totals
+        .iter()
+        .filter(|(a, t)| t.kernel_database > 0 && !report.archs.contains_key(*a))
+        .map(|(a, t)| (a, t.kernel_database))
+        .collect();
+    db_only.sort_by(|a, b| kpack::natural::target_cmp(a.0, b.0));
+    for (arch, db) in db_only {
+        l.push(Line::from(Span::styled(
+            format!("{arch:<16} {} in kernel DBs only", size(db)),
+            theme.fg(Color::Yellow),
+        )));
     }
     l.push(Line::from(""));
     if report.wheel.is_some() {
