@@ -64,3 +64,12 @@ pub fn rewrite_host_only(data: &[u8], marker: &Marker) -> Result<Vec<u8>, String
         .map(|r| r.bytes)
         .map_err(|e| e.to_string())
 }
+
+/// A host-only ELF or PE binary pointed at other archives (its marker replaced): the
+/// new bytes, or why not.
+pub fn replace_marker(data: &[u8], marker: &Marker) -> Result<Vec<u8>, String> {
+    if crate::coff::is_pe(data) && !elf::is_elf(data) {
+        return crate::coff::rewrite::replace_marker(data, marker).map_err(|e| e.to_string());
+    }
+    elf::remark::replace_marker(data, marker).map_err(|e| e.to_string())
+}

@@ -297,6 +297,31 @@ fn windows_images_pack_verify_and_split_like_elf_ones() {
         let o = kpack(&["verify", out.to_str().unwrap(), "--device", device]);
         assert!(o.status.success(), "{device}: {}", stdout(&o));
     }
+    // Re-packing the packed tree under another group re-points the host-only
+    // images at the new archives (their marker replaced in place) and verifies.
+    let again = tmp.path().join("again");
+    let o = kpack(&[
+        "pack",
+        out.to_str().unwrap(),
+        "-o",
+        again.to_str().unwrap(),
+        "--group",
+        "h",
+        "--family",
+        "gfx90X,gfx103X",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for n in IMAGES {
+        let d = std::fs::read(again.join("bin").join(n)).unwrap();
+        assert_eq!(verify_rewritten(&d), Vec::<String>::new(), "{n}");
+        let l = parse_layout(&d).unwrap();
+        let (_, m) = l.section(".kpackrf").unwrap();
+        let mo = m.pointer_to_raw_data as usize;
+        let marker = Marker::decode(&d[mo..mo + m.virtual_size as usize]).unwrap();
+        assert_eq!(marker.kpack_search_paths, ["../.kpack/h_@GFXARCH@.kpack"]);
+    }
+    let o = kpack(&["verify", again.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stdout(&o));
     // Every kernel of the images is in the archives, byte for byte (extract from
     // the fat image vs the archive entry).
     for n in IMAGES {

@@ -583,6 +583,63 @@ pub fn plan_rewrite(d: &[u8], marker: &Marker) -> R<PeRewritten> {
     Ok(PeRewritten { plan, bytes: out })
 }
 
+/// A host-only image pointed at other archives: the `.kpackrf` marker replaced in
+/// place (same RVA, so the wrappers stay right), its raw size re-aligned, the file
+/// cut after it, `SizeOfImage` and the checksum updated. Only the layout
+/// [`plan_rewrite`] writes is handled: the marker last in the file and in memory.
+pub fn replace_marker(d: &[u8], marker: &Marker) -> R<Vec<u8>> {
+    let l = parse_layout(d)?;
+    let Some((mi, m)) = l.section(MARKER_SECTION) else {
+        return Err(refuse(format!(
+            "no {MARKER_SECTION} section (not a host-only image)"
+        )));
+    };
+    let new = marker.encode();
+    let (m_off, m_rva) = (m.pointer_to_raw_data as usize, m.virtual_address);
+    if d.get(m_off..m_off + m.virtual_size as usize) == Some(&new[..]) {
+        return Ok(d.to_vec());
+    }
+    let last_in_file = m_off as u64 + m.size_of_raw_data as u64 == d.len() as u64;
+    let last_in_memory =
+        mi + 1 == l.sections.len() && l.sections.iter().all(|s| s.virtual_address <= m_rva);
+    if !last_in_file || !last_in_memory {
+        return Err(refuse(format!(
+            "cannot replace the marker: {MARKER_SECTION} is not the last section \
+             (only the layout kpack writes is handled)"
+        )));
+    }
+    let m_len = new.len() as u32;
+    let m_raw = align(m_len as u64, l.file_alignment) as u32;
+    let mut out = Vec::with_capacity(m_off + m_raw as usize);
+    out.extend_from_slice(&d[..m_off]);
+    out.extend_from_slice(&new);
+    out.resize(m_off + m_raw as usize, 0);
+    let o = l.table + mi * 40;
+    put_u32(&mut out, o + 8, m_len);
+    put_u32(&mut out, o + 16, m_raw);
+    let size_of_image = align(m_rva as u64 + m_len as u64, l.section_alignment) as u32;
+    put_u32(&mut out, l.opt + 56, size_of_image);
+    let init = u32_at(d, l.opt + 8)?;
+    put_u32(
+        &mut out,
+        l.opt + 8,
+        init.saturating_sub(m.size_of_raw_data)
+            .saturating_add(m_raw),
+    );
+    if l.checksum != 0 {
+        let c = checksum(&out, l.opt + 64);
+        put_u32(&mut out, l.opt + 64, c);
+    }
+    let faults = verify_rewritten(&out);
+    if !faults.is_empty() {
+        return Err(bad(format!(
+            "the image with its new marker does not check: {}",
+            faults.join("; ")
+        )));
+    }
+    Ok(out)
+}
+
 /// Check a rewritten image: headers and sections consistent (inside the file and the
 /// image, aligned, not overlapping), `.hip_fat` zero-paged, `.kpackrf` a marker,
 /// every wrapper `HIPK` pointing at it, base relocations inside the image and none

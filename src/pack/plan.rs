@@ -6,7 +6,7 @@ use super::{
     ArchivePer, ArchivePlan, CopiedFile, KernelFrom, Layout, PackOptions, PackPlan, PlanDiagnostic,
     PlannedBinary, PlannedKernel, RepackedBinary,
 };
-use crate::elf::{self, ElfKind};
+use crate::elf::ElfKind;
 use crate::error::{Error, Result};
 use crate::fsutil;
 use crate::kpack::Archive;
@@ -659,7 +659,7 @@ pub fn estimate(plan: &mut PackPlan, tree: &Path, opts: &PackOptions) {
             };
             let marker = marker_for(path, &opts.group, plan.archive_per, &units);
             let host = if pb.host_only {
-                elf::remark::replace_marker(&map, &marker)
+                crate::fatbin::replace_marker(&map, &marker)
                     .map(|b| b.len() as u64)
                     .unwrap_or(map.len() as u64)
             } else {

@@ -10,7 +10,6 @@ use super::{
     Unassigned, WrittenArchive, verify_tree,
 };
 use crate::bundle::Compression;
-use crate::elf;
 use crate::error::{Error, Result};
 use crate::event::{CancelToken, EventSink};
 use crate::fsutil;
@@ -254,7 +253,7 @@ impl Worker<'_> {
         // Rewrite first (in memory): a fat binary that cannot be rewritten is copied
         // whole and none of its kernels is archived.
         let rewritten = if pb.host_only {
-            elf::remark::replace_marker(data, &marker).map_err(|e| {
+            crate::fatbin::replace_marker(data, &marker).map_err(|e| {
                 Error::Invalid(format!(
                     "{}: cannot point the host-only binary at the new archives: {e}",
                     f.path
@@ -655,15 +654,7 @@ fn run_stage(
             })
         })
     };
-    if opts.threads > 0 {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(opts.threads)
-            .build()
-            .map_err(|e| Error::Invalid(format!("cannot start {} threads: {e}", opts.threads)))?
-            .install(run)?;
-    } else {
-        run()?;
-    }
+    crate::parallel::on_threads(opts.threads, run)??;
     // Hard links: to the copy of the first path of the inode.
     for f in report.files.iter().filter(|f| f.hard_link_of.is_some()) {
         let first = f.hard_link_of.as_deref().unwrap_or_default();
