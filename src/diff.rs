@@ -258,9 +258,7 @@ impl Inventory<'_> {
 }
 
 fn read_side(root: &Path, opts: &DiffOptions) -> Result<Side> {
-    if !crate::wheel::is_wheel_path(root) {
-        crate::kernels::refuse_zip(root)?;
-    }
+    crate::kernels::refuse_zip(root)?;
     let scan = scan::scan(
         root,
         &ScanOptions {

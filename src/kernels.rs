@@ -442,6 +442,9 @@ pub fn marker_archives(binary: &Path, m: &crate::kpack::Marker) -> Vec<PathBuf> 
 /// "0 kernels" would mislead.
 pub fn refuse_zip(root: &Path) -> Result<()> {
     use std::io::Read;
+    if crate::wheel::is_wheel_path(root) {
+        return Ok(());
+    }
     let mut head = [0u8; 4];
     let is_zip = std::fs::metadata(root).is_ok_and(|m| m.is_file())
         && std::fs::File::open(root)
@@ -461,9 +464,7 @@ pub fn refuse_zip(root: &Path) -> Result<()> {
 
 /// List every kernel under `root` (a tree or one file).
 pub fn list_kernels(root: &Path, opts: &KernelsOptions) -> Result<KernelsReport> {
-    if !crate::wheel::is_wheel_path(root) {
-        refuse_zip(root)?;
-    }
+    refuse_zip(root)?;
     let report = scan::scan(
         root,
         &ScanOptions {
@@ -499,15 +500,8 @@ pub fn list_kernels_scanned(
         };
         one_file(&abs, f, single, opts)
     };
-    let per_file: Vec<FileRows> = if opts.threads > 0 {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(opts.threads)
-            .build()
-            .map_err(|e| Error::Invalid(format!("thread pool: {e}")))?
-            .install(|| report.files.par_iter().map(work).collect())
-    } else {
-        report.files.par_iter().map(work).collect()
-    };
+    let per_file: Vec<FileRows> =
+        crate::parallel::on_threads(opts.threads, || report.files.par_iter().map(work).collect())?;
     let mut out = KernelsReport {
         root: root.to_path_buf(),
         ..Default::default()

@@ -43,6 +43,7 @@ pub mod kpack;
 pub mod natural;
 pub mod occupancy;
 pub mod pack;
+pub mod parallel;
 pub mod phc;
 pub mod scan;
 pub mod trace;

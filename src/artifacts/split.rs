@@ -404,15 +404,7 @@ pub fn split(
             .with_max_len(1)
             .try_for_each(|j| ctx.process(rayon::current_thread_index().unwrap_or(0), j))
     };
-    if opts.threads > 0 {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(opts.threads)
-            .build()
-            .map_err(|e| Error::Invalid(format!("thread pool: {e}")))?
-            .install(run)?;
-    } else {
-        run()?;
-    }
+    crate::parallel::on_threads(opts.threads, run)??;
     let Ctx {
         bytes_out,
         kernels,

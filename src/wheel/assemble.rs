@@ -103,8 +103,7 @@ pub(crate) fn write_host(
     order.sort_by(|a, b| a.1.name.cmp(&b.1.name));
     for (i, m) in order {
         match results.get(&i) {
-            Some(Out::Raw { sha }) if m.name == md_name => {
-                let _ = sha;
+            Some(Out::Raw { .. }) if m.name == md_name => {
                 let text = String::from_utf8(
                     m.read_all(wheel.bytes())
                         .map_err(|e| Error::format(wheel.path(), e))?,

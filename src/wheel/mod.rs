@@ -296,15 +296,8 @@ pub fn scan_wheel(
         });
         r
     };
-    let reports: Vec<FileReport> = if opts.threads > 0 {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(opts.threads)
-            .build()
-            .map_err(|e| Error::Invalid(format!("cannot start {} threads: {e}", opts.threads)))?
-            .install(|| files.par_iter().map(work).collect())
-    } else {
-        files.par_iter().map(work).collect()
-    };
+    let reports: Vec<FileReport> =
+        crate::parallel::on_threads(opts.threads, || files.par_iter().map(work).collect())?;
     let mut report = scan::partial_report(&path.display().to_string(), reports);
     report.totals.directories = dirs.len() as u64;
     report.wheel = Some(w.info.clone());

@@ -297,15 +297,7 @@ pub fn split_wheel(
             Ok(())
         })
     };
-    if opts.threads > 0 {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(opts.threads)
-            .build()
-            .map_err(|e| Error::Invalid(format!("thread pool: {e}")))?
-            .install(run)?;
-    } else {
-        run()?;
-    }
+    crate::parallel::on_threads(opts.threads, run)??;
     let results = results.into_inner().unwrap_or_default();
     let mut warnings = ctx.warnings.into_inner().unwrap_or_default();
     let (skipped_kernels, skipped_databases) = ctx.skipped.into_inner().unwrap_or_default();
@@ -424,15 +416,7 @@ pub fn split_wheel(
             })
             .collect()
     };
-    let mut devices = if opts.threads > 0 {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(opts.threads)
-            .build()
-            .map_err(|e| Error::Invalid(format!("thread pool: {e}")))?
-            .install(build)?
-    } else {
-        build()?
-    };
+    let mut devices = crate::parallel::on_threads(opts.threads, build)??;
     for (d, (_, file)) in devices.iter_mut().zip(&dev_files) {
         d.file = file.clone();
     }
