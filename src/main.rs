@@ -199,7 +199,10 @@ fn run(cli: Cli) -> Result<i32> {
             let _demo_dir;
             let is_demo = cli.path.is_none();
             let path = match cli.path {
-                Some(p) => p,
+                Some(p) => {
+                    not_a_command(&p)?;
+                    p
+                }
                 None => {
                     _demo_dir = demo::unpack()?;
                     _demo_dir.path().join("demo")
@@ -234,6 +237,26 @@ fn run(cli: Cli) -> Result<i32> {
             run_scan_titled(&path, &common, is_demo.then_some("demo"))
         }
     }
+}
+
+/// A bare word that is no file (`kpack-tui inspect x`) is most likely a mistyped
+/// command: say so, with the commands, rather than "cannot scan inspect".
+fn not_a_command(path: &Path) -> Result<()> {
+    let word = path.to_string_lossy();
+    if path.exists() || word.contains(['/', '.', '\\']) {
+        return Ok(());
+    }
+    use clap::CommandFactory;
+    let commands: Vec<String> = Cli::command()
+        .get_subcommands()
+        .filter(|c| !c.is_hide_set())
+        .map(|c| c.get_name().to_string())
+        .filter(|n| n != "help")
+        .collect();
+    anyhow::bail!(
+        "`{word}` is neither a file nor a command (commands: {}; see --help)",
+        commands.join(", ")
+    )
 }
 
 /// `diff` (and `kpack-tui OLD NEW`): the diff view in a terminal, else a report.

@@ -338,3 +338,21 @@ fn subcommand_help_lists_only_its_options() {
         stderr(&o)
     );
 }
+
+#[test]
+fn a_mistyped_command_is_named_as_such() {
+    let o = kpack(&["inspect", "x.so"]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.contains("`inspect` is neither a file nor a command"),
+        "{e}"
+    );
+    assert!(
+        e.contains("find-kernel") && !e.contains("bench-frames"),
+        "{e}"
+    );
+    // A path that does not exist is still reported as a path.
+    let o = kpack(&["no/such/tree", "--no-tui"]);
+    assert!(stderr(&o).contains("No such file"), "{}", stderr(&o));
+}
