@@ -1,5 +1,6 @@
 //! `wheel split` in batch mode: progress on stderr, the wheels written on stdout.
 
+use super::pack::plural;
 use super::progress::PackProgress;
 use super::{EXIT_OK, print_json, size};
 use crate::cli::{Common, WheelSplitArgs};
@@ -60,17 +61,20 @@ pub fn split(args: &WheelSplitArgs, common: &Common) -> Result<i32> {
 }
 
 fn print_text(out: &mut dyn Write, r: &WheelSplitReport) -> std::io::Result<()> {
+    let archives = r.devices.iter().map(|d| d.archives.len()).sum::<usize>();
     writeln!(
         out,
-        "split {} {} ({}) into {}: {} binaries rewritten host-only, {} code objects in {} \
-         archive(s)",
+        "split {} {} ({}) into {}: {} {} rewritten host-only, {} {} in {} {}",
         r.name,
         r.version,
         r.input.display(),
         r.output.display(),
         r.rewritten,
+        plural(r.rewritten, "binary", "binaries"),
         r.kernels,
-        r.devices.iter().map(|d| d.archives.len()).sum::<usize>()
+        plural(r.kernels, "code object", "code objects"),
+        archives,
+        plural(archives as u64, "archive", "archives"),
     )?;
     writeln!(
         out,
@@ -83,7 +87,10 @@ fn print_text(out: &mut dyn Write, r: &WheelSplitReport) -> std::io::Result<()> 
         let what: Vec<String> = d
             .archives
             .iter()
-            .map(|a| format!("{} ({} kernels)", a.target, a.kernels))
+            .map(|a| {
+                let n = plural(a.kernels, "code object", "code objects");
+                format!("{} ({} {n})", a.target, a.kernels)
+            })
             .collect();
         let dbs = if d.database_files > 0 {
             format!(", {} database files", d.database_files)
