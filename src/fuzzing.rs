@@ -282,16 +282,28 @@ pub fn wheel(data: &[u8]) {
 }
 
 /// The PE host-only rewrite: any bytes are rewritten into an image that checks, or
-/// refused; a rewritten image is never rewritten again.
+/// refused; a rewritten image is never rewritten again, and re-pointing it (as a
+/// re-pack does) gives an image that checks. Replacing the marker of arbitrary bytes
+/// errors or gives an image that checks.
 pub fn pe_rewrite(data: &[u8]) {
-    use crate::coff::rewrite::{plan_rewrite, verify_rewritten};
+    use crate::coff::rewrite::{plan_rewrite, replace_marker, verify_rewritten};
     let m = crate::kpack::Marker {
         kernel_name: "fuzz".into(),
         kpack_search_paths: vec![".kpack/f_@GFXARCH@.kpack".into()],
     };
+    let other = crate::kpack::Marker {
+        kernel_name: "fuzz/other".into(),
+        kpack_search_paths: vec!["../.kpack/a.kpack".into(), "../.kpack/b.kpack".into()],
+    };
     if let Ok(r) = plan_rewrite(data, &m) {
         assert!(verify_rewritten(&r.bytes).is_empty());
         assert!(plan_rewrite(&r.bytes, &m).is_err());
+        let again = replace_marker(&r.bytes, &other)
+            .unwrap_or_else(|e| panic!("a fresh rewrite cannot be re-pointed: {e}"));
+        assert!(verify_rewritten(&again).is_empty());
+    }
+    if let Ok(out) = replace_marker(data, &other) {
+        assert!(verify_rewritten(&out).is_empty());
     }
     let _ = verify_rewritten(data);
 }

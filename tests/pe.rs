@@ -91,6 +91,43 @@ fn real_pe_images_rewrite_host_only_and_check() {
     }
 }
 
+/// Re-pointing a host-only image (what a re-pack does): the marker is replaced in
+/// place, the image checks, and pointing it back gives the first rewrite's bytes.
+#[test]
+fn host_only_images_are_re_pointed_in_place() {
+    let m = Marker {
+        kpack_search_paths: vec!["../.kpack/g_@GFXARCH@.kpack".into()],
+        kernel_name: "bin/x".into(),
+    };
+    let long = Marker {
+        kpack_search_paths: (0..40)
+            .map(|i| format!("../../some/longer/place/{i}/g_@GFXARCH@.kpack"))
+            .collect(),
+        kernel_name: "bin/a/much/longer/kernel/name".into(),
+    };
+    for n in IMAGES {
+        let fat = std::fs::read(fixtures().join(n)).unwrap();
+        assert!(
+            rewrite::replace_marker(&fat, &m).is_err(),
+            "{n}: not host-only"
+        );
+        let first = rewrite::plan_rewrite(&fat, &m).unwrap().bytes;
+        assert_eq!(rewrite::replace_marker(&first, &m).unwrap(), first, "{n}");
+        let moved = rewrite::replace_marker(&first, &long).unwrap();
+        assert_eq!(verify_rewritten(&moved), Vec::<String>::new(), "{n}");
+        assert!(
+            moved.len() > first.len(),
+            "{n}: the longer marker needs more room"
+        );
+        let l = parse_layout(&moved).unwrap();
+        let (_, s) = l.section(".kpackrf").unwrap();
+        let at = s.pointer_to_raw_data as usize;
+        let got = Marker::decode(&moved[at..at + s.virtual_size as usize]).unwrap();
+        assert_eq!(got, long, "{n}");
+        assert_eq!(rewrite::replace_marker(&moved, &m).unwrap(), first, "{n}");
+    }
+}
+
 #[test]
 fn bad_pe_images_are_refused_with_a_reason() {
     let d = std::fs::read(fixtures().join("libkpe.dll")).unwrap();
