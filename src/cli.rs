@@ -11,7 +11,11 @@ use std::path::PathBuf;
 /// `--no-tui` prints a report instead of opening the terminal UI; `--json` prints the
 /// full model.
 #[derive(Debug, Parser)]
-#[command(name = "kpack-tui", version, args_conflicts_with_subcommands = true)]
+#[command(
+    name = "kpack-tui",
+    version,
+    override_usage = "kpack-tui [OPTIONS] [PATH] [NEW]\n       kpack-tui [OPTIONS] <COMMAND>"
+)]
 pub struct Cli {
     /// What to open: an install tree, a binary, a bundle file, a wheel, an archive, a
     /// trace. Default: the bundled demo tree.
@@ -31,16 +35,9 @@ pub struct Cli {
 /// Options of every command.
 #[derive(Debug, Args, Clone)]
 pub struct Common {
-    /// Print a report instead of opening the terminal UI (env KPACK_NO_TUI:
-    /// 1/0, true/false, yes/no, on/off).
-    #[arg(
-        long,
-        env = "KPACK_NO_TUI",
-        value_parser = clap::builder::BoolishValueParser::new(),
-        action = clap::ArgAction::SetTrue,
-        hide_env_values = true
-    )]
-    pub no_tui: bool,
+    /// `--no-tui`.
+    #[command(flatten)]
+    pub tui: NoTuiFlag,
 
     /// Print machine-readable JSON on stdout (no terminal UI).
     #[arg(long, global = true)]
@@ -639,7 +636,19 @@ impl Cli {
             });
         }
         let matches = cmd.get_matches();
-        Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+        let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+        if let (Some(path), Some(_)) = (&cli.path, &cli.command) {
+            Cli::command()
+                .error(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    format!(
+                        "give a PATH or a command, not both ('{}' came before the command)",
+                        path.display()
+                    ),
+                )
+                .exit();
+        }
+        cli
     }
 
     /// The options every command reads, with the per-command flags (`--no-tui`,
@@ -653,7 +662,7 @@ impl Cli {
                 strict,
                 ..
             }) => {
-                c.no_tui |= no_tui.no_tui;
+                c.tui.no_tui |= no_tui.no_tui;
                 c.long |= long.long;
                 c.strict |= strict.strict;
             }
@@ -664,10 +673,10 @@ impl Cli {
                 ..
             }) => {
                 c.follow |= *follow;
-                c.no_tui |= no_tui.no_tui;
+                c.tui.no_tui |= no_tui.no_tui;
                 c.strict |= strict.strict;
             }
-            Some(Command::Diff { no_tui, .. }) => c.no_tui |= no_tui.no_tui,
+            Some(Command::Diff { no_tui, .. }) => c.tui.no_tui |= no_tui.no_tui,
             Some(Command::Pack(p)) => {
                 c.long |= p.long.long;
                 c.strict |= p.strict.strict;
@@ -717,7 +726,7 @@ mod tests {
     fn path_and_flags_parse() {
         let c = Cli::try_parse_from(["kpack-tui", "assets/demo", "--no-tui", "--json"]).unwrap();
         assert_eq!(c.path.unwrap(), PathBuf::from("assets/demo"));
-        assert!(c.common.no_tui && c.common.json);
+        assert!(c.common.tui.no_tui && c.common.json);
         let c = Cli::try_parse_from(["kpack-tui", "scan", "x", "--strict"]).unwrap();
         assert!(matches!(c.command, Some(Command::Scan { .. })));
         assert!(c.effective_common().strict);

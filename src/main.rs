@@ -220,7 +220,7 @@ fn run(cli: Cli) -> Result<i32> {
                 );
             }
             if is_kpack(&path) {
-                if !common.no_tui && !common.json && io::stdout().is_terminal() {
+                if wants_tui(&common) {
                     let a = kpack::kpack::Archive::open(&path)?;
                     tui::run(path, Some(a.index))?;
                     return Ok(EXIT_OK);
@@ -314,7 +314,7 @@ fn is_trace(path: &Path) -> bool {
 
 /// Whether to open the terminal UI: a terminal on both ends and no batch flag.
 fn wants_tui(common: &Common) -> bool {
-    !common.no_tui && !common.json && io::stdout().is_terminal() && io::stdin().is_terminal()
+    !common.tui.no_tui && !common.json && io::stdout().is_terminal() && io::stdin().is_terminal()
 }
 
 /// Run `f` with a buffered stdout, flushing at the end.
@@ -333,7 +333,7 @@ fn run_scan(path: &Path, common: &Common) -> Result<i32> {
 /// A scan whose root is reported as `title` (the demo, unpacked to a temporary
 /// directory, is `demo`, not that directory).
 fn run_scan_titled(path: &Path, common: &Common, title: Option<&str>) -> Result<i32> {
-    if !common.no_tui && !common.json && io::stdout().is_terminal() && io::stdin().is_terminal() {
+    if wants_tui(common) {
         if !path.exists() {
             anyhow::bail!("{}: no such file or directory", path.display());
         }

@@ -356,3 +356,21 @@ fn a_mistyped_command_is_named_as_such() {
     let o = kpack(&["no/such/tree", "--no-tui"]);
     assert!(stderr(&o).contains("No such file"), "{}", stderr(&o));
 }
+
+#[test]
+fn options_may_come_before_the_command() {
+    let demo = demo();
+    let demo = demo.to_str().unwrap();
+    for args in [
+        &["--no-tui", "scan", demo][..],
+        &["--json", "scan", demo],
+        &["-j", "1", "--no-tui", "kernels", demo],
+    ] {
+        let o = kpack(args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    }
+    // A path and a command together is refused, not half-ignored.
+    let o = kpack(&[demo, "scan", demo]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("not both"), "{}", stderr(&o));
+}
