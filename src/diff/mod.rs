@@ -3,10 +3,19 @@
 //! target and name) and classes, each side a tree, a binary or an archive. Device
 //! code is read through the kernels reader, so a fat tree compares with its packed
 //! form (archive entries count for the binary their key names).
+//!
+//! [`side`] reads one side (scan, code-object inventory), [`gate`] holds the CI
+//! budgets.
+
+mod gate;
+mod side;
+
+pub use gate::{Budget, Limit, gate};
+use side::{Side, read_side};
 
 use crate::error::Result;
-use crate::kernels::{CodeObjectRow, KernelsOptions, KernelsReport, list_kernels_scanned};
-use crate::scan::{self, FileKind, ScanOptions, TreeReport};
+use crate::kernels::{KernelsOptions, KernelsReport, list_kernels_scanned};
+use crate::scan::FileKind;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -169,193 +178,6 @@ pub fn library_key(path: &str) -> &str {
         }
         _ => path,
     }
-}
-
-struct Side {
-    root: PathBuf,
-    scan: TreeReport,
-    /// Every code object, from bundle entry tables and archive indexes (nothing
-    /// decompressed).
-    objects: Vec<CodeObjectRow>,
-    kernels: KernelsReport,
-    root_is_file: bool,
-    diagnostics: Vec<String>,
-}
-
-/// Code objects found from entry tables and archive indexes.
-struct Inventory<'a> {
-    targets: &'a [String],
-    objects: Vec<CodeObjectRow>,
-    diagnostics: Vec<String>,
-}
-
-impl Inventory<'_> {
-    fn push(
-        &mut self,
-        path: &str,
-        binary: &str,
-        bundle: Option<u32>,
-        t: &str,
-        (size, stored): (u64, u64),
-    ) {
-        if crate::kernels::target_selected(self.targets, t) {
-            self.objects.push(CodeObjectRow {
-                path: path.to_string(),
-                binary: binary.to_string(),
-                bundle,
-                target: t.to_string(),
-                size,
-                stored,
-            });
-        }
-    }
-
-    /// The entries of an archive (only those of binary `only`, if given).
-    fn archive(&mut self, path: &str, file: &Path, only: Option<&str>) {
-        let idx = std::fs::File::open(file)
-            .map_err(|e| e.to_string())
-            .and_then(|f| crate::kpack::archive::parse_index_file(&f).map_err(|e| e.to_string()));
-        self.archive_index(path, idx, only);
-    }
-
-    /// The entries of an archive member of a wheel.
-    fn wheel_archive(&mut self, w: &crate::wheel::Wheel, path: &str) {
-        let idx = match w.member(path) {
-            Some(m) => w
-                .contents(m, &std::env::temp_dir())
-                .map_err(|e| e.to_string())
-                .and_then(|d| crate::kpack::archive::parse_index(&d).map_err(|e| e.to_string())),
-            None => Err("not in the wheel".to_string()),
-        };
-        self.archive_index(path, idx, None);
-    }
-
-    fn archive_index(
-        &mut self,
-        path: &str,
-        idx: std::result::Result<crate::kpack::archive::ArchiveIndex, String>,
-        only: Option<&str>,
-    ) {
-        match idx {
-            Ok(idx) => {
-                for e in &idx.kernels {
-                    let (b, n) = e.key.rsplit_once('#').unwrap_or((&e.key, ""));
-                    if only.is_some_and(|o| o != b) {
-                        continue;
-                    }
-                    self.push(
-                        path,
-                        b,
-                        n.parse().ok(),
-                        &e.arch,
-                        (e.size, e.compressed_size),
-                    );
-                }
-            }
-            Err(e) => self.diagnostics.push(format!("{path}: {e}")),
-        }
-    }
-}
-
-fn read_side(root: &Path, opts: &DiffOptions) -> Result<Side> {
-    crate::kernels::refuse_zip(root)?;
-    let scan = scan::scan(
-        root,
-        &ScanOptions {
-            threads: opts.threads,
-            ..Default::default()
-        },
-        &crate::event::NoEvents,
-    )?;
-    // A wheel is a tree of members, not one file.
-    let root_is_file = std::fs::metadata(root).is_ok_and(|m| m.is_file()) && scan.wheel.is_none();
-    let mut inv = Inventory {
-        targets: &opts.targets,
-        objects: Vec::new(),
-        diagnostics: Vec::new(),
-    };
-    let wheel = match &scan.wheel {
-        Some(_) => Some(crate::wheel::Wheel::open(root)?),
-        None => None,
-    };
-    for f in scan.files.iter().filter(|f| f.hard_link_of.is_none()) {
-        if let Some(w) = &wheel {
-            // A wheel's members are its files; host-only members are not followed
-            // (their archives are members too, or in the device wheels).
-            match f.kind {
-                FileKind::Kpack => inv.wheel_archive(w, &f.path),
-                FileKind::HostOnlyBinary => {}
-                _ => {
-                    for b in f.all_bundles() {
-                        for t in &b.targets {
-                            let sizes = (t.size, t.compressed_size);
-                            inv.push(&f.path, &f.path, Some(b.index as u32), &t.arch, sizes);
-                        }
-                    }
-                    if f.kind == FileKind::CodeObject
-                        && let Some(t) = &f.arch
-                    {
-                        inv.push(&f.path, &f.path, None, t, (f.size, f.size));
-                    }
-                }
-            }
-            continue;
-        }
-        let abs = if root_is_file {
-            root.to_path_buf()
-        } else {
-            root.join(&f.path)
-        };
-        match f.kind {
-            FileKind::Kpack => inv.archive(&f.path, &abs, None),
-            FileKind::HostOnlyBinary if root_is_file => {
-                if let Some(m) = &f.marker {
-                    for a in crate::kernels::marker_archives(&abs, m) {
-                        inv.archive(&a.display().to_string(), &a, Some(&m.kernel_name));
-                    }
-                }
-            }
-            FileKind::CodeObject => {
-                if let Some(t) = &f.arch {
-                    inv.push(&f.path, &f.path, None, t, (f.size, f.size));
-                }
-            }
-            _ => {
-                for b in f.all_bundles() {
-                    for t in &b.targets {
-                        inv.push(
-                            &f.path,
-                            &f.path,
-                            Some(b.index as u32),
-                            &t.arch,
-                            (t.size, t.compressed_size),
-                        );
-                    }
-                }
-            }
-        }
-    }
-    let Inventory {
-        mut objects,
-        diagnostics,
-        ..
-    } = inv;
-    // A host-only binary given alone: its device code is its archives', under its
-    // own name.
-    if root_is_file && let Some(m) = scan.files.first().and_then(|f| f.marker.as_ref()) {
-        let name = scan.files[0].path.clone();
-        for o in objects.iter_mut().filter(|o| o.binary == m.kernel_name) {
-            o.binary = name.clone();
-        }
-    }
-    Ok(Side {
-        root: root.to_path_buf(),
-        scan,
-        objects,
-        kernels: KernelsReport::default(),
-        root_is_file,
-        diagnostics,
-    })
 }
 
 /// Compare two builds.
@@ -663,119 +485,6 @@ pub fn diff(old: &Path, new: &Path, opts: &DiffOptions) -> Result<DiffReport> {
     })
 }
 
-/// A growth budget: `5%`, `10MiB`, `gfx942=2%`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Budget {
-    /// Only this target (exact ID or processor), or the total.
-    pub target: Option<String>,
-    /// The limit.
-    pub limit: Limit,
-}
-
-/// A relative or absolute limit.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Limit {
-    /// Percent of the old size.
-    Percent(f64),
-    /// Bytes.
-    Bytes(u64),
-}
-
-impl Budget {
-    /// Parse `5%`, `10MiB`, `2.5MB`, `4096`, `gfx942=2%`.
-    pub fn parse(spec: &str) -> std::result::Result<Budget, String> {
-        let (target, v) = match spec.split_once('=') {
-            Some((t, v)) if t.starts_with("gfx") => (Some(t.to_string()), v),
-            Some(_) => return Err(format!("{spec:?}: write TARGET=LIMIT (gfx942=2%)")),
-            None => (None, spec),
-        };
-        let v = v.trim();
-        let limit = if let Some(p) = v.strip_suffix('%') {
-            let p: f64 = p
-                .trim()
-                .parse()
-                .map_err(|_| format!("{spec:?}: {p:?} is not a percentage"))?;
-            if !(p.is_finite() && p >= 0.0) {
-                return Err(format!("{spec:?}: a percentage must be 0 or more"));
-            }
-            Limit::Percent(p)
-        } else {
-            let split = v
-                .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-                .unwrap_or(v.len());
-            let (num, unit) = v.split_at(split);
-            let num: f64 = num
-                .parse()
-                .map_err(|_| format!("{spec:?}: write a size (10MiB) or a percentage (5%)"))?;
-            let mult: f64 = match unit.trim() {
-                "" | "B" => 1.0,
-                "KB" | "kB" => 1e3,
-                "MB" => 1e6,
-                "GB" => 1e9,
-                "KiB" | "K" => 1024.0,
-                "MiB" | "M" => 1024.0 * 1024.0,
-                "GiB" | "G" => 1024.0 * 1024.0 * 1024.0,
-                u => {
-                    return Err(format!(
-                        "{spec:?}: unknown unit {u:?} (B, KiB, MiB, GiB, KB, MB, GB)"
-                    ));
-                }
-            };
-            Limit::Bytes((num * mult) as u64)
-        };
-        Ok(Budget { target, limit })
-    }
-
-    /// The message when `old` → `new` breaks this budget, `None` when within it.
-    pub fn check(&self, old: u64, new: u64) -> Option<String> {
-        let grew = new.saturating_sub(old);
-        let over = match self.limit {
-            Limit::Percent(p) => {
-                if old == 0 {
-                    grew > 0
-                } else {
-                    grew as f64 * 100.0 / old as f64 > p
-                }
-            }
-            Limit::Bytes(b) => grew > b,
-        };
-        over.then(|| {
-            let pct = if old == 0 {
-                "new".to_string()
-            } else {
-                format!("+{:.1}%", grew as f64 * 100.0 / old as f64)
-            };
-            let what = self.target.as_deref().unwrap_or("device code");
-            let limit = match self.limit {
-                Limit::Percent(p) => format!("{p}%"),
-                Limit::Bytes(b) => format!("{b} bytes"),
-            };
-            format!("{what} grew {grew} bytes ({pct}: {old} -> {new}), more than {limit}")
-        })
-    }
-}
-
-/// Every budget the report breaks.
-pub fn gate(report: &DiffReport, budgets: &[Budget]) -> Vec<String> {
-    let mut out = Vec::new();
-    for b in budgets {
-        let (old, new) = match &b.target {
-            None => (report.old_device, report.new_device),
-            Some(t) => report
-                .targets
-                .iter()
-                .filter(|d| {
-                    d.target == *t
-                        || (!t.contains(':')
-                            && crate::bundle::target::base_processor(&d.target) == t)
-                })
-                .fold((0, 0), |(o, n), d| (o + d.old_bytes, n + d.new_bytes)),
-        };
-        out.extend(b.check(old, new));
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -787,28 +496,5 @@ mod tests {
         assert_eq!(library_key("lib/libfoo.so"), "lib/libfoo.so");
         assert_eq!(library_key("lib/libfoo.so.bak"), "lib/libfoo.so.bak");
         assert_eq!(library_key("lib/libfoo.so.6.x"), "lib/libfoo.so.6.x");
-    }
-
-    #[test]
-    fn budgets_parse_and_check() {
-        let b = Budget::parse("5%").unwrap();
-        assert_eq!(b.check(100, 105), None);
-        assert!(b.check(100, 106).unwrap().contains("+6.0%"));
-        let b = Budget::parse("10MiB").unwrap();
-        assert_eq!(b.limit, Limit::Bytes(10 << 20));
-        assert_eq!(b.check(0, 10 << 20), None);
-        assert!(b.check(0, (10 << 20) + 1).is_some());
-        let b = Budget::parse("gfx942=2.5%").unwrap();
-        assert_eq!(b.target.as_deref(), Some("gfx942"));
-        assert_eq!(
-            Budget::parse("1.5MB").unwrap().limit,
-            Limit::Bytes(1_500_000)
-        );
-        for bad in ["", "x%", "-1%", "5 parsecs", "foo=2%", "10XB"] {
-            assert!(Budget::parse(bad).is_err(), "{bad}");
-        }
-        // Shrinking never fails; growth from nothing fails a percentage.
-        assert_eq!(Budget::parse("0%").unwrap().check(10, 5), None);
-        assert!(Budget::parse("50%").unwrap().check(0, 1).is_some());
     }
 }
