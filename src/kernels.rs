@@ -14,6 +14,7 @@ use crate::scan::{self, FileKind, FileReport, ScanOptions};
 use rayon::prelude::*;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// One kernel where it lives.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -87,6 +88,9 @@ pub struct KernelsOptions {
     /// Only the code objects of these binaries (file paths, or archive keys without
     /// `#TU`); `None`: all.
     pub binaries: Option<std::collections::BTreeSet<String>>,
+    /// Bundles not to read, by file path and bundle index (a diff's bundles that
+    /// hold the same bytes on both sides: their kernels cannot differ).
+    pub skip_bundles: std::collections::BTreeMap<String, std::collections::BTreeSet<u32>>,
 }
 
 /// Parsed code objects by content hash (bounded: cleared when it grows past this).
@@ -179,54 +183,99 @@ fn push_code_object(
     }
 }
 
+/// A compressed bundle left for the second pass of [`list_kernels_scanned`]: every
+/// such bundle of the tree is decoded in one parallel pass, largest first, so that no
+/// core waits on one library's last bundle while others are queued behind it.
+struct Deferred {
+    path: String,
+    map: Arc<memmap2::Mmap>,
+    sec: std::ops::Range<usize>,
+    bundle: BundleInfo,
+}
+
+/// Where [`from_bundles`] may leave compressed bundles: the map the section lies in
+/// and the list to add them to.
+type Defer<'d> = Option<(&'d Arc<memmap2::Mmap>, &'d mut Vec<Deferred>)>;
+
 fn from_bundles(
     out: &mut FileRows,
     path: &str,
     sec: &[u8],
     bundles: &[BundleInfo],
     opts: &KernelsOptions,
+    defer: Defer<'_>,
 ) {
-    // Bundles in parallel (a large library's compressed bundles decode on every core),
+    let skip = opts.skip_bundles.get(path);
+    let mut bundles: Vec<&BundleInfo> = bundles
+        .iter()
+        .filter(|b| !skip.is_some_and(|s| s.contains(&(b.index as u32))))
+        .collect();
+    if let Some((map, later)) = defer {
+        // The section's place in the map (it is a sub-slice of it).
+        let start = (sec.as_ptr() as usize).wrapping_sub(map.as_ptr() as usize);
+        if start <= map.len() && sec.len() <= map.len() - start {
+            bundles.retain(|b| {
+                if b.compression == bundle::Compression::None {
+                    return true;
+                }
+                later.push(Deferred {
+                    path: path.to_string(),
+                    map: Arc::clone(map),
+                    sec: start..start + sec.len(),
+                    bundle: (*b).clone(),
+                });
+                false
+            });
+        }
+    }
+    // Bundles in parallel (a wheel member's compressed bundles decode on every core),
     // merged in bundle order.
     let parts: Vec<FileRows> = bundles
         .par_iter()
         .with_max_len(1)
-        .map(|b| {
-            let mut part: FileRows = (Vec::new(), Vec::new(), Vec::new());
-            let un = match b.uncompressed(sec, 1 << 34) {
-                Ok(u) => u,
-                Err(e) => {
-                    part.2.push(format!("{path}: bundle #{}: {e}", b.index));
-                    return part;
-                }
-            };
-            let cos = match b.code_objects(&un) {
-                Ok(c) => c,
-                Err(e) => {
-                    part.2.push(format!("{path}: bundle #{}: {e}", b.index));
-                    return part;
-                }
-            };
-            for (e, bytes) in cos {
-                let Some(arch) = e.id.arch() else { continue };
-                if wanted(opts, &arch) && codeobj::is_code_object(bytes) {
-                    push_code_object(
-                        &mut part,
-                        (path, None, Some(b.index as u32)),
-                        (&arch, b.apportioned_size(e)),
-                        bytes,
-                        opts.cache,
-                    );
-                }
-            }
-            part
-        })
+        .map(|b| bundle_rows(path, sec, b, opts))
         .collect();
-    for (n, rows, diags) in parts {
-        out.0.extend(n);
-        out.1.extend(rows);
-        out.2.extend(diags);
+    for part in parts {
+        append(out, part);
     }
+}
+
+fn append(out: &mut FileRows, (n, rows, diags): FileRows) {
+    out.0.extend(n);
+    out.1.extend(rows);
+    out.2.extend(diags);
+}
+
+/// The code objects and kernels of one bundle.
+fn bundle_rows(path: &str, sec: &[u8], b: &BundleInfo, opts: &KernelsOptions) -> FileRows {
+    let mut part: FileRows = (Vec::new(), Vec::new(), Vec::new());
+    let un = match b.uncompressed(sec, 1 << 34) {
+        Ok(u) => u,
+        Err(e) => {
+            part.2.push(format!("{path}: bundle #{}: {e}", b.index));
+            return part;
+        }
+    };
+    let cos = match b.code_objects(&un) {
+        Ok(c) => c,
+        Err(e) => {
+            part.2.push(format!("{path}: bundle #{}: {e}", b.index));
+            return part;
+        }
+    };
+    for (e, bytes) in cos {
+        let Some(arch) = e.id.arch() else { continue };
+        if wanted(opts, &arch) && codeobj::is_code_object(bytes) {
+            push_code_object(
+                &mut part,
+                (path, None, Some(b.index as u32)),
+                (&arch, b.apportioned_size(e)),
+                bytes,
+                opts.cache,
+            );
+        }
+    }
+    part
 }
 
 fn from_archive(
@@ -262,7 +311,25 @@ fn from_archive(
     }
 }
 
-fn one_file(abs: &Path, f: &FileReport, follow_marker: bool, opts: &KernelsOptions) -> FileRows {
+/// The rows of one file, and its compressed bundles left for later.
+fn one_file(
+    abs: &Path,
+    f: &FileReport,
+    follow_marker: bool,
+    opts: &KernelsOptions,
+) -> (FileRows, Vec<Deferred>) {
+    let mut later = Vec::new();
+    let out = one_file_rows(abs, f, follow_marker, opts, &mut later);
+    (out, later)
+}
+
+fn one_file_rows(
+    abs: &Path,
+    f: &FileReport,
+    follow_marker: bool,
+    opts: &KernelsOptions,
+    later: &mut Vec<Deferred>,
+) -> FileRows {
     let mut out: FileRows = (Vec::new(), Vec::new(), Vec::new());
     let path = f.path.as_str();
     if f.hard_link_of.is_some() {
@@ -298,14 +365,14 @@ fn one_file(abs: &Path, f: &FileReport, follow_marker: bool, opts: &KernelsOptio
         | FileKind::CodeObject
         | FileKind::KernelDatabase => {
             let map = match crate::fsutil::map_file(abs) {
-                Ok(Some(m)) => m,
+                Ok(Some(m)) => Arc::new(m),
                 Ok(None) => return out,
                 Err(e) => {
                     out.2.push(format!("{path}: {e}"));
                     return out;
                 }
             };
-            from_bytes(&mut out, path, &map, opts);
+            from_bytes(&mut out, path, &map, opts, Some((&map, later)));
         }
         _ => {}
     }
@@ -313,7 +380,13 @@ fn one_file(abs: &Path, f: &FileReport, follow_marker: bool, opts: &KernelsOptio
 }
 
 /// Kernels of one file's bytes: a raw code object, a fat ELF or a bundle file.
-fn from_bytes(out: &mut FileRows, path: &str, data: &[u8], opts: &KernelsOptions) {
+fn from_bytes(
+    out: &mut FileRows,
+    path: &str,
+    data: &[u8],
+    opts: &KernelsOptions,
+    defer: Defer<'_>,
+) {
     if codeobj::is_code_object(data) {
         let target = codeobj::read(data)
             .ok()
@@ -334,7 +407,7 @@ fn from_bytes(out: &mut FileRows, path: &str, data: &[u8], opts: &KernelsOptions
                 if let Some(span) = &fat.fatbin {
                     let end = span.offset.saturating_add(span.size) as usize;
                     if let Some(sec) = data.get(span.offset as usize..end) {
-                        from_bundles(out, path, sec, &fat.bundles, opts);
+                        from_bundles(out, path, sec, &fat.bundles, opts, defer);
                     }
                 }
             }
@@ -343,13 +416,13 @@ fn from_bytes(out: &mut FileRows, path: &str, data: &[u8], opts: &KernelsOptions
         }
     } else if crate::coff::is_pe(data) {
         match crate::fatbin::read(data) {
-            Ok(Some(f)) => from_bundles(out, path, f.section, &f.bundles, opts),
+            Ok(Some(f)) => from_bundles(out, path, f.section, &f.bundles, opts, defer),
             Ok(None) => {}
             Err(e) => out.2.push(format!("{path}: {e}")),
         }
     } else if bundle::looks_like_bundle(data) {
         match bundle::walk_section(data) {
-            Ok(bs) => from_bundles(out, path, data, &bs, opts),
+            Ok(bs) => from_bundles(out, path, data, &bs, opts, defer),
             Err(e) => out.2.push(format!("{path}: {e}")),
         }
     }
@@ -391,7 +464,7 @@ fn one_member(w: &crate::wheel::Wheel, f: &FileReport, opts: &KernelsOptions) ->
             Err(e) => out.2.push(e.to_string()),
         }
     } else {
-        from_bytes(&mut out, path, &data, opts);
+        from_bytes(&mut out, path, &data, opts, None);
     }
     w.release(m);
     out
@@ -489,9 +562,9 @@ pub fn list_kernels_scanned(
         Some(_) => Some(crate::wheel::Wheel::open(root)?),
         None => None,
     };
-    let work = |f: &FileReport| -> FileRows {
+    let work = |f: &FileReport| -> (FileRows, Vec<Deferred>) {
         if let Some(w) = &wheel {
-            return one_member(w, f, opts);
+            return (one_member(w, f, opts), Vec::new());
         }
         let abs = if single {
             root.to_path_buf()
@@ -500,8 +573,37 @@ pub fn list_kernels_scanned(
         };
         one_file(&abs, f, single, opts)
     };
-    let per_file: Vec<FileRows> =
-        crate::parallel::on_threads(opts.threads, || report.files.par_iter().map(work).collect())?;
+    // Two passes: every file (uncompressed bundles, archives, code objects), then every
+    // compressed bundle of the tree, largest first. Rows are merged by file, then
+    // bundle, whatever the thread count.
+    let per_file: Vec<FileRows> = crate::parallel::on_threads(opts.threads, || {
+        let first: Vec<(FileRows, Vec<Deferred>)> = report.files.par_iter().map(work).collect();
+        let mut rows = Vec::with_capacity(first.len());
+        let mut later: Vec<(usize, Deferred)> = Vec::new();
+        for (i, (r, d)) in first.into_iter().enumerate() {
+            rows.push(r);
+            later.extend(d.into_iter().map(|d| (i, d)));
+        }
+        later.sort_by_key(|(i, d)| (std::cmp::Reverse(d.bundle.stored_size), *i, d.bundle.index));
+        let decoded: Vec<(usize, usize, FileRows)> = later
+            .par_iter()
+            .with_max_len(1)
+            .map(|(i, d)| {
+                let sec = &d.map[d.sec.clone()];
+                (
+                    *i,
+                    d.bundle.index,
+                    bundle_rows(&d.path, sec, &d.bundle, opts),
+                )
+            })
+            .collect();
+        let mut decoded = decoded;
+        decoded.sort_by_key(|(i, b, _)| (*i, *b));
+        for (i, _, part) in decoded {
+            append(&mut rows[i], part);
+        }
+        rows
+    })?;
     let mut out = KernelsReport {
         root: root.to_path_buf(),
         ..Default::default()

@@ -11,6 +11,7 @@ use std::process::Command;
 
 fn pair() -> Option<PathBuf> {
     tool("hipcc")?;
+    tool("clang++-19")?;
     tool("clang-offload-bundler-19")?;
     tool("llvm-nm-19")?;
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("diff-pair");
@@ -37,6 +38,12 @@ fn code_object(lib: &Path, target: &str) -> Vec<u8> {
             .unwrap()
             .success()
     );
+    unbundle(&fb, target)
+}
+
+/// The code object of `target` in a bundle file (plain or CCOB), by the real bundler.
+fn unbundle(fb: &Path, target: &str) -> Vec<u8> {
+    let tmp = tempfile::tempdir().unwrap();
     let co = tmp.path().join("co");
     assert!(
         Command::new("clang-offload-bundler-19")
@@ -91,12 +98,18 @@ fn known_changes_give_exact_deltas() {
             .unwrap()
             .clone()
     };
-    // One target more: exactly the bundler's gfx1030 code object of libk.so.
+    // libmulti's two TUs (compressed bundles), from the bundler too.
+    let multi = |b: &str, t: &str| {
+        let parts = dir.join("parts");
+        (unbundle(&parts.join("multi_a.hipfb"), t).len()
+            + unbundle(&parts.join(format!("multi_b_{b}.hipfb")), t).len()) as u64
+    };
+    // One target more in libk: exactly the bundler's gfx1030 code object of libk.so.
     let g1030 = target("gfx1030");
-    assert_eq!(g1030["old_bytes"], 0);
+    assert_eq!(g1030["old_bytes"], multi("old", "gfx1030"));
     assert_eq!(
         g1030["new_bytes"],
-        code_object(&new.join("lib/libk.so"), "gfx1030").len() as u64
+        code_object(&new.join("lib/libk.so"), "gfx1030").len() as u64 + multi("new", "gfx1030")
     );
     // gfx900: libk grew, libgone went, libvadd is the same code.
     let size = |lib: &Path, t: &str| code_object(lib, t).len() as u64;
@@ -106,10 +119,13 @@ fn known_changes_give_exact_deltas() {
         size(&old.join("lib/libk.so"), "gfx900")
             + size(&old.join("lib/libgone.so"), "gfx900")
             + size(&old.join("lib/libvadd.so.1.0"), "gfx900")
+            + multi("old", "gfx900")
     );
     assert_eq!(
         g900["new_bytes"].as_u64().unwrap(),
-        size(&new.join("lib/libk.so"), "gfx900") + size(&new.join("lib/libvadd.so.1.1"), "gfx900")
+        size(&new.join("lib/libk.so"), "gfx900")
+            + size(&new.join("lib/libvadd.so.1.1"), "gfx900")
+            + multi("new", "gfx900")
     );
     // Files: removed, renamed (matched as the same library), grown.
     let file = |p: &str| {
@@ -165,6 +181,41 @@ fn known_changes_give_exact_deltas() {
         kernel("_Z8tile_sumPKfPf", "gfx900").is_none(),
         "unchanged kernels are not listed"
     );
+}
+
+/// libmulti was rebuilt with TU b changed and TU a byte for byte the same (its
+/// compressed bundle is decompressed on one side only): the kernel both TUs hold
+/// counts TU a's copy on both sides, so it grew rather than appeared.
+#[test]
+fn a_rebuilt_translation_unit_counts_the_untouched_ones() {
+    let Some(dir) = pair() else { return };
+    let (old, new) = (dir.join("old"), dir.join("new"));
+    let parts = dir.join("parts");
+    assert_eq!(
+        std::fs::read(parts.join("multi_a.hipfb")).unwrap()[..4],
+        *b"CCOB"
+    );
+    let (r, code, _) = json(&["diff", old.to_str().unwrap(), new.to_str().unwrap()]);
+    assert_eq!(code, Some(0));
+    let kernels: Vec<&serde_json::Value> = r["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|k| k["binary"] == "lib/libmulti.so")
+        .collect();
+    let sym = "_Z7scale_nILi1EEvPf";
+    for t in ["gfx900", "gfx1030"] {
+        let a = nm_size(&unbundle(&parts.join("multi_a.hipfb"), t), sym);
+        let b = nm_size(&unbundle(&parts.join("multi_b_new.hipfb"), t), sym);
+        let k = kernels
+            .iter()
+            .find(|k| k["name"] == sym && k["target"] == t)
+            .unwrap_or_else(|| panic!("{sym} {t} not in {kernels:?}"));
+        assert_eq!(k["old_size"], a, "{t}: TU a's copy, on the old side");
+        assert_eq!(k["new_size"], a + b, "{t}: TU a's and TU b's");
+    }
+    // Nothing else of libmulti changed (only_a, only_b are the same).
+    assert_eq!(kernels.len(), 2, "{kernels:?}");
 }
 
 #[test]

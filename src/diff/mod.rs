@@ -255,11 +255,29 @@ pub fn diff(old: &Path, new: &Path, opts: &DiffOptions) -> Result<DiffReport> {
             .collect()
     };
     let (fa, fb) = (files(&a), files(&b));
+    // Both maps are sorted: one merge pass. A file at the same path with the same
+    // sizes is left out now (it would be `Same` without a rename).
     let mut pairs: Vec<(Option<String>, Option<String>)> = Vec::new();
-    let mut only_a: Vec<&String> = fa.keys().filter(|p| !fb.contains_key(*p)).collect();
-    let mut only_b: Vec<&String> = fb.keys().filter(|p| !fa.contains_key(*p)).collect();
-    for p in fa.keys().filter(|p| fb.contains_key(*p)) {
-        pairs.push((Some(p.clone()), Some(p.clone())));
+    let (mut only_a, mut only_b): (Vec<&String>, Vec<&String>) = (Vec::new(), Vec::new());
+    let (mut ia, mut ib) = (fa.iter().peekable(), fb.iter().peekable());
+    loop {
+        let order = match (ia.peek(), ib.peek()) {
+            (Some((pa, _)), Some((pb, _))) => pa.cmp(pb),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => break,
+        };
+        match order {
+            std::cmp::Ordering::Less => only_a.extend(ia.next().map(|e| e.0)),
+            std::cmp::Ordering::Greater => only_b.extend(ib.next().map(|e| e.0)),
+            std::cmp::Ordering::Equal => {
+                if let (Some((p, sa)), Some((_, sb))) = (ia.next(), ib.next())
+                    && (sa, dev_a.get(p)) != (sb, dev_b.get(p))
+                {
+                    pairs.push((Some(p.clone()), Some(p.clone())));
+                }
+            }
+        }
     }
     let keys = |v: &[&String]| -> BTreeMap<String, Vec<String>> {
         let mut m: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -381,7 +399,15 @@ pub fn diff(old: &Path, new: &Path, opts: &DiffOptions) -> Result<DiffReport> {
         }
         v
     };
-    let read = |s: &Side| -> Result<KernelsReport> {
+    // Bundles identical on both sides are read on A only; B gets a copy of their rows.
+    let same = if opts.kernels {
+        let names: Vec<(Vec<String>, Vec<String>)> =
+            changed.iter().map(|c| (real(&a, c), real(&b, c))).collect();
+        side::same_bundles(&a, &b, &names)
+    } else {
+        Vec::new()
+    };
+    let read = |s: &Side, skip: BTreeMap<String, BTreeSet<u32>>| -> Result<KernelsReport> {
         let set: BTreeSet<String> = changed.iter().flat_map(|c| real(s, c)).collect();
         if set.is_empty() || !opts.kernels {
             return Ok(KernelsReport::default());
@@ -393,13 +419,31 @@ pub fn diff(old: &Path, new: &Path, opts: &DiffOptions) -> Result<DiffReport> {
                 targets: opts.targets.clone(),
                 threads: opts.threads,
                 binaries: Some(set),
+                skip_bundles: skip,
                 ..Default::default()
             },
         )
     };
-    let (ka, kb) = rayon::join(|| read(&a), || read(&b));
+    let skip_b = same
+        .iter()
+        .map(|m| (m.b_path.clone(), m.indexes.iter().copied().collect()))
+        .collect();
+    let (ka, kb) = rayon::join(|| read(&a, BTreeMap::new()), || read(&b, skip_b));
     a.kernels = ka?;
     b.kernels = kb?;
+    for m in &same {
+        let copies: Vec<_> = a
+            .kernels
+            .kernels
+            .iter()
+            .filter(|r| r.path == m.a_path && r.bundle.is_some_and(|i| m.indexes.contains(&i)))
+            .map(|r| crate::kernels::KernelRow {
+                path: m.b_path.clone(),
+                ..r.clone()
+            })
+            .collect();
+        b.kernels.kernels.extend(copies);
+    }
     let mut kern: BTreeMap<(String, String, String), KernelDelta> = BTreeMap::new();
     for (side, s) in [(0, &a), (1, &b)] {
         for r in &s.kernels.kernels {

@@ -4,7 +4,8 @@
 use super::DiffOptions;
 use crate::error::Result;
 use crate::kernels::{CodeObjectRow, KernelsReport};
-use crate::scan::{self, FileKind, ScanOptions, TreeReport};
+use crate::scan::{self, FileKind, FileReport, ScanOptions, TreeReport};
+use rayon::prelude::*;
 use std::path::{Path, PathBuf};
 
 pub(super) struct Side {
@@ -192,4 +193,151 @@ pub(super) fn read_side(root: &Path, opts: &DiffOptions) -> Result<Side> {
         root_is_file,
         diagnostics,
     })
+}
+
+impl Side {
+    /// The file of a binary by the names it may have here (the first that exists).
+    fn file<'a>(&'a self, names: &[String]) -> Option<&'a FileReport> {
+        if self.scan.wheel.is_some() {
+            return None;
+        }
+        if self.root_is_file {
+            return self.scan.files.first();
+        }
+        names
+            .iter()
+            .find_map(|n| self.scan.files.iter().find(|f| f.path == *n))
+    }
+
+    fn abs(&self, f: &FileReport) -> PathBuf {
+        if self.root_is_file {
+            self.root.clone()
+        } else {
+            self.root.join(&f.path)
+        }
+    }
+}
+
+/// Bundles stored byte for byte the same in a binary on both sides.
+pub(super) struct SameBundles {
+    /// The binary's path on A.
+    pub a_path: String,
+    /// On B.
+    pub b_path: String,
+    /// Bundle indexes (the same on both sides).
+    pub indexes: Vec<u32>,
+}
+
+/// The compressed bundles of each binary (given by its names on A and on B) that hold
+/// the same bytes on both sides. A rebuild that touched one translation unit leaves the
+/// other bundles byte for byte the same, and with them their kernels: they need to be
+/// decompressed on one side only. Anything unreadable is simply not matched (the
+/// kernels reader reports it).
+pub(super) fn same_bundles(
+    a: &Side,
+    b: &Side,
+    binaries: &[(Vec<String>, Vec<String>)],
+) -> Vec<SameBundles> {
+    binaries
+        .par_iter()
+        .filter_map(|(na, nb)| {
+            let (fa, fb) = (a.file(na)?, b.file(nb)?);
+            let indexes = identical_bundles((&a.abs(fa), fa.kind), (&b.abs(fb), fb.kind))?;
+            (!indexes.is_empty()).then(|| SameBundles {
+                a_path: fa.path.clone(),
+                b_path: fb.path.clone(),
+                indexes,
+            })
+        })
+        .collect()
+}
+
+/// Indexes of the compressed bundles stored identically in two fat binaries or bundle
+/// files.
+fn identical_bundles(a: (&Path, FileKind), b: (&Path, FileKind)) -> Option<Vec<u32>> {
+    let (ma, mb) = (map_bundles(a.0, a.1)?, map_bundles(b.0, b.1)?);
+    let (ba, bb) = (ma.bundles()?, mb.bundles()?);
+    // Only compressed bundles: an uncompressed one costs less to read again than to
+    // compare.
+    Some(
+        ba.1.iter()
+            .filter(|x| x.compression != crate::bundle::Compression::None)
+            .filter(|x| stored(&ba, x.index).is_some_and(|s| Some(s) == stored(&bb, x.index)))
+            .map(|x| x.index as u32)
+            .collect(),
+    )
+}
+
+/// The stored bytes of bundle `i`.
+fn stored<'a>(
+    (sec, bundles): &(&'a [u8], Vec<crate::bundle::BundleInfo>),
+    i: usize,
+) -> Option<&'a [u8]> {
+    let x = bundles.iter().find(|x| x.index == i)?;
+    let start = usize::try_from(x.offset).ok()?;
+    sec.get(start..start.checked_add(usize::try_from(x.stored_size).ok()?)?)
+}
+
+/// A mapped fat binary or bundle file.
+struct Mapped {
+    map: memmap2::Mmap,
+    kind: FileKind,
+}
+
+fn map_bundles(path: &Path, kind: FileKind) -> Option<Mapped> {
+    if !matches!(kind, FileKind::FatBinary | FileKind::Bundle) {
+        return None;
+    }
+    let map = crate::fsutil::map_file(path).ok()??;
+    Some(Mapped { map, kind })
+}
+
+impl Mapped {
+    /// The section holding the bundles and the bundles.
+    fn bundles(&self) -> Option<(&[u8], Vec<crate::bundle::BundleInfo>)> {
+        match self.kind {
+            FileKind::Bundle => Some((&self.map, crate::bundle::walk_section(&self.map).ok()?)),
+            _ => crate::fatbin::read(&self.map)
+                .ok()?
+                .map(|f| (f.section, f.bundles)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/bin")
+            .join(name)
+    }
+
+    #[test]
+    fn identical_compressed_bundles_are_found_and_nothing_else() {
+        let z = fixture("libzkern.so");
+        // Two CCOB bundles (clang-19 --offload-compress, two TUs): both the same.
+        assert_eq!(
+            identical_bundles((&z, FileKind::FatBinary), (&z, FileKind::FatBinary)),
+            Some(vec![0, 1])
+        );
+        // Another library's CCOB bundle is not the same bytes.
+        let other = fixture("libkernels_z.so");
+        assert_eq!(
+            identical_bundles((&z, FileKind::FatBinary), (&other, FileKind::FatBinary)),
+            Some(vec![])
+        );
+        // Uncompressed bundles are never compared (reading them again is cheaper).
+        let plain = fixture("libvadd.so");
+        assert_eq!(
+            identical_bundles((&plain, FileKind::FatBinary), (&plain, FileKind::FatBinary)),
+            Some(vec![])
+        );
+        // Not a fat binary: nothing to compare.
+        assert_eq!(
+            identical_bundles((&z, FileKind::Opaque), (&z, FileKind::FatBinary)),
+            None
+        );
+    }
 }
