@@ -62,13 +62,17 @@ for r in rows:
               f"| {r['ours_s']:.2f} s | {r['ref_s']:.2f} s (grep -rlF of the name over every byte) "
               f"| {r['ours_s']/r['ref_s']:.2f} | ≤ 2 s | |")
     elif b == "diff":
-        print(f"| diff | a {size(r['a_bytes'])} generated tree against its next build (5 libraries rebuilt), every table "
+        print(f"| diff | a {size(r['a_bytes'])} generated tree against its next build (5 libraries rebuilt, one translation unit each), every table "
               f"| {r['ours_s']:.2f} s | {r['ref_s']:.2f} s (scan --json of both, one after the other) "
               f"| {r['ours_s']/r['ref_s']:.2f} | ≤ 1.3 | {size(int(r['peak_rss_kb'])*1024)} |")
         if 'ours_by_target_s' in r:
             print(f"| diff --by target | the same, without the kernel table (no code object decompressed) "
                   f"| {r['ours_by_target_s']:.2f} s | {r['ref_s']:.2f} s (as above) "
                   f"| {r['ours_by_target_s']/r['ref_s']:.2f} | ≤ 1.3 | |")
+        if 'ours_replaced_s' in r:
+            print(f"| diff, next build (worst case) | the same tree, 5 libraries whose device code changed entirely (every code object of theirs decompressed) "
+                  f"| {r['ours_replaced_s']:.2f} s | {r['ref_replaced_s']:.2f} s (scan --json of both) "
+                  f"| {r['ours_replaced_s']/r['ref_replaced_s']:.2f} | | |")
         if 'ours_unrelated_s' in r:
             print(f"| diff, unrelated trees | the same tree against another of {size(r['b_bytes'])} (every binary differs: every kernel read) "
                   f"| {r['ours_unrelated_s']:.2f} s | {r['ref_unrelated_s']:.2f} s (scan --json of both) "

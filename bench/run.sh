@@ -233,27 +233,36 @@ if want diff; then
   [ -d "$da" ] || "$root/target/release/examples/gen_tree" "$da" --size-mb 1100 --seed 4
   db=$work/ktree2-600
   [ -d "$db" ] || "$root/target/release/examples/gen_tree" "$db" --size-mb 600 --seed 6
-  # The next build of A: a copy (hard links) in which 5 fat libraries were rebuilt
-  # (replaced by others of B).
-  dn=$work/ktree-1100-next
+  # The next build of A: a copy (hard links) in which 5 shared libraries were rebuilt
+  # with the device code of one translation unit changed.
+  dn=$work/ktree-1100-rebuilt
   if [ ! -d "$dn" ]; then
     cp -al "$da" "$dn"
+    "$root/target/release/examples/gen_tree" "$dn" --size-mb 1100 --seed 4 --rebuild 5
+  fi
+  # The worst case of a next build: 5 libraries whose device code differs entirely
+  # (replaced by libraries of B under A's names).
+  dw=$work/ktree-1100-replaced
+  if [ ! -d "$dw" ]; then
+    cp -al "$da" "$dw"
     i=0
-    for f in $(cd "$dn" && ls lib/libgen*.so.* | head -5); do
-      src=$(ls "$db"/lib/libgen*.so.* | sed -n "$((i + 1))p")
-      rm "$dn/$f" && cp "$src" "$dn/$f"
+    for f in $(cd "$dw" && find lib -maxdepth 1 -type f -name 'libgen*.so.*' | sort | head -5); do
+      src=$(find "$db/lib" -maxdepth 1 -type f -name 'libgen*.so.*' | sort | sed -n "$((i + 1))p")
+      rm "$dw/$f" && cp "$src" "$dw/$f"
       i=$((i + 1))
     done
   fi
   hyperfine --warmup 1 --runs "$RUNS" --export-json "$work/hf-diff.json" \
     "$kp diff $da $dn --json > /dev/null" "$kp diff $da $dn --by target > /dev/null" \
     "$kp scan $da --json > /dev/null; $kp scan $dn --json > /dev/null" \
+    "$kp diff $da $dw --json > /dev/null" \
+    "$kp scan $da --json > /dev/null; $kp scan $dw --json > /dev/null" \
     "$kp diff $da $db --json > /dev/null" \
     "$kp scan $da --json > /dev/null; $kp scan $db --json > /dev/null" > "$work/hf-diff.log"
-  read -r ours ours_t ref ours_u ref_u <<< "$(median "$work/hf-diff.json")"
+  read -r ours ours_t ref ours_w ref_w ours_u ref_u <<< "$(median "$work/hf-diff.json")"
   rss=$(peak_rss_kb "$kp" diff "$da" "$dn" --json)
   rss_u=$(peak_rss_kb "$kp" diff "$da" "$db" --json)
-  record "{\"bench\":\"diff\",\"a_bytes\":$(du -sb "$da" | cut -f1),\"b_bytes\":$(du -sb "$db" | cut -f1),\"ours_s\":$ours,\"ours_by_target_s\":$ours_t,\"ref_s\":$ref,\"ours_unrelated_s\":$ours_u,\"ref_unrelated_s\":$ref_u,\"peak_rss_kb\":$rss,\"peak_rss_unrelated_kb\":$rss_u}"
+  record "{\"bench\":\"diff\",\"a_bytes\":$(du -sb "$da" | cut -f1),\"b_bytes\":$(du -sb "$db" | cut -f1),\"ours_s\":$ours,\"ours_by_target_s\":$ours_t,\"ref_s\":$ref,\"ours_replaced_s\":$ours_w,\"ref_replaced_s\":$ref_w,\"ours_unrelated_s\":$ours_u,\"ref_unrelated_s\":$ref_u,\"peak_rss_kb\":$rss,\"peak_rss_unrelated_kb\":$rss_u}"
 fi
 
 if want trace; then

@@ -2,7 +2,12 @@
 //!
 //! ```text
 //! cargo run --release --example gen_tree -- OUT --size-mb 1024 [--seed 1] [--fixtures tests/fixtures/bin]
+//! cp -al OUT NEXT && cargo run --release --example gen_tree -- NEXT --size-mb 1024 [--seed 1] --rebuild 5
 //! ```
+//!
+//! `--rebuild N` turns a copy of a generated tree (same size and seed) into its next
+//! build: N shared libraries are rebuilt with the device code of one translation unit
+//! changed (new bytes, 5% larger); everything else stays byte for byte.
 //!
 //! The device code is made from the real code objects of the fixture binaries
 //! (compiled here by hipcc/clang-19): each generated code object starts with a real
@@ -31,6 +36,8 @@ struct BinarySpec {
     tus: Vec<(Compression, Vec<(String, usize)>)>,
     host_size: usize,
     seed: u64,
+    /// The translation unit whose device code differs from the first build.
+    changed_tu: Option<usize>,
 }
 
 fn build_binary(pool: &Pool, out: &Path, spec: &BinarySpec, work: &Path) {
@@ -41,19 +48,27 @@ fn build_binary(pool: &Pool, out: &Path, spec: &BinarySpec, work: &Path) {
         ".section .note.GNU-stack,\"\",@progbits\n.section .hip_fatbin,\"a\",@progbits\n",
     );
     for (i, (comp, targets)) in spec.tus.iter().enumerate() {
-        let objects: Vec<(String, Vec<u8>)> = targets
-            .iter()
-            .map(|(arch, size)| {
-                let mach = ARCHES
-                    .iter()
-                    .find(|(a, _)| a == arch)
-                    .map_or(0x02c, |(_, m)| *m);
-                (
-                    format!("hipv4-amdgcn-amd-amdhsa--{arch}"),
-                    code_object(pool, mach, *size, &mut rng),
-                )
-            })
-            .collect();
+        let objects_of = |rng: &mut Rng, grow: f64| -> Vec<(String, Vec<u8>)> {
+            targets
+                .iter()
+                .map(|(arch, size)| {
+                    let mach = ARCHES
+                        .iter()
+                        .find(|(a, _)| a == arch)
+                        .map_or(0x02c, |(_, m)| *m);
+                    (
+                        format!("hipv4-amdgcn-amd-amdhsa--{arch}"),
+                        code_object(pool, mach, (*size as f64 * grow) as usize, rng),
+                    )
+                })
+                .collect()
+        };
+        // The first build's objects always draw from `rng`, so that a rebuilt
+        // translation unit leaves every other one (and the host blob) unchanged.
+        let mut objects = objects_of(&mut rng, 1.0);
+        if spec.changed_tu == Some(i) {
+            objects = objects_of(&mut Rng(spec.seed ^ 0x0005_EED0_F2EB_011D), 1.05);
+        }
         let mut entries: Vec<(&str, &[u8])> = vec![("host-x86_64-unknown-linux-gnu-", &[])];
         entries.extend(objects.iter().map(|(id, b)| (id.as_str(), b.as_slice())));
         let plain = bundle::write_plain(&entries, 4096);
@@ -111,6 +126,7 @@ fn main() {
     let mut size_mb = 1024u64;
     let mut seed = 1u64;
     let mut single_tus: Option<usize> = None;
+    let mut rebuild: Option<usize> = None;
     let mut fixtures = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/bin"));
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -119,6 +135,9 @@ fn main() {
             "--seed" => seed = it.next().and_then(|v| v.parse().ok()).expect("--seed N"),
             "--fixtures" => fixtures = PathBuf::from(it.next().expect("--fixtures DIR")),
             "--single" => out = Some(PathBuf::from(it.next().expect("--single FILE"))),
+            "--rebuild" => {
+                rebuild = Some(it.next().and_then(|v| v.parse().ok()).expect("--rebuild N"))
+            }
             "--tus" => single_tus = Some(it.next().and_then(|v| v.parse().ok()).expect("--tus N")),
             s if !s.starts_with('-') && out.is_none() => out = Some(PathBuf::from(s)),
             s => panic!(
@@ -153,6 +172,7 @@ fn main() {
             tus,
             host_size: (size_mb << 20) as usize / 10,
             seed,
+            changed_tu: None,
         };
         let dir = out.parent().unwrap_or(Path::new("."));
         let work = dir.join(".gen-work");
@@ -161,7 +181,7 @@ fn main() {
         return;
     }
     assert!(
-        !out.exists() || std::fs::read_dir(&out).unwrap().next().is_none(),
+        rebuild.is_some() || !out.exists() || std::fs::read_dir(&out).unwrap().next().is_none(),
         "{} exists and is not empty",
         out.display()
     );
@@ -223,8 +243,46 @@ fn main() {
             tus,
             host_size,
             seed: seed.wrapping_mul(1000).wrapping_add(n),
+            changed_tu: None,
         });
         n += 1;
+    }
+    if let Some(n) = rebuild {
+        // The next build: N libraries spread over the tree, one TU each.
+        let libs: Vec<usize> = (0..specs.len()).filter(|&i| !specs[i].exe).collect();
+        assert!(
+            n <= libs.len(),
+            "--rebuild {n}: only {} libraries",
+            libs.len()
+        );
+        let picked: Vec<usize> = (0..n).map(|k| libs[k * libs.len() / n]).collect();
+        for &i in &picked {
+            let s = &mut specs[i];
+            s.changed_tu = Some(i % s.tus.len());
+            // A hard-linked copy: replace the file, never write through the link.
+            let dest = out.join(&s.rel);
+            assert!(
+                dest.is_file(),
+                "{} is not a generated tree (no {})",
+                out.display(),
+                s.rel
+            );
+            std::fs::remove_file(&dest).unwrap();
+        }
+        picked
+            .par_iter()
+            .for_each(|&i| build_binary(&pool, &out, &specs[i], &work));
+        let _ = std::fs::remove_dir_all(&work);
+        for &i in &picked {
+            let s = &specs[i];
+            println!(
+                "gen_tree: rebuilt {} (translation unit {} of {})",
+                s.rel,
+                s.changed_tu.unwrap(),
+                s.tus.len()
+            );
+        }
+        return;
     }
     specs
         .par_iter()
