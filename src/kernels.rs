@@ -585,19 +585,18 @@ pub fn list_kernels_scanned(
             later.extend(d.into_iter().map(|d| (i, d)));
         }
         later.sort_by_key(|(i, d)| (std::cmp::Reverse(d.bundle.stored_size), *i, d.bundle.index));
-        let decoded: Vec<(usize, usize, FileRows)> = later
-            .par_iter()
+        // Consumed: a file's map goes once its last bundle is read, and each bundle's
+        // pages leave the resident set after it, so memory stays flat in tree size.
+        let mut decoded: Vec<(usize, usize, FileRows)> = later
+            .into_par_iter()
             .with_max_len(1)
             .map(|(i, d)| {
-                let sec = &d.map[d.sec.clone()];
-                (
-                    *i,
-                    d.bundle.index,
-                    bundle_rows(&d.path, sec, &d.bundle, opts),
-                )
+                let rows = bundle_rows(&d.path, &d.map[d.sec.clone()], &d.bundle, opts);
+                let off = d.sec.start.saturating_add(d.bundle.offset as usize);
+                crate::fsutil::release_range(&d.map, off, d.bundle.stored_size as usize);
+                (i, d.bundle.index, rows)
             })
             .collect();
-        let mut decoded = decoded;
         decoded.sort_by_key(|(i, b, _)| (*i, *b));
         for (i, _, part) in decoded {
             append(&mut rows[i], part);
