@@ -400,13 +400,6 @@ pub fn diff(old: &Path, new: &Path, opts: &DiffOptions) -> Result<DiffReport> {
         v
     };
     // Bundles identical on both sides are read on A only; B gets a copy of their rows.
-    let same = if opts.kernels {
-        let names: Vec<(Vec<String>, Vec<String>)> =
-            changed.iter().map(|c| (real(&a, c), real(&b, c))).collect();
-        side::same_bundles(&a, &b, &names)
-    } else {
-        Vec::new()
-    };
     let read = |s: &Side, skip: BTreeMap<String, BTreeSet<u32>>| -> Result<KernelsReport> {
         let set: BTreeSet<String> = changed.iter().flat_map(|c| real(s, c)).collect();
         if set.is_empty() || !opts.kernels {
@@ -424,11 +417,24 @@ pub fn diff(old: &Path, new: &Path, opts: &DiffOptions) -> Result<DiffReport> {
             },
         )
     };
-    let skip_b = same
-        .iter()
-        .map(|m| (m.b_path.clone(), m.indexes.iter().copied().collect()))
-        .collect();
-    let (ka, kb) = rayon::join(|| read(&a, BTreeMap::new()), || read(&b, skip_b));
+    // A reads everything while B first looks for the bundles it can skip.
+    let (ka, (same, kb)) = rayon::join(
+        || read(&a, BTreeMap::new()),
+        || {
+            if !opts.kernels {
+                return (Vec::new(), Ok(KernelsReport::default()));
+            }
+            let names: Vec<(Vec<String>, Vec<String>)> =
+                changed.iter().map(|c| (real(&a, c), real(&b, c))).collect();
+            let same = side::same_bundles(&a, &b, &names);
+            let skip = same
+                .iter()
+                .map(|m| (m.b_path.clone(), m.indexes.iter().copied().collect()))
+                .collect();
+            let kb = read(&b, skip);
+            (same, kb)
+        },
+    );
     a.kernels = ka?;
     b.kernels = kb?;
     for m in &same {
