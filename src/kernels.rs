@@ -587,16 +587,12 @@ pub fn list_kernels_scanned(
         later.sort_by_key(|(i, d)| (std::cmp::Reverse(d.bundle.stored_size), *i, d.bundle.index));
         // Consumed: a file's map goes once its last bundle is read, and each bundle's
         // pages leave the resident set after it, so memory stays flat in tree size.
-        let mut decoded: Vec<(usize, usize, FileRows)> = later
-            .into_par_iter()
-            .with_max_len(1)
-            .map(|(i, d)| {
-                let rows = bundle_rows(&d.path, &d.map[d.sec.clone()], &d.bundle, opts);
-                let off = d.sec.start.saturating_add(d.bundle.offset as usize);
-                crate::fsutil::release_range(&d.map, off, d.bundle.stored_size as usize);
-                (i, d.bundle.index, rows)
-            })
-            .collect();
+        let mut decoded = crate::parallel::largest_first(later, |(i, d)| {
+            let rows = bundle_rows(&d.path, &d.map[d.sec.clone()], &d.bundle, opts);
+            let off = d.sec.start.saturating_add(d.bundle.offset as usize);
+            crate::fsutil::release_range(&d.map, off, d.bundle.stored_size as usize);
+            (i, d.bundle.index, rows)
+        });
         decoded.sort_by_key(|(i, b, _)| (*i, *b));
         for (i, _, part) in decoded {
             append(&mut rows[i], part);
