@@ -210,10 +210,12 @@ fn from_bundles(
         .iter()
         .filter(|b| !skip.is_some_and(|s| s.contains(&(b.index as u32))))
         .collect();
+    let mut mapped: Option<(&memmap2::Mmap, usize)> = None;
     if let Some((map, later)) = defer {
         // The section's place in the map (it is a sub-slice of it).
         let start = (sec.as_ptr() as usize).wrapping_sub(map.as_ptr() as usize);
         if start <= map.len() && sec.len() <= map.len() - start {
+            mapped = Some((map, start));
             bundles.retain(|b| {
                 if b.compression == bundle::Compression::None {
                     return true;
@@ -233,7 +235,16 @@ fn from_bundles(
     let parts: Vec<FileRows> = bundles
         .par_iter()
         .with_max_len(1)
-        .map(|b| bundle_rows(path, sec, b, opts))
+        .map(|b| {
+            let rows = bundle_rows(path, sec, b, opts);
+            // What reading touched leaves the resident set (a large library's
+            // bundles would otherwise stay mapped until the file is done).
+            if let Some((map, start)) = mapped {
+                let off = start.saturating_add(b.offset as usize);
+                crate::fsutil::release_range(map, off, b.stored_size as usize);
+            }
+            rows
+        })
         .collect();
     for part in parts {
         append(out, part);

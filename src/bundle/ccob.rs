@@ -192,10 +192,34 @@ const BULK_MAX: u64 = 512 << 20;
 /// See [`BULK_MAX`].
 const BULK_RATIO: u64 = 32;
 
+/// A decompressed CCOB payload.
+pub enum Decoded {
+    /// Grown on the heap (streamed, or empty).
+    Heap(Vec<u8>),
+    /// Decoded in one pass into an anonymous map of the declared size.
+    Map(memmap2::MmapMut),
+}
+
+impl std::ops::Deref for Decoded {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Decoded::Heap(v) => v,
+            Decoded::Map(m) => m,
+        }
+    }
+}
+
+impl std::fmt::Debug for Decoded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Decoded({} bytes)", self.len())
+    }
+}
+
 /// Decompress a whole CCOB (`data` starts at its magic). Stops at the declared
 /// uncompressed size (no bombs), fails if the payload yields fewer bytes, or if the
 /// declared size is above `limit`.
-pub fn decompress(data: &[u8], header: &CcobHeader, limit: u64) -> FormatResult<Vec<u8>> {
+pub fn decompress(data: &[u8], header: &CcobHeader, limit: u64) -> FormatResult<Decoded> {
     let want = header.uncompressed_size;
     if want > limit {
         return Err(FormatError::new(
@@ -209,25 +233,33 @@ pub fn decompress(data: &[u8], header: &CcobHeader, limit: u64) -> FormatResult<
     // one pass straight into a buffer of the declared size: no window copies, no
     // regrowth. Anything else streams, so a lying header cannot make us allocate.
     if header.method == Compression::Zstd
+        && want > 0
         && want <= BULK_MAX
         && want <= (payload.len() as u64).saturating_mul(BULK_RATIO)
     {
-        let out = zstd::bulk::decompress(payload, want as usize).map_err(|e| {
+        // Into a map of its own: unmapped when dropped, where a heap block of this size
+        // would stay in the allocator and add up over a tree's bundles.
+        let mut out = memmap2::MmapMut::map_anon(want as usize).map_err(|e| {
             FormatError::new(
-                header.header_len as u64,
-                format!("corrupt {} payload: {e}", header.method.name()),
+                0,
+                format!("cannot allocate {want} bytes to decompress: {e}"),
             )
         })?;
-        if out.len() as u64 != want {
+        let n = zstd::bulk::Decompressor::new()
+            .and_then(|mut d| d.decompress_to_buffer(payload, &mut out[..]))
+            .map_err(|e| {
+                FormatError::new(
+                    header.header_len as u64,
+                    format!("corrupt {} payload: {e}", header.method.name()),
+                )
+            })?;
+        if n as u64 != want {
             return Err(FormatError::new(
                 header.header_len as u64,
-                format!(
-                    "CCOB payload decompresses to {} bytes, header says {want}",
-                    out.len()
-                ),
+                format!("CCOB payload decompresses to {n} bytes, header says {want}"),
             ));
         }
-        return Ok(out);
+        return Ok(Decoded::Map(out));
     }
     // Grow as data arrives rather than trusting the declared size for one allocation.
     let mut out = Vec::with_capacity(
@@ -253,7 +285,7 @@ pub fn decompress(data: &[u8], header: &CcobHeader, limit: u64) -> FormatResult<
             ),
         ));
     }
-    Ok(out)
+    Ok(Decoded::Heap(out))
 }
 
 /// Build a CCOB around `uncompressed` (for tests and synthetic fixtures).

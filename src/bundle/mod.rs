@@ -16,7 +16,6 @@ pub mod target;
 
 use crate::error::{FormatError, FormatResult};
 use serde::Serialize;
-use std::borrow::Cow;
 use std::io::{BufRead, BufReader, Read};
 
 pub use ccob::{CcobHeader, Compression};
@@ -179,14 +178,14 @@ impl BundleInfo {
 
     /// The uncompressed bundle bytes: borrowed for plain bundles, decompressed (bounded
     /// by the declared size and `limit`) for CCOB. `section` is the bytes the walk ran on.
-    pub fn uncompressed<'a>(&self, section: &'a [u8], limit: u64) -> FormatResult<Cow<'a, [u8]>> {
+    pub fn uncompressed<'a>(&self, section: &'a [u8], limit: u64) -> FormatResult<BundleBytes<'a>> {
         let stored = slice(section, self.offset, self.stored_size)?;
         if self.compression == Compression::None {
-            return Ok(Cow::Borrowed(stored));
+            return Ok(BundleBytes::Stored(stored));
         }
         let header = ccob::parse_header(stored).map_err(|e| e.shifted(self.offset))?;
         ccob::decompress(stored, &header, limit)
-            .map(Cow::Owned)
+            .map(BundleBytes::Decoded)
             .map_err(|e| e.shifted(self.offset))
     }
 
@@ -198,6 +197,25 @@ impl BundleInfo {
         self.device_entries()
             .map(|e| Ok((e, slice(uncompressed, e.offset, e.size)?)))
             .collect()
+    }
+}
+
+/// A bundle's uncompressed bytes: in the section when stored plainly, decoded otherwise.
+#[derive(Debug)]
+pub enum BundleBytes<'a> {
+    /// Stored uncompressed: the section's bytes.
+    Stored(&'a [u8]),
+    /// A CCOB, decompressed.
+    Decoded(ccob::Decoded),
+}
+
+impl std::ops::Deref for BundleBytes<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            BundleBytes::Stored(s) => s,
+            BundleBytes::Decoded(d) => d,
+        }
     }
 }
 
