@@ -261,8 +261,17 @@ if want diff; then
     "$kp scan $da --json > /dev/null; $kp scan $db --json > /dev/null" > "$work/hf-diff.log"
   read -r ours ours_t ref ours_w ref_w ours_u ref_u <<< "$(median "$work/hf-diff.json")"
   rss=$(peak_rss_kb "$kp" diff "$da" "$dn" --json)
+  # Peak memory when the tree doubles: a 2.2 GB tree against its next build.
+  d2=$work/tree-2200
+  [ -d "$d2" ] || "$root/target/release/examples/gen_tree" "$d2" --size-mb 2200 --seed 3
+  d2n=$work/tree-2200-rebuilt
+  if [ ! -d "$d2n" ]; then
+    cp -al "$d2" "$d2n"
+    "$root/target/release/examples/gen_tree" "$d2n" --size-mb 2200 --seed 3 --rebuild 5
+  fi
+  rss_d=$(peak_rss_kb "$kp" diff "$d2" "$d2n" --json)
   rss_u=$(peak_rss_kb "$kp" diff "$da" "$db" --json)
-  record "{\"bench\":\"diff\",\"a_bytes\":$(du -sb "$da" | cut -f1),\"b_bytes\":$(du -sb "$db" | cut -f1),\"ours_s\":$ours,\"ours_by_target_s\":$ours_t,\"ref_s\":$ref,\"ours_replaced_s\":$ours_w,\"ref_replaced_s\":$ref_w,\"ours_unrelated_s\":$ours_u,\"ref_unrelated_s\":$ref_u,\"peak_rss_kb\":$rss,\"peak_rss_unrelated_kb\":$rss_u}"
+  record "{\"bench\":\"diff\",\"a_bytes\":$(du -sb "$da" | cut -f1),\"b_bytes\":$(du -sb "$db" | cut -f1),\"ours_s\":$ours,\"ours_by_target_s\":$ours_t,\"ref_s\":$ref,\"ours_replaced_s\":$ours_w,\"ref_replaced_s\":$ref_w,\"ours_unrelated_s\":$ours_u,\"ref_unrelated_s\":$ref_u,\"peak_rss_kb\":$rss,\"double_bytes\":$(du -sb "$d2" | cut -f1),\"peak_rss_double_kb\":$rss_d,\"peak_rss_unrelated_kb\":$rss_u}"
 fi
 
 if want trace; then
