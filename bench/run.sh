@@ -227,19 +227,24 @@ if want kernels; then
   record "{\"bench\":\"find_kernel\",\"tree_bytes\":$(du -sb "$ktree" | cut -f1),\"hits\":$hits,\"ours_s\":$ours,\"ref_s\":$ref}"
 fi
 
+# A generated tree and its next build: a copy (hard links) in which 5 shared libraries
+# were rebuilt with the device code of one translation unit changed.
+#   tree_and_next DIR SIZE_MB SEED   -> DIR and DIR-rebuilt
+tree_and_next() {
+  [ -d "$1" ] || "$root/target/release/examples/gen_tree" "$1" --size-mb "$2" --seed "$3"
+  if [ ! -d "$1-rebuilt" ]; then
+    cp -al "$1" "$1-rebuilt"
+    "$root/target/release/examples/gen_tree" "$1-rebuilt" --size-mb "$2" --seed "$3" --rebuild 5
+  fi
+}
+
 if want diff; then
   echo "bench: diff of two generated trees vs scanning both"
   da=$work/ktree-1100
-  [ -d "$da" ] || "$root/target/release/examples/gen_tree" "$da" --size-mb 1100 --seed 4
+  dn=$da-rebuilt
+  tree_and_next "$da" 1100 4
   db=$work/ktree2-600
   [ -d "$db" ] || "$root/target/release/examples/gen_tree" "$db" --size-mb 600 --seed 6
-  # The next build of A: a copy (hard links) in which 5 shared libraries were rebuilt
-  # with the device code of one translation unit changed.
-  dn=$work/ktree-1100-rebuilt
-  if [ ! -d "$dn" ]; then
-    cp -al "$da" "$dn"
-    "$root/target/release/examples/gen_tree" "$dn" --size-mb 1100 --seed 4 --rebuild 5
-  fi
   # The worst case of a next build: 5 libraries whose device code differs entirely
   # (replaced by libraries of B under A's names).
   dw=$work/ktree-1100-replaced
@@ -263,13 +268,8 @@ if want diff; then
   rss=$(peak_rss_kb "$kp" diff "$da" "$dn" --json)
   # Peak memory when the tree doubles: a 2.2 GB tree against its next build.
   d2=$work/tree-2200
-  [ -d "$d2" ] || "$root/target/release/examples/gen_tree" "$d2" --size-mb 2200 --seed 3
-  d2n=$work/tree-2200-rebuilt
-  if [ ! -d "$d2n" ]; then
-    cp -al "$d2" "$d2n"
-    "$root/target/release/examples/gen_tree" "$d2n" --size-mb 2200 --seed 3 --rebuild 5
-  fi
-  rss_d=$(peak_rss_kb "$kp" diff "$d2" "$d2n" --json)
+  tree_and_next "$d2" 2200 3
+  rss_d=$(peak_rss_kb "$kp" diff "$d2" "$d2-rebuilt" --json)
   rss_u=$(peak_rss_kb "$kp" diff "$da" "$db" --json)
   record "{\"bench\":\"diff\",\"a_bytes\":$(du -sb "$da" | cut -f1),\"b_bytes\":$(du -sb "$db" | cut -f1),\"ours_s\":$ours,\"ours_by_target_s\":$ours_t,\"ref_s\":$ref,\"ours_replaced_s\":$ours_w,\"ref_replaced_s\":$ref_w,\"ours_unrelated_s\":$ours_u,\"ref_unrelated_s\":$ref_u,\"peak_rss_kb\":$rss,\"double_bytes\":$(du -sb "$d2" | cut -f1),\"peak_rss_double_kb\":$rss_d,\"peak_rss_unrelated_kb\":$rss_u}"
 fi
