@@ -1,0 +1,258 @@
+//! Checks of a rewritten image: structural faults, and the result against its input.
+
+use super::{
+    ElfLayout, PAGE, PHENT, R_X86_64_RELATIVE, Section, Segment, parse_layout, rd_u32, rd_u64,
+};
+use crate::elf::{FATBIN_SECTION, MAGIC_HIPK, WRAPPER_SECTION, WRAPPER_SIZE};
+use crate::kpack::marker::{MARKER_SECTION, Marker};
+use object::elf;
+
+/// Structural checks of an ELF image (shared by the rewrite's before/after comparison).
+pub fn structural_faults(data: &[u8]) -> Vec<String> {
+    let mut f = Vec::new();
+    let lay = match parse_layout(data) {
+        Ok(l) => l,
+        Err(e) => return vec![e.to_string()],
+    };
+    let len = data.len() as u64;
+    let loads: Vec<&Segment> = lay
+        .segments
+        .iter()
+        .filter(|p| p.p_type == elf::PT_LOAD)
+        .collect();
+    for (i, p) in loads.iter().enumerate() {
+        if p.p_offset % PAGE != p.p_vaddr % PAGE {
+            f.push(format!(
+                "LOAD {i} at {:#x}: offset {:#x} not congruent with its address",
+                p.p_vaddr, p.p_offset
+            ));
+        }
+        if p.p_align > 1 && (p.p_vaddr.wrapping_sub(p.p_offset)) % p.p_align != 0 {
+            f.push(format!(
+                "LOAD {i} at {:#x}: offset/address not congruent modulo p_align {:#x}",
+                p.p_vaddr, p.p_align
+            ));
+        }
+        if p.p_filesz > p.p_memsz {
+            f.push(format!("LOAD {i} at {:#x}: filesz > memsz", p.p_vaddr));
+        }
+        if p.p_filesz > 0 && p.file_end() > len {
+            f.push(format!(
+                "LOAD {i} at {:#x}: file bytes pass the end of the file",
+                p.p_vaddr
+            ));
+        }
+    }
+    for w in loads.windows(2) {
+        if w[1].p_vaddr < w[0].p_vaddr {
+            f.push(format!(
+                "LOAD segments not sorted by address ({:#x} after {:#x})",
+                w[1].p_vaddr, w[0].p_vaddr
+            ));
+        }
+        if w[1].p_vaddr < w[0].mem_end() {
+            f.push(format!(
+                "LOAD segments overlap in memory at {:#x}",
+                w[1].p_vaddr
+            ));
+        }
+    }
+    for (i, a) in loads.iter().enumerate() {
+        for b in loads.iter().skip(i + 1) {
+            if a.p_filesz > 0
+                && b.p_filesz > 0
+                && a.p_offset < b.file_end()
+                && b.p_offset < a.file_end()
+            {
+                f.push(format!(
+                    "LOAD segments at {:#x} and {:#x} share file bytes",
+                    a.p_vaddr, b.p_vaddr
+                ));
+            }
+            if a.p_offset == b.p_offset && (a.p_filesz == 0 || b.p_filesz == 0) {
+                f.push(format!(
+                    "LOAD segments at {:#x} and {:#x} share file offset {:#x} (NOBITS collision)",
+                    a.p_vaddr, b.p_vaddr, a.p_offset
+                ));
+            }
+        }
+    }
+    if let Some(ph) = lay.segments.iter().find(|p| p.p_type == elf::PT_PHDR) {
+        if ph.p_offset != lay.e_phoff {
+            f.push("PT_PHDR does not describe the program header table's offset".into());
+        }
+        if ph.p_filesz < (lay.segments.len() as u64).saturating_mul(PHENT) {
+            f.push("PT_PHDR is smaller than the program header table".into());
+        }
+        if !loads.iter().any(|l| {
+            l.p_offset <= ph.p_offset
+                && ph.file_end() <= l.file_end()
+                && ph.p_vaddr.wrapping_sub(l.p_vaddr) == ph.p_offset - l.p_offset
+        }) {
+            f.push("no PT_LOAD maps the program header table where PT_PHDR says".into());
+        }
+    }
+    for s in lay
+        .sections
+        .iter()
+        .filter(|s| s.alloc() && s.sh_type != elf::SHT_NULL)
+    {
+        if s.file_size() > 0 {
+            let inside = loads.iter().any(|l| {
+                l.p_offset <= s.sh_offset
+                    && s.sh_offset + s.sh_size <= l.file_end()
+                    && s.sh_addr.wrapping_sub(l.p_vaddr) == s.sh_offset - l.p_offset
+            });
+            if !inside {
+                f.push(format!(
+                    "section {} is not mapped by a PT_LOAD as its address says",
+                    s.name
+                ));
+            }
+        } else if s.sh_size > 0
+            && !loads
+                .iter()
+                .any(|l| l.p_vaddr <= s.sh_addr && s.sh_addr + s.sh_size <= l.mem_end())
+        {
+            f.push(format!(
+                "NOBITS section {} is not inside a PT_LOAD's memory",
+                s.name
+            ));
+        }
+        if s.file_size() > 0 && s.sh_offset.saturating_add(s.file_size()) > len {
+            f.push(format!("section {} passes the end of the file", s.name));
+        }
+    }
+    f
+}
+
+fn flags_of_load(lay: &ElfLayout, s: &Section) -> Option<u32> {
+    lay.segments
+        .iter()
+        .filter(|p| p.p_type == elf::PT_LOAD)
+        .find(|p| p.p_vaddr <= s.sh_addr && s.sh_addr + s.sh_size.max(1) <= p.mem_end())
+        .map(|p| p.p_flags)
+}
+
+/// Check a rewritten image against its input: no structural problem the input did
+/// not have, every alloc section mapped with the same permissions as before (but
+/// `.hip_fatbin`), wrappers HIPK pointing at the marker with co_indexes covering
+/// every bundle, no relocation into `.hip_fatbin`. Returns the faults.
+pub fn verify_rewritten(
+    input: &[u8],
+    output: &[u8],
+    marker: &Marker,
+    n_bundles: usize,
+) -> Vec<String> {
+    let before = structural_faults(input);
+    let mut faults: Vec<String> = structural_faults(output)
+        .into_iter()
+        .filter(|f| !before.contains(f))
+        .collect();
+    let (Ok(a), Ok(b)) = (parse_layout(input), parse_layout(output)) else {
+        faults.push("cannot parse the rewritten headers".into());
+        return faults;
+    };
+    for s in a
+        .sections
+        .iter()
+        .filter(|s| s.alloc() && s.name != FATBIN_SECTION && s.sh_size > 0)
+    {
+        let Some(t) = b
+            .sections
+            .iter()
+            .find(|t| t.name == s.name && t.sh_addr == s.sh_addr)
+        else {
+            faults.push(format!("section {} disappeared", s.name));
+            continue;
+        };
+        if flags_of_load(&a, s) != flags_of_load(&b, t) {
+            faults.push(format!("section {} changed segment permissions", s.name));
+        }
+        if t.sh_type != s.sh_type || t.sh_size != s.sh_size {
+            faults.push(format!("section {} changed type or size", s.name));
+        }
+        if s.file_size() > 0 {
+            let (ra, rb) = (
+                s.sh_offset as usize..(s.sh_offset + s.sh_size) as usize,
+                t.sh_offset as usize..(t.sh_offset + t.sh_size) as usize,
+            );
+            let same = match (input.get(ra), output.get(rb)) {
+                (Some(x), Some(y)) => {
+                    s.name == WRAPPER_SECTION || s.sh_type == elf::SHT_RELA || x == y
+                }
+                _ => false,
+            };
+            if !same {
+                faults.push(format!("section {} changed content", s.name));
+            }
+        }
+    }
+    let Some(m) = b.sections.iter().find(|s| s.name == MARKER_SECTION) else {
+        faults.push("no marker section".into());
+        return faults;
+    };
+    match output
+        .get(m.sh_offset as usize..(m.sh_offset + m.sh_size) as usize)
+        .map(Marker::decode)
+    {
+        Some(Ok(got)) if &got == marker => {}
+        _ => faults.push("marker section does not decode to the marker".into()),
+    }
+    if b.vaddr_to_offset(m.sh_addr) != Some(m.sh_offset) {
+        faults.push("marker is not mapped at its address".into());
+    }
+    let Some(seg) = b.sections.iter().find(|s| s.name == WRAPPER_SECTION) else {
+        faults.push("no wrapper section".into());
+        return faults;
+    };
+    let mut seen = vec![false; n_bundles];
+    let words = output
+        .get(seg.sh_offset as usize..(seg.sh_offset + seg.sh_size) as usize)
+        .unwrap_or_default();
+    for (i, w) in words.chunks_exact(WRAPPER_SIZE).enumerate() {
+        if rd_u32(w, 0) != MAGIC_HIPK {
+            faults.push(format!("wrapper {i} is not HIPK"));
+        }
+        if rd_u64(w, 8) != m.sh_addr {
+            faults.push(format!("wrapper {i} does not point at the marker"));
+        }
+        match seen.get_mut(rd_u32(w, 16) as usize) {
+            Some(s) => *s = true,
+            None => faults.push(format!(
+                "wrapper {i}: co_index {} is not a bundle",
+                rd_u32(w, 16)
+            )),
+        }
+    }
+    if let Some(k) = seen.iter().position(|s| !s) {
+        faults.push(format!("bundle {k} is referenced by no wrapper"));
+    }
+    let fb = b.sections.iter().find(|s| s.name == FATBIN_SECTION);
+    for s in b.sections.iter().filter(|s| s.sh_type == elf::SHT_RELA) {
+        let Some(r) = output.get(s.sh_offset as usize..(s.sh_offset + s.sh_size) as usize) else {
+            continue;
+        };
+        for e in r.chunks_exact(24) {
+            let (off, typ, add) = (rd_u64(e, 0), rd_u32(e, 8), rd_u64(e, 16));
+            if typ == R_X86_64_RELATIVE {
+                if let Some(fb) = fb
+                    && (fb.sh_addr..fb.sh_addr + fb.sh_size).contains(&add)
+                {
+                    faults.push(format!(
+                        "relocation at {off:#x} still points into {FATBIN_SECTION}"
+                    ));
+                }
+                if (seg.sh_addr..seg.sh_addr + seg.sh_size).contains(&off)
+                    && (off - seg.sh_addr) % 24 == 8
+                    && add != m.sh_addr
+                {
+                    faults.push(format!(
+                        "wrapper relocation at {off:#x} does not point at the marker"
+                    ));
+                }
+            }
+        }
+    }
+    faults
+}
