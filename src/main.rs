@@ -97,19 +97,41 @@ fn run(cli: Cli) -> Result<i32> {
             &output,
         ),
         Some(Command::Preview { binary, marker }) => {
+            let marker = marker.marker(&binary, false)?;
             with_stdout(|out| batch::rewrite::preview(&binary, &marker, common.json, out))
         }
         Some(Command::Rewrite {
             binary,
             output,
             marker,
-        }) => batch::rewrite::rewrite(&binary, &output, &marker),
-        Some(Command::Pack(args)) => batch::pack::run(&args, &common),
-        Some(Command::Split(args)) => batch::artifacts::split(&args, &common),
-        Some(Command::Combine(args)) => batch::artifacts::combine(&args, &common),
+        }) => batch::rewrite::rewrite(&binary, &output, &marker.marker(&binary, true)?),
+        Some(Command::Pack(args)) => batch::pack::run(
+            &args.tree,
+            &args.output,
+            args.dry_run,
+            &args.options(&common)?,
+            &common.output(),
+        ),
+        Some(Command::Split(args)) => batch::artifacts::split(
+            &args.artifact_dir,
+            &args.output,
+            &args.options(common.jobs)?,
+            &common.output(),
+        ),
+        Some(Command::Combine(args)) => batch::artifacts::combine(
+            &args.shards,
+            &args.output,
+            &args.options()?,
+            &common.output(),
+        ),
         Some(Command::Wheel {
             command: cli::WheelCommand::Split(args),
-        }) => batch::wheel::split(&args, &common),
+        }) => batch::wheel::split(
+            &args.wheel,
+            &args.output,
+            &args.options(common.jobs)?,
+            &common.output(),
+        ),
         Some(Command::Kernels {
             path,
             targets,
@@ -167,7 +189,7 @@ fn run(cli: Cli) -> Result<i32> {
                 tui::run_timeline(file, common.follow)?;
                 return Ok(EXIT_OK);
             }
-            batch::trace::run(&file, export.is_some(), output.as_deref(), &common)
+            batch::trace::run(&file, export.is_some(), output.as_deref(), &common.output())
         }
         Some(Command::Phc { command }) => {
             Ok(kpack::phc::main(command, &kpack::phc::Env::from_process()))
@@ -232,7 +254,7 @@ fn run(cli: Cli) -> Result<i32> {
                     tui::run_timeline(path, common.follow)?;
                     return Ok(EXIT_OK);
                 }
-                return batch::trace::run(&path, false, None, &common);
+                return batch::trace::run(&path, false, None, &common.output());
             }
             run_scan_titled(&path, &common, is_demo.then_some("demo"))
         }
@@ -288,7 +310,7 @@ fn run_diff(
     } else {
         batch::diff::Format::Text { top }
     };
-    with_stdout(|out| batch::diff::run(old, new, &opts, by, format, budgets, out))
+    with_stdout(|out| batch::diff::run(old, new, &opts, by.into(), format, budgets, out))
 }
 
 /// Whether `path` is a file that starts with the `.kpack` magic.

@@ -1,66 +1,24 @@
 //! `split` and `combine` in batch mode: progress on stderr, a summary on stdout.
 
+use super::Output;
 use super::progress::PackProgress;
 use super::{EXIT_OK, print_json, size};
-use crate::cli::{CombineArgs, Common, SplitArgs};
-use anyhow::{Context, Result, bail};
-use kpack::artifacts::combine::{
-    CombineConfig, CombineOptions, CombineReport, combine as combine_shards,
-};
+use anyhow::{Context, Result};
+use kpack::artifacts::combine::{CombineOptions, CombineReport, combine as combine_shards};
 use kpack::artifacts::{SplitOptions, SplitReport, split as split_artifact};
-use kpack::kerneldb::Database;
 use std::io::Write;
-
-/// Handler names from `--split-databases` (`all` = the whole registry).
-pub(crate) fn handlers(names: &[String]) -> Result<Vec<Database>> {
-    let mut out = Vec::new();
-    for n in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
-        if n == "all" {
-            for d in Database::ALL {
-                if !out.contains(&d) {
-                    out.push(d);
-                }
-            }
-            continue;
-        }
-        let Some(d) = Database::from_name(n) else {
-            let known: Vec<&str> = Database::ALL.iter().map(|d| d.name()).collect();
-            bail!(
-                "--split-databases: unknown database handler {n:?} (known: {}, all)",
-                known.join(", ")
-            );
-        };
-        if !out.contains(&d) {
-            out.push(d);
-        }
-    }
-    Ok(out)
-}
+use std::path::{Path, PathBuf};
 
 /// `kpack-tui split`.
-pub fn split(args: &SplitArgs, common: &Common) -> Result<i32> {
-    let opts = SplitOptions {
-        artifact_prefix: args.artifact_prefix.clone(),
-        gpu_targets: (!args.gpu_targets.is_empty()).then(|| {
-            args.gpu_targets
-                .iter()
-                .map(|t| t.trim().to_string())
-                .filter(|t| !t.is_empty())
-                .collect()
-        }),
-        databases: handlers(&args.split_databases)?,
-        level: args.level,
-        threads: common.jobs,
-        force: args.force,
-    };
+pub fn split(artifact_dir: &Path, output: &Path, opts: &SplitOptions, how: &Output) -> Result<i32> {
     let progress = PackProgress::new("splitting");
-    let report = split_artifact(&args.artifact_dir, &args.output, &opts, &progress);
+    let report = split_artifact(artifact_dir, output, opts, &progress);
     progress.clear();
-    let report = report.with_context(|| format!("cannot split {}", args.artifact_dir.display()))?;
+    let report = report.with_context(|| format!("cannot split {}", artifact_dir.display()))?;
     for w in &report.warnings {
         eprintln!("warning: {w}");
     }
-    if common.json {
+    if how.json {
         print_json("kpack-tui.split/1", &report)?;
     } else {
         let stdout = std::io::stdout();
@@ -111,22 +69,17 @@ fn print_split(out: &mut dyn Write, r: &SplitReport) -> std::io::Result<()> {
 }
 
 /// `kpack-tui combine`.
-pub fn combine(args: &CombineArgs, common: &Common) -> Result<i32> {
-    let config = args
-        .config
-        .as_deref()
-        .map(CombineConfig::read)
-        .transpose()?;
-    let opts = CombineOptions {
-        config,
-        prefer: args.prefer.clone(),
-        force: args.force,
-    };
-    if !common.json {
-        eprintln!("combining {} shard(s)…", args.shards.len());
+pub fn combine(
+    shards: &[PathBuf],
+    output: &Path,
+    opts: &CombineOptions,
+    how: &Output,
+) -> Result<i32> {
+    if !how.json {
+        eprintln!("combining {} shard(s)…", shards.len());
     }
-    let report = combine_shards(&args.shards, &args.output, &opts)?;
-    if common.json {
+    let report = combine_shards(shards, output, opts)?;
+    if how.json {
         print_json("kpack-tui.combine/1", &report)?;
     } else {
         let stdout = std::io::stdout();

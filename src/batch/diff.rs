@@ -2,13 +2,27 @@
 //! stderr and in the exit status.
 
 use super::{EXIT_FINDINGS, EXIT_OK, size, write_json};
-use crate::cli::DiffByArg;
 use crate::text::csv_field;
 use crate::text::signed;
 use anyhow::{Context, Result};
 use kpack::diff::{Budget, Change, DiffOptions, DiffReport, diff, gate};
 use std::io::Write;
 use std::path::Path;
+
+/// Which table to print (`--by`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Table {
+    /// Every table.
+    All,
+    /// Per target.
+    Target,
+    /// Per file.
+    File,
+    /// Per kernel.
+    Kernel,
+    /// Per class of file.
+    Class,
+}
 
 /// Output format.
 #[derive(Debug, Clone, Copy)]
@@ -24,9 +38,9 @@ pub enum Format {
     Json,
 }
 
-fn csv(out: &mut dyn Write, r: &DiffReport, by: DiffByArg) -> std::io::Result<()> {
+fn csv(out: &mut dyn Write, r: &DiffReport, by: Table) -> std::io::Result<()> {
     match by {
-        DiffByArg::All | DiffByArg::Target => {
+        Table::All | Table::Target => {
             writeln!(
                 out,
                 "target,old_bytes,new_bytes,old_stored,new_stored,old_code_objects,new_code_objects"
@@ -45,7 +59,7 @@ fn csv(out: &mut dyn Write, r: &DiffReport, by: DiffByArg) -> std::io::Result<()
                 )?;
             }
         }
-        DiffByArg::File => {
+        Table::File => {
             writeln!(
                 out,
                 "path,old_path,change,old_size,new_size,old_device,new_device"
@@ -64,7 +78,7 @@ fn csv(out: &mut dyn Write, r: &DiffReport, by: DiffByArg) -> std::io::Result<()
                 )?;
             }
         }
-        DiffByArg::Kernel => {
+        Table::Kernel => {
             writeln!(out, "binary,target,name,demangled,old_size,new_size")?;
             for k in &r.kernels {
                 let n = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
@@ -80,7 +94,7 @@ fn csv(out: &mut dyn Write, r: &DiffReport, by: DiffByArg) -> std::io::Result<()
                 )?;
             }
         }
-        DiffByArg::Class => {
+        Table::Class => {
             writeln!(out, "class,old_count,new_count,old_bytes,new_bytes")?;
             for c in &r.classes {
                 writeln!(
@@ -104,7 +118,7 @@ fn change_name(c: Change) -> &'static str {
     }
 }
 
-fn text(out: &mut dyn Write, r: &DiffReport, by: DiffByArg, top: usize) -> std::io::Result<()> {
+fn text(out: &mut dyn Write, r: &DiffReport, by: Table, top: usize) -> std::io::Result<()> {
     let take = |n: usize| if top == 0 { n } else { top.min(n) };
     writeln!(out, "{} -> {}", r.old.display(), r.new.display())?;
     writeln!(
@@ -124,8 +138,8 @@ fn text(out: &mut dyn Write, r: &DiffReport, by: DiffByArg, top: usize) -> std::
         count(Change::Grown),
         count(Change::Shrunk)
     )?;
-    let all = by == DiffByArg::All;
-    if all || by == DiffByArg::Target {
+    let all = by == Table::All;
+    if all || by == Table::Target {
         writeln!(out)?;
         writeln!(
             out,
@@ -144,7 +158,7 @@ fn text(out: &mut dyn Write, r: &DiffReport, by: DiffByArg, top: usize) -> std::
             )?;
         }
     }
-    if (all || by == DiffByArg::File) && !r.files.is_empty() {
+    if (all || by == Table::File) && !r.files.is_empty() {
         writeln!(out)?;
         writeln!(out, "files (largest change first; size, then device code)")?;
         for f in &r.files[..take(r.files.len())] {
@@ -180,7 +194,7 @@ fn text(out: &mut dyn Write, r: &DiffReport, by: DiffByArg, top: usize) -> std::
             )?;
         }
     }
-    if (all || by == DiffByArg::Kernel) && !r.kernels.is_empty() {
+    if (all || by == Table::Kernel) && !r.kernels.is_empty() {
         writeln!(out)?;
         writeln!(out, "kernels (largest change first)")?;
         for k in &r.kernels[..take(r.kernels.len())] {
@@ -206,7 +220,7 @@ fn text(out: &mut dyn Write, r: &DiffReport, by: DiffByArg, top: usize) -> std::
             )?;
         }
     }
-    if all || by == DiffByArg::Class {
+    if all || by == Table::Class {
         writeln!(out)?;
         writeln!(
             out,
@@ -233,7 +247,7 @@ pub fn run(
     old: &Path,
     new: &Path,
     opts: &DiffOptions,
-    by: DiffByArg,
+    by: Table,
     format: Format,
     budgets: &[Budget],
     out: &mut dyn Write,

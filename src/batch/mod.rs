@@ -23,6 +23,17 @@ pub const EXIT_ERROR: i32 = 2;
 
 pub use crate::text::{pct, size};
 
+/// How a batch command reports: the command line's `--json`, `--long`, `--strict`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Output {
+    /// A `--json` document on stdout instead of text.
+    pub json: bool,
+    /// Every file's details, not only the summary.
+    pub long: bool,
+    /// Exit 1 when any diagnostic was raised.
+    pub strict: bool,
+}
+
 /// A `--json` document: `{"schema": "kpack-tui.<command>/<version>", ...value}`.
 /// Every `--json` output has a schema under `docs/schema/` (tests validate them).
 #[derive(serde::Serialize)]

@@ -1,50 +1,13 @@
 //! `pack` and `verify TREE` in batch mode: progress on stderr, summary on stdout.
 
+use super::Output;
 use super::progress::PackProgress;
 use super::{EXIT_FINDINGS, EXIT_OK, pct, size, write_json};
-use crate::cli::{ArchivePerArg, Common, CompressionArg, LayoutArg, PackArgs, UnassignedArg};
 use anyhow::Result;
 use kpack::event::CancelToken;
-use kpack::family::Families;
-use kpack::kpack::Scheme;
-use kpack::pack::{self, ArchivePer, Layout, PackOptions, PackPlan, Unassigned};
+use kpack::pack::{self, Layout, PackOptions, PackPlan};
 use std::io::Write;
 use std::path::Path;
-
-fn options(args: &PackArgs, common: &Common) -> Result<PackOptions> {
-    let families = if args.families.is_empty() {
-        Families::default()
-    } else {
-        Families::parse(&args.families)?
-    };
-    let mut o = PackOptions::new(&args.group, families);
-    o.targets = args.targets.iter().map(|t| t.trim().to_string()).collect();
-    o.all = args.all;
-    o.archive_per = match args.archive_per {
-        ArchivePerArg::Target => ArchivePer::Target,
-        ArchivePerArg::Family => ArchivePer::Family,
-    };
-    o.layout = match args.layout {
-        LayoutArg::Combined => Layout::Combined,
-        LayoutArg::Split => Layout::Split,
-    };
-    o.unassigned = match args.unassigned {
-        UnassignedArg::Error => Unassigned::Error,
-        UnassignedArg::Drop => Unassigned::Drop,
-    };
-    o.scheme = match args.compression {
-        CompressionArg::None => Scheme::None,
-        CompressionArg::Zstd => Scheme::ZstdPerKernel,
-    };
-    o.level = args.level;
-    o.threads = common.jobs;
-    o.force = args.force;
-    o.verify = !args.no_verify;
-    o.archives = args.archives.clone();
-    o.copy_damaged = args.copy_damaged;
-    o.strict = common.strict;
-    Ok(o)
-}
 
 fn print_plan(out: &mut dyn Write, plan: &PackPlan) -> std::io::Result<()> {
     writeln!(
@@ -118,22 +81,27 @@ pub fn plural(n: u64, one: &'static str, many: &'static str) -> &'static str {
     if n == 1 { one } else { many }
 }
 
-/// `kpack-tui pack`.
-pub fn run(args: &PackArgs, common: &Common) -> Result<i32> {
-    let opts = options(args, common)?;
-    let mut plan = pack::plan_pack(&args.tree, &args.output, &opts)?;
+/// `kpack-tui pack TREE -o OUTPUT` (`dry_run`: the plan and the estimate only).
+pub fn run(
+    tree: &Path,
+    output: &Path,
+    dry_run: bool,
+    opts: &PackOptions,
+    how: &Output,
+) -> Result<i32> {
+    let mut plan = pack::plan_pack(tree, output, opts)?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
-    if args.dry_run {
-        pack::estimate(&mut plan, &args.tree, &opts);
-        if common.json {
+    if dry_run {
+        pack::estimate(&mut plan, tree, opts);
+        if how.json {
             write_json(&mut out, "kpack-tui.pack-plan/1", &plan)?;
         } else {
             print_plan(&mut out, &plan)?;
         }
         out.flush()?;
         // The status the real run would end with.
-        pack::check_plan(&plan, &args.output, &opts)?;
+        pack::check_plan(&plan, output, opts)?;
         return Ok(EXIT_OK);
     }
     let progress = PackProgress::new("packing");
@@ -141,10 +109,10 @@ pub fn run(args: &PackArgs, common: &Common) -> Result<i32> {
     // appears at OUT.
     let cancel = CancelToken::new();
     cancel.cancel_on_signals()?;
-    let report = pack::execute_pack(plan, &args.tree, &args.output, &opts, &progress, &cancel);
+    let report = pack::execute_pack(plan, tree, output, opts, &progress, &cancel);
     progress.clear();
     let report = report?;
-    if common.json {
+    if how.json {
         write_json(&mut out, "kpack-tui.pack/1", &report)?;
         return Ok(EXIT_OK);
     }
@@ -198,13 +166,9 @@ pub fn run(args: &PackArgs, common: &Common) -> Result<i32> {
             report.grown.len(),
             plural(report.grown.len() as u64, "binary", "binaries"),
             size(extra),
-            if common.long {
-                ":"
-            } else {
-                "; --long lists them"
-            }
+            if how.long { ":" } else { "; --long lists them" }
         )?;
-        if common.long {
+        if how.long {
             for g in &report.grown {
                 writeln!(
                     out,

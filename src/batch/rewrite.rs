@@ -1,36 +1,11 @@
 //! `preview`, `rewrite` and `normalize` in batch mode.
 
 use super::{EXIT_FINDINGS, EXIT_OK, size, write_json};
-use crate::cli::MarkerArgs;
 use anyhow::{Context, Result, bail};
 use kpack::elf::rewrite::{self, RewriteError};
 use kpack::kpack::Marker;
 use std::io::Write;
 use std::path::Path;
-
-fn marker_for(binary: &Path, args: &MarkerArgs, require_paths: bool) -> Result<Marker> {
-    if require_paths && args.search_paths.is_empty() {
-        bail!(
-            "give at least one --search-path (where the archives will be, relative to the binary)"
-        );
-    }
-    let kernel_name = match &args.kernel_name {
-        Some(k) => k.clone(),
-        None => binary
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .context("cannot derive --kernel-name from the path")?,
-    };
-    let paths = if args.search_paths.is_empty() {
-        vec![".kpack/preview_@GFXARCH@.kpack".to_string()]
-    } else {
-        args.search_paths.clone()
-    };
-    Ok(Marker {
-        kpack_search_paths: paths,
-        kernel_name,
-    })
-}
 
 /// Map a refusal to exit status 1 with its message; other errors propagate (2).
 fn refusal(binary: &Path, e: RewriteError) -> Result<i32> {
@@ -95,12 +70,11 @@ fn print_pe_plan(
 }
 
 /// Print the plan of a rewrite.
-pub fn preview(binary: &Path, args: &MarkerArgs, json: bool, out: &mut dyn Write) -> Result<i32> {
+pub fn preview(binary: &Path, marker: &Marker, json: bool, out: &mut dyn Write) -> Result<i32> {
     let data =
         std::fs::read(binary).with_context(|| format!("cannot read {}", binary.display()))?;
-    let marker = marker_for(binary, args, false)?;
     if kpack::coff::is_pe(&data) {
-        let r = match pe(binary, &data, &marker)? {
+        let r = match pe(binary, &data, marker)? {
             Ok(r) => r,
             Err(code) => return Ok(code),
         };
@@ -111,7 +85,7 @@ pub fn preview(binary: &Path, args: &MarkerArgs, json: bool, out: &mut dyn Write
         }
         return Ok(EXIT_OK);
     }
-    let r = match rewrite::plan_rewrite(&data, &marker) {
+    let r = match rewrite::plan_rewrite(&data, marker) {
         Ok(r) => r,
         Err(e) => return refusal(binary, e),
     };
@@ -124,12 +98,11 @@ pub fn preview(binary: &Path, args: &MarkerArgs, json: bool, out: &mut dyn Write
 }
 
 /// Rewrite a binary to `output`.
-pub fn rewrite(binary: &Path, output: &Path, args: &MarkerArgs) -> Result<i32> {
-    let marker = marker_for(binary, args, true)?;
+pub fn rewrite(binary: &Path, output: &Path, marker: &Marker) -> Result<i32> {
     let data =
         std::fs::read(binary).with_context(|| format!("cannot read {}", binary.display()))?;
     if kpack::coff::is_pe(&data) {
-        let r = match pe(binary, &data, &marker)? {
+        let r = match pe(binary, &data, marker)? {
             Ok(r) => r,
             Err(code) => return Ok(code),
         };
@@ -145,7 +118,7 @@ pub fn rewrite(binary: &Path, output: &Path, args: &MarkerArgs) -> Result<i32> {
         );
         return Ok(EXIT_OK);
     }
-    let r = match rewrite::plan_rewrite(&data, &marker) {
+    let r = match rewrite::plan_rewrite(&data, marker) {
         Ok(r) => r,
         Err(e) => return refusal(binary, e),
     };

@@ -1,7 +1,7 @@
 //! `kpack-tui trace FILE`: summary, top lists, JSON, Chrome export.
 
+use super::Output;
 use super::{EXIT_FINDINGS, EXIT_OK};
-use crate::cli::Common;
 use anyhow::{Context, Result, bail};
 use kpack::trace::{self, analysis};
 use serde::Serialize;
@@ -32,7 +32,7 @@ fn ms(v: i64) -> String {
 }
 
 /// Read, analyse, print or export.
-pub fn run(file: &Path, export: bool, output: Option<&Path>, common: &Common) -> Result<i32> {
+pub fn run(file: &Path, export: bool, output: Option<&Path>, how: &Output) -> Result<i32> {
     let f = std::fs::File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
     let size = f.metadata()?.len();
     if size > MAX_TRACE {
@@ -93,7 +93,7 @@ pub fn run(file: &Path, export: bool, output: Option<&Path>, common: &Common) ->
     let builds: Vec<analysis::BuildAnalysis> = t.builds.iter().map(analysis::analyse).collect();
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    if common.json {
+    if how.json {
         let j = Json {
             file: file.display().to_string(),
             version: t.version,
@@ -196,7 +196,7 @@ pub fn run(file: &Path, export: bool, output: Option<&Path>, common: &Common) ->
         }
     }
     out.flush()?;
-    Ok(if common.strict && t.diagnostic_count > 0 {
+    Ok(if how.strict && t.diagnostic_count > 0 {
         EXIT_FINDINGS
     } else {
         EXIT_OK

@@ -1,55 +1,24 @@
 //! `wheel split` in batch mode: progress on stderr, the wheels written on stdout.
 
+use super::Output;
 use super::pack::plural;
 use super::progress::PackProgress;
 use super::{EXIT_OK, print_json, size};
-use crate::cli::{Common, WheelSplitArgs};
 use anyhow::{Context, Result};
-use kpack::kerneldb::Database;
 use kpack::wheel::split::{WheelSplitOptions, WheelSplitReport, split_wheel};
 use std::io::Write;
-
-/// The reference's `--wheel-type torch-fat` handler preset.
-const TORCH_FAT: [Database; 5] = [
-    Database::Rocblas,
-    Database::Hipblaslt,
-    Database::Hipsparselt,
-    Database::Aotriton,
-    Database::Miopen,
-];
-
-fn list(v: &[String]) -> Option<Vec<String>> {
-    let v: Vec<String> = v
-        .iter()
-        .map(|t| t.trim().to_string())
-        .filter(|t| !t.is_empty())
-        .collect();
-    (!v.is_empty()).then_some(v)
-}
+use std::path::Path;
 
 /// `kpack-tui wheel split`.
-pub fn split(args: &WheelSplitArgs, common: &Common) -> Result<i32> {
-    let mut opts = WheelSplitOptions::new(&args.device_package_prefix, &args.overlay_root);
-    opts.device_requires = args.device_requires_dist.clone();
-    opts.targets = list(&args.target);
-    opts.families = list(&args.family);
-    opts.databases = if args.databases.iter().any(|d| d.trim() == "torch-fat") {
-        TORCH_FAT.to_vec()
-    } else {
-        super::artifacts::handlers(&args.databases)?
-    };
-    opts.level = args.level;
-    opts.zip_level = args.zip_level;
-    opts.threads = common.jobs;
-    opts.force = args.force;
+pub fn split(wheel: &Path, output: &Path, opts: &WheelSplitOptions, how: &Output) -> Result<i32> {
     let progress = PackProgress::new("splitting");
-    let report = split_wheel(&args.wheel, &args.output, &opts, &progress);
+    let report = split_wheel(wheel, output, opts, &progress);
     progress.clear();
-    let report = report.with_context(|| format!("cannot split {}", args.wheel.display()))?;
+    let report = report.with_context(|| format!("cannot split {}", wheel.display()))?;
     for w in &report.warnings {
         eprintln!("warning: {w}");
     }
-    if common.json {
+    if how.json {
         print_json("kpack-tui.wheel-split/1", &report)?;
     } else {
         let stdout = std::io::stdout();

@@ -1,5 +1,7 @@
 //! Command-line arguments.
 
+mod convert;
+
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 

@@ -1,0 +1,206 @@
+//! The command line's arguments turned into the core's options and the batch
+//! reporters' settings: the one place that knows both, so neither the core nor
+//! `batch/` depends on clap.
+
+use super::{
+    ArchivePerArg, CombineArgs, Common, CompressionArg, DiffByArg, LayoutArg, MarkerArgs, PackArgs,
+    SplitArgs, UnassignedArg, WheelSplitArgs,
+};
+use crate::batch::{Output, diff::Table};
+use anyhow::{Context, Result, bail};
+use kpack::artifacts::SplitOptions;
+use kpack::artifacts::combine::{CombineConfig, CombineOptions};
+use kpack::family::Families;
+use kpack::kerneldb::Database;
+use kpack::kpack::{Marker, Scheme};
+use kpack::pack::{ArchivePer, Layout, PackOptions, Unassigned};
+use kpack::wheel::split::WheelSplitOptions;
+use std::path::Path;
+
+impl Common {
+    /// How the batch reporters print.
+    pub fn output(&self) -> Output {
+        Output {
+            json: self.json,
+            long: self.long,
+            strict: self.strict,
+        }
+    }
+}
+
+impl From<DiffByArg> for Table {
+    fn from(by: DiffByArg) -> Table {
+        match by {
+            DiffByArg::All => Table::All,
+            DiffByArg::Target => Table::Target,
+            DiffByArg::File => Table::File,
+            DiffByArg::Kernel => Table::Kernel,
+            DiffByArg::Class => Table::Class,
+        }
+    }
+}
+
+impl PackArgs {
+    /// The pack's options.
+    pub fn options(&self, common: &Common) -> Result<PackOptions> {
+        let families = if self.families.is_empty() {
+            Families::default()
+        } else {
+            Families::parse(&self.families)?
+        };
+        let mut o = PackOptions::new(&self.group, families);
+        o.targets = self.targets.iter().map(|t| t.trim().to_string()).collect();
+        o.all = self.all;
+        o.archive_per = match self.archive_per {
+            ArchivePerArg::Target => ArchivePer::Target,
+            ArchivePerArg::Family => ArchivePer::Family,
+        };
+        o.layout = match self.layout {
+            LayoutArg::Combined => Layout::Combined,
+            LayoutArg::Split => Layout::Split,
+        };
+        o.unassigned = match self.unassigned {
+            UnassignedArg::Error => Unassigned::Error,
+            UnassignedArg::Drop => Unassigned::Drop,
+        };
+        o.scheme = match self.compression {
+            CompressionArg::None => Scheme::None,
+            CompressionArg::Zstd => Scheme::ZstdPerKernel,
+        };
+        o.level = self.level;
+        o.threads = common.jobs;
+        o.force = self.force;
+        o.verify = !self.no_verify;
+        o.archives = self.archives.clone();
+        o.copy_damaged = self.copy_damaged;
+        o.strict = common.strict;
+        Ok(o)
+    }
+}
+
+impl SplitArgs {
+    /// The split's options.
+    pub fn options(&self, jobs: usize) -> Result<SplitOptions> {
+        Ok(SplitOptions {
+            artifact_prefix: self.artifact_prefix.clone(),
+            gpu_targets: (!self.gpu_targets.is_empty()).then(|| {
+                self.gpu_targets
+                    .iter()
+                    .map(|t| t.trim().to_string())
+                    .filter(|t| !t.is_empty())
+                    .collect()
+            }),
+            databases: handlers(&self.split_databases)?,
+            level: self.level,
+            threads: jobs,
+            force: self.force,
+        })
+    }
+}
+
+impl CombineArgs {
+    /// The combine's options (the config file read).
+    pub fn options(&self) -> Result<CombineOptions> {
+        let config = self
+            .config
+            .as_deref()
+            .map(CombineConfig::read)
+            .transpose()?;
+        Ok(CombineOptions {
+            config,
+            prefer: self.prefer.clone(),
+            force: self.force,
+        })
+    }
+}
+
+impl WheelSplitArgs {
+    /// The wheel split's options.
+    pub fn options(&self, jobs: usize) -> Result<WheelSplitOptions> {
+        let mut opts = WheelSplitOptions::new(&self.device_package_prefix, &self.overlay_root);
+        opts.device_requires = self.device_requires_dist.clone();
+        opts.targets = list(&self.target);
+        opts.families = list(&self.family);
+        opts.databases = if self.databases.iter().any(|d| d.trim() == "torch-fat") {
+            TORCH_FAT.to_vec()
+        } else {
+            handlers(&self.databases)?
+        };
+        opts.level = self.level;
+        opts.zip_level = self.zip_level;
+        opts.threads = jobs;
+        opts.force = self.force;
+        Ok(opts)
+    }
+}
+
+impl MarkerArgs {
+    /// The marker for `binary` (`require_paths`: at least one `--search-path`).
+    pub fn marker(&self, binary: &Path, require_paths: bool) -> Result<Marker> {
+        if require_paths && self.search_paths.is_empty() {
+            bail!(
+                "give at least one --search-path (where the archives will be, relative to the binary)"
+            );
+        }
+        let kernel_name = match &self.kernel_name {
+            Some(k) => k.clone(),
+            None => binary
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .context("cannot derive --kernel-name from the path")?,
+        };
+        let paths = if self.search_paths.is_empty() {
+            vec![".kpack/preview_@GFXARCH@.kpack".to_string()]
+        } else {
+            self.search_paths.clone()
+        };
+        Ok(Marker {
+            kpack_search_paths: paths,
+            kernel_name,
+        })
+    }
+}
+
+/// Handler names from `--split-databases` (`all` = the whole registry).
+fn handlers(names: &[String]) -> Result<Vec<Database>> {
+    let mut out = Vec::new();
+    for n in names.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
+        if n == "all" {
+            for d in Database::ALL {
+                if !out.contains(&d) {
+                    out.push(d);
+                }
+            }
+            continue;
+        }
+        let Some(d) = Database::from_name(n) else {
+            let known: Vec<&str> = Database::ALL.iter().map(|d| d.name()).collect();
+            bail!(
+                "--split-databases: unknown database handler {n:?} (known: {}, all)",
+                known.join(", ")
+            );
+        };
+        if !out.contains(&d) {
+            out.push(d);
+        }
+    }
+    Ok(out)
+}
+
+/// The reference's `--wheel-type torch-fat` handler preset.
+const TORCH_FAT: [Database; 5] = [
+    Database::Rocblas,
+    Database::Hipblaslt,
+    Database::Hipsparselt,
+    Database::Aotriton,
+    Database::Miopen,
+];
+
+fn list(v: &[String]) -> Option<Vec<String>> {
+    let v: Vec<String> = v
+        .iter()
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+        .collect();
+    (!v.is_empty()).then_some(v)
+}
