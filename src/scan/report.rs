@@ -1,0 +1,413 @@
+//! What a scan finds: files, bundles, targets, totals (serialised as `--json`).
+
+use crate::bundle::{BundleInfo, Compression};
+use crate::elf::{self, ElfKind, FatBinary, WrapperInfo};
+use crate::kerneldb::{self, Database, Rule};
+use crate::kpack::Marker;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// The class of a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FileKind {
+    /// ELF executable, shared library, object or static archive with device code, or
+    /// a PE DLL with `.hip_fat`.
+    FatBinary,
+    /// A binary already rewritten by kpack (device code moved to archives).
+    HostOnlyBinary,
+    /// A standalone offload bundle file (`*.co`, `*.hsaco`…).
+    Bundle,
+    /// A per-arch kernel-database file (Tensile, MIOpen, CK, AOTriton, … see `kerneldb`).
+    KernelDatabase,
+    /// A `.kpack` archive.
+    Kpack,
+    /// A Python wheel (`.whl`): open it to see its members.
+    Wheel,
+    /// A raw AMDGPU code object (ELF, `e_machine` 224).
+    CodeObject,
+    /// Anything else that is a regular file.
+    Opaque,
+    /// A symbolic link (never followed).
+    Symlink,
+    /// A fifo, socket or device (never opened).
+    Other,
+}
+
+impl FileKind {
+    /// All kinds, in display order.
+    pub const ALL: [FileKind; 10] = [
+        FileKind::FatBinary,
+        FileKind::HostOnlyBinary,
+        FileKind::Bundle,
+        FileKind::KernelDatabase,
+        FileKind::Kpack,
+        FileKind::Wheel,
+        FileKind::CodeObject,
+        FileKind::Opaque,
+        FileKind::Symlink,
+        FileKind::Other,
+    ];
+
+    /// The JSON name (`fat_binary`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            FileKind::FatBinary => "fat_binary",
+            FileKind::HostOnlyBinary => "host_only_binary",
+            FileKind::Bundle => "bundle",
+            FileKind::KernelDatabase => "kernel_database",
+            FileKind::Kpack => "kpack",
+            FileKind::Wheel => "wheel",
+            FileKind::CodeObject => "code_object",
+            FileKind::Opaque => "opaque",
+            FileKind::Symlink => "symlink",
+            FileKind::Other => "other",
+        }
+    }
+}
+
+/// One device target of a bundle, as reported.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TargetReport {
+    /// Entry ID exactly as stored.
+    pub triple: String,
+    /// Target ID with feature flags (`gfx90a:xnack+`).
+    pub arch: String,
+    /// Uncompressed code-object size.
+    pub size: u64,
+    /// Compressed bytes attributed to it (its share of the CCOB; `size` if uncompressed).
+    pub compressed_size: u64,
+}
+
+/// One bundle (TU), as reported.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BundleReport {
+    /// TU index (position in the section).
+    pub index: usize,
+    /// `none`, `zstd`, `zlib`.
+    pub compression: Compression,
+    /// CCOB version for compressed bundles.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ccob_version: Option<u16>,
+    /// Offset within the section.
+    pub offset: u64,
+    /// Bytes occupied in the section.
+    pub stored_size: u64,
+    /// Uncompressed bundle size.
+    pub uncompressed_size: u64,
+    /// The host entry's ID, if present.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_triple: Option<String>,
+    /// Device targets in descriptor order.
+    pub targets: Vec<TargetReport>,
+}
+
+impl BundleReport {
+    /// Report form of a parsed bundle.
+    pub fn from_info(b: &BundleInfo) -> BundleReport {
+        BundleReport {
+            index: b.index,
+            compression: b.compression,
+            ccob_version: b.ccob_version,
+            offset: b.offset,
+            stored_size: b.stored_size,
+            uncompressed_size: b.uncompressed_size,
+            host_triple: b
+                .entries
+                .iter()
+                .find(|e| e.id.is_host())
+                .map(|e| e.id.triple.clone()),
+            targets: b
+                .device_entries()
+                .map(|e| TargetReport {
+                    triple: e.id.triple.clone(),
+                    arch: e.id.arch().unwrap_or_else(|| e.id.triple.clone()),
+                    size: e.size,
+                    compressed_size: b.apportioned_size(e),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A static-archive member with device code.
+#[derive(Debug, Clone, Serialize)]
+pub struct MemberReport {
+    /// Member name.
+    pub name: String,
+    /// Member size.
+    pub size: u64,
+    /// Its bundles.
+    pub bundles: Vec<BundleReport>,
+}
+
+/// One entry of the tree.
+#[derive(Debug, Clone, Serialize)]
+pub struct FileReport {
+    /// Path relative to the scanned root, `/`-separated (the file name for a single file).
+    pub path: String,
+    /// Class.
+    pub kind: FileKind,
+    /// Size in bytes (of the link itself for symlinks).
+    pub size: u64,
+    /// Unix permission bits.
+    pub mode: u32,
+    /// ELF type, for ELF binaries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub elf_kind: Option<ElfKind>,
+    /// `pe` for PE images, `ar` for static archives.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container: Option<&'static str>,
+    /// Device-code bytes in the file.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub device_bytes: u64,
+    /// Host bytes (size − device bytes) for binaries.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_bytes: Option<u64>,
+    /// Bundles, for fat binaries and bundle files (and database files that are bundles).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub bundles: Vec<BundleReport>,
+    /// Static-archive members with device code.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<MemberReport>,
+    /// Wrapper records (`.hipFatBinSegment`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub wrappers: Vec<WrapperInfo>,
+    /// `.hip_fatbin` section placement.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fatbin: Option<elf::SectionSpan>,
+    /// Marker of a host-only binary.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub marker: Option<Marker>,
+    /// `-fgpu-rdc` object (device bitcode sections).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub rdc_object: bool,
+    /// Kernel-database library.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub database: Option<Database>,
+    /// What the database handler read from the path (`gfx90a-xnack+`, `gfx12_0`);
+    /// `arch` is its base arch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub database_key: Option<String>,
+    /// The handler rule that attributed the database file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub database_rule: Option<Rule>,
+    /// Arch of a kernel-database file or raw code object.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arch: Option<String>,
+    /// Target text of a symlink.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// For a hard link seen before: the first path with the same inode.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hard_link_of: Option<String>,
+    /// `fifo`, `socket`, `char_device`, `block_device` for kind `other`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file_type: Option<&'static str>,
+    /// Summary of a `.kpack` archive.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kpack: Option<KpackSummary>,
+    /// Identity of a Python wheel.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wheel: Option<crate::wheel::WheelInfo>,
+    /// For a member of a scanned wheel: the bytes it occupies in the zip.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stored_size: Option<u64>,
+    /// Problems found in this file.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
+}
+
+/// What the scan reports of a `.kpack` archive.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KpackSummary {
+    /// Group name.
+    pub group_name: String,
+    /// Family.
+    pub gfx_arch_family: String,
+    /// Arches served.
+    pub gfx_arches: Vec<String>,
+    /// `none` or `zstd-per-kernel`.
+    pub compression_scheme: &'static str,
+    /// Number of kernels.
+    pub kernels: u64,
+    /// Sum of kernel sizes.
+    pub raw_bytes: u64,
+}
+
+pub(super) fn kpack_summary(idx: crate::kpack::archive::ArchiveIndex) -> KpackSummary {
+    KpackSummary {
+        compression_scheme: idx.compression_scheme.name(),
+        kernels: idx.kernels.len() as u64,
+        raw_bytes: idx.kernels.iter().map(|k| k.size).sum(),
+        group_name: idx.meta.group_name,
+        gfx_arch_family: idx.meta.gfx_arch_family,
+        gfx_arches: idx.meta.gfx_arches,
+    }
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+impl FileReport {
+    /// A report with only the basics filled in (the rest empty).
+    pub fn new(path: String, kind: FileKind, size: u64, mode: u32) -> Self {
+        FileReport {
+            path,
+            kind,
+            size,
+            mode,
+            elf_kind: None,
+            container: None,
+            device_bytes: 0,
+            host_bytes: None,
+            bundles: Vec::new(),
+            members: Vec::new(),
+            wrappers: Vec::new(),
+            fatbin: None,
+            marker: None,
+            rdc_object: false,
+            database: None,
+            database_key: None,
+            database_rule: None,
+            arch: None,
+            target: None,
+            hard_link_of: None,
+            file_type: None,
+            kpack: None,
+            wheel: None,
+            stored_size: None,
+            problems: Vec::new(),
+        }
+    }
+
+    /// An empty report for bytes that did not come from a tree (fuzzing, tests).
+    pub fn for_bytes(name: &str, size: u64) -> Self {
+        FileReport::new(name.to_string(), FileKind::Opaque, size, 0o644)
+    }
+
+    /// Every bundle of the file, members included.
+    pub fn all_bundles(&self) -> impl Iterator<Item = &BundleReport> {
+        self.bundles
+            .iter()
+            .chain(self.members.iter().flat_map(|m| m.bundles.iter()))
+    }
+
+    /// Whether a problem of this file is an error (it could not be read or is
+    /// malformed), not a note on something unsupported or a special file.
+    pub fn is_damaged(&self) -> bool {
+        self.kind != FileKind::Other && self.problems.iter().any(|p| !p.starts_with("unsupported"))
+    }
+
+    /// Mark the file as a kernel-database file as a handler attributed it.
+    pub fn set_database(&mut self, d: &kerneldb::DatabaseFile) {
+        self.kind = FileKind::KernelDatabase;
+        self.database = Some(d.database);
+        self.arch = Some(d.arch.clone());
+        self.database_key = Some(d.key.clone());
+        self.database_rule = Some(d.rule);
+    }
+
+    pub(super) fn set_fat(&mut self, fat: &FatBinary) {
+        self.kind = if fat.host_only {
+            FileKind::HostOnlyBinary
+        } else {
+            FileKind::FatBinary
+        };
+        self.elf_kind = Some(fat.elf_kind);
+        self.device_bytes = fat.device_bytes;
+        self.host_bytes = Some(self.size.saturating_sub(fat.device_bytes));
+        self.bundles = fat.bundles.iter().map(BundleReport::from_info).collect();
+        self.wrappers = fat.wrappers.clone();
+        self.fatbin = fat.fatbin.clone();
+        self.marker = fat.marker.clone();
+        self.rdc_object = fat.rdc_object;
+        self.problems.extend(fat.problems.iter().cloned());
+    }
+}
+
+/// Severity of a diagnostic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// Something could not be read or is malformed.
+    Error,
+    /// Something was skipped or looks odd.
+    Warning,
+}
+
+/// A problem with one path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Diagnostic {
+    /// Path relative to the root.
+    pub path: String,
+    /// Error or warning.
+    pub severity: Severity,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Count and bytes of one class.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct KindTotal {
+    /// Number of files.
+    pub count: u64,
+    /// Their bytes.
+    pub bytes: u64,
+}
+
+/// Device bytes of one arch over the tree.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ArchTotal {
+    /// Uncompressed code-object bytes in bundles and raw code objects.
+    pub raw: u64,
+    /// Bytes they occupy on disk (compressed share for CCOBs).
+    pub compressed: u64,
+    /// Number of code objects.
+    pub code_objects: u64,
+    /// Bytes of kernel-database files attributed to this arch (name-based, no features).
+    pub kernel_database: u64,
+}
+
+/// Totals over the tree.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Totals {
+    /// Entries listed (all kinds).
+    pub entries: u64,
+    /// Regular-file bytes (hard links once).
+    pub bytes: u64,
+    /// Device-code bytes in binaries and bundle files.
+    pub device_bytes: u64,
+    /// Directories seen (the root excluded).
+    pub directories: u64,
+    /// Per class.
+    pub by_kind: BTreeMap<FileKind, KindTotal>,
+}
+
+/// The result of a scan.
+#[derive(Debug, Clone, Serialize)]
+pub struct TreeReport {
+    /// The scanned path as given.
+    pub root: String,
+    /// Every entry, sorted by path.
+    pub files: Vec<FileReport>,
+    /// Arch → total uncompressed device bytes (bundles and code objects).
+    pub archs: BTreeMap<String, u64>,
+    /// Arch → detailed totals.
+    pub arch_totals: BTreeMap<String, ArchTotal>,
+    /// Totals.
+    pub totals: Totals,
+    /// Problems, sorted by path.
+    pub diagnostics: Vec<Diagnostic>,
+    /// When the scanned path is a Python wheel: its identity (the files are its members).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wheel: Option<crate::wheel::WheelInfo>,
+}
+
+impl TreeReport {
+    /// Whether any diagnostic was raised.
+    pub fn has_diagnostics(&self) -> bool {
+        !self.diagnostics.is_empty()
+    }
+}
