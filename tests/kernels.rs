@@ -446,3 +446,33 @@ fn a_wheel_is_read_member_by_member_and_other_zips_are_refused() {
     assert!(from_wheel.len() >= 10, "{from_wheel:?}");
     assert_eq!(from_wheel, rows(&fixtures()));
 }
+
+/// Compressed bundles are decoded in a second pass, largest first, by whichever
+/// worker is idle: the rows must not depend on that. The fixtures directory holds
+/// plain, multi-bundle (-fgpu-rdc, several TUs) and CCOB binaries side by side.
+#[test]
+fn kernels_output_does_not_depend_on_the_thread_count() {
+    let dir = fixtures();
+    let dir = dir.to_str().unwrap();
+    let run = |j: &str| {
+        let o = kpack(&["kernels", dir, "--json", "-j", j]);
+        assert!(
+            o.status.success() || o.status.code() == Some(1),
+            "{}",
+            stderr(&o)
+        );
+        o.stdout
+    };
+    let one = run("1");
+    let v: serde_json::Value = serde_json::from_slice(&one).unwrap();
+    // The compressed fixtures are in it (so the second pass ran).
+    let kernels = v["kernels"].as_array().unwrap();
+    assert!(
+        kernels.iter().any(|k| k["path"] == "libzkern.so")
+            && kernels.iter().any(|k| k["path"] == "libkernels_z.so"),
+        "no kernels of the CCOB fixtures"
+    );
+    for j in ["2", "4", "7"] {
+        assert!(run(j) == one, "-j {j} differs from -j 1");
+    }
+}
