@@ -322,19 +322,8 @@ fn from_archive(
     }
 }
 
-/// The rows of one file, and its compressed bundles left for later.
+/// The rows of one file; its compressed bundles go to `later`.
 fn one_file(
-    abs: &Path,
-    f: &FileReport,
-    follow_marker: bool,
-    opts: &KernelsOptions,
-) -> (FileRows, Vec<Deferred>) {
-    let mut later = Vec::new();
-    let out = one_file_rows(abs, f, follow_marker, opts, &mut later);
-    (out, later)
-}
-
-fn one_file_rows(
     abs: &Path,
     f: &FileReport,
     follow_marker: bool,
@@ -582,7 +571,9 @@ pub fn list_kernels_scanned(
         } else {
             root.join(&f.path)
         };
-        one_file(&abs, f, single, opts)
+        let mut later = Vec::new();
+        let rows = one_file(&abs, f, single, opts, &mut later);
+        (rows, later)
     };
     // Two passes: every file (uncompressed bundles, archives, code objects), then every
     // compressed bundle of the tree, largest first. Rows are merged by file, then

@@ -101,36 +101,37 @@ pub fn preview(binary: &Path, marker: &Marker, json: bool, out: &mut dyn Write) 
 pub fn rewrite(binary: &Path, output: &Path, marker: &Marker) -> Result<i32> {
     let data =
         std::fs::read(binary).with_context(|| format!("cannot read {}", binary.display()))?;
-    if kpack::coff::is_pe(&data) {
-        let r = match pe(binary, &data, marker)? {
-            Ok(r) => r,
+    // Both planners verify the image they return before anything is written.
+    let (bytes, input, written, removed) = if kpack::coff::is_pe(&data) {
+        match pe(binary, &data, marker)? {
+            Ok(r) => (
+                r.bytes,
+                r.plan.input_size,
+                r.plan.output_size,
+                r.plan.removed,
+            ),
             Err(code) => return Ok(code),
-        };
-        let mode = std::fs::metadata(binary)?.permissions();
-        kpack::fsutil::write_atomic(output, &r.bytes, Some(mode))?;
-        eprintln!(
-            "{} -> {}: {} -> {} ({} of device code removed; verified)",
-            binary.display(),
-            output.display(),
-            size(r.plan.input_size),
-            size(r.plan.output_size),
-            size(r.plan.removed)
-        );
-        return Ok(EXIT_OK);
-    }
-    let r = match rewrite::plan_rewrite(&data, marker) {
-        Ok(r) => r,
-        Err(e) => return refusal(binary, e),
+        }
+    } else {
+        match rewrite::plan_rewrite(&data, marker) {
+            Ok(r) => (
+                r.bytes,
+                r.plan.input_size,
+                r.plan.output_size,
+                r.plan.bytes_removed,
+            ),
+            Err(e) => return refusal(binary, e),
+        }
     };
     let mode = std::fs::metadata(binary)?.permissions();
-    kpack::fsutil::write_atomic(output, &r.bytes, Some(mode))?;
+    kpack::fsutil::write_atomic(output, &bytes, Some(mode))?;
     eprintln!(
-        "{} -> {}: {} -> {} ({} of device code removed)",
+        "{} -> {}: {} -> {} ({} of device code removed; verified)",
         binary.display(),
         output.display(),
-        size(r.plan.input_size),
-        size(r.plan.output_size),
-        size(r.plan.bytes_removed)
+        size(input),
+        size(written),
+        size(removed)
     );
     Ok(EXIT_OK)
 }

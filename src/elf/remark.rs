@@ -49,14 +49,7 @@ pub fn replace_marker(data: &[u8], marker: &Marker) -> Result<Vec<u8>> {
         return refuse("no PT_LOAD maps the marker");
     };
     let seg = lay.segments[si];
-    let highest = lay
-        .segments
-        .iter()
-        .filter(|p| p.p_type == elf::PT_LOAD)
-        .map(|p| p.mem_end())
-        .max()
-        .unwrap_or(0);
-    if seg.file_end() != old_end || seg.p_memsz != seg.p_filesz || seg.mem_end() != highest {
+    if seg.file_end() != old_end || seg.p_memsz != seg.p_filesz || seg.mem_end() != lay.load_end() {
         return refuse("the marker is not the end of the last loaded segment");
     }
     if lay

@@ -359,6 +359,16 @@ impl ElfLayout {
             .find(|(_, s)| s.name == name)
     }
 
+    /// The end of the highest address any `PT_LOAD` maps (0 without one).
+    pub fn load_end(&self) -> u64 {
+        self.segments
+            .iter()
+            .filter(|p| p.p_type == elf::PT_LOAD)
+            .map(|p| p.mem_end())
+            .max()
+            .unwrap_or(0)
+    }
+
     /// File offset of a virtual address, through the `PT_LOAD` that maps it from the file.
     pub fn vaddr_to_offset(&self, vaddr: u64) -> Option<u64> {
         self.segments

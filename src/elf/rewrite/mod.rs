@@ -454,14 +454,7 @@ pub fn plan_rewrite(data: &[u8], marker: &Marker) -> Result<Rewritten> {
         .iter()
         .rposition(|p| p.p_type == elf::PT_LOAD)
         .unwrap_or(segs.len() - 1);
-    let max_end = lay
-        .segments
-        .iter()
-        .filter(|p| p.p_type == elf::PT_LOAD)
-        .map(|p| p.mem_end())
-        .max()
-        .unwrap_or(0);
-    let mut new_vaddr = round_up(max_end, PAGE);
+    let mut new_vaddr = round_up(lay.load_end(), PAGE);
     let marker_bytes = marker.encode();
     let n_phdr = segs.len() as u64 + 1;
     // Room for the table where it is? Up to the first content after it.
