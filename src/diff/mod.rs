@@ -180,6 +180,21 @@ pub fn library_key(path: &str) -> &str {
     }
 }
 
+/// The name a file is matched by when its path changed between builds: a versioned
+/// shared library by its unversioned name ([`library_key`]), a wheel's
+/// `NAME-VERSION.dist-info/…` and `NAME-VERSION.data/…` members without the version.
+pub fn rename_key(path: &str) -> String {
+    let path = library_key(path);
+    if let Some((dir, rest)) = path.split_once('/')
+        && let Some((stem, ext)) = dir.rsplit_once('.')
+        && matches!(ext, "dist-info" | "data")
+        && let Some((name, _version)) = stem.split_once('-')
+    {
+        return format!("{name}.{ext}/{rest}");
+    }
+    path.to_string()
+}
+
 /// Compare two builds.
 pub fn diff(old: &Path, new: &Path, opts: &DiffOptions) -> Result<DiffReport> {
     let (a, b) = rayon::join(|| read_side(old, opts), || read_side(new, opts));
@@ -282,9 +297,7 @@ pub fn diff(old: &Path, new: &Path, opts: &DiffOptions) -> Result<DiffReport> {
     let keys = |v: &[&String]| -> BTreeMap<String, Vec<String>> {
         let mut m: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for p in v {
-            m.entry(library_key(p).to_string())
-                .or_default()
-                .push((*p).clone());
+            m.entry(rename_key(p)).or_default().push((*p).clone());
         }
         m
     };
@@ -546,5 +559,22 @@ mod tests {
         assert_eq!(library_key("lib/libfoo.so"), "lib/libfoo.so");
         assert_eq!(library_key("lib/libfoo.so.bak"), "lib/libfoo.so.bak");
         assert_eq!(library_key("lib/libfoo.so.6.x"), "lib/libfoo.so.6.x");
+    }
+
+    #[test]
+    fn wheel_metadata_directories_match_across_versions() {
+        assert_eq!(
+            rename_key("torch-2.10.0.dist-info/RECORD"),
+            "torch.dist-info/RECORD"
+        );
+        assert_eq!(
+            rename_key("torch-2.10.0+rocm7.1.data/purelib/x.py"),
+            "torch.data/purelib/x.py"
+        );
+        assert_eq!(rename_key("torch/lib/libc10.so.2.1"), "torch/lib/libc10.so");
+        // Only the top directory, and only these two suffixes.
+        assert_eq!(rename_key("share/a-1.dist-info/x"), "share/a-1.dist-info/x");
+        assert_eq!(rename_key("foo-1.0.d/x"), "foo-1.0.d/x");
+        assert_eq!(rename_key("README"), "README");
     }
 }
