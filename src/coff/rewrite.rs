@@ -208,9 +208,15 @@ pub fn parse_layout(d: &[u8]) -> R<PeLayout> {
         dirs,
         sections,
     };
-    if !l.file_alignment.is_power_of_two()
-        || !l.section_alignment.is_power_of_two()
-        || l.file_alignment < 512 && l.file_alignment != l.section_alignment
+    // The PE format's rules: FileAlignment a power of two from 512 to 64 KiB (or equal
+    // to a smaller SectionAlignment), SectionAlignment a power of two no smaller. The
+    // output is sized by these, so a hostile value must not get through.
+    let (fa, sa) = (l.file_alignment, l.section_alignment);
+    if !fa.is_power_of_two()
+        || !sa.is_power_of_two()
+        || fa > 0x1_0000
+        || sa < fa
+        || fa < 512 && fa != sa
     {
         return Err(bad(format!(
             "alignments {:#x} (file) and {:#x} (sections) are not valid",
@@ -456,11 +462,18 @@ pub fn plan_rewrite(d: &[u8], marker: &Marker) -> R<PeRewritten> {
     // The new layout: .hip_fat loses its raw data, later raw data moves down.
     let removed = fat.size_of_raw_data as u64;
     let fat_raw = fat.pointer_to_raw_data as u64;
-    let shift = |p: u32| -> u32 {
-        if removed > 0 && p as u64 > fat_raw {
-            (p as u64 - removed) as u32
+    // A file offset after the move. One inside the removed bytes (overlapping raw data,
+    // a debug entry pointing into .hip_fat) has no place in the output.
+    let shift = |p: u32| -> R<u32> {
+        let p64 = p as u64;
+        if removed == 0 || p64 <= fat_raw {
+            Ok(p)
+        } else if p64 < fat_raw + removed {
+            Err(bad(format!(
+                "file offset {p:#x} lies inside the raw data of {FATBIN_SECTION}, which is removed"
+            )))
         } else {
-            p
+            Ok((p64 - removed) as u32)
         }
     };
     let mut sections = l.sections.clone();
@@ -469,15 +482,18 @@ pub fn plan_rewrite(d: &[u8], marker: &Marker) -> R<PeRewritten> {
             s.size_of_raw_data = 0;
             s.pointer_to_raw_data = 0;
         } else if s.size_of_raw_data > 0 {
-            s.pointer_to_raw_data = shift(s.pointer_to_raw_data);
+            s.pointer_to_raw_data = shift(s.pointer_to_raw_data)?;
         }
     }
     let bytes_m = marker.encode();
     let m_len = bytes_m.len() as u32;
     let m_raw = align(m_len as u64, l.file_alignment) as u32;
+    // After the last raw data: a section without any (uninitialised data) has no place
+    // in the file, whatever its PointerToRawData says.
     let m_off = align(
         sections
             .iter()
+            .filter(|s| s.size_of_raw_data > 0)
             .map(|s| s.pointer_to_raw_data as u64 + s.size_of_raw_data as u64)
             .max()
             .unwrap_or(0)
@@ -542,17 +558,17 @@ pub fn plan_rewrite(d: &[u8], marker: &Marker) -> R<PeRewritten> {
         && size > 0
         && let Some(old) = l.offset_of(rva)
     {
-        let new_base = shift(old as u32) as usize;
+        let new_base = shift(old as u32)? as usize;
         for e in 0..(size as usize / 28) {
             let at = new_base + e * 28 + 24;
             let p = u32_at(&out, at)?;
             if p != 0 {
-                put_u32(&mut out, at, shift(p));
+                put_u32(&mut out, at, shift(p)?);
             }
         }
     }
     // Wrappers: HIPK, pointer at the marker, reserved1 the bundle.
-    let wrap_new = shift(wrap.pointer_to_raw_data) as usize;
+    let wrap_new = shift(wrap.pointer_to_raw_data)? as usize;
     for (i, (_, idx)) in wrappers.iter().enumerate() {
         let o = wrap_new + i * 24;
         put_u32(&mut out, o, MAGIC_HIPK);
