@@ -235,25 +235,39 @@ fn sigint_during_a_pack_leaves_nothing_behind() {
         std::fs::write(tree.join(format!("lib/libv{i}.so")), &lib).unwrap();
     }
     let out = tmp.path().join("out");
-    let child = Command::new(env!("CARGO_BIN_EXE_kpack-tui"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kpack-tui"))
         .args(["pack", tree.to_str().unwrap(), "-o", out.to_str().unwrap()])
         .args(["--group", "g", "--family", "gfx90X", "-j", "1"])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait until it is packing, then interrupt.
-    std::thread::sleep(std::time::Duration::from_millis(400));
+    // The signal goes out on the first progress line of the packing phase: by then
+    // the handler is installed (before the scan) and the pack is under way, however
+    // slow or loaded the machine is. No sleep.
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        let n = std::io::BufRead::read_line(&mut stderr, &mut line).unwrap();
+        assert!(n > 0, "the pack ended before any progress line: {seen}");
+        seen.push_str(&line);
+        if line.starts_with("packing:") {
+            break;
+        }
+    }
     let _ = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status();
-    let o = child.wait_with_output().unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    if o.status.success() {
-        eprintln!("note: the pack finished before the signal; nothing to check");
-        return;
-    }
-    assert_eq!(o.status.code(), Some(130), "{err}");
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    let err = format!("{seen}{rest}");
+    assert!(
+        !status.success(),
+        "the pack finished although it was interrupted while packing: {err}"
+    );
+    assert_eq!(status.code(), Some(130), "{err}");
     assert!(err.contains("cancelled"), "{err}");
     assert!(!out.exists(), "no output");
     let left: Vec<_> = std::fs::read_dir(tmp.path())

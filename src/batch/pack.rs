@@ -89,7 +89,17 @@ pub fn run(
     opts: &PackOptions,
     how: &Output,
 ) -> Result<i32> {
+    // Ctrl-C stops the pack cleanly: the staging directory is removed, nothing
+    // appears at OUT. The handler is installed before any work, so a signal during
+    // the scan cancels too instead of killing the process half-way.
+    let cancel = CancelToken::new();
+    if !dry_run {
+        cancel.cancel_on_signals()?;
+    }
     let mut plan = pack::plan_pack(tree, output, opts)?;
+    if cancel.is_cancelled() {
+        return Err(kpack::Error::Cancelled.into());
+    }
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     if dry_run {
@@ -105,10 +115,6 @@ pub fn run(
         return Ok(EXIT_OK);
     }
     let progress = PackProgress::new("packing");
-    // Ctrl-C stops the pack cleanly: the staging directory is removed, nothing
-    // appears at OUT.
-    let cancel = CancelToken::new();
-    cancel.cancel_on_signals()?;
     let report = pack::execute_pack(plan, tree, output, opts, &progress, &cancel);
     progress.clear();
     let report = report?;
