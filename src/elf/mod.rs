@@ -10,6 +10,7 @@
 //! as unsupported rather than guessed at. Parsing is zero-copy over the caller's
 //! bytes (usually an mmap) and reads headers, entry tables and wrappers only.
 
+pub mod loaded;
 pub mod normalize;
 pub mod remark;
 pub mod rewrite;

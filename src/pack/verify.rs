@@ -140,6 +140,29 @@ pub fn verify_tree(root: &Path, plan: Option<&PackPlan>, layout: Layout) -> Tree
         .filter(|f| f.kind == FileKind::HostOnlyBinary && f.hard_link_of.is_none())
         .map(|f| (norm(&f.path), f))
         .collect();
+    // Every host-only ELF is read as the loader maps it: each wrapper's pointer must
+    // reach the marker in the loaded image (a strip after packing can move the
+    // segment that maps it while the section headers still look right).
+    for f in hosts.values() {
+        let Ok(Some(map)) = crate::fsutil::map_file(&root.join(&f.path)) else {
+            continue;
+        };
+        if !crate::elf::is_elf(&map) {
+            continue;
+        }
+        match crate::elf::loaded::loaded_view(&map) {
+            Ok(Some(view)) => {
+                for fault in view.faults {
+                    v.faults.push(format!("{}: {fault}", f.path));
+                }
+            }
+            Ok(None) => {}
+            Err(e) => v.faults.push(format!(
+                "{}: cannot be read as the loader maps it: {e}",
+                f.path
+            )),
+        }
+    }
     // Executables must keep their program headers where EL8 kernels look (a strip
     // after packing moves them: `kpack-tui normalize` puts them back).
     for f in hosts.values() {
