@@ -73,3 +73,13 @@ pub fn replace_marker(data: &[u8], marker: &Marker) -> Result<Vec<u8>, String> {
     }
     elf::remark::replace_marker(data, marker).map_err(|e| e.to_string())
 }
+
+/// A host-only ELF or PE binary read as its loader maps it: the faults that would
+/// keep the runtime from its marker (empty: every wrapper reaches it), or `None`
+/// when it has no HIP wrappers.
+pub fn loaded_faults(data: &[u8]) -> Result<Option<Vec<String>>, String> {
+    if crate::coff::is_pe(data) && !elf::is_elf(data) {
+        return crate::coff::loaded::loaded_faults(data);
+    }
+    elf::loaded::loaded_view(data).map(|v| v.map(|v| v.faults))
+}

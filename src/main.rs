@@ -104,7 +104,13 @@ fn run(cli: Cli) -> Result<i32> {
             binary,
             output,
             marker,
-        }) => batch::rewrite::rewrite(&binary, &output, &marker.marker(&binary, true)?),
+            phdr_layout,
+        }) => batch::rewrite::rewrite(
+            &binary,
+            &output,
+            &marker.marker(&binary, true)?,
+            phdr_layout.into(),
+        ),
         Some(Command::Pack(args)) => batch::pack::run(
             &args.tree,
             &args.output,

@@ -64,6 +64,10 @@ pub fn rewrite_plan(out: &mut dyn Write, binary: &Path, p: &RewritePlan) -> std:
         size(p.marker_size),
         p.marker_vaddr,
         match (p.phdr_relocated, p.phdr_padding) {
+            (false, _) if !p.moved_sections.is_empty() => format!(
+                "; program headers grown in place, {} moved beside the marker",
+                p.moved_sections.join(" ")
+            ),
             (false, _) => String::new(),
             (true, 0) => "; program headers moved into the new segment".into(),
             (true, n) => format!(

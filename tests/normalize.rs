@@ -1,7 +1,9 @@
-//! Packed executables after the tools packaging runs on them: `llvm-strip` moves the
-//! program headers away from where EL8 kernels look (normalize puts them back),
-//! `eu-strip` (rpm's find-debuginfo) keeps them working, GNU `strip` re-lays them out
-//! beyond repair (verify says so).
+//! Packed executables after the tools packaging runs on them. Ours keep their program
+//! headers in place, so `llvm-strip` leaves them compliant; the reference transform's
+//! layout (a relocated table, produced here with `PhdrLayout::Reference`) is what
+//! `normalize` exists for: `llvm-strip` moves its table away from where EL8 kernels
+//! look (normalize puts it back), GNU `strip` re-lays it out beyond repair (verify
+//! and normalize say so). tests/toolchain.rs runs every packaging tool on our layout.
 
 mod common;
 
@@ -34,11 +36,51 @@ fn strip_with(tool_name: &str, file: &Path) -> bool {
     true
 }
 
+/// Replace binaries of a packed tree by their host-only rewrite in the reference
+/// transform's layout (program headers moved into a new trailing segment), with the
+/// same marker: what ROCm's own tools ship.
+fn with_reference_layout(packed: &Path, input: &Path, files: &[&str]) {
+    use kpack::elf::rewrite::{PhdrLayout, plan_rewrite_with};
+    for f in files {
+        let report = kpack::scan::scan(
+            &packed.join(f),
+            &kpack::scan::ScanOptions::default(),
+            &kpack::event::NoEvents,
+        )
+        .unwrap();
+        let marker = report.files[0].marker.clone().expect("a packed binary");
+        let fat = std::fs::read(input.join(f)).unwrap();
+        let r = plan_rewrite_with(&fat, &marker, PhdrLayout::Reference).unwrap();
+        assert!(r.plan.phdr_relocated, "{f}");
+        std::fs::write(packed.join(f), &r.bytes).unwrap();
+    }
+}
+
 #[test]
-fn llvm_strip_breaks_the_el8_rule_and_normalize_repairs_it() {
+fn packed_executables_keep_the_el8_rule_through_llvm_strip() {
     let tmp = tempfile::tempdir().unwrap();
     let out = packed(tmp.path());
     let root = out.to_str().unwrap();
+    for exe in ["bin/vadd_app", "bin/legacy_app"] {
+        if !strip_with("llvm-strip-15", &out.join(exe)) {
+            return;
+        }
+    }
+    let o = kpack(&["normalize", "--check", root]);
+    assert!(o.status.success(), "{}", stdout(&o));
+    let o = kpack(&["verify", root, "--no-tui"]);
+    assert!(o.status.success(), "{}", stdout(&o));
+    assert!(runs(&out, "bin/vadd_app") && runs(&out, "bin/legacy_app"));
+}
+
+#[test]
+fn llvm_strip_breaks_the_el8_rule_of_the_reference_layout_and_normalize_repairs_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = packed(tmp.path());
+    let root = out.to_str().unwrap();
+    with_reference_layout(&out, &demo(), &["bin/vadd_app", "bin/legacy_app"]);
+    let o = kpack(&["verify", root, "--no-tui"]);
+    assert!(o.status.success(), "{}", stdout(&o));
     for exe in ["bin/vadd_app", "bin/legacy_app"] {
         if !strip_with("llvm-strip-15", &out.join(exe)) {
             return;
@@ -118,27 +160,52 @@ fn eu_strip_keeps_packed_binaries_loadable() {
     assert!(o.status.success(), "{}", stdout(&o));
 }
 
+/// GNU strip re-lays out the reference layout's trailing segment (BFD places a
+/// segment holding the program headers right after the previous one), so the
+/// wrappers point at other bytes: verify and normalize --check name it, normalize
+/// leaves it alone (re-pack from the unstripped tree).
 #[test]
-fn gnu_strip_damage_is_reported_and_left_alone() {
+fn gnu_strip_damage_to_the_reference_layout_is_reported_and_left_alone() {
     let tmp = tempfile::tempdir().unwrap();
     let out = packed(tmp.path());
-    let exe = out.join("bin/legacy_app");
-    if !strip_with("strip", &exe) {
-        return;
-    }
-    let before = std::fs::read(&exe).unwrap();
+    let files = ["bin/legacy_app", "lib/librdc.so"];
+    with_reference_layout(&out, &demo(), &files);
     let root = out.to_str().unwrap();
-    let o = kpack(&["normalize", root]);
+    for f in files {
+        if !strip_with("strip", &out.join(f)) {
+            return;
+        }
+    }
+    let before = tree_hashes(&out);
+    for args in [
+        &["normalize", root][..],
+        &["normalize", "--check", root][..],
+    ] {
+        let o = kpack(args);
+        assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+        for f in files {
+            assert!(
+                stdout(&o).contains("DAMAGED") && stdout(&o).contains(f),
+                "{args:?}: {}",
+                stdout(&o)
+            );
+        }
+    }
+    assert_eq!(tree_hashes(&out), before, "left as it is");
+    let o = kpack(&["verify", root, "--no-tui"]);
     assert_eq!(o.status.code(), Some(1));
+    for f in files {
+        assert!(
+            stdout(&o).contains(&format!("{f}: wrapper #0")),
+            "{}",
+            stdout(&o)
+        );
+    }
     assert!(
-        stdout(&o).contains("DAMAGED") && stdout(&o).contains("legacy_app"),
+        stdout(&o).contains("re-laid out by GNU strip"),
         "{}",
         stdout(&o)
     );
-    assert_eq!(std::fs::read(&exe).unwrap(), before, "left as it is");
-    let o = kpack(&["verify", root, "--no-tui"]);
-    assert_eq!(o.status.code(), Some(1));
-    assert!(stdout(&o).contains("bin/legacy_app"), "{}", stdout(&o));
 }
 
 #[test]

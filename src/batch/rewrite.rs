@@ -98,7 +98,12 @@ pub fn preview(binary: &Path, marker: &Marker, json: bool, out: &mut dyn Write) 
 }
 
 /// Rewrite a binary to `output`.
-pub fn rewrite(binary: &Path, output: &Path, marker: &Marker) -> Result<i32> {
+pub fn rewrite(
+    binary: &Path,
+    output: &Path,
+    marker: &Marker,
+    phdrs: rewrite::PhdrLayout,
+) -> Result<i32> {
     let data =
         std::fs::read(binary).with_context(|| format!("cannot read {}", binary.display()))?;
     // Both planners verify the image they return before anything is written.
@@ -113,7 +118,7 @@ pub fn rewrite(binary: &Path, output: &Path, marker: &Marker) -> Result<i32> {
             Err(code) => return Ok(code),
         }
     } else {
-        match rewrite::plan_rewrite(&data, marker) {
+        match rewrite::plan_rewrite_with(&data, marker, phdrs) {
             Ok(r) => (
                 r.bytes,
                 r.plan.input_size,

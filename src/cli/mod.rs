@@ -161,6 +161,11 @@ pub enum Command {
         output: PathBuf,
         #[command(flatten)]
         marker: MarkerArgs,
+        /// Where a grown program-header table goes: `in-place` (the default, which
+        /// GNU strip keeps) or `reference` (a new segment, as ROCm's transform writes
+        /// it; for testing what packaging tools do to such binaries).
+        #[arg(long, value_enum, default_value = "in-place", hide = true)]
+        phdr_layout: PhdrLayoutArg,
     },
     /// Analyse a compile trace (ninja log v5-v7, or a phc trace): wall time,
     /// parallelism, per-arch device time, critical paths; or export it for Perfetto.
@@ -771,5 +776,23 @@ mod tests {
             c.command,
             Some(Command::Extract { all: false, .. })
         ));
+    }
+}
+
+/// `rewrite --phdr-layout`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PhdrLayoutArg {
+    /// Grown in place (sections after it move beside the marker).
+    InPlace,
+    /// Moved into the new segment, as the reference transform does.
+    Reference,
+}
+
+impl From<PhdrLayoutArg> for kpack::elf::rewrite::PhdrLayout {
+    fn from(a: PhdrLayoutArg) -> Self {
+        match a {
+            PhdrLayoutArg::InPlace => Self::InPlace,
+            PhdrLayoutArg::Reference => Self::Reference,
+        }
     }
 }

@@ -141,4 +141,5 @@ pub fn inspect(data: &[u8]) -> FormatResult<Option<PeFatBinary>> {
     }))
 }
 
+pub mod loaded;
 pub mod rewrite;

@@ -17,6 +17,7 @@
 
 use super::rewrite::{PAGE, PHENT, SHENT, parse_layout, wr_u64};
 use crate::elf::rewrite::RewriteError;
+use crate::kpack::marker::MARKER_SECTION;
 use serde::Serialize;
 
 type Result<T> = std::result::Result<T, RewriteError>;
@@ -56,6 +57,16 @@ pub enum PhdrState {
 /// Examine an ELF image.
 pub fn check(data: &[u8]) -> Result<PhdrState> {
     let lay = parse_layout(data)?;
+    // A host-only binary must reach its marker as the loader maps it (what verify
+    // checks about its layout): GNU strip can move the marker's segment.
+    if lay.sections.iter().any(|s| s.name == MARKER_SECTION)
+        && let Ok(Some(view)) = crate::elf::loaded::loaded_view(data)
+        && !view.faults.is_empty()
+    {
+        return Ok(PhdrState::Damaged {
+            why: view.faults.join("; "),
+        });
+    }
     if !lay.segments.iter().any(|p| p.p_type == PT_INTERP) {
         return Ok(PhdrState::NotApplicable);
     }

@@ -140,19 +140,20 @@ pub fn verify_tree(root: &Path, plan: Option<&PackPlan>, layout: Layout) -> Tree
         .filter(|f| f.kind == FileKind::HostOnlyBinary && f.hard_link_of.is_none())
         .map(|f| (norm(&f.path), f))
         .collect();
-    // Every host-only ELF is read as the loader maps it: each wrapper's pointer must
-    // reach the marker in the loaded image (a strip after packing can move the
-    // segment that maps it while the section headers still look right).
+    // Every host-only ELF or PE image is read as its loader maps it: each wrapper's
+    // pointer must reach the marker in the loaded image (a strip after packing can
+    // move the segment that maps it while the section headers still look right).
+    let mut misloaded = BTreeSet::new();
     for f in hosts.values() {
         let Ok(Some(map)) = crate::fsutil::map_file(&root.join(&f.path)) else {
             continue;
         };
-        if !crate::elf::is_elf(&map) {
-            continue;
-        }
-        match crate::elf::loaded::loaded_view(&map) {
-            Ok(Some(view)) => {
-                for fault in view.faults {
+        match crate::fatbin::loaded_faults(&map) {
+            Ok(Some(faults)) => {
+                if !faults.is_empty() {
+                    misloaded.insert(f.path.clone());
+                }
+                for fault in faults {
                     v.faults.push(format!("{}: {fault}", f.path));
                 }
             }
@@ -183,6 +184,9 @@ pub fn verify_tree(root: &Path, plan: Option<&PackPlan>, layout: Layout) -> Tree
                      by llvm-strip; run kpack-tui normalize)",
                     f.path
                 ))
+            }
+            // Reported above, as the loader sees it.
+            Ok(crate::elf::normalize::PhdrState::Damaged { .. }) if misloaded.contains(&f.path) => {
             }
             Ok(crate::elf::normalize::PhdrState::Damaged { why }) => {
                 v.faults.push(format!("{}: {why}", f.path))

@@ -28,6 +28,7 @@
 //! against its input.
 
 mod layout;
+mod room;
 mod verify;
 
 pub use layout::{ElfLayout, PAGE, PHDRS_SECTION, Section, Segment, parse_layout};
@@ -121,6 +122,9 @@ pub struct RewritePlan {
     /// Zero bytes added so that an executable's moved program-header table is mapped
     /// where the kernel looks for it (address = offset + load bias; EL8 kernels).
     pub phdr_padding: u64,
+    /// Sections that followed the program-header table and moved beside the marker,
+    /// so that the table grows in place (empty when it had room, or was relocated).
+    pub moved_sections: Vec<String>,
     /// The wrappers redirected.
     pub wrappers: Vec<WrapperChange>,
     /// Program headers before.
@@ -154,8 +158,25 @@ fn round_up(v: u64, a: u64) -> u64 {
     v.div_ceil(a).saturating_mul(a)
 }
 
+/// Where a grown program-header table goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PhdrLayout {
+    /// In place: the sections after the table move beside the marker when it has no
+    /// room (what GNU strip and objcopy keep; the default).
+    #[default]
+    InPlace,
+    /// Into the new segment, as the reference transform does (kept to produce that
+    /// layout in tests of `normalize` and `verify`; GNU strip breaks it).
+    Reference,
+}
+
 /// Compute the host-only rewrite of `data` with `marker`. Nothing is written.
 pub fn plan_rewrite(data: &[u8], marker: &Marker) -> Result<Rewritten> {
+    plan_rewrite_with(data, marker, PhdrLayout::InPlace)
+}
+
+/// [`plan_rewrite`] with the program-header table placed as `phdrs` says.
+pub fn plan_rewrite_with(data: &[u8], marker: &Marker, phdrs: PhdrLayout) -> Result<Rewritten> {
     let lay = parse_layout(data)?;
     if lay.e_machine != elf::EM_X86_64 {
         return Err(RewriteError::Unsupported(format!(
@@ -412,18 +433,37 @@ pub fn plan_rewrite(data: &[u8], marker: &Marker) -> Result<Rewritten> {
                 p_memsz: memsz,
                 ..t
             };
-            if t.p_vaddr < v {
-                segs.push(mk(
-                    t.p_vaddr,
-                    t.p_offset,
-                    (v - t.p_vaddr).min(t.p_filesz),
-                    v - t.p_vaddr,
-                ));
+            // Tools (eu-elflint) place NOBITS sections in segments by file offset over
+            // p_memsz: the merged segment must not seem to hold another one.
+            let merged_end = t.p_offset + (v + s - t.p_vaddr);
+            let shadows_nobits = lay.sections.iter().enumerate().any(|(j, x)| {
+                j != fb_idx
+                    && x.nobits()
+                    && x.alloc()
+                    && x.sh_size > 0
+                    && (t.p_offset..merged_end).contains(&shift(x.sh_offset))
+            });
+            if t.p_vaddr < v && v - t.p_vaddr <= t.p_filesz && !shadows_nobits {
+                // What precedes the device code keeps its bytes; the device range
+                // becomes the zero-filled end of the same segment, as `.bss` ends a
+                // data segment: a shape every tool lays out again as it was (a
+                // segment of its own with no file bytes is re-placed by GNU strip
+                // at offset 0, which eu-elflint then rejects).
+                segs.push(mk(t.p_vaddr, t.p_offset, v - t.p_vaddr, v + s - t.p_vaddr));
+            } else {
+                if t.p_vaddr < v {
+                    segs.push(mk(
+                        t.p_vaddr,
+                        t.p_offset,
+                        (v - t.p_vaddr).min(t.p_filesz),
+                        v - t.p_vaddr,
+                    ));
+                }
+                if v < a {
+                    segs.push(mk(v, o, a - v, a - v));
+                }
+                segs.push(mk(a, a_off, 0, v + s - a));
             }
-            if v < a {
-                segs.push(mk(v, o, a - v, a - v));
-            }
-            segs.push(mk(a, a_off, 0, v + s - a));
             if v + s < t.mem_end() && o + s < t.file_end() {
                 segs.push(mk(
                     v + s,
@@ -434,7 +474,7 @@ pub fn plan_rewrite(data: &[u8], marker: &Marker) -> Result<Rewritten> {
             } else if v + s < t.mem_end() {
                 // Only zero-initialised memory follows: extend the hole over it.
                 if let Some(h) = segs.last_mut() {
-                    h.p_memsz = t.mem_end() - a;
+                    h.p_memsz = t.mem_end() - h.p_vaddr;
                 }
             }
             continue;
@@ -476,9 +516,33 @@ pub fn plan_rewrite(data: &[u8], marker: &Marker) -> Result<Rewritten> {
         .segments
         .iter()
         .find(|p| p.p_type == elf::PT_LOAD && p.p_offset <= phoff && phoff < p.file_end());
-    let fits_in_place = phoff + n_phdr * PHENT <= next_content
+    let mut fits_in_place = phoff + n_phdr * PHENT <= next_content
         && covering_load.is_some_and(|p| phoff + n_phdr * PHENT <= p.file_end())
         && phoff < cut.start;
+    // No room: move what follows the table into the marker's segment (room.rs), so
+    // the table grows in place and strip/objcopy keep the layout.
+    let dynamic_range = lay
+        .sections
+        .iter()
+        .find(|s| s.sh_type == elf::SHT_DYNAMIC && !s.nobits())
+        .and_then(|s| range(data, s.sh_offset, s.sh_size, ".dynamic").ok());
+    let room = if fits_in_place || phdrs == PhdrLayout::Reference {
+        None
+    } else {
+        room::find_room(&lay, data.len() as u64, n_phdr, cut.start).filter(|r| {
+            let dyn_ok = dynamic_range
+                .clone()
+                .is_none_or(|d| !room::dynamic_blocks_move(data, d, r));
+            // A relocated pointer into the block would dangle.
+            let rela_ok = !relas
+                .values()
+                .any(|x| x.r_type == R_X86_64_RELATIVE && r.holds_vaddr(x.addend as u64));
+            dyn_ok && rela_ok
+        })
+    };
+    if room.is_some() {
+        fits_in_place = true;
+    }
     let table_bytes = if fits_in_place { 0 } else { n_phdr * PHENT };
     // An executable whose table moves gets it where the kernel looks (workflows.md
     // §5): Linux 4.18 (EL8) computes AT_PHDR as the load address + e_phoff, and a
@@ -499,9 +563,25 @@ pub fn plan_rewrite(data: &[u8], marker: &Marker) -> Result<Rewritten> {
         new_vaddr = new_vaddr.max(off + bias);
     }
 
+    // With a moved block, the new segment sits at the end of the file without page
+    // padding (its address is chosen congruent to its offset): zeros, the block at
+    // its offset modulo 64 (every section alignment it holds), then the marker, last
+    // as re-pointing expects (remark.rs). At least one zero byte comes first:
+    // llvm-objcopy 15 takes a segment that starts where an earlier program header
+    // (PT_INTERP of a moved `.interp`) starts for that one's child, and misplaces it.
+    let base_len = data.len() as u64 - removed;
+    let marker_len = marker_bytes.len() as u64;
+    let block_at = room.as_ref().map(|r| {
+        new_vaddr = round_up(lay.load_end(), PAGE) + base_len % PAGE;
+        let pad = (r.start % 64 + 64 - base_len % 64) % 64;
+        base_len + if pad == 0 { 64 } else { pad }
+    });
+    let block_len = room.as_ref().map_or(0, room::Room::len);
+    let block_gap = block_at.map_or(0, |g| g - base_len);
+
     // --- Output image: the input without the removed pages, then the patches at
     // their shifted offsets (one copy of the bytes kept; removed pages never read).
-    let marker_vaddr = new_vaddr + table_bytes;
+    let marker_vaddr = new_vaddr + table_bytes + block_gap + block_len;
     let mut out = Vec::with_capacity(data.len() - removed as usize + 3 * PAGE as usize);
     out.extend_from_slice(&data[..cut.start as usize]);
     out.extend_from_slice(&data[cut.end as usize..]);
@@ -528,7 +608,12 @@ pub fn plan_rewrite(data: &[u8], marker: &Marker) -> Result<Rewritten> {
             via,
         });
     }
-    out.resize(round_up(out.len() as u64, PAGE) as usize, 0);
+    let block = room
+        .as_ref()
+        .map(|r| out[r.start as usize..r.end as usize].to_vec());
+    if block.is_none() {
+        out.resize(round_up(out.len() as u64, PAGE) as usize, 0);
+    }
     let before_pad = out.len() as u64;
     if normalise {
         out.resize((new_vaddr - bias) as usize, 0);
@@ -536,6 +621,10 @@ pub fn plan_rewrite(data: &[u8], marker: &Marker) -> Result<Rewritten> {
     let phdr_padding = out.len() as u64 - before_pad;
     let new_off = out.len() as u64;
     out.resize(out.len() + table_bytes as usize, 0);
+    if let (Some(b), Some(g)) = (&block, block_at) {
+        out.resize(g as usize, 0);
+        out.extend_from_slice(b);
+    }
     let marker_off = out.len() as u64;
     out.extend_from_slice(&marker_bytes);
     let new_load = Segment {
@@ -544,8 +633,8 @@ pub fn plan_rewrite(data: &[u8], marker: &Marker) -> Result<Rewritten> {
         p_offset: new_off,
         p_vaddr: new_vaddr,
         p_paddr: new_vaddr,
-        p_filesz: table_bytes + marker_bytes.len() as u64,
-        p_memsz: table_bytes + marker_bytes.len() as u64,
+        p_filesz: table_bytes + block_gap + block_len + marker_len,
+        p_memsz: table_bytes + block_gap + block_len + marker_len,
         p_align: PAGE,
     };
     segs.insert(last_load + 1, new_load);
@@ -598,6 +687,36 @@ pub fn plan_rewrite(data: &[u8], marker: &Marker) -> Result<Rewritten> {
             }
         }
     }
+    if let Some(r) = &room {
+        let g = block_at.unwrap_or(new_off);
+        let dv = (new_vaddr + (g - new_off)).wrapping_sub(r.vaddr);
+        for &i in &r.sections {
+            sections[i].sh_offset = g + (lay.sections[i].sh_offset - r.start);
+            sections[i].sh_addr = lay.sections[i].sh_addr.wrapping_add(dv);
+        }
+        for q in segs.iter_mut().filter(|q| {
+            q.p_type != elf::PT_LOAD
+                && q.p_offset >= r.start
+                && q.file_end() <= r.end
+                && q.p_filesz > 0
+        }) {
+            q.p_offset = g + (q.p_offset - r.start);
+            q.p_vaddr = q.p_vaddr.wrapping_add(dv);
+            q.p_paddr = q.p_paddr.wrapping_add(dv);
+        }
+        for s in &sections {
+            let Ok(rg) = range(&out, s.sh_offset, s.file_size(), &s.name) else {
+                continue;
+            };
+            match s.sh_type {
+                elf::SHT_DYNAMIC => room::move_dynamic_tags(&mut out, rg, r, dv),
+                elf::SHT_SYMTAB | elf::SHT_DYNSYM => {
+                    room::move_symbols(&mut out, rg, &r.sections, dv)
+                }
+                _ => {}
+            }
+        }
+    }
     let shstr = &lay.sections[usize::from(lay.e_shstrndx)];
     let mut strtab = data[range(data, shstr.sh_offset, shstr.sh_size, ".shstrtab")?].to_vec();
     let marker_name = strtab.len() as u32;
@@ -639,6 +758,22 @@ pub fn plan_rewrite(data: &[u8], marker: &Marker) -> Result<Rewritten> {
         sh_addralign: 1,
         sh_entsize: 0,
     });
+    let mut e_shstrndx = lay.e_shstrndx;
+    if let Some(r) = &room {
+        e_shstrndx = room::renumber(
+            &mut out,
+            &mut sections,
+            &r.sections,
+            usize::from(lay.e_shstrndx),
+        )
+        .ok_or_else(|| {
+            RewriteError::Refused(
+                "section groups or extended section indices: the sections after the \
+                     program headers cannot be renumbered"
+                    .into(),
+            )
+        })?;
+    }
     out.resize(round_up(out.len() as u64, 8) as usize, 0);
     let e_shoff = out.len() as u64;
     for sec in &sections {
@@ -670,8 +805,18 @@ pub fn plan_rewrite(data: &[u8], marker: &Marker) -> Result<Rewritten> {
     wr_u64(&mut out, 40, e_shoff);
     wr_u16(&mut out, 56, segs.len() as u16);
     wr_u16(&mut out, 60, sections.len() as u16);
+    wr_u16(&mut out, 62, e_shstrndx);
 
-    let faults = verify_rewritten(data, &out, marker, bundles.len());
+    let moved = room.as_ref().zip(block_at).map(|(r, g)| {
+        let dv = (new_vaddr + (g - new_off)).wrapping_sub(r.vaddr);
+        (r.vaddr..r.vaddr + r.len(), dv)
+    });
+    let mut faults = verify_rewritten(data, &out, marker, bundles.len(), moved);
+    match crate::elf::loaded::loaded_view(&out) {
+        Ok(Some(view)) => faults.extend(view.faults),
+        Ok(None) => faults.push("no wrapper section in the loaded image".into()),
+        Err(e) => faults.push(format!("the loader cannot read it: {e}")),
+    }
     if !faults.is_empty() {
         return Err(RewriteError::VerifyFailed(faults));
     }
@@ -687,6 +832,14 @@ pub fn plan_rewrite(data: &[u8], marker: &Marker) -> Result<Rewritten> {
         marker_vaddr,
         phdr_relocated: !fits_in_place,
         phdr_padding,
+        moved_sections: room
+            .as_ref()
+            .map(|r| {
+                let mut v: Vec<&Section> = r.sections.iter().map(|&i| &lay.sections[i]).collect();
+                v.sort_by_key(|s| s.sh_offset);
+                v.iter().map(|s| s.name.clone()).collect()
+            })
+            .unwrap_or_default(),
         wrappers: changes,
         segments_before: lay.segments.clone(),
         segments_after: after.segments,

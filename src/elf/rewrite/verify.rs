@@ -143,7 +143,13 @@ pub fn verify_rewritten(
     output: &[u8],
     marker: &Marker,
     n_bundles: usize,
+    moved: Option<(std::ops::Range<u64>, u64)>,
 ) -> Vec<String> {
+    // Sections the rewrite moved (input addresses, and by how much).
+    let addr_after = |a: u64| match &moved {
+        Some((r, dv)) if r.contains(&a) => a.wrapping_add(*dv),
+        _ => a,
+    };
     let before = structural_faults(input);
     let mut faults: Vec<String> = structural_faults(output)
         .into_iter()
@@ -161,7 +167,7 @@ pub fn verify_rewritten(
         let Some(t) = b
             .sections
             .iter()
-            .find(|t| t.name == s.name && t.sh_addr == s.sh_addr)
+            .find(|t| t.name == s.name && t.sh_addr == addr_after(s.sh_addr))
         else {
             faults.push(format!("section {} disappeared", s.name));
             continue;
@@ -179,7 +185,11 @@ pub fn verify_rewritten(
             );
             let same = match (input.get(ra), output.get(rb)) {
                 (Some(x), Some(y)) => {
-                    s.name == WRAPPER_SECTION || s.sh_type == elf::SHT_RELA || x == y
+                    s.name == WRAPPER_SECTION
+                        || s.sh_type == elf::SHT_RELA
+                        || (moved.is_some()
+                            && matches!(s.sh_type, elf::SHT_DYNAMIC | elf::SHT_DYNSYM))
+                        || x == y
                 }
                 _ => false,
             };
