@@ -182,6 +182,31 @@ fn run(cmd: &[&str], dir: &Path) {
     );
 }
 
+/// RPM's `find-debuginfo -m` on a build root, as rpmbuild runs it: eu-strip with the
+/// debug info split into `usr/lib/debug`, then a `.gnu_debugdata` MiniDebugInfo
+/// section added to each binary with GNU objcopy (the Fedora and RHEL default).
+fn find_debuginfo(root: &Path, scratch: &Path) {
+    let build = scratch.join("rpm-build");
+    std::fs::create_dir_all(&build).unwrap();
+    let o = Command::new("find-debuginfo")
+        .arg("-m")
+        .arg(&build)
+        .current_dir(&build)
+        .env("RPM_BUILD_ROOT", root)
+        .env("RPM_BUILD_DIR", &build)
+        .env("RPM_PACKAGE_NAME", "demo")
+        .env("RPM_PACKAGE_VERSION", "1")
+        .env("RPM_PACKAGE_RELEASE", "1")
+        .env("RPM_ARCH", "x86_64")
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "find-debuginfo: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 /// One pipeline step on one file (`F`: the binary, `D`: a scratch file outside the tree).
 fn step(name: &str, exe: bool, f: &str, d: &str) -> Vec<Vec<String>> {
     let s = |v: &[&str]| {
@@ -211,12 +236,6 @@ fn step(name: &str, exe: bool, f: &str, d: &str) -> Vec<Vec<String>> {
             s(&["objcopy", "--add-gnu-debuglink={D}", "{F}"]),
         ],
         "eu-strip" => vec![s(&["eu-strip", "--remove-comment", "-f", "{D}", "{F}"])],
-        // RPM's find-debuginfo -m: eu-strip, then a MiniDebugInfo section added with
-        // GNU objcopy (its content does not matter to the layout).
-        "find-debuginfo -m" => vec![
-            s(&["eu-strip", "--remove-comment", "-f", "{D}", "{F}"]),
-            s(&["objcopy", "--add-section", ".gnu_debugdata={D}", "{F}"]),
-        ],
         "llvm-strip" => vec![s(&["llvm-strip-19", "{F}"])],
         "llvm-objcopy --strip-debug" => vec![s(&["llvm-objcopy-19", "--strip-debug", "{F}"])],
         "patchelf --set-rpath" => vec![s(&["patchelf", "--set-rpath", "/opt/rocm/lib", "{F}"])],
@@ -311,6 +330,8 @@ fn every_kernel_loads_after_every_packaging_tool() {
         "llvm-objcopy-19",
         "patchelf",
         "eu-elflint",
+        "find-debuginfo",
+        "xz",
     ];
     if needed.iter().any(|t| tool(t).is_none()) {
         return;
@@ -321,27 +342,44 @@ fn every_kernel_loads_after_every_packaging_tool() {
     let mut loaded = BTreeMap::new();
     for name in STEPS {
         for (i, (root, input, original)) in trees.iter().enumerate() {
+            // The packed tree and, for comparison, the fat input, each through the
+            // same step: eu-elflint may say nothing about a host-only result that it
+            // does not say about the fat binary after that step.
             let copy = tmp.path().join(format!("step-{i}"));
-            let _ = std::fs::remove_dir_all(&copy);
-            run(
-                &["cp", "-a", root.to_str().unwrap(), copy.to_str().unwrap()],
-                tmp.path(),
-            );
+            let fat = tmp.path().join(format!("fat-{i}"));
+            for (from, to) in [(root, &copy), (input, &fat)] {
+                let _ = std::fs::remove_dir_all(to);
+                run(
+                    &["cp", "-a", from.to_str().unwrap(), to.to_str().unwrap()],
+                    tmp.path(),
+                );
+            }
             let elves = host_elves(&copy);
             assert!(!elves.is_empty());
-            if name != "none" {
+            if name == "find-debuginfo -m" {
+                for tree in [&copy, &fat] {
+                    find_debuginfo(tree, tmp.path());
+                }
                 for p in &elves {
-                    let f = copy.join(p);
-                    let d = tmp.path().join("scratch.debug");
-                    let _ = std::fs::remove_file(&d);
-                    // The same step on a copy of the fat input: eu-elflint may say
-                    // nothing about the host-only result that it does not say there.
-                    let fat = tmp.path().join("fat-copy");
-                    std::fs::copy(input.join(p), &fat).unwrap();
-                    for target in [&f, &fat] {
-                        let exe = is_executable(target);
-                        let (tf, td) = (target.to_str().unwrap(), d.to_str().unwrap());
-                        for cmd in step(name, exe, tf, td) {
+                    let o = Command::new("readelf")
+                        .arg("-SW")
+                        .arg(copy.join(p))
+                        .output()
+                        .unwrap();
+                    let text = String::from_utf8_lossy(&o.stdout);
+                    assert!(
+                        text.contains(".gnu_debugdata"),
+                        "{p}: no MiniDebugInfo added"
+                    );
+                }
+            } else if name != "none" {
+                for p in &elves {
+                    for tree in [&copy, &fat] {
+                        let f = tree.join(p);
+                        let d = tmp.path().join("scratch.debug");
+                        let _ = std::fs::remove_file(&d);
+                        let (tf, td) = (f.to_str().unwrap(), d.to_str().unwrap());
+                        for cmd in step(name, is_executable(&f), tf, td) {
                             let argv: Vec<&str> = cmd.iter().map(String::as_str).collect();
                             let o = Command::new(argv[0]).args(&argv[1..]).output().unwrap();
                             let err = String::from_utf8_lossy(&o.stderr);
@@ -349,19 +387,21 @@ fn every_kernel_loads_after_every_packaging_tool() {
                             // BFD warns when it moves a section it cannot place.
                             assert!(!err.contains("adjusted to"), "{name}: {p}: {err}");
                         }
-                        let _ = std::fs::remove_file(&d);
                     }
-                    let (ours, theirs) = (elflint(&f), elflint(&fat));
-                    let new: Vec<&String> = ours.iter().filter(|l| !theirs.contains(*l)).collect();
-                    assert!(new.is_empty(), "{name}: eu-elflint on {p}: {new:?}");
-                    let o = Command::new("readelf")
-                        .args(["-lW"])
-                        .arg(&f)
-                        .output()
-                        .unwrap();
-                    let text = String::from_utf8_lossy(&o.stderr);
-                    assert!(text.trim().is_empty(), "{name}: readelf on {p}: {text}");
                 }
+            }
+            for p in &elves {
+                let f = copy.join(p);
+                let (ours, theirs) = (elflint(&f), elflint(&fat.join(p)));
+                let new: Vec<&String> = ours.iter().filter(|l| !theirs.contains(*l)).collect();
+                assert!(new.is_empty(), "{name}: eu-elflint on {p}: {new:?}");
+                let o = Command::new("readelf")
+                    .args(["-lW"])
+                    .arg(&f)
+                    .output()
+                    .unwrap();
+                let text = String::from_utf8_lossy(&o.stderr);
+                assert!(text.trim().is_empty(), "{name}: readelf on {p}: {text}");
             }
             let o = kpack(&["verify", copy.to_str().unwrap()]);
             assert!(

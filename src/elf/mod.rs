@@ -56,6 +56,9 @@ pub enum ElfKind {
     SharedLibrary,
     /// `ET_REL`: an object file.
     Relocatable,
+    /// Separate debug info of a binary (`objcopy --only-keep-debug`, `eu-strip -f`,
+    /// the `.debug` files of `find-debuginfo`): its loaded sections have no bytes.
+    DebugInfo,
     /// Anything else (core files…).
     Other,
 }
@@ -68,6 +71,7 @@ impl ElfKind {
             ElfKind::PieExecutable => "PIE executable",
             ElfKind::SharedLibrary => "shared library",
             ElfKind::Relocatable => "relocatable object",
+            ElfKind::DebugInfo => "separate debug info",
             ElfKind::Other => "other ELF",
         }
     }
@@ -228,6 +232,14 @@ pub fn inspect(data: &[u8]) -> FormatResult<ElfContent> {
     let find = |name: &str| sections.section_by_name(endian, name.as_bytes());
     let fatbin_sec = find(FATBIN_SECTION);
     let marker_sec = find(MARKER_SECTION);
+    // A debug-info companion keeps the section headers of its binary with the loaded
+    // sections' bytes gone (NOBITS): it holds no device code and loads nothing.
+    let gone = |s: Option<(object::SectionIndex, &elf::SectionHeader64<LE>)>| {
+        s.is_some_and(|(_, h)| h.sh_type(endian) == elf::SHT_NOBITS)
+    };
+    if gone(find(WRAPPER_SECTION)) || gone(marker_sec) {
+        return Ok(ElfContent::Plain(ElfKind::DebugInfo));
+    }
     let mut problems = Vec::new();
 
     let Some((fb_index, fb)) = fatbin_sec else {
