@@ -162,10 +162,12 @@ fn eu_strip_keeps_packed_binaries_loadable() {
 
 /// GNU strip re-lays out the reference layout's trailing segment (BFD places a
 /// segment holding the program headers right after the previous one), so the
-/// wrappers point at other bytes: verify and normalize --check name it, normalize
-/// leaves it alone (re-pack from the unstripped tree).
+/// wrappers point at other bytes: verify and normalize --check name both binaries.
+/// normalize maps a library's segment back where its sections are (MOVED, then
+/// FIXED); an executable, whose program headers moved with it, is left alone
+/// (DAMAGED: re-pack from the unstripped tree).
 #[test]
-fn gnu_strip_damage_to_the_reference_layout_is_reported_and_left_alone() {
+fn gnu_strip_damage_to_the_reference_layout_is_reported_and_libraries_repaired() {
     let tmp = tempfile::tempdir().unwrap();
     let out = packed(tmp.path());
     let files = ["bin/legacy_app", "lib/librdc.so"];
@@ -176,22 +178,6 @@ fn gnu_strip_damage_to_the_reference_layout_is_reported_and_left_alone() {
             return;
         }
     }
-    let before = tree_hashes(&out);
-    for args in [
-        &["normalize", root][..],
-        &["normalize", "--check", root][..],
-    ] {
-        let o = kpack(args);
-        assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
-        for f in files {
-            assert!(
-                stdout(&o).contains("DAMAGED") && stdout(&o).contains(f),
-                "{args:?}: {}",
-                stdout(&o)
-            );
-        }
-    }
-    assert_eq!(tree_hashes(&out), before, "left as it is");
     let o = kpack(&["verify", root, "--no-tui"]);
     assert_eq!(o.status.code(), Some(1));
     for f in files {
@@ -206,6 +192,48 @@ fn gnu_strip_damage_to_the_reference_layout_is_reported_and_left_alone() {
         "{}",
         stdout(&o)
     );
+    let before = tree_hashes(&out);
+    let o = kpack(&["normalize", "--check", root]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(stdout(&o).contains("MOVED "), "{}", stdout(&o));
+    assert!(stdout(&o).contains("lib/librdc.so"), "{}", stdout(&o));
+    assert!(stdout(&o).contains("DAMAGED "), "{}", stdout(&o));
+    assert!(stdout(&o).contains("bin/legacy_app"), "{}", stdout(&o));
+    assert_eq!(tree_hashes(&out), before, "--check writes nothing");
+    let exe_before = std::fs::read(out.join("bin/legacy_app")).unwrap();
+    let o = kpack(&["normalize", root]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains(&format!("FIXED {}", out.join("lib/librdc.so").display())),
+        "{}",
+        stdout(&o)
+    );
+    assert!(
+        stdout(&o).contains("fixed 1; 1 could not be fixed"),
+        "{}",
+        stdout(&o)
+    );
+    assert_eq!(
+        std::fs::read(out.join("bin/legacy_app")).unwrap(),
+        exe_before,
+        "left as it is"
+    );
+    // The library is whole again: only the executable is still a fault.
+    let o = kpack(&["verify", root, "--no-tui"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(!stdout(&o).contains("lib/librdc.so"), "{}", stdout(&o));
+    let data = std::fs::read(out.join("lib/librdc.so")).unwrap();
+    let view = kpack::elf::loaded::loaded_view(&data).unwrap().unwrap();
+    assert!(view.faults.is_empty(), "{:?}", view.faults);
+    if let Some(e) = tool("eu-elflint") {
+        let o = Command::new(e)
+            .arg("--gnu-ld")
+            .arg(out.join("lib/librdc.so"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(!text.contains("segment"), "{text}");
+    }
 }
 
 #[test]
@@ -226,4 +254,65 @@ fn normalize_skips_what_it_need_not_touch_and_names_what_it_cannot_read() {
     assert!(stderr(&o).contains("broken"), "{}", stderr(&o));
     let o = kpack(&["normalize", tmp.path().join("nope").to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
+}
+
+/// A repair keeps what an in-place rewrite keeps: owner and group, the mode with its
+/// set-id bits, extended attributes; a file with hard links is refused with a reason
+/// (a rename would split them) and left as it was.
+#[test]
+fn a_repair_keeps_owner_mode_and_attributes_and_refuses_hard_links() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let tmp = tempfile::tempdir().unwrap();
+    let out = packed(tmp.path());
+    let (exe, linked) = ("bin/vadd_app", "bin/legacy_app");
+    with_reference_layout(&out, &demo(), &[exe, linked]);
+    for f in [exe, linked] {
+        if !strip_with("llvm-strip-15", &out.join(f)) {
+            return;
+        }
+    }
+    let root_user = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
+    let path = out.join(exe);
+    if root_user {
+        std::os::unix::fs::chown(&path, Some(1234), Some(5678)).unwrap();
+    }
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    let attr = xattr::set(&path, "user.kpack-test", b"kept").is_ok();
+    if !attr {
+        eprintln!("note: this filesystem takes no user xattrs; the attribute part is not checked");
+    }
+    std::fs::hard_link(out.join(linked), tmp.path().join("second-name")).unwrap();
+    let linked_before = std::fs::read(out.join(linked)).unwrap();
+
+    let o = kpack(&["normalize", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).contains(&format!("FIXED {}", path.display())),
+        "{}",
+        stdout(&o)
+    );
+    assert!(
+        stderr(&o).contains("has 2 hard links, which a repair would split; left as it was"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(std::fs::read(out.join(linked)).unwrap(), linked_before);
+    let m = std::fs::metadata(&path).unwrap();
+    assert_eq!(m.permissions().mode() & 0o7777, 0o4755);
+    if root_user {
+        assert_eq!((m.uid(), m.gid()), (1234, 5678));
+    } else {
+        eprintln!("note: not root; the owner part is not checked");
+    }
+    if attr {
+        assert_eq!(
+            xattr::get(&path, "user.kpack-test").unwrap().as_deref(),
+            Some(&b"kept"[..])
+        );
+    }
+    let data = std::fs::read(&path).unwrap();
+    assert_eq!(
+        kpack::elf::normalize::check(&data).unwrap(),
+        kpack::elf::normalize::PhdrState::Compliant
+    );
 }

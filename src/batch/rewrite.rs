@@ -165,6 +165,7 @@ pub fn normalize(
                     "NONCOMPLIANT {p} (program headers at offset {offset:#x}, address \
                      {vaddr:#x}: EL8 kernels crash running it)"
                 )?,
+                PhdrState::Moved { why } => writeln!(out, "MOVED {p} ({why})")?,
                 PhdrState::Damaged { why } => writeln!(out, "DAMAGED {p} ({why})")?,
                 _ => {}
             }

@@ -15,7 +15,7 @@
 //! compliant: `p_vaddr == p_offset`. For non-PIE executables "compliant" is
 //! `p_vaddr == p_offset + load bias`, what the kernel actually computes.
 
-use super::rewrite::{PAGE, PHENT, SHENT, parse_layout, wr_u64};
+use super::rewrite::{ElfLayout, PAGE, PHENT, SHENT, parse_layout, wr_u64};
 use crate::elf::rewrite::RewriteError;
 use crate::kpack::marker::MARKER_SECTION;
 use serde::Serialize;
@@ -45,6 +45,14 @@ pub enum PhdrState {
         /// The load bias (0 for PIE).
         bias: u64,
     },
+    /// The segment that maps the marker was moved away from its sections (GNU strip
+    /// re-laying out the reference layout's trailing segment), so the wrappers point
+    /// at other bytes; the bytes are all there: [`normalize`] maps them back at the
+    /// address their sections (and the segment's physical address) give.
+    Moved {
+        /// What moved.
+        why: String,
+    },
     /// Re-laid out beyond repair here (e.g. by GNU strip, which moves the segment's
     /// address away from its physical address and from the marker the wrappers
     /// point at): re-pack from the unstripped tree.
@@ -63,8 +71,15 @@ pub fn check(data: &[u8]) -> Result<PhdrState> {
         && let Ok(Some(view)) = crate::elf::loaded::loaded_view(data)
         && !view.faults.is_empty()
     {
-        return Ok(PhdrState::Damaged {
-            why: view.faults.join("; "),
+        let why = match view.faults.len() {
+            1 => view.faults[0].clone(),
+            n => format!("{} (and {} more like it)", view.faults[0], n - 1),
+        };
+        return Ok(match plan_remap(data, &lay) {
+            Ok(_) => PhdrState::Moved { why },
+            Err(e) => PhdrState::Damaged {
+                why: format!("{why}; cannot map it back: {e}"),
+            },
         });
     }
     if !lay.segments.iter().any(|p| p.p_type == PT_INTERP) {
@@ -164,6 +179,111 @@ impl Repair {
     }
 }
 
+/// Plan putting the segment that holds the marker back where its sections are: a
+/// copy of the sections' bytes at the end of the file, at an offset congruent with
+/// their address, and the segment pointed at it. Only for shared libraries (an
+/// executable's program headers moved with that segment, and the kernel maps them).
+fn plan_remap(data: &[u8], lay: &ElfLayout) -> Result<Repair> {
+    let no = |why: &str| Err(RewriteError::Unsupported(why.to_string()));
+    if lay.segments.iter().any(|p| p.p_type == PT_INTERP) {
+        return no("an executable's moved program headers are not repaired here");
+    }
+    let Some(m) = lay.sections.iter().find(|s| s.name == MARKER_SECTION) else {
+        return no("no marker section");
+    };
+    let Some((li, l)) = lay.segments.iter().enumerate().find(|(_, p)| {
+        p.p_type == PT_LOAD && m.sh_offset >= p.p_offset && m.sh_offset < p.file_end()
+    }) else {
+        return no("no PT_LOAD maps the marker's bytes");
+    };
+    // The loaded sections whose bytes the segment holds, in file order.
+    let mut secs: Vec<(usize, &crate::elf::rewrite::Section)> = lay
+        .sections
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| {
+            s.sh_flags & 2 != 0
+                && s.sh_type != 8
+                && s.sh_size > 0
+                && s.sh_offset >= l.p_offset
+                && s.sh_offset + s.sh_size <= l.file_end()
+        })
+        .collect();
+    secs.sort_by_key(|(_, s)| s.sh_offset);
+    let (Some(&(_, first)), Some(&(_, last))) = (secs.first(), secs.last()) else {
+        return no("the marker's segment holds no loaded section");
+    };
+    let base = first.sh_addr;
+    if secs
+        .iter()
+        .any(|(_, s)| s.sh_addr.wrapping_sub(base) != s.sh_offset - first.sh_offset)
+    {
+        return no("the segment's sections no longer keep their relative places");
+    }
+    if l.p_paddr != l.p_vaddr && l.p_paddr != base {
+        return no("the segment's physical address is not its sections' address");
+    }
+    let end = last.sh_offset + last.sh_size;
+    let size = end - first.sh_offset;
+    // It must not share a page with any other segment (the moved one overlapped the
+    // page of the data segment's .bss).
+    let page_lo = base / PAGE * PAGE;
+    let page_hi = (base + size).div_ceil(PAGE) * PAGE;
+    if lay.segments.iter().enumerate().any(|(i, p)| {
+        i != li
+            && p.p_type == PT_LOAD
+            && p.p_memsz > 0
+            && p.p_vaddr < page_hi
+            && page_lo < (p.p_vaddr + p.p_memsz).div_ceil(PAGE) * PAGE
+    }) {
+        return no("its sections' addresses share a page with another segment");
+    }
+    let len = data.len() as u64;
+    let target = len.div_ceil(PAGE) * PAGE + base % PAGE;
+    let at = lay.e_phoff + li as u64 * PHENT;
+    let mut patches = vec![
+        (at + 8, target),
+        (at + 16, base),
+        (at + 24, base),
+        (at + 32, size),
+        (at + 40, size),
+    ];
+    for &(i, s) in &secs {
+        patches.push((
+            lay.e_shoff + i as u64 * SHENT + 24,
+            target + (s.sh_offset - first.sh_offset),
+        ));
+    }
+    // GNU strip also puts the device range's file-less segment at offset 0, away
+    // from its NOBITS section: give it the section's (congruent) offset back, so
+    // that tools placing NOBITS sections by offset find it there.
+    for (i, p) in lay.segments.iter().enumerate() {
+        if p.p_type != PT_LOAD || p.p_filesz != 0 || p.p_memsz == 0 {
+            continue;
+        }
+        let held = lay
+            .sections
+            .iter()
+            .find(|s| s.sh_type == 8 && s.sh_addr == p.p_vaddr && s.sh_size == p.p_memsz);
+        if let Some(s) = held
+            && s.sh_offset != p.p_offset
+            && s.sh_offset % PAGE == p.p_vaddr % PAGE
+            && !lay
+                .segments
+                .iter()
+                .any(|q| q.p_type == PT_LOAD && q.p_offset == s.sh_offset)
+        {
+            patches.push((lay.e_phoff + i as u64 * PHENT + 8, s.sh_offset));
+        }
+    }
+    Ok(Repair {
+        target,
+        offset: first.sh_offset,
+        end,
+        patches,
+    })
+}
+
 /// Plan the repair of a noncompliant image: `Ok(None)` when there is nothing to do.
 pub fn plan_normalize(data: &[u8]) -> Result<Option<Repair>> {
     let (offset, vaddr, bias) = match check(data)? {
@@ -172,6 +292,7 @@ pub fn plan_normalize(data: &[u8]) -> Result<Option<Repair>> {
             vaddr,
             bias,
         } => (offset, vaddr, bias),
+        PhdrState::Moved { .. } => return plan_remap(data, &parse_layout(data)?).map(Some),
         PhdrState::Damaged { why } => return Err(RewriteError::Unsupported(why)),
         _ => return Ok(None),
     };
@@ -228,16 +349,17 @@ pub fn plan_normalize(data: &[u8]) -> Result<Option<Repair>> {
     }))
 }
 
-/// Repair a noncompliant image in memory: `Ok(None)` when there is nothing to do.
+/// Repair a noncompliant or moved image in memory: `Ok(None)` when there is nothing
+/// to do.
 pub fn normalize(data: &[u8]) -> Result<Option<Vec<u8>>> {
     let Some(r) = plan_normalize(data)? else {
         return Ok(None);
     };
     let out = r.apply(data);
     match check(&out)? {
-        PhdrState::Compliant => Ok(Some(out)),
+        PhdrState::Compliant | PhdrState::NotApplicable => Ok(Some(out)),
         other => Err(RewriteError::Unsupported(format!(
-            "normalising did not make the table compliant ({other:?})"
+            "normalising did not repair it ({other:?})"
         ))),
     }
 }
@@ -327,14 +449,14 @@ pub fn normalize_paths(
                     state,
                     fixed: false,
                 }),
-                PhdrState::Noncompliant { .. } => {
+                PhdrState::Noncompliant { .. } | PhdrState::Moved { .. } => {
                     let mut fixed = false;
                     if !check_only {
                         match plan_normalize(&map) {
-                            Ok(Some(repair)) => {
-                                write_repaired(&path, &map, &repair)?;
-                                fixed = true;
-                            }
+                            Ok(Some(repair)) => match write_repaired(&path, &map, &repair) {
+                                Ok(()) => fixed = true,
+                                Err(e) => report.warnings.push(e.to_string()),
+                            },
                             Ok(None) => {}
                             Err(e) => report.warnings.push(format!("{}: {e}", path.display())),
                         }
@@ -351,13 +473,27 @@ pub fn normalize_paths(
 /// renamed over it with the original's permissions.
 fn write_repaired(path: &std::path::Path, data: &[u8], repair: &Repair) -> crate::Result<()> {
     use crate::error::Error;
+    use std::os::unix::fs::MetadataExt;
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(std::path::Path::new("."));
-    let perms = std::fs::metadata(path)
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    // In-place semantics or nothing: a rename would split hard links.
+    if meta.nlink() > 1 {
+        return Err(Error::Invalid(format!(
+            "{}: has {} hard links, which a repair would split; left as it was",
+            path.display(),
+            meta.nlink()
+        )));
+    }
+    let attrs: Vec<(std::ffi::OsString, Vec<u8>)> = xattr::list(path)
         .map_err(|e| Error::io(path, e))?
-        .permissions();
+        .filter_map(|n| {
+            let v = xattr::get(path, &n).ok().flatten()?;
+            Some((n, v))
+        })
+        .collect();
     let mut tmp = tempfile::Builder::new()
         .prefix(".kpack-normalize-")
         .tempfile_in(dir)
@@ -368,16 +504,37 @@ fn write_repaired(path: &std::path::Path, data: &[u8], repair: &Repair) -> crate
     let written = crate::fsutil::map_file(tmp.path())
         .map_err(|e| Error::io(path, e))?
         .ok_or_else(|| Error::Invalid(format!("{}: repaired image is empty", path.display())))?;
-    if check(&written).ok() != Some(PhdrState::Compliant) {
+    if !matches!(
+        check(&written),
+        Ok(PhdrState::Compliant | PhdrState::NotApplicable)
+    ) {
         return Err(Error::Invalid(format!(
             "{}: the repaired image is not compliant; left as it was",
             path.display()
         )));
     }
     drop(written);
-    tmp.as_file()
-        .set_permissions(perms)
-        .map_err(|e| Error::io(path, e))?;
+    // Owner first (a chown clears set-id bits and file capabilities), then the mode
+    // with its set-id bits, then every extended attribute (security.capability…).
+    let keep = |what: &str, r: std::io::Result<()>| {
+        r.map_err(|e| {
+            Error::Invalid(format!(
+                "{}: cannot keep its {what} ({e}); left as it was",
+                path.display()
+            ))
+        })
+    };
+    keep(
+        "owner",
+        std::os::unix::fs::fchown(tmp.as_file(), Some(meta.uid()), Some(meta.gid())),
+    )?;
+    keep("mode", tmp.as_file().set_permissions(meta.permissions()))?;
+    for (name, value) in &attrs {
+        keep(
+            &format!("extended attribute {}", name.to_string_lossy()),
+            xattr::set(tmp.path(), name, value),
+        )?;
+    }
     tmp.persist(path).map_err(|e| Error::io(path, e.error))?;
     Ok(())
 }
