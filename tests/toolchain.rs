@@ -244,10 +244,10 @@ fn step(name: &str, exe: bool, f: &str, d: &str) -> Vec<Vec<String>> {
     }
 }
 
-// `chrpath -r` is not among them: it only rewrites, in place and never longer, an
-// RPATH the linker wrote, which none of the fixtures has; and it cannot read one
-// that patchelf added (it looks the string up in the `.dynstr` section, which
-// patchelf moves), not even on the fat input.
+// `chrpath -r` has its own test (chrpath_keeps_a_packed_binary_loadable): it only
+// rewrites, in place and never longer, an RPATH the linker wrote, which none of these
+// binaries has; and it cannot read one that patchelf added (it looks the string up
+// in the `.dynstr` section, which patchelf moves), not even on the fat input.
 const STEPS: [&str; 11] = [
     "strip --strip-debug",
     "strip --strip-unneeded",
@@ -556,4 +556,114 @@ fn the_packaging_guide_runs_as_written() {
         ran += 1;
     }
     assert_eq!(ran, 3);
+}
+
+/// `chrpath -r` rewrites an RPATH or RUNPATH the linker wrote (in place, never longer): a
+/// library and an executable are built here with hipcc and `-Wl,-rpath`, packed,
+/// given a shorter RPATH by chrpath, and every kernel still loads in a live process.
+#[test]
+fn chrpath_keeps_a_packed_binary_loadable() {
+    if ["hipcc", "chrpath", "c++", "eu-elflint"]
+        .iter()
+        .any(|t| tool(t).is_none())
+    {
+        return;
+    }
+    let Some(stub) = stub() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let src = fixtures().parent().unwrap().join("src");
+    let tree = tmp.path().join("tree");
+    std::fs::create_dir_all(tree.join("lib")).unwrap();
+    std::fs::create_dir_all(tree.join("bin")).unwrap();
+    let hip = |args: &[&str]| {
+        let o = Command::new("hipcc")
+            .args(["-O2", "-g0", "-fPIC", "-Wl,--build-id=none"])
+            .args(args)
+            .current_dir(tmp.path())
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "hipcc {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    let s = |f: &str| src.join(f).to_str().unwrap().to_string();
+    hip(&[
+        "-c",
+        "--offload-arch=gfx906",
+        &s("vadd.hip"),
+        "-o",
+        "vadd.o",
+    ]);
+    hip(&[
+        "-c",
+        "--offload-arch=gfx906",
+        &s("saxpy.hip"),
+        "-o",
+        "saxpy.o",
+    ]);
+    let o = Command::new("c++")
+        .args(["-O2", "-g0", "-fPIC", "-c", &s("main.cpp"), "-o", "main.o"])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let lib = tree.join("lib/librpath.so");
+    let exe = tree.join("bin/app_rpath");
+    hip(&[
+        "-shared",
+        "vadd.o",
+        "-Wl,-rpath,/opt/rocm/lib64",
+        "-o",
+        lib.to_str().unwrap(),
+    ]);
+    hip(&[
+        "-pie",
+        "main.o",
+        "vadd.o",
+        "saxpy.o",
+        "-Wl,-rpath,/opt/rocm/lib64",
+        "-o",
+        exe.to_str().unwrap(),
+    ]);
+    let original = fat_code_objects(&tree);
+    assert!(original.len() >= 3, "{original:?}");
+    let packed = tmp.path().join("packed");
+    let o = pack_rocm(&tree, &packed, &["--all"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let fat = tmp.path().join("fat");
+    run(
+        &["cp", "-a", tree.to_str().unwrap(), fat.to_str().unwrap()],
+        tmp.path(),
+    );
+    for p in ["lib/librpath.so", "bin/app_rpath"] {
+        for root in [&packed, &fat] {
+            let o = Command::new("chrpath")
+                .args(["-r", "/opt/amd/lib"])
+                .arg(root.join(p))
+                .output()
+                .unwrap();
+            assert!(
+                o.status.success(),
+                "chrpath {p}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        let o = Command::new("chrpath")
+            .arg("-l")
+            .arg(packed.join(p))
+            .output()
+            .unwrap();
+        assert!(stdout(&o).contains("PATH=/opt/amd/lib"), "{}", stdout(&o));
+        let (ours, theirs) = (elflint(&packed.join(p)), elflint(&fat.join(p)));
+        let new: Vec<&String> = ours.iter().filter(|l| !theirs.contains(*l)).collect();
+        assert!(new.is_empty(), "chrpath: eu-elflint on {p}: {new:?}");
+    }
+    let o = kpack(&["verify", packed.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stdout(&o));
+    assert_eq!(
+        load_live(&stub, &packed, &original, "chrpath -r"),
+        original.len()
+    );
 }
