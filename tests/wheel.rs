@@ -453,3 +453,85 @@ fn bad_wheels_and_bad_requests_are_refused_with_nothing_written() {
     refused(&whl, &out, &[], "already exists");
     std::fs::remove_file(out.join(dev("gfx900"))).unwrap();
 }
+
+/// Issue #27 item 1: METADATA `Name` (and Version, and WHEEL tags) are data, never
+/// paths: a wheel naming itself `/abs/dir/x` or `../../x` is refused before anything is
+/// written, and nothing appears where those names point.
+#[test]
+fn hostile_wheel_names_write_nothing_anywhere() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    if tool("python3").is_none() {
+        return;
+    }
+    let out = t.join("deep/a/b/out");
+    std::fs::create_dir_all(&out).unwrap();
+    let lib = fixtures().join("libkernels.so").display().to_string();
+    let abs = t.join("abs");
+    std::fs::create_dir(&abs).unwrap();
+    let abs_name = format!("{}/x", abs.display());
+    for (i, (name, version, tag, says)) in [
+        (
+            abs_name.as_str(),
+            "1.0",
+            "py3-none-any",
+            "is not a valid distribution name",
+        ),
+        (
+            "../../x",
+            "1.0",
+            "py3-none-any",
+            "is not a valid distribution name",
+        ),
+        (
+            "..",
+            "1.0",
+            "py3-none-any",
+            "is not a valid distribution name",
+        ),
+        (
+            "torch",
+            "1.0/../../y",
+            "py3-none-any",
+            "is not a valid version",
+        ),
+        ("torch", "1.0", "py3-none-../../z", "is not a valid tag"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        // A well-formed dist-info directory whose METADATA and WHEEL lie.
+        let w = py_wheel(
+            t,
+            &format!("evil{i}-1.0-py3-none-any.whl"),
+            &[
+                "--no-dist-info",
+                &format!("torch-1.0.dist-info/METADATA=text:Name: {name}\nVersion: {version}\n"),
+                &format!("torch-1.0.dist-info/WHEEL=text:Tag: {tag}\n"),
+                &format!("torch/lib/libk.so@755={lib}"),
+            ],
+        );
+        refused(&w, &out, &[], says);
+    }
+    // Nothing beside or above the output, nor in the absolute directory.
+    let listing = |d: &Path| -> Vec<String> {
+        walkdir::WalkDir::new(d)
+            .min_depth(1)
+            .into_iter()
+            .map(|e| {
+                e.unwrap()
+                    .path()
+                    .strip_prefix(t)
+                    .unwrap()
+                    .display()
+                    .to_string()
+            })
+            .filter(|p| !p.ends_with(".whl"))
+            .collect()
+    };
+    assert_eq!(listing(&abs), Vec::<String>::new());
+    assert_eq!(
+        listing(t),
+        ["abs", "deep", "deep/a", "deep/a/b", "deep/a/b/out"]
+    );
+}

@@ -246,6 +246,7 @@ pub fn identity(zip: &[u8], index: &ZipIndex) -> std::result::Result<WheelInfo, 
     if [py, abi, plat].iter().any(|p| p.is_empty()) {
         return Err(format!("WHEEL Tag {first:?} has an empty part"));
     }
+    check_identity(&name, &version, &tags)?;
     let files = index.members.iter().filter(|m| !m.is_dir());
     Ok(WheelInfo {
         tag: [py.to_string(), abi.to_string(), plat.to_string()],
@@ -257,6 +258,39 @@ pub fn identity(zip: &[u8], index: &ZipIndex) -> std::result::Result<WheelInfo, 
         stored_bytes: files.map(|m| m.compressed_size).sum(),
         tags,
     })
+}
+
+/// Names read from a wheel are data: a split builds file names (`<name>_<arch>.kpack`,
+/// `<name>-<version>.dist-info/`, the wheels' file names) from them, so each must be
+/// what the packaging specifications allow before it is used. Distribution names as
+/// PEP 508 says (letters, digits, `.`, `_`, `-`, starting and ending with a letter
+/// or digit), versions as PEP 440's characters, tags as PEP 425's.
+fn check_identity(name: &str, version: &str, tags: &[String]) -> std::result::Result<(), String> {
+    let word = |s: &str, extra: &[char]| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || extra.contains(&c))
+    };
+    let ends_alnum = |s: &str| {
+        s.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+            && s.chars().last().is_some_and(|c| c.is_ascii_alphanumeric())
+    };
+    if !word(name, &['.', '_', '-']) || !ends_alnum(name) {
+        return Err(format!(
+            "METADATA Name {name:?} is not a valid distribution name (PEP 508: letters, digits,              '.', '_', '-', starting and ending with a letter or digit)"
+        ));
+    }
+    if !word(version, &['.', '_', '-', '+', '!']) || !ends_alnum(version) {
+        return Err(format!(
+            "METADATA Version {version:?} is not a valid version (PEP 440)"
+        ));
+    }
+    for t in tags {
+        if !t.split('-').all(|part| word(part, &['.', '_'])) {
+            return Err(format!("WHEEL Tag {t:?} is not a valid tag (PEP 425)"));
+        }
+    }
+    Ok(())
 }
 
 /// Scan a wheel as a tree: every member classified as `scan` classifies files
