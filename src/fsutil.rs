@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use std::fs::{File, Permissions};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Write `bytes` to `path` atomically, with `mode` (default 0644).
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: Option<Permissions>) -> Result<()> {
@@ -142,5 +142,141 @@ mod tests {
             let m = std::fs::metadata(d.path().join("f3")).unwrap();
             assert!(m.blocks() * 512 < 1 << 20, "{} blocks", m.blocks());
         }
+    }
+}
+
+/// Where `p` will be once it exists: the deepest ancestor that exists now, with
+/// every symlink resolved (`canonicalize`), then the components that do not exist
+/// yet, with `.` and `..` folded as directory creation will fold them. Comparing
+/// these catches an output reached through a symlink or `..` that lands in the input.
+pub fn prospective_path(p: &Path) -> PathBuf {
+    let abs = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let mut base = abs.as_path();
+    let mut rest: Vec<&std::ffi::OsStr> = Vec::new();
+    let canon = loop {
+        if let Ok(c) = std::fs::canonicalize(base) {
+            break c;
+        }
+        match (base.parent(), base.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name);
+                base = parent;
+            }
+            (Some(parent), None) => {
+                // A trailing `..` (file_name is None): keep it and go up.
+                rest.push(std::ffi::OsStr::new(".."));
+                base = parent;
+            }
+            (None, _) => break base.to_path_buf(),
+        }
+    };
+    let mut out = canon;
+    for c in rest.into_iter().rev() {
+        match c.to_str() {
+            Some("..") => {
+                out.pop();
+            }
+            Some(".") => {}
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// How an output relates to an input, both resolved as [`prospective_path`] does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overlap {
+    /// Neither holds the other.
+    Apart,
+    /// The same file or directory (by path, or by device and inode).
+    Same,
+    /// The output lies inside the input.
+    OutputInInput,
+    /// The input lies inside the output.
+    InputInOutput,
+}
+
+/// Whether writing `output` could touch `input`.
+pub fn overlap(input: &Path, output: &Path) -> Overlap {
+    use std::os::unix::fs::MetadataExt;
+    let (i, o) = (prospective_path(input), prospective_path(output));
+    let same_inode = match (std::fs::metadata(input), std::fs::metadata(output)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    };
+    if i == o || same_inode {
+        Overlap::Same
+    } else if o.starts_with(&i) {
+        Overlap::OutputInInput
+    } else if i.starts_with(&o) {
+        Overlap::InputInOutput
+    } else {
+        Overlap::Apart
+    }
+}
+
+/// Refuse an output that is its input, lies inside it, or (for a directory input)
+/// holds it. An output directory that holds an input *file* is fine (`extract
+/// A.kpack --all -o .`, `wheel split x.whl -o .`): what is written there is checked
+/// against the input by [`Overlap::Same`] file by file where it matters.
+pub fn check_apart(input: &Path, output: &Path) -> Result<()> {
+    let input_is_dir = std::fs::metadata(input).is_ok_and(|m| m.is_dir());
+    let msg = match overlap(input, output) {
+        Overlap::Apart => return Ok(()),
+        Overlap::InputInOutput if !input_is_dir => return Ok(()),
+        Overlap::Same => "is the input",
+        Overlap::OutputInInput => "is inside the input",
+        Overlap::InputInOutput => "holds the input",
+    };
+    Err(crate::Error::Invalid(format!(
+        "the output {} {msg} {}; choose one outside it",
+        output.display(),
+        input.display()
+    )))
+}
+
+#[cfg(test)]
+mod prospective_tests {
+    use super::*;
+
+    #[test]
+    fn symlinks_and_dotdot_in_a_path_that_does_not_exist_yet() {
+        let t = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(t.path()).unwrap();
+        std::fs::create_dir(root.join("tree")).unwrap();
+        std::os::unix::fs::symlink(root.join("tree"), root.join("link")).unwrap();
+        assert_eq!(
+            prospective_path(&root.join("link/new/out")),
+            root.join("tree/new/out")
+        );
+        assert_eq!(
+            prospective_path(&root.join("tree/a/../b")),
+            root.join("tree/b")
+        );
+        assert_eq!(
+            prospective_path(&root.join("tree/a/../../x")),
+            root.join("x")
+        );
+        let tree = root.join("tree");
+        assert_eq!(
+            overlap(&tree, &root.join("link/new")),
+            Overlap::OutputInInput
+        );
+        assert_eq!(
+            overlap(&tree, &root.join("other/../tree/sub")),
+            Overlap::OutputInInput
+        );
+        assert_eq!(overlap(&tree, &root.join("out")), Overlap::Apart);
+        assert_eq!(
+            overlap(&tree.join("sub"), &root.join("link")),
+            Overlap::InputInOutput
+        );
+        std::fs::write(tree.join("f"), b"x").unwrap();
+        std::fs::hard_link(tree.join("f"), root.join("g")).unwrap();
+        assert_eq!(overlap(&tree.join("f"), &root.join("g")), Overlap::Same);
+        assert_eq!(
+            overlap(&tree.join("f"), &root.join("link/f")),
+            Overlap::Same
+        );
     }
 }

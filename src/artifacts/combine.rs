@@ -463,6 +463,7 @@ pub fn combine(shards: &[PathBuf], out: &Path, opts: &CombineOptions) -> Result<
         if !meta.is_dir() {
             return Err(Error::Invalid(format!("{}: not a directory", p.display())));
         }
+        crate::fsutil::check_apart(p, out)?;
         let label = p
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())

@@ -171,6 +171,7 @@ pub fn split(
             artifact_dir.display()
         )));
     }
+    crate::fsutil::check_apart(artifact_dir, out)?;
     let wanted: Option<BTreeSet<String>> = match &opts.gpu_targets {
         None => None,
         Some(ts) => {

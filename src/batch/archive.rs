@@ -229,6 +229,7 @@ fn closest<'a>(want: &str, candidates: &'a [String], n: usize) -> Vec<&'a str> {
 
 /// `kpack-tui extract`: from an archive, or from a fat binary / bundle file.
 pub fn extract(path: &Path, what: &ExtractWhat, out_path: &Path) -> Result<i32> {
+    kpack::fsutil::check_apart(path, out_path)?;
     let head = {
         use std::io::Read;
         let mut h = [0u8; 4];

@@ -104,6 +104,7 @@ pub fn rewrite(
     marker: &Marker,
     phdrs: rewrite::PhdrLayout,
 ) -> Result<i32> {
+    kpack::fsutil::check_apart(binary, output)?;
     let data =
         std::fs::read(binary).with_context(|| format!("cannot read {}", binary.display()))?;
     // Both planners verify the image they return before anything is written.

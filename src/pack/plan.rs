@@ -18,11 +18,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-fn canonical_or_self(p: &Path) -> PathBuf {
-    std::fs::canonicalize(p)
-        .unwrap_or_else(|_| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()))
-}
-
 /// Where a kernel-database file goes in the split layout: `None` for files that are
 /// not arch-specific (they stay generic), `Some(Some(i))` for unit `i`, `Some(None)`
 /// for an arch nothing selected takes.
@@ -125,22 +120,8 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
         ));
     }
     check_targets(&opts.targets)?;
-    let tree_c = canonical_or_self(tree);
-    let out_c = canonical_or_self(out);
-    if out_c.starts_with(&tree_c) {
-        return Err(Error::Invalid(format!(
-            "the output {} is inside the input tree {}; choose a directory outside it",
-            out.display(),
-            tree.display()
-        )));
-    }
-    if tree_c.starts_with(&out_c) {
-        return Err(Error::Invalid(format!(
-            "the input {} is inside the output {}",
-            tree.display(),
-            out.display()
-        )));
-    }
+    // Through symlinks and `..`, also in the parts of OUT that do not exist yet.
+    crate::fsutil::check_apart(tree, out)?;
     if !std::fs::metadata(tree).map(|m| m.is_dir()).unwrap_or(false) {
         return Err(Error::Invalid(format!(
             "{} is not a directory",

@@ -199,6 +199,7 @@ pub fn split_wheel(
     opts: &WheelSplitOptions,
     sink: &dyn EventSink<PackEvent>,
 ) -> Result<WheelSplitReport> {
+    crate::fsutil::check_apart(input, out)?;
     let wheel = Wheel::open(input)?;
     let info = wheel.info.clone();
     let bad = |what: String| Error::Invalid(format!("{}: {what}", input.display()));

@@ -852,6 +852,7 @@ pub fn plan_rewrite_with(data: &[u8], marker: &Marker, phdrs: PhdrLayout) -> Res
 /// Rewrite `input` to `output` atomically (temp file in the output's directory, then
 /// rename), with the input's permission bits. Returns the plan.
 pub fn apply_rewrite(input: &Path, output: &Path, marker: &Marker) -> crate::Result<RewritePlan> {
+    crate::fsutil::check_apart(input, output)?;
     let map = crate::fsutil::map_file(input).map_err(|e| crate::Error::io(input, e))?;
     let data: &[u8] = map.as_deref().unwrap_or_default();
     let rewritten = plan_rewrite(data, marker)

@@ -1,0 +1,152 @@
+//! Hostile inputs and outputs, round 2 (issue #27): outputs that are, or lie inside,
+//! their input, reached directly, through a symlink or through `..` in a path that does
+//! not exist yet. Each is refused before anything is written, and the input is left
+//! byte for byte as it was.
+
+mod common;
+
+use common::*;
+use std::path::Path;
+
+fn refused(args: &[&str], says: &str) {
+    let o = kpack(args);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{args:?}: {}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    assert!(
+        stderr(&o).contains(says),
+        "{args:?}: expected {says:?} in {}",
+        stderr(&o)
+    );
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Item 4: pack's output-inside-input guard sees through a symlink and `..` in an
+/// OUT that does not exist yet.
+#[test]
+fn pack_never_writes_into_its_input_through_a_symlink_or_dotdot() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = copy_demo(tmp.path());
+    let before = tree_hashes(&tree);
+    std::os::unix::fs::symlink(&tree, tmp.path().join("link")).unwrap();
+    let pack = |out: &Path| {
+        refused(
+            &["pack", s(&tree), "-o", s(out), "--group", "g", "--all"],
+            "is inside the input",
+        )
+    };
+    pack(&tmp.path().join("link/new/out"));
+    pack(&tmp.path().join("nowhere/../tree/out"));
+    pack(&tree.join("a/b/../../c"));
+    refused(
+        &[
+            "pack",
+            s(&tree.join("lib")),
+            "-o",
+            s(&tmp.path().join("link")),
+            "--group",
+            "g",
+            "--all",
+        ],
+        "holds the input",
+    );
+    assert_eq!(tree_hashes(&tree), before, "the input is untouched");
+    assert!(!tree.join("new").exists() && !tree.join("out").exists() && !tree.join("c").exists());
+}
+
+/// Item 5: an output that is the input itself (by path, through a symlink, or a hard
+/// link to it) is refused: rewrite, extract, split.
+#[test]
+fn an_output_that_is_the_input_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let bin = t.join("libvadd.so");
+    std::fs::copy(fixtures().join("libvadd.so"), &bin).unwrap();
+    std::fs::hard_link(&bin, t.join("second.so")).unwrap();
+    std::os::unix::fs::symlink(&bin, t.join("alias.so")).unwrap();
+    let fat = std::fs::read(&bin).unwrap();
+    for out in ["libvadd.so", "second.so", "alias.so"] {
+        refused(
+            &[
+                "rewrite",
+                s(&bin),
+                "-o",
+                s(&t.join(out)),
+                "--kernel-name",
+                "lib/libvadd.so",
+                "--search-path",
+                "x.kpack",
+            ],
+            "is the input",
+        );
+    }
+    assert_eq!(
+        std::fs::read(&bin).unwrap(),
+        fat,
+        "the fat binary is untouched"
+    );
+
+    // extract A.kpack K T -o A.kpack
+    let packed = t.join("packed");
+    let o = pack_rocm(&demo(), &packed, &["--all"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let archive = std::fs::read_dir(packed.join(".kpack"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "kpack"))
+        .unwrap();
+    let bytes = std::fs::read(&archive).unwrap();
+    let l = ledger(&packed);
+    let b = &l.binaries[0];
+    let key = format!("{}#{}", b.kernel_name, b.kernels[0].bundle);
+    refused(
+        &[
+            "extract",
+            s(&archive),
+            &key,
+            &b.kernels[0].target,
+            "-o",
+            s(&archive),
+        ],
+        "is the input",
+    );
+    // Extracting next to the archive is fine; onto it is not.
+    let o = kpack(&[
+        "extract",
+        s(&archive),
+        "--all",
+        "-o",
+        s(&packed.join(".kpack")),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read(&archive).unwrap(),
+        bytes,
+        "the archive is untouched"
+    );
+
+    // split ART -o ART, and into ART
+    let art = fixture_artifact(t);
+    let before = tree_hashes(&art);
+    for out in [art.clone(), art.join("out")] {
+        refused(
+            &[
+                "split",
+                s(&art),
+                "-o",
+                s(&out),
+                "--artifact-prefix",
+                "blas_lib",
+            ],
+            "the input",
+        );
+    }
+    assert_eq!(tree_hashes(&art), before, "the artifact is untouched");
+}
