@@ -150,3 +150,44 @@ fn an_output_that_is_the_input_is_refused() {
     }
     assert_eq!(tree_hashes(&art), before, "the artifact is untouched");
 }
+
+/// Item 3: `extract --all` into an OUT that already holds a symlink where a kernel's
+/// directory would go is refused before anything is created or written, inside OUT
+/// or where the symlink points.
+#[test]
+fn extract_all_never_follows_a_symlink_inside_its_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let packed = t.join("packed");
+    let o = pack_rocm(&demo(), &packed, &["--all"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let archive = packed.join(".kpack/rocm_gfx906.kpack");
+    let out = t.join("out");
+    let outside = t.join("outside");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    // bin/… keys come first in the archive, lib/… ones after: the refusal must
+    // come before the first write.
+    std::os::unix::fs::symlink(&outside, out.join("lib")).unwrap();
+    refused(
+        &["extract", s(&archive), "--all", "-o", s(&out)],
+        "is a symlink",
+    );
+    assert_eq!(
+        std::fs::read_dir(&outside).unwrap().count(),
+        0,
+        "nothing outside"
+    );
+    let inside: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(inside, ["lib"], "nothing but the symlink in OUT");
+    // A file where a directory would go is refused the same way.
+    std::fs::remove_file(out.join("lib")).unwrap();
+    std::fs::write(out.join("lib"), b"x").unwrap();
+    refused(
+        &["extract", s(&archive), "--all", "-o", s(&out)],
+        "is not a directory",
+    );
+}
