@@ -235,6 +235,28 @@ pub fn check_apart(input: &Path, output: &Path) -> Result<()> {
     )))
 }
 
+/// Check the directories from `root` down to `dir` that exist already: each must be
+/// a real directory, not a symlink (which could lead a write elsewhere) nor a file.
+/// Components that do not exist yet are fine: they will be created as directories.
+pub fn real_dirs_below(root: &Path, dir: &Path) -> std::result::Result<(), String> {
+    let Ok(rel) = dir.strip_prefix(root) else {
+        return Err(format!("{} is not under {}", dir.display(), root.display()));
+    };
+    let mut at = root.to_path_buf();
+    for c in rel.components() {
+        at.push(c);
+        match std::fs::symlink_metadata(&at) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(format!("{} is a symlink", at.display()));
+            }
+            Ok(m) if !m.is_dir() => return Err(format!("{} is not a directory", at.display())),
+            Ok(_) => {}
+            Err(_) => return Ok(()),
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod prospective_tests {
     use super::*;

@@ -191,3 +191,62 @@ fn extract_all_never_follows_a_symlink_inside_its_output() {
         "is not a directory",
     );
 }
+
+/// Item 2: `combine --config` puts several artifacts into one output; a symlink in
+/// one (`stage/evil` → outside) and a file under that path in another must not
+/// write through the link: refused, nothing outside.
+#[test]
+fn combine_never_writes_through_one_artifacts_symlink() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let art = fixture_artifact(t);
+    let split = |out: &Path, targets: &str| {
+        let o = kpack(&[
+            "split",
+            s(&art),
+            "-o",
+            s(out),
+            "--artifact-prefix",
+            "blas_lib",
+            "--gpu-targets",
+            targets,
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+    };
+    let (s1, s2) = (t.join("shards/s1"), t.join("shards/s2"));
+    split(&s1, "gfx900");
+    split(&s2, "gfx906");
+    let outside = t.join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    let a900 = s1.join("blas_lib_gfx900").join(BLAS_PREFIX);
+    let a906 = s2.join("blas_lib_gfx906").join(BLAS_PREFIX);
+    std::fs::create_dir_all(&a900).unwrap();
+    std::fs::create_dir_all(a906.join("evil")).unwrap();
+    std::os::unix::fs::symlink(&outside, a900.join("evil")).unwrap();
+    std::fs::write(a906.join("evil/pwn.txt"), b"written through the link").unwrap();
+    let cfg = t.join("groups.json");
+    std::fs::write(
+        &cfg,
+        r#"{"primary_shard":"s1","architecture_groups":{
+            "gfx90X":{"architectures":["gfx900","gfx906"]}}}"#,
+    )
+    .unwrap();
+    let out = t.join("combined");
+    let o = kpack(&[
+        "combine",
+        s(&s1),
+        s(&s2),
+        "-o",
+        s(&out),
+        "--config",
+        s(&cfg),
+    ]);
+    assert!(!o.status.success(), "{}", stdout(&o));
+    assert!(stderr(&o).contains("is a symlink"), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read_dir(&outside).unwrap().count(),
+        0,
+        "nothing outside"
+    );
+    assert!(!out.exists(), "no output");
+}

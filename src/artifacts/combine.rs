@@ -409,6 +409,18 @@ fn copy_tree(src: &Path, dst: &Path, entries: &BTreeMap<String, Entry>) -> Resul
             continue; // written by the caller
         }
         let (s, d) = (src.join(rel), dst.join(rel));
+        // A symlink placed by one artifact of the group must not lead another's files
+        // out of the output: every existing directory on the way is a real one.
+        let dir = if matches!(e, Entry::Dir) {
+            d.as_path()
+        } else {
+            d.parent().unwrap_or(dst)
+        };
+        crate::fsutil::real_dirs_below(dst, dir).map_err(|why| {
+            Error::Invalid(format!(
+                "{rel}: cannot be placed, {why} (two artifacts of one output disagree on it)"
+            ))
+        })?;
         match e {
             Entry::Dir => std::fs::create_dir_all(&d).map_err(|e| Error::io(&d, e))?,
             Entry::Symlink(t) => {
@@ -454,6 +466,17 @@ fn copy_tree(src: &Path, dst: &Path, entries: &BTreeMap<String, Entry>) -> Resul
 
 /// Combine `shards` into `out`.
 pub fn combine(shards: &[PathBuf], out: &Path, opts: &CombineOptions) -> Result<CombineReport> {
+    // An output directory this run creates is removed again when it fails, so a
+    // refusal leaves nothing behind (an existing one keeps what it held).
+    let created = std::fs::symlink_metadata(out).is_err();
+    let r = combine_into(shards, out, opts);
+    if r.is_err() && created {
+        let _ = std::fs::remove_dir(out);
+    }
+    r
+}
+
+fn combine_into(shards: &[PathBuf], out: &Path, opts: &CombineOptions) -> Result<CombineReport> {
     if shards.is_empty() {
         return Err(Error::Invalid("no shard given".into()));
     }

@@ -82,7 +82,9 @@ impl Archive {
         // created, so a refusal leaves nothing behind, inside or outside.
         let blocked: Vec<String> = plan
             .iter()
-            .filter_map(|(dest, _)| existing_non_directory(root, dest).err())
+            .filter_map(|(dest, _)| {
+                crate::fsutil::real_dirs_below(root, dest.parent().unwrap_or(root)).err()
+            })
             .collect::<std::collections::BTreeSet<_>>()
             .into_iter()
             .collect();
@@ -112,35 +114,6 @@ impl Archive {
         }
         Ok(plan.len())
     }
-}
-
-/// Check the directories of `dest` below `root` that exist already: each must be a
-/// real directory, not a symlink (which could lead the write elsewhere) nor a file.
-fn existing_non_directory(root: &Path, dest: &Path) -> std::result::Result<(), String> {
-    let Ok(rel) = dest.strip_prefix(root) else {
-        return Err(format!(
-            "{} is not under {}",
-            dest.display(),
-            root.display()
-        ));
-    };
-    let mut at = root.to_path_buf();
-    let parents: Vec<_> = rel
-        .parent()
-        .map(|p| p.components().collect())
-        .unwrap_or_default();
-    for c in parents {
-        at.push(c);
-        match std::fs::symlink_metadata(&at) {
-            Ok(m) if m.file_type().is_symlink() => {
-                return Err(format!("{} is a symlink", at.display()));
-            }
-            Ok(m) if !m.is_dir() => return Err(format!("{} is not a directory", at.display())),
-            Ok(_) => {}
-            Err(_) => return Ok(()),
-        }
-    }
-    Ok(())
 }
 
 /// Check that an archive key names a path that stays inside a directory: relative,
