@@ -250,3 +250,101 @@ fn combine_never_writes_through_one_artifacts_symlink() {
     );
     assert!(!out.exists(), "no output");
 }
+
+/// Item 6: a manifest prefix whose path passes through a symlink (`art/x` → a
+/// directory elsewhere) is refused: split never packages what lies outside the
+/// artifact.
+#[test]
+fn split_never_follows_a_symlinked_prefix_out_of_the_artifact() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let art = fixture_artifact(t);
+    let elsewhere = t.join("elsewhere/stage/lib");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::copy(
+        fixtures().join("libvadd.so"),
+        elsewhere.join("libsecret.so"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(t.join("elsewhere"), art.join("x")).unwrap();
+    std::fs::write(
+        art.join("artifact_manifest.txt"),
+        format!("{BLAS_PREFIX}\nx/stage\n"),
+    )
+    .unwrap();
+    let out = t.join("out");
+    refused(
+        &[
+            "split",
+            s(&art),
+            "-o",
+            s(&out),
+            "--artifact-prefix",
+            "blas_lib",
+        ],
+        "does not stay inside the artifact",
+    );
+    assert!(!out.exists());
+}
+
+/// Item 6, the race: a file swapped for a symlink (to a file outside the tree) after
+/// the scan is not followed. The swap is made while the pack is under way (on its
+/// first progress line, 3000 binaries before the swapped file at -j 1), so it lands
+/// between the scan and the copy however loaded the machine is.
+#[test]
+fn pack_does_not_follow_a_file_swapped_for_a_symlink_after_the_scan() {
+    use std::io::BufRead;
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("tree");
+    std::fs::create_dir_all(tree.join("lib")).unwrap();
+    let lib = std::fs::read(fixtures().join("libvadd.so")).unwrap();
+    for i in 0..3000 {
+        std::fs::write(tree.join(format!("lib/libv{i}.so")), &lib).unwrap();
+    }
+    std::fs::write(tree.join("zzz.txt"), b"an ordinary file\n").unwrap();
+    let secret = tmp.path().join("secret.txt");
+    std::fs::write(&secret, b"outside the tree\n").unwrap();
+    let out = tmp.path().join("out");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kpack-tui"))
+        .args([
+            "pack",
+            s(&tree),
+            "-o",
+            s(&out),
+            "--group",
+            "g",
+            "--family",
+            "gfx90X",
+            "-j",
+            "1",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(
+            err.read_line(&mut line).unwrap() > 0,
+            "ended before packing: {seen}"
+        );
+        seen.push_str(&line);
+        if line.starts_with("packing:") {
+            break;
+        }
+    }
+    std::fs::remove_file(tree.join("zzz.txt")).unwrap();
+    std::os::unix::fs::symlink(&secret, tree.join("zzz.txt")).unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    let text = format!("{seen}{rest}");
+    assert_eq!(status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("no longer the regular file the scan saw"),
+        "{text}"
+    );
+    assert!(!out.exists(), "no output");
+}

@@ -196,6 +196,14 @@ pub fn split(
     let mut skipped_databases = 0u64;
     for p in &manifest {
         let dir = artifact_dir.join(p);
+        // The prefix is data: it names a directory inside the artifact, never one a
+        // symlink on the way leads to.
+        crate::fsutil::real_dirs_below(artifact_dir, &dir).map_err(|why| {
+            Error::Invalid(format!(
+                "{}: prefix {p} of {MANIFEST} does not stay inside the artifact: {why}",
+                artifact_dir.display()
+            ))
+        })?;
         match std::fs::symlink_metadata(&dir) {
             Ok(m) if m.is_dir() => {}
             Ok(_) => {

@@ -23,6 +23,14 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
+/// An input that is no longer the regular file the scan saw.
+fn changed(src: &Path, e: std::io::Error) -> Error {
+    Error::Invalid(format!(
+        "{}: no longer the regular file the scan saw ({e}); not read (changed while packing?)",
+        src.display()
+    ))
+}
+
 fn set_mtime(path: &Path, meta: &std::fs::Metadata) {
     if let (Ok(f), Ok(m)) = (
         std::fs::File::options().write(true).open(path),
@@ -163,8 +171,19 @@ impl Worker<'_> {
         }
     }
 
+    /// Copy a regular input file: opened without following a symlink, and only if it
+    /// is still the file `meta` describes (a file swapped for a symlink or another
+    /// file after the scan is not followed out of the tree).
     fn copy(&self, src: &Path, dst: &Path, meta: &std::fs::Metadata) -> Result<u64> {
-        let n = std::fs::copy(src, dst).map_err(|e| Error::io(src, e))?;
+        use std::os::unix::fs::MetadataExt;
+        let mut from = fsutil::open_regular(src).map_err(|e| changed(src, e))?;
+        let now = from.metadata().map_err(|e| Error::io(src, e))?;
+        if (now.dev(), now.ino()) != (meta.dev(), meta.ino()) {
+            return Err(changed(src, std::io::Error::other("another file now")));
+        }
+        let mut to = std::fs::File::create_new(dst).map_err(|e| Error::io(dst, e))?;
+        let n = std::io::copy(&mut from, &mut to).map_err(|e| Error::io(src, e))?;
+        drop(to);
         std::fs::set_permissions(dst, meta.permissions()).map_err(|e| Error::io(dst, e))?;
         set_mtime(dst, meta);
         Ok(n)
@@ -204,7 +223,10 @@ impl Worker<'_> {
             }
             _ if f.hard_link_of.is_some() => {} // second pass
             _ => {
-                let meta = std::fs::metadata(&src).map_err(|e| Error::io(&src, e))?;
+                // The file as it is now, not through a symlink swapped in after the scan.
+                let meta = fsutil::open_regular(&src)
+                    .and_then(|f| f.metadata())
+                    .map_err(|e| changed(&src, e))?;
                 let out = if let Some(pb) = self.plan.binaries_planned.get(&f.path) {
                     self.pack_binary(worker, f, pb, &src, &dst, &meta)?
                 } else {
