@@ -293,48 +293,13 @@ fn split_never_follows_a_symlinked_prefix_out_of_the_artifact() {
 /// between the scan and the copy however loaded the machine is.
 #[test]
 fn pack_does_not_follow_a_file_swapped_for_a_symlink_after_the_scan() {
-    use std::io::BufRead;
     let tmp = tempfile::tempdir().unwrap();
-    let tree = tmp.path().join("tree");
-    std::fs::create_dir_all(tree.join("lib")).unwrap();
-    let lib = std::fs::read(fixtures().join("libvadd.so")).unwrap();
-    for i in 0..3000 {
-        std::fs::write(tree.join(format!("lib/libv{i}.so")), &lib).unwrap();
-    }
+    let tree = many_binaries(tmp.path());
     std::fs::write(tree.join("zzz.txt"), b"an ordinary file\n").unwrap();
     let secret = tmp.path().join("secret.txt");
     std::fs::write(&secret, b"outside the tree\n").unwrap();
     let out = tmp.path().join("out");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kpack-tui"))
-        .args([
-            "pack",
-            s(&tree),
-            "-o",
-            s(&out),
-            "--group",
-            "g",
-            "--family",
-            "gfx90X",
-            "-j",
-            "1",
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut seen = String::new();
-    loop {
-        let mut line = String::new();
-        assert!(
-            err.read_line(&mut line).unwrap() > 0,
-            "ended before packing: {seen}"
-        );
-        seen.push_str(&line);
-        if line.starts_with("packing:") {
-            break;
-        }
-    }
+    let (mut child, mut err, seen) = pack_under_way(&tree, &out);
     std::fs::remove_file(tree.join("zzz.txt")).unwrap();
     std::os::unix::fs::symlink(&secret, tree.join("zzz.txt")).unwrap();
     let mut rest = String::new();

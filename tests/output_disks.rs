@@ -228,34 +228,13 @@ fn wheel_split_on_read_only_and_full_disks_leaves_nothing() {
 #[test]
 fn sigint_during_a_pack_leaves_nothing_behind() {
     let tmp = tempfile::tempdir().unwrap();
-    let tree = tmp.path().join("tree");
-    std::fs::create_dir_all(tree.join("lib")).unwrap();
-    let lib = std::fs::read(fixtures().join("libvadd.so")).unwrap();
-    for i in 0..3000 {
-        std::fs::write(tree.join(format!("lib/libv{i}.so")), &lib).unwrap();
-    }
+    let tree = many_binaries(tmp.path());
+
     let out = tmp.path().join("out");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kpack-tui"))
-        .args(["pack", tree.to_str().unwrap(), "-o", out.to_str().unwrap()])
-        .args(["--group", "g", "--family", "gfx90X", "-j", "1"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
     // The signal goes out on the first progress line of the packing phase: by then
     // the handler is installed (before the scan) and the pack is under way, however
     // slow or loaded the machine is. No sleep.
-    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
-    let mut seen = String::new();
-    loop {
-        let mut line = String::new();
-        let n = std::io::BufRead::read_line(&mut stderr, &mut line).unwrap();
-        assert!(n > 0, "the pack ended before any progress line: {seen}");
-        seen.push_str(&line);
-        if line.starts_with("packing:") {
-            break;
-        }
-    }
+    let (mut child, mut stderr, seen) = pack_under_way(&tree, &out);
     let _ = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status();

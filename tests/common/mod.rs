@@ -279,3 +279,51 @@ pub fn split_wheel(wheel: &Path, out: &Path, extra: &[&str]) -> Output {
     args.extend_from_slice(extra);
     kpack(&args)
 }
+
+/// A tree of 3000 copies of a fixture library under `lib/` at `dir/tree`: big enough
+/// that a debug-build pack at `-j 1` runs for seconds past its first progress line.
+pub fn many_binaries(dir: &Path) -> PathBuf {
+    let tree = dir.join("tree");
+    std::fs::create_dir_all(tree.join("lib")).unwrap();
+    let lib = std::fs::read(fixtures().join("libvadd.so")).unwrap();
+    for i in 0..3000 {
+        std::fs::write(tree.join(format!("lib/libv{i}.so")), &lib).unwrap();
+    }
+    tree
+}
+
+/// A running pack of `tree` into `out` at `-j 1`, returned once it printed its first
+/// `packing:` progress line (so it is past the scan and under way, however loaded the
+/// machine is), with its stderr so far and the rest of it still to read. The caller
+/// waits for the child (it is returned); a panic on the way kills the test anyway.
+#[allow(clippy::zombie_processes)]
+pub fn pack_under_way(
+    tree: &Path,
+    out: &Path,
+) -> (
+    std::process::Child,
+    std::io::BufReader<std::process::ChildStderr>,
+    String,
+) {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kpack-tui"))
+        .args(["pack", tree.to_str().unwrap(), "-o", out.to_str().unwrap()])
+        .args(["--group", "g", "--family", "gfx90X", "-j", "1"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        if err.read_line(&mut line).unwrap() == 0 {
+            let status = child.wait().unwrap();
+            panic!("the pack ended ({status}) before any progress line: {seen}");
+        }
+        seen.push_str(&line);
+        if line.starts_with("packing:") {
+            return (child, err, seen);
+        }
+    }
+}
