@@ -313,3 +313,31 @@ fn pack_does_not_follow_a_file_swapped_for_a_symlink_after_the_scan() {
     );
     assert!(!out.exists(), "no output");
 }
+
+/// Item 13: a TOC key (or arch) longer than 65535 bytes is listed, not a panic
+/// ("Formatting argument out of range", exit 101): the archive listing and `kernels`.
+#[test]
+fn keys_longer_than_any_column_do_not_panic() {
+    use kpack::kpack::archive::{ArchiveMeta, ArchiveWriter, Scheme};
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("long.kpack");
+    let meta = ArchiveMeta {
+        group_name: "g".into(),
+        gfx_arch_family: "gfx906".into(),
+        gfx_arches: vec!["gfx906".into()],
+    };
+    let w = ArchiveWriter::create(&p, meta, Scheme::ZstdPerKernel, 3).unwrap();
+    let key = format!("lib/{}.so#0", "k".repeat(70_000));
+    let co = std::fs::read(fixtures().join("vadd-gfx90a.co")).unwrap();
+    w.add(&key, "gfx906", &co).unwrap();
+    w.finish().unwrap();
+    for args in [
+        &[s(&p), "--no-tui"][..],
+        &["kernels", s(&p), "--no-tui"][..],
+    ] {
+        let o = kpack(args);
+        assert_ne!(o.status.code(), Some(101), "{args:?}: {}", stderr(&o));
+        assert!(o.status.code().is_some(), "{args:?}: killed");
+        assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    }
+}

@@ -86,14 +86,15 @@ pub fn inspect(path: &Path, json: bool, out: &mut dyn Write) -> Result<i32> {
         .map(|k| k.key.len())
         .max()
         .unwrap_or(3)
-        .max(3);
+        // Longer keys overflow their column (a width past 65535 would panic).
+        .clamp(3, 120);
     let aw = idx
         .kernels
         .iter()
         .map(|k| k.arch.len())
         .max()
         .unwrap_or(4)
-        .max(4);
+        .clamp(4, 64);
     writeln!(
         out,
         "  {:<kw$}  {:<aw$}  {:>7}  {:>11}  {:>11}  {:>7}",

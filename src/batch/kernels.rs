@@ -79,7 +79,8 @@ fn table(out: &mut dyn Write, rows: &[KernelRow]) -> std::io::Result<()> {
         .map(|r| r.target.len())
         .max()
         .unwrap_or(6)
-        .max(6);
+        // Longer targets overflow their column (a width past 65535 would panic).
+        .clamp(6, 64);
     writeln!(
         out,
         "{:>10} {:>5} {:>5} {:>5} {:>7} {:>7} {:>6} {:>5}  {:<t$} {:<w$} kernel",

@@ -259,6 +259,11 @@ pub fn loaded_view(data: &[u8]) -> Result<Option<LoadedView>, String> {
     let Some(wsec) = layout.sections.iter().find(|s| s.name == WRAPPER_SECTION) else {
         return Ok(None);
     };
+    // Relocation numbers below are x86-64's; other host CPUs are not read this way
+    // yet (nothing here writes them).
+    if layout.e_machine != elf::EM_X86_64 {
+        return Ok(None);
+    }
     let img = Image {
         data,
         loads: layout
