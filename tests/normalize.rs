@@ -316,3 +316,27 @@ fn a_repair_keeps_owner_mode_and_attributes_and_refuses_hard_links() {
         kpack::elf::normalize::PhdrState::Compliant
     );
 }
+
+/// Issue #27 item 18: `normalize --check ROOT` with ROOT a symlink (as /opt/rocm
+/// usually is) checks the tree behind it; a check that found no ELF file at all is an
+/// error, not "0 non-compliant", exit 0.
+#[test]
+fn a_symlinked_root_is_followed_and_checking_nothing_is_no_pass() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = packed(tmp.path());
+    with_reference_layout(&out, &demo(), &["bin/vadd_app"]);
+    if !strip_with("llvm-strip-15", &out.join("bin/vadd_app")) {
+        return;
+    }
+    let link = tmp.path().join("rocm");
+    std::os::unix::fs::symlink(&out, &link).unwrap();
+    let o = kpack(&["normalize", "--check", link.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(stdout(&o).contains("NONCOMPLIANT"), "{}", stdout(&o));
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    std::fs::write(empty.join("README"), "no binaries here").unwrap();
+    let o = kpack(&["normalize", "--check", empty.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(stderr(&o).contains("nothing was checked"), "{}", stderr(&o));
+}

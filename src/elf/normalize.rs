@@ -408,7 +408,9 @@ pub fn normalize_paths(
     use crate::error::Error;
     let mut report = NormalizeReport::default();
     for root in paths {
-        let meta = std::fs::symlink_metadata(root).map_err(|e| Error::io(root, e))?;
+        // A root given as a symlink (as /opt/rocm usually is) is followed; links
+        // below it are not.
+        let meta = std::fs::metadata(root).map_err(|e| Error::io(root, e))?;
         let files: Vec<std::path::PathBuf> = if meta.is_dir() {
             walkdir::WalkDir::new(root)
                 .sort_by_file_name()
@@ -465,6 +467,17 @@ pub fn normalize_paths(
                 }
             }
         }
+    }
+    // A check that checked nothing is not a pass.
+    if report.scanned == 0 {
+        return Err(Error::Invalid(format!(
+            "no ELF file under {}: nothing was checked",
+            paths
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
     }
     Ok(report)
 }
