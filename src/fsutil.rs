@@ -302,3 +302,36 @@ mod prospective_tests {
         );
     }
 }
+
+/// Open a file named by the user for reading (symlinks followed, as asked): never
+/// blocking on a FIFO or device, and refused unless it is a regular file.
+pub fn open_input(path: &Path) -> std::io::Result<File> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let ft = file.metadata()?.file_type();
+    if !ft.is_file() {
+        use std::os::unix::fs::FileTypeExt;
+        let what = if ft.is_fifo() {
+            "a FIFO"
+        } else if ft.is_dir() {
+            "a directory"
+        } else if ft.is_socket() {
+            "a socket"
+        } else {
+            "a device or special file"
+        };
+        return Err(std::io::Error::other(format!("{what}, not a regular file")));
+    }
+    Ok(file)
+}
+
+/// Read a whole file named by the user, as [`open_input`] opens it.
+pub fn read_input(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut f = open_input(path)?;
+    let mut v = Vec::new();
+    f.read_to_end(&mut v)?;
+    Ok(v)
+}

@@ -324,7 +324,7 @@ fn is_kpack(path: &Path) -> bool {
     use std::io::Read;
     let mut magic = [0u8; 4];
     path.is_file()
-        && std::fs::File::open(path)
+        && kpack::fsutil::open_input(path)
             .and_then(|mut f| f.read_exact(&mut magic))
             .is_ok()
         && &magic == kpack::kpack::archive::MAGIC
@@ -334,7 +334,7 @@ fn is_kpack(path: &Path) -> bool {
 fn is_trace(path: &Path) -> bool {
     use std::io::Read;
     let mut head = vec![0u8; 4096];
-    let n = std::fs::File::open(path)
+    let n = kpack::fsutil::open_input(path)
         .and_then(|mut f| f.read(&mut head))
         .unwrap_or(0);
     path.is_file() && kpack::trace::looks_like_trace(&head[..n])

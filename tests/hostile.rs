@@ -341,3 +341,69 @@ fn keys_longer_than_any_column_do_not_panic() {
         assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
     }
 }
+
+/// Item 11: a FIFO given as PATH is named and refused (or reported as a special
+/// file), never opened for a blocking read: each command ends on its own.
+#[test]
+fn a_fifo_as_path_never_blocks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fifo = tmp.path().join("pipe");
+    let ok = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let f = s(&fifo);
+    let out = tmp.path().join("o");
+    let o = s(&out);
+    for args in [
+        &[f, "--no-tui"][..],
+        &["scan", f, "--no-tui"],
+        &["preview", f, "--no-tui"],
+        &[
+            "rewrite",
+            f,
+            "-o",
+            o,
+            "--kernel-name",
+            "x",
+            "--search-path",
+            "y",
+        ],
+        &["extract", f, "--all", "-o", o],
+        &["trace", f, "--no-tui"],
+        &["verify", f],
+    ] {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_kpack-tui"))
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // A generous deadline: each of these ends in milliseconds; a blocked open
+        // never ends (nothing writes to the FIFO).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let status = loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                break st;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("{args:?} blocked on the FIFO");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        let o = child.wait_with_output().unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(status.code().is_some_and(|c| c != 101), "{args:?}: {text}");
+        assert!(
+            text.contains("FIFO") || text.contains("fifo") || text.contains("not a regular file"),
+            "{args:?} does not say what it is: {text}"
+        );
+    }
+}

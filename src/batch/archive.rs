@@ -234,7 +234,7 @@ pub fn extract(path: &Path, what: &ExtractWhat, out_path: &Path) -> Result<i32> 
     let head = {
         use std::io::Read;
         let mut h = [0u8; 4];
-        let n = std::fs::File::open(path)
+        let n = kpack::fsutil::open_input(path)
             .and_then(|mut f| f.read(&mut h))
             .with_context(|| format!("cannot read {}", path.display()))?;
         h[..n].to_vec()
@@ -307,7 +307,8 @@ fn extract_from_binary(path: &Path, what: &ExtractWhat, out_path: &Path) -> Resu
             path.display()
         );
     }
-    let data = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let data = kpack::fsutil::read_input(path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
     let cos =
         kpack::kernels::unbundle(&data).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     if what.all {

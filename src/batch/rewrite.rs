@@ -71,8 +71,8 @@ fn print_pe_plan(
 
 /// Print the plan of a rewrite.
 pub fn preview(binary: &Path, marker: &Marker, json: bool, out: &mut dyn Write) -> Result<i32> {
-    let data =
-        std::fs::read(binary).with_context(|| format!("cannot read {}", binary.display()))?;
+    let data = kpack::fsutil::read_input(binary)
+        .with_context(|| format!("cannot read {}", binary.display()))?;
     if kpack::coff::is_pe(&data) {
         let r = match pe(binary, &data, marker)? {
             Ok(r) => r,
@@ -105,8 +105,8 @@ pub fn rewrite(
     phdrs: rewrite::PhdrLayout,
 ) -> Result<i32> {
     kpack::fsutil::check_apart(binary, output)?;
-    let data =
-        std::fs::read(binary).with_context(|| format!("cannot read {}", binary.display()))?;
+    let data = kpack::fsutil::read_input(binary)
+        .with_context(|| format!("cannot read {}", binary.display()))?;
     // Both planners verify the image they return before anything is written.
     let (bytes, input, written, removed) = if kpack::coff::is_pe(&data) {
         match pe(binary, &data, marker)? {

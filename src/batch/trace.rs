@@ -33,7 +33,8 @@ fn ms(v: i64) -> String {
 
 /// Read, analyse, print or export.
 pub fn run(file: &Path, export: bool, output: Option<&Path>, how: &Output) -> Result<i32> {
-    let f = std::fs::File::open(file).with_context(|| format!("cannot open {}", file.display()))?;
+    let f = kpack::fsutil::open_input(file)
+        .with_context(|| format!("cannot open {}", file.display()))?;
     let size = f.metadata()?.len();
     if size > MAX_TRACE {
         bail!(
