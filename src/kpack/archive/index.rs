@@ -329,6 +329,21 @@ pub fn parse_index_at(src: &(impl ReadAt + ?Sized)) -> FormatResult<ArchiveIndex
     if !kernels.is_sorted_by(|a, b| (&a.key, &a.arch) <= (&b.key, &b.arch)) {
         kernels.sort_by(|a, b| a.key.cmp(&b.key).then(a.arch.cmp(&b.arch)));
     }
+    // The same (key, arch) twice (a MessagePack map may repeat a key): readers
+    // disagree on which entry they return, so the archive says two things at once.
+    if let Some(w) = kernels
+        .windows(2)
+        .find(|w| w[0].key == w[1].key && w[0].arch == w[1].arch)
+    {
+        return Err(err(
+            at,
+            format!(
+                "toc[{:?}][{:?}] appears twice (ordinals {} and {}): readers would not agree \
+                 on which kernel it is",
+                w[0].key, w[0].arch, w[0].ordinal, w[1].ordinal
+            ),
+        ));
+    }
     Ok(ArchiveIndex {
         version,
         toc_offset,

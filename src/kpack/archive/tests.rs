@@ -314,3 +314,50 @@ proptest! {
         }
     }
 }
+
+/// Issue #27 item 19: the same (key, arch) twice in the TOC (a MessagePack map may
+/// repeat a key) with different bytes is refused: which one a reader returns would
+/// depend on the reader.
+#[test]
+fn a_key_twice_in_the_toc_is_refused() {
+    use rmp::encode::{write_map_len, write_str, write_uint};
+    let mut toc = Vec::new();
+    write_map_len(&mut toc, 6).unwrap();
+    for (k, v) in [("group_name", "g"), ("gfx_arch_family", "f")] {
+        write_str(&mut toc, k).unwrap();
+        write_str(&mut toc, v).unwrap();
+    }
+    write_str(&mut toc, "gfx_arches").unwrap();
+    rmp::encode::write_array_len(&mut toc, 1).unwrap();
+    write_str(&mut toc, "gfx900").unwrap();
+    write_str(&mut toc, "compression_scheme").unwrap();
+    write_str(&mut toc, "none").unwrap();
+    write_str(&mut toc, "toc").unwrap();
+    write_map_len(&mut toc, 2).unwrap();
+    for ordinal in [0u64, 1] {
+        write_str(&mut toc, "a#0").unwrap();
+        write_map_len(&mut toc, 1).unwrap();
+        write_str(&mut toc, "gfx900").unwrap();
+        write_map_len(&mut toc, 1).unwrap();
+        write_str(&mut toc, "ordinal").unwrap();
+        write_uint(&mut toc, ordinal).unwrap();
+    }
+    write_str(&mut toc, "blobs").unwrap();
+    rmp::encode::write_array_len(&mut toc, 2).unwrap();
+    for off in [0x40u64, 0x42] {
+        write_map_len(&mut toc, 2).unwrap();
+        write_str(&mut toc, "offset").unwrap();
+        write_uint(&mut toc, off).unwrap();
+        write_str(&mut toc, "size").unwrap();
+        write_uint(&mut toc, 2).unwrap();
+    }
+    let mut f = Vec::new();
+    f.extend_from_slice(MAGIC);
+    f.extend_from_slice(&1u32.to_le_bytes());
+    f.extend_from_slice(&0x44u64.to_le_bytes());
+    f.resize(0x40, 0);
+    f.extend_from_slice(b"AABB");
+    f.extend_from_slice(&toc);
+    let e = parse_index(&f).unwrap_err().to_string();
+    assert!(e.contains("toc[\"a#0\"][\"gfx900\"] appears twice"), "{e}");
+}
