@@ -407,3 +407,33 @@ fn a_fifo_as_path_never_blocks() {
         );
     }
 }
+
+/// Item 16 (in part): `pack --force` replaces only a previous pack's output. A
+/// directory holding an empty (or foreign) file named like the ledger is left alone.
+#[test]
+fn force_needs_a_ledger_that_proves_a_previous_pack() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("out");
+    std::fs::create_dir_all(out.join(".kpack")).unwrap();
+    std::fs::write(out.join("precious.txt"), b"keep me").unwrap();
+    for ledger in [
+        &b""[..],
+        b"{\"schema\":\"kpack-tui.ledger/1\"}",
+        b"not json",
+    ] {
+        std::fs::write(out.join(".kpack/kpack-tui-ledger.json"), ledger).unwrap();
+        let o = pack_rocm(&demo(), &out, &["--all", "--force"]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("is not a previous pack's output"),
+            "{}",
+            stderr(&o)
+        );
+        assert_eq!(std::fs::read(out.join("precious.txt")).unwrap(), b"keep me");
+    }
+    // A real previous pack is replaced.
+    let prev = tmp.path().join("prev");
+    assert!(pack_rocm(&demo(), &prev, &["--all"]).status.success());
+    let o = pack_rocm(&demo(), &prev, &["--all", "--force"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}

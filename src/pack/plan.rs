@@ -66,10 +66,25 @@ pub(crate) fn marker_for(rel: &str, group: &str, per: ArchivePer, units: &[Archi
 }
 
 /// The ledger of a previous pack in `out` (combined or split layout), if any.
+/// The ledger of a previous pack's output at `out`, if there is one that proves it:
+/// it parses as a ledger, and the archives it lists are there (an empty or foreign
+/// file named like a ledger does not make a directory `--force` may replace).
 pub(crate) fn ledger_in(out: &Path) -> Option<PathBuf> {
-    [out.join(LEDGER_PATH), out.join("generic").join(LEDGER_PATH)]
+    [out.to_path_buf(), out.join("generic")]
         .into_iter()
-        .find(|p| p.is_file())
+        .find_map(|root| {
+            let (path, l) = crate::kpack::ledger::Ledger::read(&root).ok()??;
+            // Archives sit at OUT/<path> (combined) or OUT/<unit>/<path> (split).
+            let units: Vec<PathBuf> = std::fs::read_dir(out)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.path())
+                .collect();
+            let there =
+                |rel: &str| out.join(rel).is_file() || units.iter().any(|u| u.join(rel).is_file());
+            l.archives.iter().all(|a| there(&a.path)).then_some(path)
+        })
 }
 
 /// Archives named with `--archives`: files, or every `*.kpack` below a directory
