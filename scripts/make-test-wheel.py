@@ -10,7 +10,9 @@ urlsafe base64 SHA-256) is generated. Used by the wheel tests and benchmarks.
 """
 import argparse
 import base64
+import csv
 import hashlib
+import io
 import os
 import zipfile
 
@@ -26,6 +28,8 @@ def main():
     ap.add_argument("--no-dist-info", action="store_true")
     ap.add_argument("--tree", action="append", default=[], metavar="DIR=PREFIX",
                     help="add every regular file under DIR as PREFIX/<path>, with its mode")
+    ap.add_argument("--tamper", action="append", default=[], metavar="NAME",
+                    help="give member NAME a wrong hash in RECORD")
     ap.add_argument("members", nargs="*")
     a = ap.parse_intermixed_args()
     files = []
@@ -58,12 +62,16 @@ def main():
         files.append((f"{di}/METADATA", f"Metadata-Version: 2.1\nName: {a.name}\nVersion: {a.version}\nSummary: test wheel\n\nA test wheel.\n".encode(), 0o644))
         files.append((f"{di}/WHEEL", f"Wheel-Version: 1.0\nGenerator: make-test-wheel\nRoot-Is-Purelib: false\nTag: {a.tag}\n".encode(), 0o644))
         files.append((f"{di}/top_level.txt", ("\n".join(top) + "\n").encode(), 0o644))
-        lines = []
+        # RECORD is CSV, written by the csv module as pip and wheel write it (names
+        # with commas, quotes or newlines are quoted).
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
         for n, d, _ in files:
-            h = base64.urlsafe_b64encode(hashlib.sha256(d).digest()).rstrip(b"=").decode()
-            lines.append(f"{n},sha256={h},{len(d)}")
-        lines.append(f"{di}/RECORD,,")
-        files.append((f"{di}/RECORD", ("\n".join(lines) + "\n").encode(), 0o644))
+            digest = hashlib.sha256(d + (b"x" if n in a.tamper else b"")).digest()
+            h = base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+            w.writerow([n, f"sha256={h}", len(d)])
+        w.writerow([f"{di}/RECORD", "", ""])
+        files.append((f"{di}/RECORD", buf.getvalue().encode(), 0o644))
     with zipfile.ZipFile(a.out, "w") as z:
         for n, d, mode in files:
             zi = zipfile.ZipInfo(n, date_time=(2026, 1, 1, 0, 0, 0))

@@ -535,3 +535,80 @@ fn hostile_wheel_names_write_nothing_anywhere() {
         ["abs", "deep", "deep/a", "deep/a/b", "deep/a/b/out"]
     );
 }
+
+/// Issue #27 items 20 and 23: a wheel whose RECORD does not match its contents is
+/// refused (it would get a fresh, matching RECORD), or split with a warning under
+/// `--ignore-record`; member names holding `"`, `,` or a newline (quoted in RECORD by
+/// Python's csv module) are split, and the output's RECORD lists them again.
+#[test]
+fn record_is_checked_and_read_as_csv() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    if tool("python3").is_none() {
+        return;
+    }
+    let lib = fixtures().join("libkernels.so").display().to_string();
+    let fat = format!("torch/lib/libk.so@755={lib}");
+    let common = [
+        "--name",
+        "torch",
+        "--version",
+        "1.0",
+        "--tag",
+        "py3-none-any",
+    ];
+    let odd = [
+        "torch/data/a \"quoted\" name.txt=text:q",
+        "torch/data/with,comma.txt=text:c",
+        "torch/data/two\nlines.txt=text:n",
+    ];
+    let w = py_wheel(
+        t,
+        "torch-1.0-py3-none-any.whl",
+        &[&common[..], &[&fat], &odd].concat(),
+    );
+    let out = t.join("out");
+    std::fs::create_dir(&out).unwrap();
+    let o = split_wheel(&w, &out, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let host = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("torch-1.0")
+        })
+        .unwrap();
+    // Python reads the host wheel's RECORD back with the csv module: every odd name
+    // is there, with three fields.
+    let check = "import csv,io,sys,zipfile\n\
+        z=zipfile.ZipFile(sys.argv[1]); r=[n for n in z.namelist() if n.endswith('/RECORD')][0]\n\
+        rows=list(csv.reader(io.StringIO(z.read(r).decode())))\n\
+        names={x[0] for x in rows}; assert all(len(x)==3 for x in rows), rows\n\
+        missing=[n for n in z.namelist() if n not in names]; assert not missing, missing\n\
+        print(len(rows))";
+    let o = Command::new("python3")
+        .args(["-c", check])
+        .arg(&host)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    let bad = py_wheel(
+        t,
+        "tampered-1.0-py3-none-any.whl",
+        &[&common[..], &[&fat, "--tamper", "torch/lib/libk.so"]].concat(),
+    );
+    let out2 = t.join("out2");
+    std::fs::create_dir(&out2).unwrap();
+    refused(&bad, &out2, &[], "its RECORD does not match its contents");
+    let o = split_wheel(&bad, &out2, &["--ignore-record"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("split anyway: --ignore-record"),
+        "{}",
+        stderr(&o)
+    );
+}

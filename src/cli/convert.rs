@@ -128,6 +128,7 @@ impl WheelSplitArgs {
         };
         opts.level = self.level;
         opts.zip_level = self.zip_level;
+        opts.ignore_record = self.ignore_record;
         opts.threads = jobs;
         opts.force = self.force;
         Ok(opts)

@@ -462,6 +462,10 @@ pub struct WheelSplitArgs {
     /// Deflate level (0-9) of rewritten binaries inside the host wheel.
     #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(0..=9))]
     pub zip_level: u32,
+    /// Split a wheel whose RECORD does not match its contents (warned); without it
+    /// such a wheel is refused.
+    #[arg(long)]
+    pub ignore_record: bool,
     /// Replace wheels of the same names in OUT.
     #[arg(long)]
     pub force: bool,

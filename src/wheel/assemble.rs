@@ -265,18 +265,15 @@ pub fn check_record(w: &Wheel) -> Vec<String> {
     };
     let mut listed: BTreeMap<String, (String, String)> = BTreeMap::new();
     let mut faults = Vec::new();
-    for line in text.lines().filter(|l| !l.is_empty()) {
-        let mut parts = line.rsplitn(3, ',');
-        let (size, hash, path) = (
-            parts.next().unwrap_or(""),
-            parts.next().unwrap_or(""),
-            parts.next().unwrap_or(""),
-        );
-        let path = path.trim_matches('"').to_string();
-        if listed
-            .insert(path.clone(), (hash.to_string(), size.to_string()))
-            .is_some()
-        {
+    for row in super::metadata::parse_record(&text) {
+        let [path, hash, size] = <[String; 3]>::try_from(row.clone()).unwrap_or_else(|_| {
+            faults.push(format!("RECORD row {row:?} does not have 3 fields"));
+            Default::default()
+        });
+        if path.is_empty() {
+            continue;
+        }
+        if listed.insert(path.clone(), (hash, size)).is_some() {
             faults.push(format!("{path} listed twice in RECORD"));
         }
     }

@@ -183,16 +183,90 @@ pub fn record(files: &[(String, [u8; 32], u64)], record_path: &str) -> String {
 }
 
 fn csv_path(p: &str) -> String {
-    if p.contains([',', '"', '\n']) {
+    // As Python's csv module writes it (QUOTE_MINIMAL).
+    if p.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", p.replace('"', "\"\""))
     } else {
         p.to_string()
     }
 }
 
+/// RECORD's rows, read as the CSV it is (Python's csv module writes it): fields
+/// separated by commas, a field in double quotes may hold commas, newlines and
+/// doubled quotes; rows end at an unquoted newline (`\r\n` too).
+pub fn parse_record(text: &str) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    let mut row = Vec::new();
+    let mut field = String::new();
+    let (mut quoted, mut started) = (false, false);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if quoted {
+            match c {
+                '"' if chars.peek() == Some(&'"') => {
+                    field.push('"');
+                    chars.next();
+                }
+                '"' => quoted = false,
+                c => field.push(c),
+            }
+            continue;
+        }
+        match c {
+            '"' if field.is_empty() => {
+                quoted = true;
+                started = true;
+            }
+            ',' => {
+                row.push(std::mem::take(&mut field));
+                started = true;
+            }
+            '\r' if chars.peek() == Some(&'\n') => {}
+            '\n' => {
+                if started || !field.is_empty() || !row.is_empty() {
+                    row.push(std::mem::take(&mut field));
+                    rows.push(std::mem::take(&mut row));
+                }
+                started = false;
+            }
+            c => {
+                field.push(c);
+                started = true;
+            }
+        }
+    }
+    if started || !field.is_empty() || !row.is_empty() {
+        row.push(field);
+        rows.push(row);
+    }
+    rows
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn record_csv_round_trips_quotes_commas_and_newlines() {
+        let d = [0u8; 32];
+        let files = vec![
+            ("p/a \"quoted\".txt".to_string(), d, 1),
+            ("p/with,comma".to_string(), d, 2),
+            ("p/two\nlines".to_string(), d, 3),
+            ("p/plain".to_string(), d, 4),
+        ];
+        let text = record(&files, "p-1.dist-info/RECORD");
+        let rows = parse_record(&text);
+        let paths: Vec<&str> = rows.iter().map(|r| r[0].as_str()).collect();
+        for (p, ..) in &files {
+            assert!(paths.contains(&p.as_str()), "{p:?} in {rows:?}");
+        }
+        assert!(rows.iter().all(|r| r.len() == 3), "{rows:?}");
+        assert_eq!(
+            parse_record("a,b,1\r\n\"x,y\",,\n"),
+            [["a", "b", "1"], ["x,y", "", ""]]
+        );
+    }
 
     fn keys(k: &[&str]) -> BTreeSet<String> {
         k.iter().map(|s| s.to_string()).collect()

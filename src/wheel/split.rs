@@ -61,6 +61,9 @@ pub struct WheelSplitOptions {
     pub threads: usize,
     /// Replace wheels of the same names in the output directory.
     pub force: bool,
+    /// Split a wheel whose RECORD does not match its contents (with a warning);
+    /// otherwise it is refused (the split would give it a fresh, matching RECORD).
+    pub ignore_record: bool,
 }
 
 impl WheelSplitOptions {
@@ -77,6 +80,7 @@ impl WheelSplitOptions {
             zip_level: 6,
             threads: 0,
             force: false,
+            ignore_record: false,
         }
     }
 }
@@ -203,6 +207,30 @@ pub fn split_wheel(
     let wheel = Wheel::open(input)?;
     let info = wheel.info.clone();
     let bad = |what: String| Error::Invalid(format!("{}: {what}", input.display()));
+    // What pip would install must be what was built: a RECORD that does not match
+    // is not laundered into a fresh one.
+    let record_faults = super::assemble::check_record(&wheel);
+    if !record_faults.is_empty() {
+        let what = format!(
+            "its RECORD does not match its contents ({} problem(s)): {}",
+            record_faults.len(),
+            record_faults
+                .iter()
+                .take(5)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+        if !opts.ignore_record {
+            return Err(bad(format!(
+                "{what}; pass --ignore-record to split it anyway"
+            )));
+        }
+        sink.event(PackEvent::Warning(format!(
+            "{}: {what} (split anyway: --ignore-record)",
+            input.display()
+        )));
+    }
     let prefix = opts.device_package_prefix.as_str();
     if !valid_dist_name(prefix) {
         return Err(Error::Invalid(format!(
