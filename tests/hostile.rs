@@ -437,3 +437,61 @@ fn force_needs_a_ledger_that_proves_a_previous_pack() {
     let o = pack_rocm(&demo(), &prev, &["--all", "--force"]);
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+/// Items 16 and 24: what interrupted runs and odd outputs leave is handled before any
+/// work: an OUT that is a dangling symlink or under a file is named at once; a stray
+/// file named like a dead run's stage is removed (it blocked every pack); a previous
+/// output that a killed `--force` run had moved aside is put back, never lost.
+#[test]
+fn leftovers_of_killed_runs_and_odd_outputs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    // A pid no process has: above the largest pid_max Linux allows.
+    let dead = 4_194_305u32;
+    let link = t.join("dangling");
+    std::os::unix::fs::symlink(t.join("nowhere"), &link).unwrap();
+    let o = pack_rocm(&demo(), &link, &["--all"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("is a symlink that points nowhere"),
+        "{}",
+        stderr(&o)
+    );
+    std::fs::write(t.join("file"), b"x").unwrap();
+    let o = pack_rocm(&demo(), &t.join("file/out"), &["--all"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("is not a directory"), "{}", stderr(&o));
+    assert!(
+        !stderr(&o).contains("packed"),
+        "refused before packing: {}",
+        stderr(&o)
+    );
+
+    let out = t.join("out");
+    let stray = t.join(format!(".out.kpack-tmp-{dead}"));
+    std::fs::write(&stray, b"not a directory").unwrap();
+    let o = pack_rocm(&demo(), &out, &["--all"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stray.exists());
+
+    // Killed between the two renames of --force: OUT absent, the old one aside.
+    let aside = t.join(format!(".out.kpack-tmp-{dead}-old"));
+    std::fs::rename(&out, &aside).unwrap();
+    let before = tree_hashes(&aside);
+    let o = pack_rocm(&demo(), &out, &["--all"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("restoring"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("holds a previous pack"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(
+        tree_hashes(&out),
+        before,
+        "the previous output is back, whole"
+    );
+    assert!(!aside.exists());
+    let o = pack_rocm(&demo(), &out, &["--all", "--force"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}

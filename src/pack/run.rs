@@ -69,19 +69,44 @@ fn clean_stale(out: &Path, sink: &dyn EventSink<PackEvent>) -> Result<()> {
     };
     for e in rd.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name
-            .strip_prefix(&prefix)
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
+        let Some(rest) = name.strip_prefix(&prefix) else {
             continue;
         };
-        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
-            sink.event(PackEvent::Warning(format!(
-                "removing {} left by an interrupted run",
-                e.path().display()
-            )));
-            std::fs::remove_dir_all(e.path()).map_err(|x| Error::io(e.path(), x))?;
+        // `<pid>` is a staging directory, `<pid>-old` the previous output a
+        // `--force` run moved aside before placing its own.
+        let (pid, old) = match rest.strip_suffix("-old") {
+            Some(p) => (p, true),
+            None => (rest, false),
+        };
+        let Ok(pid) = pid.parse::<u32>() else {
+            continue;
+        };
+        if pid == std::process::id() || Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
         }
+        let path = e.path();
+        if old && std::fs::symlink_metadata(out).is_err() {
+            // Killed between its two renames: OUT is absent and this is the last
+            // complete output. Put it back.
+            sink.event(PackEvent::Warning(format!(
+                "restoring {} from {} (a --force run was interrupted while replacing it)",
+                out.display(),
+                path.display()
+            )));
+            std::fs::rename(&path, out).map_err(|x| Error::io(&path, x))?;
+            continue;
+        }
+        sink.event(PackEvent::Warning(format!(
+            "removing {} left by an interrupted run",
+            path.display()
+        )));
+        let is_dir = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir());
+        if is_dir {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        }
+        .map_err(|x| Error::io(&path, x))?;
     }
     Ok(())
 }
@@ -99,6 +124,31 @@ pub fn check_plan(plan: &PackPlan, out: &Path, opts: &PackOptions) -> Result<()>
         return Err(Error::Invalid(format!(
             "code for targets nothing selects: {}; select them (--family, --target, --all) or pass --unassigned drop",
             list.join(", ")
+        )));
+    }
+    if let Ok(m) = std::fs::symlink_metadata(out)
+        && m.file_type().is_symlink()
+    {
+        return Err(Error::Invalid(format!(
+            "{} is a symlink{}; give the directory itself, or another output",
+            out.display(),
+            if out.exists() {
+                ""
+            } else {
+                " that points nowhere"
+            }
+        )));
+    }
+    if let Some(a) = out
+        .ancestors()
+        .skip(1)
+        .find(|a| !a.as_os_str().is_empty() && std::fs::symlink_metadata(a).is_ok())
+        && !a.is_dir()
+    {
+        return Err(Error::Invalid(format!(
+            "{} cannot be created: {} is not a directory",
+            out.display(),
+            a.display()
         )));
     }
     if out.exists() {
@@ -473,15 +523,20 @@ pub fn execute_pack(
     sink: &dyn EventSink<PackEvent>,
     cancel: &CancelToken,
 ) -> Result<PackReport> {
-    check_plan(&plan, out, opts)?;
+    // What interrupted runs left goes first (a previous output a killed --force run
+    // moved aside is put back), so that the checks see OUT as it really is.
     clean_stale(out, sink)?;
+    check_plan(&plan, out, opts)?;
     let start = Instant::now();
     let (parent, prefix) = tmp_prefix(out)?;
     std::fs::create_dir_all(&parent).map_err(|e| Error::io(&parent, e))?;
     let stage = parent.join(format!("{prefix}{}", std::process::id()));
-    if stage.exists() {
-        std::fs::remove_dir_all(&stage).map_err(|e| Error::io(&stage, e))?;
+    match std::fs::symlink_metadata(&stage) {
+        Ok(m) if m.is_dir() => std::fs::remove_dir_all(&stage),
+        Ok(_) => std::fs::remove_file(&stage),
+        Err(_) => Ok(()),
     }
+    .map_err(|e| Error::io(&stage, e))?;
     std::fs::create_dir(&stage).map_err(|e| Error::io(&stage, e))?;
     let staged = run_stage(&plan, tree, &stage, opts, sink, cancel).and_then(|s| {
         if opts.strict && !s.warnings.is_empty() {
