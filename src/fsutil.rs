@@ -335,3 +335,51 @@ pub fn read_input(path: &Path) -> std::io::Result<Vec<u8>> {
     f.read_to_end(&mut v)?;
     Ok(v)
 }
+
+/// The name prefix of temporary files and directories this process makes for
+/// `kind` (`split`, `combine`, `wheel`, `normalize`…): `.kpack-tui-<kind>-<pid>-`.
+/// The pid lets a later run tell what a killed one left ([`remove_stale`]).
+pub fn stage_prefix(kind: &str) -> String {
+    format!(".kpack-tui-{kind}-{}-", std::process::id())
+}
+
+/// A temporary directory for `kind` inside `dir`, named with [`stage_prefix`].
+pub fn stage_dir(dir: &Path, kind: &str) -> Result<tempfile::TempDir> {
+    tempfile::Builder::new()
+        .prefix(&stage_prefix(kind))
+        .tempdir_in(dir)
+        .map_err(|e| Error::io(dir, e))
+}
+
+/// Whether `name` is a temporary of `kind` made by a process that no longer runs.
+pub fn is_stale(name: &str, kind: &str) -> bool {
+    let Some(rest) = name.strip_prefix(&format!(".kpack-tui-{kind}-")) else {
+        return false;
+    };
+    let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+        return false;
+    };
+    pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Remove what killed runs left in `dir` for `kind` (files or directories named by
+/// [`stage_prefix`] whose process is gone). Returns what was removed.
+pub fn remove_stale(dir: &Path, kind: &str) -> Vec<PathBuf> {
+    let mut removed = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = e.file_name();
+        if !is_stale(&name.to_string_lossy(), kind) {
+            continue;
+        }
+        let p = e.path();
+        let gone = match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&p),
+            Ok(_) => std::fs::remove_file(&p),
+            Err(e) => Err(e),
+        };
+        if gone.is_ok() {
+            removed.push(p);
+        }
+    }
+    removed
+}

@@ -495,3 +495,51 @@ fn leftovers_of_killed_runs_and_odd_outputs() {
     let o = pack_rocm(&demo(), &out, &["--all", "--force"]);
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+/// Item 22: temporaries a killed run left (a half-written `normalize` repair in the
+/// install tree, stages of split, combine and wheel split in their output) are
+/// removed by the next run; those of a live process are not touched.
+#[test]
+fn the_next_run_removes_what_a_killed_one_left() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let dead = 4_194_305u32;
+    let me = std::process::id();
+    // normalize, in the tree it walks.
+    let tree = t.join("tree");
+    std::fs::create_dir(&tree).unwrap();
+    std::fs::copy(fixtures().join("app_pie"), tree.join("app")).unwrap();
+    let stale = tree.join(format!(".kpack-tui-normalize-{dead}-abc"));
+    let live = tree.join(format!(".kpack-tui-normalize-{me}-abc"));
+    std::fs::write(&stale, b"half a binary").unwrap();
+    std::fs::write(&live, b"someone's repair").unwrap();
+    let o = kpack(&["normalize", s(&tree)]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert!(!stale.exists() && live.exists());
+    assert!(
+        stderr(&o).contains("left by an interrupted run"),
+        "{}",
+        stderr(&o)
+    );
+    // split's stage in its output.
+    let art = fixture_artifact(t);
+    let out = t.join("out");
+    std::fs::create_dir(&out).unwrap();
+    let stage = out.join(format!(".kpack-tui-split-{dead}-xyz"));
+    std::fs::create_dir_all(stage.join("blas_lib_generic")).unwrap();
+    let o = kpack(&[
+        "split",
+        s(&art),
+        "-o",
+        s(&out),
+        "--artifact-prefix",
+        "blas_lib",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stage.exists(), "the stale stage is gone");
+    assert!(
+        stderr(&o).contains("left by an interrupted run"),
+        "{}",
+        stderr(&o)
+    );
+}

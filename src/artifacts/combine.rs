@@ -666,10 +666,10 @@ fn combine_into(shards: &[PathBuf], out: &Path, opts: &CombineOptions) -> Result
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
     let names: Vec<String> = plans.iter().map(|p| p.name.clone()).collect();
     super::check_free(out, &names, opts.force)?;
-    let stage = tempfile::Builder::new()
-        .prefix(".kpack-tui-combine-")
-        .tempdir_in(out)
-        .map_err(|e| Error::io(out, e))?;
+    // What a killed run left is removed (CombineReport has no warnings channel:
+    // the removal is silent, as the stage it replaces would have been).
+    let _ = crate::fsutil::remove_stale(out, "combine");
+    let stage = crate::fsutil::stage_dir(out, "combine")?;
     let st = stage.path().to_path_buf();
     let mut artifacts = Vec::new();
     let mut bytes_out = 0;

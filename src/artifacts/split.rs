@@ -352,10 +352,13 @@ pub fn split(
         .chain(artifact_prefixes.keys().map(|t| format!("{ap}_{t}")))
         .collect();
     super::check_free(out, &names, opts.force)?;
-    let stage = tempfile::Builder::new()
-        .prefix(".kpack-tui-split-")
-        .tempdir_in(out)
-        .map_err(|e| Error::io(out, e))?;
+    for p in crate::fsutil::remove_stale(out, "split") {
+        sink.event(PackEvent::Warning(format!(
+            "removed {} left by an interrupted run",
+            p.display()
+        )));
+    }
+    let stage = crate::fsutil::stage_dir(out, "split")?;
     let st = &stage.path().to_path_buf();
 
     let total_bytes: u64 = jobs

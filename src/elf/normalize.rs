@@ -425,6 +425,19 @@ pub fn normalize_paths(
             continue;
         };
         for path in files {
+            // A repair a killed run left half-written: removed, not checked.
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+            if let Some(n) = &name
+                && n.starts_with(".kpack-tui-normalize-")
+            {
+                if crate::fsutil::is_stale(n, "normalize") && std::fs::remove_file(&path).is_ok() {
+                    report.warnings.push(format!(
+                        "{}: removed, left by an interrupted run",
+                        path.display()
+                    ));
+                }
+                continue;
+            }
             let map = match crate::fsutil::map_file(&path) {
                 Ok(Some(m)) => m,
                 Ok(None) => continue,
@@ -508,7 +521,7 @@ fn write_repaired(path: &std::path::Path, data: &[u8], repair: &Repair) -> crate
         })
         .collect();
     let mut tmp = tempfile::Builder::new()
-        .prefix(".kpack-normalize-")
+        .prefix(&crate::fsutil::stage_prefix("normalize"))
         .tempfile_in(dir)
         .map_err(|e| Error::io(dir, e))?;
     repair

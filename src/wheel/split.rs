@@ -291,10 +291,13 @@ pub fn split_wheel(
             input.display()
         )));
     }
-    let stage = tempfile::Builder::new()
-        .prefix(".kpack-tui-wheel-")
-        .tempdir_in(out)
-        .map_err(|e| Error::io(out, e))?;
+    for p in crate::fsutil::remove_stale(out, "wheel") {
+        sink.event(PackEvent::Warning(format!(
+            "removed {} left by an interrupted run",
+            p.display()
+        )));
+    }
+    let stage = crate::fsutil::stage_dir(out, "wheel")?;
     let ctx = Ctx {
         wheel: &wheel,
         opts,
