@@ -605,12 +605,23 @@ pub fn list_kernels_scanned(
         root: root.to_path_buf(),
         ..Default::default()
     };
+    // A file that looks like device code but cannot be read is a finding, never a
+    // silent "0 kernels".
+    out.diagnostics.extend(
+        report
+            .diagnostics
+            .iter()
+            .filter(|d| d.severity == scan::Severity::Error)
+            .map(|d| format!("{}: {}", d.path, d.message)),
+    );
     for (n, rows, diags) in per_file {
         out.code_objects += n.len() as u64;
         out.objects.extend(n);
         out.kernels.extend(rows);
         out.diagnostics.extend(diags);
     }
+    let mut seen = std::collections::HashSet::new();
+    out.diagnostics.retain(|d| seen.insert(d.clone()));
     // Paths and keys with numbers in number order (`#2` before `#10`), targets by
     // processor number.
     use crate::natural::{natural_cmp, target_cmp};

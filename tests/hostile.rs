@@ -543,3 +543,48 @@ fn the_next_run_removes_what_a_killed_one_left() {
         stderr(&o)
     );
 }
+
+/// Item 21: a fat binary whose `.hip_fatbin` cannot be read (a section size past the
+/// end of the file, a section table out of range, a bundle claiming 2^31 entries) is
+/// a named finding for `kernels` (exit 1, never "0 kernels", exit 0), its device
+/// bytes are not made up from the lying size, and `extract --all` refuses it.
+#[test]
+fn damaged_device_code_is_never_zero_kernels() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let mut d = std::fs::read(fixtures().join("libvadd.so")).unwrap();
+    let lay = kpack::elf::rewrite::parse_layout(&d).unwrap();
+    let i = lay
+        .sections
+        .iter()
+        .position(|x| x.name == ".hip_fatbin")
+        .unwrap();
+    let at = lay.e_shoff as usize + i * 64 + 32;
+    d[at..at + 8].copy_from_slice(&0x7fff_ffff_ffffu64.to_le_bytes());
+    let lying = t.join("lying.so");
+    std::fs::write(&lying, &d).unwrap();
+    let mut b = b"__CLANG_OFFLOAD_BUNDLE__".to_vec();
+    b.extend_from_slice(&0x8000_0000u64.to_le_bytes());
+    b.resize(96, 0);
+    let many = t.join("many.hipfb");
+    std::fs::write(&many, &b).unwrap();
+    for (f, says) in [
+        (&lying, "passes the end of the file"),
+        (&many, "entry count 2147483648"),
+    ] {
+        let o = kpack(&["kernels", s(f), "--no-tui"]);
+        assert_eq!(o.status.code(), Some(1), "{}{}", stdout(&o), stderr(&o));
+        assert!(stderr(&o).contains(says), "{}", stderr(&o));
+        let o = kpack(&["extract", s(f), "--all", "-o", s(&t.join("x"))]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(!t.join("x").exists());
+    }
+    let o = kpack(&["scan", s(&lying), "--json"]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    // No device bytes made up from the lying size (0 is left out of the file row).
+    assert!(
+        j["files"][0]["device_bytes"].as_u64().unwrap_or(0) == 0,
+        "{j}"
+    );
+    assert_eq!(j["totals"]["device_bytes"], 0, "{j}");
+}

@@ -345,7 +345,17 @@ pub fn inspect(data: &[u8]) -> FormatResult<ElfContent> {
     Ok(ElfContent::Fat(Box::new(FatBinary {
         elf_kind: kind,
         machine,
-        device_bytes: if span.nobits { 0 } else { span.size },
+        // A section that passes the end of the file holds no readable device code.
+        device_bytes: if span.nobits
+            || span
+                .offset
+                .checked_add(span.size)
+                .is_none_or(|e| e > data.len() as u64)
+        {
+            0
+        } else {
+            span.size
+        },
         fatbin: Some(span),
         bundles,
         wrappers,
