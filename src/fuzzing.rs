@@ -72,7 +72,14 @@ pub fn rewrite(data: &[u8]) {
         kpack_search_paths: vec!["../.kpack/fuzz_@GFXARCH@.kpack".into()],
         kernel_name: "lib/fuzz.so".into(),
     };
+    // The loader's view of any bytes: faults or nothing, never a panic; the image
+    // the rewrite returns always reaches its marker.
+    let _ = elf::loaded::loaded_view(data);
     if let Ok(r) = elf::rewrite::plan_rewrite(data, &marker) {
+        assert!(
+            elf::loaded::loaded_view(&r.bytes)
+                .is_ok_and(|v| v.is_some_and(|v| v.faults.is_empty()))
+        );
         let out = elf::AlignedBytes::copy_of(&r.bytes);
         match elf::inspect(out.as_slice()) {
             Ok(elf::ElfContent::Fat(fat)) => {
@@ -281,6 +288,23 @@ pub fn wheel(data: &[u8]) {
     let _ = crate::wheel::identity(data, &idx);
 }
 
+/// RECORD read as CSV: any text gives rows, never a panic; rows written back with
+/// [`crate::wheel::metadata::record`] read back the same.
+pub fn record(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let rows = crate::wheel::metadata::parse_record(&text);
+    let files: Vec<(String, [u8; 32], u64)> = rows
+        .iter()
+        .filter_map(|r| r.first())
+        .filter(|p| !p.is_empty() && p.as_str() != "R")
+        .map(|p| (p.clone(), [0u8; 32], 1))
+        .collect();
+    let again = crate::wheel::metadata::parse_record(&crate::wheel::metadata::record(&files, "R"));
+    for (p, ..) in &files {
+        assert!(again.iter().any(|r| r.first() == Some(p)), "{p:?} lost");
+    }
+}
+
 /// The PE host-only rewrite: any bytes are rewritten into an image that checks, or
 /// refused; a rewritten image is never rewritten again, and re-pointing it (as a
 /// re-pack does) gives an image that checks. Replacing the marker of arbitrary bytes
@@ -295,8 +319,13 @@ pub fn pe_rewrite(data: &[u8]) {
         kernel_name: "fuzz/other".into(),
         kpack_search_paths: vec!["../.kpack/a.kpack".into(), "../.kpack/b.kpack".into()],
     };
+    let _ = crate::coff::loaded::loaded_faults(data);
     if let Ok(r) = plan_rewrite(data, &m) {
         assert!(verify_rewritten(&r.bytes).is_empty());
+        assert!(
+            crate::coff::loaded::loaded_faults(&r.bytes)
+                .is_ok_and(|f| f.is_some_and(|f| f.is_empty()))
+        );
         assert!(plan_rewrite(&r.bytes, &m).is_err());
         let again = replace_marker(&r.bytes, &other)
             .unwrap_or_else(|e| panic!("a fresh rewrite cannot be re-pointed: {e}"));

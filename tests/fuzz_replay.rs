@@ -151,6 +151,11 @@ fn zip_and_wheel_reader() {
 }
 
 #[test]
+fn record_csv() {
+    replay("record", 3000, kpack::fuzzing::record);
+}
+
+#[test]
 fn pe_rewrite() {
     replay("pe_rewrite", 1500, kpack::fuzzing::pe_rewrite);
 }

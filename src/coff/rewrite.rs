@@ -596,6 +596,15 @@ pub fn plan_rewrite(d: &[u8], marker: &Marker) -> R<PeRewritten> {
             faults.join("; ")
         )));
     }
+    // As the Windows loader will map it: every wrapper reaches the marker (a wrapper
+    // whose pointer no base relocation moves, in an image that may load anywhere,
+    // reaches nothing once relocated, fat or host-only).
+    match super::loaded::loaded_faults(&out) {
+        Ok(Some(f)) if f.is_empty() => {}
+        Ok(Some(f)) => return Err(refuse(format!("as loaded: {}", f.join("; ")))),
+        Ok(None) => return Err(refuse("no wrapper section in the loaded image")),
+        Err(e) => return Err(bad(format!("the loader cannot read it: {e}"))),
+    }
     Ok(PeRewritten { plan, bytes: out })
 }
 
