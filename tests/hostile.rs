@@ -588,3 +588,57 @@ fn damaged_device_code_is_never_zero_kernels() {
     );
     assert_eq!(j["totals"]["device_bytes"], 0, "{j}");
 }
+
+/// Item 9: a wheel's symlink member is checked against the 4 KiB bound before it is
+/// inflated: a 1 MB wheel whose "symlink" inflates to 1 GiB is a named problem under
+/// an 800 MB address-space limit (it took the whole GiB, and aborted under a limit).
+#[test]
+fn a_symlink_member_bomb_is_never_inflated() {
+    if tool("python3").is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let whl = tmp.path().join("bomb-1.0-py3-none-any.whl");
+    let make = r#"
+import sys, zipfile
+zi = zipfile.ZipInfo("pkg/evil-link", date_time=(2026, 1, 1, 0, 0, 0))
+zi.create_system = 3
+zi.external_attr = 0o120777 << 16
+zi.compress_type = zipfile.ZIP_DEFLATED
+with zipfile.ZipFile(sys.argv[1], "w") as z:
+    with z.open(zi, "w", force_zip64=True) as f:
+        chunk = bytes(1 << 24)
+        for _ in range(64):
+            f.write(chunk)
+    z.writestr("pkg-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\n")
+    z.writestr("pkg-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nTag: py3-none-any\n")
+    z.writestr("pkg-1.0.dist-info/RECORD", "")
+"#;
+    let o = std::process::Command::new("python3")
+        .args(["-c", make])
+        .arg(&whl)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(std::fs::metadata(&whl).unwrap().len() < 4 << 20);
+    for cmd in ["scan", "kernels"] {
+        let o = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "ulimit -v 800000; exec \"$0\" {cmd} \"$1\" --no-tui"
+            ))
+            .arg(env!("CARGO_BIN_EXE_kpack-tui"))
+            .arg(&whl)
+            .output()
+            .unwrap();
+        let text = format!("{}{}", stdout(&o), stderr(&o));
+        assert!(
+            o.status.code().is_some(),
+            "{cmd}: killed by a signal: {text}"
+        );
+        assert!(
+            text.contains("symlink member with a target over 4 KiB"),
+            "{cmd}: {text}"
+        );
+    }
+}

@@ -344,11 +344,15 @@ pub fn inspect_member(w: &Wheel, m: &Member, handlers: &[Database], spill: &Path
     r.stored_size = Some(m.compressed_size);
     if m.is_symlink() {
         r.kind = FileKind::Symlink;
+        // The size is checked before anything is inflated: a "symlink" member may
+        // be a deflate bomb.
+        if m.size > 4096 {
+            r.problems
+                .push("symlink member with a target over 4 KiB".into());
+            return r;
+        }
         match m.read_all(w.bytes()) {
-            Ok(t) if m.size <= 4096 => r.target = Some(String::from_utf8_lossy(&t).into_owned()),
-            Ok(_) => r
-                .problems
-                .push("symlink member with a target over 4 KiB".into()),
+            Ok(t) => r.target = Some(String::from_utf8_lossy(&t).into_owned()),
             Err(e) => r.problems.push(e.to_string()),
         }
         return r;
