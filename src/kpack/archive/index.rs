@@ -282,6 +282,26 @@ pub fn parse_index_at(src: &(impl ReadAt + ?Sized)) -> FormatResult<ArchiveIndex
                 .collect()
         }
     };
+    // Every entry carries its key: a TOC of one huge key under many arches would
+    // multiply it (a 1 MB archive took 2 GB). Keys as entries hold them are bounded
+    // by what a real TOC of this size can hold (a key under at most a few dozen
+    // targets).
+    let toc_len = file_size.saturating_sub(toc_offset);
+    let key_budget = toc_len.saturating_mul(64).max(1 << 20);
+    let key_bytes: u64 = pending
+        .iter()
+        .map(|p| keys.get(p.key_index).map_or(0, |k| k.len() as u64))
+        .sum();
+    if key_bytes > key_budget {
+        return Err(err(
+            at,
+            format!(
+                "TOC keys add up to {key_bytes} bytes over {} entries, more than a {toc_len}-byte \
+                 TOC can describe (a key repeated under thousands of targets?)",
+                pending.len()
+            ),
+        ));
+    }
     let mut kernels = Vec::with_capacity(pending.len());
     for PendingEntry {
         key_index,
