@@ -256,3 +256,51 @@ fn sigint_during_a_pack_leaves_nothing_behind() {
         .collect();
     assert!(left.is_empty(), "staging left behind: {left:?}");
 }
+
+/// Issue #27 item 10: a member that inflates past what the spill disk can take (a
+/// deflate bomb within the ratio bound: 512 MiB from half a megabyte) is a named
+/// problem, not a disk filled: the spill directory stays empty.
+#[test]
+fn a_member_bigger_than_the_spill_disk_is_not_spilled() {
+    if tool("python3").is_none() {
+        return;
+    }
+    let Some(disk) = Mount::new("size=64m") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let whl = tmp.path().join("bomb-1.0-py3-none-any.whl");
+    let make = r#"
+import sys, zipfile
+zi = zipfile.ZipInfo("pkg/lib/libx.so", date_time=(2026, 1, 1, 0, 0, 0))
+zi.compress_type = zipfile.ZIP_DEFLATED
+with zipfile.ZipFile(sys.argv[1], "w") as z:
+    with z.open(zi, "w", force_zip64=True) as f:
+        f.write(b"\x7fELF\x02\x01\x01" + bytes(9))
+        chunk = bytes(1 << 24)
+        for _ in range(32):
+            f.write(chunk)
+    z.writestr("pkg-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\n")
+    z.writestr("pkg-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nTag: py3-none-any\n")
+    z.writestr("pkg-1.0.dist-info/RECORD", "")
+"#;
+    let o = Command::new("python3")
+        .args(["-c", make])
+        .arg(&whl)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = Command::new(env!("CARGO_BIN_EXE_kpack-tui"))
+        .args(["scan", whl.to_str().unwrap(), "--no-tui"])
+        .env("TMPDIR", disk.path())
+        .output()
+        .unwrap();
+    let text = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(o.status.code().is_some(), "{text}");
+    assert!(text.contains("cannot be spilled"), "{text}");
+    assert_eq!(
+        std::fs::read_dir(disk.path()).unwrap().count(),
+        0,
+        "nothing spilled"
+    );
+}

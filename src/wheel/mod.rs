@@ -151,6 +151,9 @@ impl std::ops::Deref for Contents<'_> {
     }
 }
 
+/// Free space a spill file must leave on its disk.
+const SPILL_RESERVE: u64 = 256 << 20;
+
 /// See [`Wheel::contents`].
 pub fn contents<'a>(path: &Path, zip: &'a [u8], m: &Member, spill: &Path) -> Result<Contents<'a>> {
     let ferr = |e: std::io::Error| {
@@ -171,6 +174,28 @@ pub fn contents<'a>(path: &Path, zip: &'a [u8], m: &Member, spill: &Path) -> Res
     if m.size <= IN_MEMORY {
         let a = crate::elf::AlignedBytes::read_from(&mut r, m.size as usize).map_err(ferr)?;
         return Ok(Contents::Owned(a));
+    }
+    // The member goes to a spill file: only if the disk can take it with room to
+    // spare (a deflate bomb within the ratio bound would otherwise fill it).
+    if let Ok(st) = nix::sys::statvfs::statvfs(spill) {
+        let free = (st.blocks_available() as u64).saturating_mul(st.fragment_size() as u64);
+        if m.size > free.saturating_sub(SPILL_RESERVE) {
+            return Err(Error::format(
+                path,
+                crate::FormatError::new(
+                    m.data_offset,
+                    format!(
+                        "member {}: {} bytes inflated cannot be spilled to {} ({} free, {} kept \
+                         in reserve): not inspected",
+                        m.name,
+                        m.size,
+                        spill.display(),
+                        free,
+                        SPILL_RESERVE
+                    ),
+                ),
+            ));
+        }
     }
     let mut f = tempfile::tempfile_in(spill).map_err(|e| Error::io(spill, e))?;
     std::io::copy(&mut r, &mut f).map_err(ferr)?;
