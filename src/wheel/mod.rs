@@ -178,7 +178,7 @@ pub fn contents<'a>(path: &Path, zip: &'a [u8], m: &Member, spill: &Path) -> Res
     // The member goes to a spill file: only if the disk can take it with room to
     // spare (a deflate bomb within the ratio bound would otherwise fill it).
     if let Ok(st) = nix::sys::statvfs::statvfs(spill) {
-        let free = (st.blocks_available() as u64).saturating_mul(st.fragment_size() as u64);
+        let free = st.blocks_available().saturating_mul(st.fragment_size());
         if m.size > free.saturating_sub(SPILL_RESERVE) {
             return Err(Error::format(
                 path,
