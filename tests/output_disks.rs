@@ -110,6 +110,9 @@ fn a_full_disk_fails_cleanly_and_leaves_no_partial_output() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(err.contains("No space left on device"), "{err}");
+    // The full disk is named, not a source file (#27 item 24).
+    assert!(err.contains(small.path().to_str().unwrap()), "{err}");
+    assert!(!err.contains(tree.to_str().unwrap()), "{err}");
     assert!(!out.exists(), "no output");
     let left: Vec<_> = std::fs::read_dir(small.path()).unwrap().collect();
     assert!(left.is_empty(), "temporary files removed: {left:?}");

@@ -232,7 +232,17 @@ impl Worker<'_> {
             return Err(changed(src, std::io::Error::other("another file now")));
         }
         let mut to = std::fs::File::create_new(dst).map_err(|e| Error::io(dst, e))?;
-        let n = std::io::copy(&mut from, &mut to).map_err(|e| Error::io(src, e))?;
+        // A full disk is the output's problem, not the source file's.
+        let n = std::io::copy(&mut from, &mut to).map_err(|e| {
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::ENOSPC | libc::EDQUOT | libc::EFBIG)
+            ) {
+                Error::io(dst, e)
+            } else {
+                Error::io(src, e)
+            }
+        })?;
         drop(to);
         std::fs::set_permissions(dst, meta.permissions()).map_err(|e| Error::io(dst, e))?;
         set_mtime(dst, meta);

@@ -137,6 +137,20 @@ impl Archive {
 /// and the frame is streamed instead (it still stops at the declared size).
 pub(crate) const MAX_TRUSTED_RATIO: u64 = 64;
 
+/// A zstd failure, told apart: memory the decoder could not get is not a corrupt
+/// frame.
+fn frame_error(e: &dyn std::fmt::Display) -> crate::error::FormatError {
+    let text = e.to_string();
+    if text.to_ascii_lowercase().contains("memory") {
+        err(
+            0,
+            format!("not enough memory to decode the zstd frame: {text}"),
+        )
+    } else {
+        err(0, format!("corrupt zstd frame: {text}"))
+    }
+}
+
 /// Decode one zstd frame into exactly `size` bytes (no more are ever produced).
 pub fn decompress_frame(frame: &[u8], size: u64) -> FormatResult<Vec<u8>> {
     if size
@@ -156,7 +170,7 @@ pub fn decompress_frame(frame: &[u8], size: u64) -> FormatResult<Vec<u8>> {
                         format!("zstd frame holds more than original_size ({size}) bytes"),
                     )
                 } else {
-                    err(0, format!("corrupt zstd frame: {e}"))
+                    frame_error(&e)
                 }
             })?;
         if n as u64 != size {
@@ -179,7 +193,7 @@ pub fn decompress_frame(frame: &[u8], size: u64) -> FormatResult<Vec<u8>> {
     (&mut dec)
         .take(size)
         .read_to_end(&mut out)
-        .map_err(|e| err(0, format!("corrupt zstd frame: {e}")))?;
+        .map_err(|e| frame_error(&e))?;
     if (out.len() as u64) < size {
         return Err(err(
             0,
