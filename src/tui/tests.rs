@@ -1031,34 +1031,47 @@ fn a_target_inside_a_selected_preset_is_not_toggled_in_secret() {
 }
 
 /// A wheel written with our zip writer from the fixtures (torch/lib: a hipcc and a
-/// clang-19 CCOB library).
+/// clang-19 CCOB library), with a RECORD that matches (wheel split checks it).
 fn fixture_wheel(dir: &Path) -> PathBuf {
+    use kpack::wheel::metadata::{record, sha256};
     use kpack::zip::write::{ZipWriter, stored};
     let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bin");
     let path = dir.join("torch-1.0-py3-none-any.whl");
+    let mut members: Vec<(String, Vec<u8>, u32)> = ["libkernels.so", "libkernels_z.so"]
+        .iter()
+        .map(|lib| {
+            (
+                format!("torch/lib/{lib}"),
+                std::fs::read(fx.join(lib)).unwrap(),
+                0o755,
+            )
+        })
+        .collect();
+    members.push(("torch/__init__.py".into(), Vec::new(), 0o644));
+    members.push((
+        "torch-1.0.dist-info/METADATA".into(),
+        b"Metadata-Version: 2.1\nName: torch\nVersion: 1.0\n".to_vec(),
+        0o644,
+    ));
+    members.push((
+        "torch-1.0.dist-info/WHEEL".into(),
+        b"Wheel-Version: 1.0\nTag: py3-none-any\n".to_vec(),
+        0o644,
+    ));
+    let rec_name = "torch-1.0.dist-info/RECORD";
+    let listed: Vec<(String, [u8; 32], u64)> = members
+        .iter()
+        .map(|(n, d, _)| (n.clone(), sha256(d), d.len() as u64))
+        .collect();
+    members.push((
+        rec_name.into(),
+        record(&listed, rec_name).into_bytes(),
+        0o644,
+    ));
     let mut w = ZipWriter::new(std::fs::File::create(&path).unwrap());
-    let mut add = |name: &str, data: &[u8], mode: u32| {
-        w.add_bytes(name, mode, stored(data), data).unwrap();
-    };
-    for lib in ["libkernels.so", "libkernels_z.so"] {
-        add(
-            &format!("torch/lib/{lib}"),
-            &std::fs::read(fx.join(lib)).unwrap(),
-            0o755,
-        );
+    for (name, data, mode) in &members {
+        w.add_bytes(name, *mode, stored(data), data).unwrap();
     }
-    add("torch/__init__.py", b"", 0o644);
-    add(
-        "torch-1.0.dist-info/METADATA",
-        b"Metadata-Version: 2.1\nName: torch\nVersion: 1.0\n",
-        0o644,
-    );
-    add(
-        "torch-1.0.dist-info/WHEEL",
-        b"Wheel-Version: 1.0\nTag: py3-none-any\n",
-        0o644,
-    );
-    add("torch-1.0.dist-info/RECORD", b"", 0o644);
     w.finish().unwrap();
     path
 }
