@@ -461,25 +461,62 @@ pub struct DeviceHit {
 pub fn verify_device(root: &Path, layout: Layout, device: &str) -> crate::Result<DeviceVerdict> {
     let report = scan::scan(root, &ScanOptions::default(), &crate::event::NoEvents)?;
     let norm = |p: &str| merged_path(layout, p);
-    let mut archives = TreeArchives::new();
-    for f in report.files.iter().filter(|f| f.kind == FileKind::Kpack) {
-        if let Ok(a) = Archive::open(&root.join(&f.path)) {
-            archives.insert(norm(&f.path), a);
-        }
-    }
     let device = device.strip_prefix("amdgcn-amd-amdhsa--").unwrap_or(device);
+    let processor = crate::bundle::target::base_processor(device);
+    if !crate::family::known_processor(processor) {
+        return Err(crate::Error::Invalid(format!(
+            "unknown device {device:?}; known processors: {}",
+            crate::family::known_processors().join(" ")
+        )));
+    }
     let arch_list = crate::kpack::resolve::device_arch_list(device);
     let mut v = DeviceVerdict {
         device: device.to_string(),
         arch_list: arch_list.clone(),
         ..DeviceVerdict::default()
     };
+    // What cannot be read is a fault, never a silent "0 found": damaged files, and
+    // archives that do not open.
+    for d in report
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == scan::Severity::Error)
+    {
+        v.missing.push(format!("{}: {}", d.path, d.message));
+    }
+    let mut archives = TreeArchives::new();
+    for f in report.files.iter().filter(|f| f.kind == FileKind::Kpack) {
+        match Archive::open(&root.join(&f.path)) {
+            Ok(a) => {
+                archives.insert(norm(&f.path), a);
+            }
+            Err(e) => v.missing.push(format!("{}: cannot be read: {e}", f.path)),
+        }
+    }
+    let ledger_root = match layout {
+        Layout::Combined => root.to_path_buf(),
+        Layout::Split => root.join("generic"),
+    };
+    let ledger = Ledger::read(&ledger_root).ok().flatten().map(|(_, l)| l);
+    let promised = |path: &str, co: u32, target: &str| {
+        ledger.as_ref().and_then(|l| {
+            l.binaries
+                .iter()
+                .find(|b| b.path == path)?
+                .kernels
+                .iter()
+                .find(|k| k.bundle == co && k.target == target)
+                .cloned()
+        })
+    };
+    let mut hosts = 0usize;
     for f in report
         .files
         .iter()
         .filter(|f| f.kind == FileKind::HostOnlyBinary && f.hard_link_of.is_none())
     {
         let path = norm(&f.path);
+        hosts += 1;
         let Some(m) = &f.marker else {
             v.missing.push(format!("{path}: no readable marker"));
             continue;
@@ -493,18 +530,52 @@ pub fn verify_device(root: &Path, layout: Layout, device: &str) -> crate::Result
         for co in cos {
             match lookup(&archives, m, dir, co, &arch_list, Loader::Newest) {
                 Lookup::Found {
-                    archive, target, ..
-                } => v.found.push(DeviceHit {
-                    path: path.clone(),
-                    bundle: co,
-                    archive: archive.to_string(),
+                    archive,
                     target,
-                }),
+                    entry,
+                } => {
+                    // The bytes the runtime would get: decoded (a flipped byte inside
+                    // a frame is the runtime's DECOMPRESSION_FAILED), then the ledger's
+                    // hash, or without one, a code object for that target.
+                    let what = format!("{path}: bundle #{co} from {archive} ({target})");
+                    let checked = archives[archive]
+                        .kernel(entry)
+                        .map_err(|e| format!("{what}: does not decode: {e}"))
+                        .and_then(|bytes| match promised(&path, co, &entry.arch) {
+                            Some(k) if crate::kpack::ledger::sha256_hex(&bytes) != k.sha256 => {
+                                Err(format!(
+                                    "{what}: its bytes are not the ones the ledger recorded \
+                                     (SHA-256 {})",
+                                    k.sha256
+                                ))
+                            }
+                            Some(_) => Ok(()),
+                            None => match crate::elf::inspect(&bytes) {
+                                Ok(crate::elf::ElfContent::CodeObject(_)) => Ok(()),
+                                _ => Err(format!("{what}: not an AMDGPU code object")),
+                            },
+                        });
+                    match checked {
+                        Ok(()) => v.found.push(DeviceHit {
+                            path: path.clone(),
+                            bundle: co,
+                            archive: archive.to_string(),
+                            target,
+                        }),
+                        Err(e) => v.missing.push(e),
+                    }
+                }
                 other => v
                     .missing
                     .push(format!("{path}: bundle #{co}: {}", lookup_fault(&other))),
             }
         }
+    }
+    if hosts == 0 && v.missing.is_empty() {
+        v.missing.push(format!(
+            "no host-only binary under {}: nothing was checked",
+            root.display()
+        ));
     }
     Ok(v)
 }

@@ -1,0 +1,46 @@
+//! Release gates (issue #26): what `verify --device` proves.
+
+mod common;
+
+use common::*;
+
+/// #26 item 2: `verify --device` decodes every frame it resolves and checks it
+/// against the ledger; a flipped byte inside a frame is a fault (the runtime's
+/// DECOMPRESSION_FAILED), a tree with nothing to check is no pass, an unknown
+/// device is refused.
+#[test]
+fn verify_device_decodes_what_it_resolves_and_checks_something() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("tree");
+    std::fs::create_dir_all(tree.join("lib")).unwrap();
+    std::fs::copy(fixtures().join("libvadd.so"), tree.join("lib/libvadd.so")).unwrap();
+    let out = tmp.path().join("p");
+    let o = pack_rocm(&tree, &out, &["--all"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let root = out.to_str().unwrap();
+    let o = kpack(&["verify", root, "--device", "gfx900"]);
+    assert!(o.status.success(), "{}", stdout(&o));
+    // One byte in the middle of the gfx900 frame.
+    let path = out.join(".kpack/rocm_gfx900.kpack");
+    let a = kpack::kpack::Archive::open(&path).unwrap();
+    let k = a.index.kernels[0].clone();
+    drop(a);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = (k.offset + k.compressed_size / 2) as usize;
+    bytes[at] ^= 0x5a;
+    std::fs::write(&path, &bytes).unwrap();
+    let o = kpack(&["verify", root, "--device", "gfx900"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(stdout(&o).contains("does not decode"), "{}", stdout(&o));
+    // Nothing to check.
+    let empty = tmp.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    std::fs::write(empty.join("README"), "text").unwrap();
+    let o = kpack(&["verify", empty.to_str().unwrap(), "--device", "gfx906"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(stdout(&o).contains("nothing was checked"), "{}", stdout(&o));
+    // An unknown device.
+    let o = kpack(&["verify", root, "--device", "gfx9999"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("unknown device"), "{}", stderr(&o));
+}
