@@ -44,3 +44,67 @@ fn verify_device_decodes_what_it_resolves_and_checks_something() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("unknown device"), "{}", stderr(&o));
 }
+
+/// #26 item 6: `combine` checks the archives of every group it writes, whatever the
+/// group is named (a configuration's `dcgpu`, not only `gfx…`): a damaged frame in a
+/// shard's archive fails the combine.
+#[test]
+fn combine_checks_archives_of_groups_with_any_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let art = fixture_artifact(t);
+    let split = |out: &std::path::Path, targets: &str| {
+        let o = kpack(&[
+            "split",
+            art.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--artifact-prefix",
+            "blas_lib",
+            "--gpu-targets",
+            targets,
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+    };
+    let (s1, s2) = (t.join("shards/s1"), t.join("shards/s2"));
+    split(&s1, "gfx900");
+    split(&s2, "gfx906");
+    let cfg = t.join("groups.json");
+    std::fs::write(
+        &cfg,
+        r#"{"primary_shard":"s1","architecture_groups":{
+            "dcgpu":{"architectures":["gfx900","gfx906"]}}}"#,
+    )
+    .unwrap();
+    let combine = |out: &std::path::Path| {
+        kpack(&[
+            "combine",
+            s1.to_str().unwrap(),
+            s2.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--config",
+            cfg.to_str().unwrap(),
+        ])
+    };
+    let o = combine(&t.join("good"));
+    assert!(o.status.success(), "{}", stderr(&o));
+    // A flipped byte inside a gfx900 frame of shard 1.
+    let archive = walkdir::WalkDir::new(s1.join("blas_lib_gfx900"))
+        .into_iter()
+        .map(|e| e.unwrap().into_path())
+        .find(|p| p.extension().is_some_and(|x| x == "kpack"))
+        .unwrap();
+    let a = kpack::kpack::Archive::open(&archive).unwrap();
+    let k = a.index.kernels[0].clone();
+    drop(a);
+    let mut bytes = std::fs::read(&archive).unwrap();
+    let at = (k.offset + k.compressed_size / 2) as usize;
+    bytes[at] ^= 0x5a;
+    std::fs::write(&archive, &bytes).unwrap();
+    let bad = t.join("bad");
+    let o = combine(&bad);
+    assert!(!o.status.success(), "{}", stdout(&o));
+    assert!(stderr(&o).contains("blas_lib_dcgpu"), "{}", stderr(&o));
+    assert!(!bad.join("blas_lib_dcgpu").exists());
+}

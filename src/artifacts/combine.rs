@@ -758,7 +758,22 @@ fn check_output(stage: &Path, names: &[String]) -> Result<(u64, u64)> {
     }
     let (mut archives, mut kernels) = (0, 0);
     for n in names {
-        let Some((c, Some(_))) = parse_artifact_name(n) else {
+        // Every output but the generic ones holds archives, whatever its name: a
+        // target (`blas_lib_gfx90a`) or a group of the configuration (`blas_lib_dcgpu`),
+        // of the component whose generic artifact its name starts with.
+        if n.ends_with("_generic") {
+            continue;
+        }
+        let Some(c) = hosts
+            .keys()
+            .filter(|c| {
+                n.strip_prefix(c.as_str())
+                    .is_some_and(|r| r.starts_with('_'))
+            })
+            .max_by_key(|c| c.len())
+            .cloned()
+            .or_else(|| n.rsplit_once('_').map(|(c, _)| c.to_string()))
+        else {
             continue;
         };
         let root = stage.join(n);
