@@ -167,8 +167,17 @@ fn run(cli: Cli) -> Result<i32> {
             top,
             csv,
             budgets,
+            shrink_budgets,
+            removed,
             ..
-        }) => run_diff(&old, &new, by, targets, (top, csv), &budgets, &common),
+        }) => {
+            let gates = batch::diff::Gates {
+                grows: budgets,
+                shrinks: shrink_budgets,
+                removed: removed.into_iter().map(Into::into).collect(),
+            };
+            run_diff(&old, &new, by, targets, (top, csv), &gates, &common)
+        }
         Some(Command::FindKernel {
             pattern,
             path,
@@ -243,7 +252,7 @@ fn run(cli: Cli) -> Result<i32> {
                     cli::DiffByArg::All,
                     Vec::new(),
                     (20, false),
-                    &[],
+                    &batch::diff::Gates::default(),
                     &common,
                 );
             }
@@ -294,7 +303,7 @@ fn run_diff(
     by: cli::DiffByArg,
     targets: Vec<String>,
     (top, csv): (usize, bool),
-    budgets: &[kpack::diff::Budget],
+    gates: &batch::diff::Gates,
     common: &Common,
 ) -> Result<i32> {
     let opts = kpack::diff::DiffOptions {
@@ -303,7 +312,7 @@ fn run_diff(
         // The kernel table needs the code objects of the binaries that differ.
         kernels: matches!(by, cli::DiffByArg::All | cli::DiffByArg::Kernel),
     };
-    if !csv && budgets.is_empty() && wants_tui(common) {
+    if !csv && gates.is_empty() && wants_tui(common) {
         let report = kpack::diff::diff(old, new, &opts)
             .with_context(|| format!("cannot compare {} with {}", old.display(), new.display()))?;
         tui::run_diff(report)?;
@@ -316,7 +325,7 @@ fn run_diff(
     } else {
         batch::diff::Format::Text { top }
     };
-    with_stdout(|out| batch::diff::run(old, new, &opts, by.into(), format, budgets, out))
+    with_stdout(|out| batch::diff::run(old, new, &opts, by.into(), format, gates, out))
 }
 
 /// Whether `path` is a file that starts with the `.kpack` magic.

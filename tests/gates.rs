@@ -108,3 +108,66 @@ fn combine_checks_archives_of_groups_with_any_name() {
     assert!(stderr(&o).contains("blas_lib_dcgpu"), "{}", stderr(&o));
     assert!(!bad.join("blas_lib_dcgpu").exists());
 }
+
+/// #26 item 5: `diff` gates on loss as well as growth. A new build that lost a
+/// library, a kernel-database file and a target's code ("14 removed" used to exit 0):
+/// `--fail-if-removed` and `--fail-if-shrinks` name each loss, exit 1; without the
+/// flags, or with budgets the change stays within, exit 0.
+#[test]
+fn diff_fails_on_what_a_build_lost() {
+    let tmp = tempfile::tempdir().unwrap();
+    let old = copy_demo(tmp.path());
+    let new = tmp.path().join("new");
+    assert!(
+        std::process::Command::new("cp")
+            .arg("-a")
+            .arg(&old)
+            .arg(&new)
+            .status()
+            .unwrap()
+            .success()
+    );
+    std::fs::remove_file(new.join("lib/librdc.so")).unwrap();
+    std::fs::remove_file(new.join("lib/rocblas/library/TensileLibrary_gfx90a.dat")).unwrap();
+    let (o, n) = (old.to_str().unwrap(), new.to_str().unwrap());
+    let plain = kpack(&["diff", o, n, "--no-tui"]);
+    assert!(plain.status.success(), "{}", stderr(&plain));
+    let o1 = kpack(&[
+        "diff",
+        o,
+        n,
+        "--no-tui",
+        "--fail-if-removed",
+        "libraries,databases,kernels",
+    ]);
+    assert_eq!(o1.status.code(), Some(1), "{}", stderr(&o1));
+    let e = stderr(&o1);
+    assert!(e.contains("lost: library lib/librdc.so removed"), "{e}");
+    assert!(
+        e.contains(
+            "lost: kernel-database file lib/rocblas/library/TensileLibrary_gfx90a.dat removed"
+        ),
+        "{e}"
+    );
+    assert!(e.contains("lost: kernel "), "{e}");
+    // librdc.so held gfx900 and gfx906 code: those targets shrank.
+    let o2 = kpack(&["diff", o, n, "--no-tui", "--fail-if-shrinks", "gfx906=2%"]);
+    assert_eq!(o2.status.code(), Some(1), "{}", stderr(&o2));
+    assert!(
+        stderr(&o2).contains("budget exceeded: gfx906 shrank"),
+        "{}",
+        stderr(&o2)
+    );
+    let o3 = kpack(&["diff", o, n, "--no-tui", "--fail-if-shrinks", "100%"]);
+    assert!(o3.status.success(), "{}", stderr(&o3));
+    // Nothing was removed from old to old.
+    let o4 = kpack(&[
+        "diff",
+        o,
+        o,
+        "--no-tui",
+        "--fail-if-removed",
+        "targets,files",
+    ]);
+    assert!(o4.status.success(), "{}", stderr(&o4));
+}

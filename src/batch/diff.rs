@@ -242,6 +242,24 @@ fn text(out: &mut dyn Write, r: &DiffReport, by: Table, top: usize) -> std::io::
     Ok(())
 }
 
+/// The CI gates of a diff: growth and shrink budgets, and what may not go missing.
+#[derive(Debug, Clone, Default)]
+pub struct Gates {
+    /// `--fail-if-grows`.
+    pub grows: Vec<Budget>,
+    /// `--fail-if-shrinks`.
+    pub shrinks: Vec<Budget>,
+    /// `--fail-if-removed`.
+    pub removed: Vec<kpack::diff::Removal>,
+}
+
+impl Gates {
+    /// No gate asked for.
+    pub fn is_empty(&self) -> bool {
+        self.grows.is_empty() && self.shrinks.is_empty() && self.removed.is_empty()
+    }
+}
+
 /// `kpack-tui diff OLD NEW`.
 pub fn run(
     old: &Path,
@@ -249,7 +267,7 @@ pub fn run(
     opts: &DiffOptions,
     by: Table,
     format: Format,
-    budgets: &[Budget],
+    gates: &Gates,
     out: &mut dyn Write,
 ) -> Result<i32> {
     let r = diff(old, new, opts)
@@ -262,10 +280,16 @@ pub fn run(
         Format::Csv => csv(out, &r, by)?,
         Format::Text { top } => text(out, &r, by, top)?,
     }
-    let broken = gate(&r, budgets);
+    let mut broken = gate(&r, &gates.grows);
+    broken.extend(kpack::diff::shrink_gate(&r, &gates.shrinks));
     for b in &broken {
         eprintln!("kpack-tui: budget exceeded: {b}");
     }
+    let lost = kpack::diff::removals(&r, &gates.removed);
+    for l in &lost {
+        eprintln!("kpack-tui: lost: {l}");
+    }
+    broken.extend(lost);
     Ok(if broken.is_empty() {
         EXIT_OK
     } else {

@@ -302,6 +302,20 @@ pub enum Command {
         /// target `gfx942=2%`. Repeat for several budgets.
         #[arg(long = "fail-if-grows", value_name = "BUDGET", value_parser = parse_budget)]
         budgets: Vec<kpack::diff::Budget>,
+        /// Fail (exit 1) when device code shrinks more than this: `5%`, `10MiB`, or
+        /// per target `gfx90a=2%` (a target losing code is a release that lost
+        /// kernels). Repeat for several budgets.
+        #[arg(long = "fail-if-shrinks", value_name = "BUDGET", value_parser = parse_budget)]
+        shrink_budgets: Vec<kpack::diff::Budget>,
+        /// Fail (exit 1) when any of these went missing: targets, libraries,
+        /// kernel-database files, kernels, files. Comma lists or repeated.
+        #[arg(
+            long = "fail-if-removed",
+            value_enum,
+            value_delimiter = ',',
+            value_name = "WHAT"
+        )]
+        removed: Vec<RemovalArg>,
     },
     /// Check a .kpack archive (every frame decodes to its size, ordinals dense, ranges
     /// inside the file) or a packed tree (archives sound, every host-only binary's
@@ -797,6 +811,33 @@ impl From<PhdrLayoutArg> for kpack::elf::rewrite::PhdrLayout {
         match a {
             PhdrLayoutArg::InPlace => Self::InPlace,
             PhdrLayoutArg::Reference => Self::Reference,
+        }
+    }
+}
+
+/// `diff --fail-if-removed`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RemovalArg {
+    /// A target whose device code is gone.
+    Targets,
+    /// A shared library (`.so`, `.so.N`, `.dll`).
+    Libraries,
+    /// A kernel-database file (Tensile, MIOpen, hipBLASLt…).
+    Databases,
+    /// A kernel.
+    Kernels,
+    /// Any file.
+    Files,
+}
+
+impl From<RemovalArg> for kpack::diff::Removal {
+    fn from(a: RemovalArg) -> Self {
+        match a {
+            RemovalArg::Targets => Self::Targets,
+            RemovalArg::Libraries => Self::Libraries,
+            RemovalArg::Databases => Self::Databases,
+            RemovalArg::Kernels => Self::Kernels,
+            RemovalArg::Files => Self::Files,
         }
     }
 }

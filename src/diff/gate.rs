@@ -94,25 +94,135 @@ impl Budget {
     }
 }
 
-/// Every budget the report breaks.
-pub fn gate(report: &DiffReport, budgets: &[Budget]) -> Vec<String> {
-    let mut out = Vec::new();
-    for b in budgets {
-        let (old, new) = match &b.target {
-            None => (report.old_device, report.new_device),
-            Some(t) => report
-                .targets
-                .iter()
-                .filter(|d| {
-                    d.target == *t
-                        || (!t.contains(':')
-                            && crate::bundle::target::base_processor(&d.target) == t)
-                })
-                .fold((0, 0), |(o, n), d| (o + d.old_bytes, n + d.new_bytes)),
+impl Budget {
+    /// The message when `old` → `new` shrinks past this budget, `None` when within it.
+    pub fn check_shrink(&self, old: u64, new: u64) -> Option<String> {
+        let lost = old.saturating_sub(new);
+        let over = match self.limit {
+            Limit::Percent(p) => old > 0 && lost as f64 * 100.0 / old as f64 > p,
+            Limit::Bytes(b) => lost > b,
         };
-        out.extend(b.check(old, new));
+        over.then(|| {
+            let what = self.target.as_deref().unwrap_or("device code");
+            let limit = match self.limit {
+                Limit::Percent(p) => format!("{p}%"),
+                Limit::Bytes(b) => format!("{b} bytes"),
+            };
+            let pct = if old == 0 {
+                String::new()
+            } else {
+                format!(" (-{:.1}%)", lost as f64 * 100.0 / old as f64)
+            };
+            format!("{what} shrank {lost} bytes{pct}: {old} -> {new}, more than {limit}")
+        })
+    }
+}
+
+/// What `--fail-if-removed` watches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Removal {
+    /// A target with device code in OLD and none in NEW.
+    Targets,
+    /// A shared library (`*.so`, `*.so.N`, `*.dll`) in OLD and not in NEW.
+    Libraries,
+    /// A kernel-database file (Tensile, MIOpen, hipBLASLt…) in OLD and not in NEW.
+    Databases,
+    /// A kernel in OLD and not in NEW.
+    Kernels,
+    /// Any file in OLD and not in NEW.
+    Files,
+}
+
+/// Every removal of the kinds in `what`, one line each (empty: nothing was lost).
+pub fn removals(report: &DiffReport, what: &[Removal]) -> Vec<String> {
+    let mut out = Vec::new();
+    let removed = || {
+        report
+            .files
+            .iter()
+            .filter(|f| f.change == super::Change::Removed)
+    };
+    for w in what {
+        match w {
+            Removal::Targets => out.extend(
+                report
+                    .targets
+                    .iter()
+                    .filter(|t| t.old_bytes > 0 && t.new_bytes == 0)
+                    .map(|t| {
+                        format!(
+                            "target {} removed ({} bytes of device code)",
+                            t.target, t.old_bytes
+                        )
+                    }),
+            ),
+            Removal::Libraries => out.extend(
+                removed()
+                    .filter(|f| {
+                        let name = f.path.rsplit('/').next().unwrap_or(&f.path);
+                        name.ends_with(".so") || name.contains(".so.") || name.ends_with(".dll")
+                    })
+                    .map(|f| format!("library {} removed", f.path)),
+            ),
+            Removal::Databases => out.extend(
+                removed()
+                    .filter(|f| crate::kerneldb::classify(&f.path).is_some())
+                    .map(|f| format!("kernel-database file {} removed", f.path)),
+            ),
+            Removal::Kernels => out.extend(
+                report
+                    .kernels
+                    .iter()
+                    .filter(|k| k.old_size.is_some() && k.new_size.is_none())
+                    .map(|k| {
+                        format!(
+                            "kernel {} ({}) of {} removed",
+                            k.demangled.as_deref().unwrap_or(&k.name),
+                            k.target,
+                            k.binary
+                        )
+                    }),
+            ),
+            Removal::Files => out.extend(removed().map(|f| format!("file {} removed", f.path))),
+        }
     }
     out
+}
+
+/// Every shrink budget the report breaks.
+pub fn shrink_gate(report: &DiffReport, budgets: &[Budget]) -> Vec<String> {
+    budgets
+        .iter()
+        .filter_map(|b| {
+            let (old, new) = sides(report, b);
+            b.check_shrink(old, new)
+        })
+        .collect()
+}
+
+fn sides(report: &DiffReport, b: &Budget) -> (u64, u64) {
+    match &b.target {
+        None => (report.old_device, report.new_device),
+        Some(t) => report
+            .targets
+            .iter()
+            .filter(|d| {
+                d.target == *t
+                    || (!t.contains(':') && crate::bundle::target::base_processor(&d.target) == t)
+            })
+            .fold((0, 0), |(o, n), d| (o + d.old_bytes, n + d.new_bytes)),
+    }
+}
+
+/// Every budget the report breaks.
+pub fn gate(report: &DiffReport, budgets: &[Budget]) -> Vec<String> {
+    budgets
+        .iter()
+        .filter_map(|b| {
+            let (old, new) = sides(report, b);
+            b.check(old, new)
+        })
+        .collect()
 }
 
 #[cfg(test)]

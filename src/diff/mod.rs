@@ -10,7 +10,7 @@
 mod gate;
 mod side;
 
-pub use gate::{Budget, Limit, gate};
+pub use gate::{Budget, Limit, Removal, gate, removals, shrink_gate};
 use side::{Side, read_side};
 
 use crate::error::Result;
