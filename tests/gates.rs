@@ -53,22 +53,9 @@ fn combine_checks_archives_of_groups_with_any_name() {
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();
     let art = fixture_artifact(t);
-    let split = |out: &std::path::Path, targets: &str| {
-        let o = kpack(&[
-            "split",
-            art.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-            "--artifact-prefix",
-            "blas_lib",
-            "--gpu-targets",
-            targets,
-        ]);
-        assert!(o.status.success(), "{}", stderr(&o));
-    };
     let (s1, s2) = (t.join("shards/s1"), t.join("shards/s2"));
-    split(&s1, "gfx900");
-    split(&s2, "gfx906");
+    split_shard(&art, &s1, "gfx900");
+    split_shard(&art, &s2, "gfx906");
     let cfg = t.join("groups.json");
     std::fs::write(
         &cfg,

@@ -200,22 +200,9 @@ fn combine_never_writes_through_one_artifacts_symlink() {
     let tmp = tempfile::tempdir().unwrap();
     let t = tmp.path();
     let art = fixture_artifact(t);
-    let split = |out: &Path, targets: &str| {
-        let o = kpack(&[
-            "split",
-            s(&art),
-            "-o",
-            s(out),
-            "--artifact-prefix",
-            "blas_lib",
-            "--gpu-targets",
-            targets,
-        ]);
-        assert!(o.status.success(), "{}", stderr(&o));
-    };
     let (s1, s2) = (t.join("shards/s1"), t.join("shards/s2"));
-    split(&s1, "gfx900");
-    split(&s2, "gfx906");
+    split_shard(&art, &s1, "gfx900");
+    split_shard(&art, &s2, "gfx906");
     let outside = t.join("outside");
     std::fs::create_dir(&outside).unwrap();
     let a900 = s1.join("blas_lib_gfx900").join(BLAS_PREFIX);

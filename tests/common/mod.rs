@@ -327,3 +327,19 @@ pub fn pack_under_way(
         }
     }
 }
+
+/// `split ART -o OUT --artifact-prefix blas_lib --gpu-targets TARGETS`, which must
+/// succeed (one shard of ROCm's build matrix).
+pub fn split_shard(art: &Path, out: &Path, targets: &str) {
+    let o = kpack(&[
+        "split",
+        art.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--artifact-prefix",
+        "blas_lib",
+        "--gpu-targets",
+        targets,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
