@@ -361,14 +361,27 @@ fn a_mistyped_command_is_named_as_such() {
 fn options_may_come_before_the_command() {
     let demo = demo();
     let demo = demo.to_str().unwrap();
-    for args in [
-        &["--no-tui", "scan", demo][..],
-        &["--json", "scan", demo],
-        &["-j", "1", "--no-tui", "kernels", demo],
+    // Each gives the same output as with the options after the command (#28 item 5:
+    // the exit status alone proved nothing).
+    for (before, after) in [
+        (
+            &["--no-tui", "scan", demo][..],
+            &["scan", demo, "--no-tui"][..],
+        ),
+        (&["--json", "scan", demo], &["scan", demo, "--json"]),
+        (
+            &["-j", "1", "--no-tui", "kernels", demo],
+            &["kernels", demo, "-j", "1", "--no-tui"],
+        ),
     ] {
-        let o = kpack(args);
-        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        let (a, b) = (kpack(before), kpack(after));
+        assert!(a.status.success(), "{before:?}: {}", stderr(&a));
+        assert!(!a.stdout.is_empty(), "{before:?}");
+        assert_eq!(stdout(&a), stdout(&b), "{before:?} vs {after:?}");
     }
+    let o = kpack(&["--json", "scan", demo]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["schema"], "kpack-tui.scan/1");
     // A path and a command together is refused, not half-ignored.
     let o = kpack(&[demo, "scan", demo]);
     assert_eq!(o.status.code(), Some(2));
