@@ -1,7 +1,7 @@
 //! ROCm build artifacts (TheRock): an artifact directory is an
 //! `artifact_manifest.txt` listing stage prefixes, and one directory per prefix.
-//! [`split`] is the map step (one build machine: generic + per-target artifacts),
-//! [`combine`] the reduce step (the shards of several machines into one set).
+//! [`split`](mod@split) is the map step (one build machine: generic + per-target artifacts),
+//! [`combine`](mod@combine) the reduce step (the shards of several machines into one set).
 
 pub mod combine;
 pub mod manifest;

@@ -538,7 +538,8 @@ pub struct PackArgs {
     /// ROCm ships) or one per family (markers list each archive).
     #[arg(long, value_enum, default_value_t = ArchivePerArg::Target)]
     pub archive_per: ArchivePerArg,
-    /// combined: one tree with .kpack/ at its root; split: OUT/generic plus OUT/<family> overlays.
+    /// combined: one tree with .kpack/ at its root; split: OUT/generic plus one overlay
+    /// per archive (OUT/<target>, or OUT/<family> with --archive-per family).
     #[arg(long, value_enum, default_value_t = LayoutArg::Combined)]
     pub layout: LayoutArg,
     /// Code for archs outside every family: error (stop before writing) or drop.
@@ -604,7 +605,7 @@ pub enum ArchivePerArg {
 pub enum LayoutArg {
     /// One tree.
     Combined,
-    /// Generic tree plus per-family overlays.
+    /// Generic tree plus one overlay per archive (per target, or per family).
     Split,
 }
 

@@ -4,8 +4,8 @@
 //! code is read through the kernels reader, so a fat tree compares with its packed
 //! form (archive entries count for the binary their key names).
 //!
-//! [`side`] reads one side (scan, code-object inventory), [`gate`] holds the CI
-//! budgets.
+//! `side.rs` reads one side (scan, code-object inventory), `gate.rs` holds the CI
+//! gates ([`gate()`], [`shrink_gate`], [`removals`]).
 
 mod gate;
 mod side;

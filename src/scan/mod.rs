@@ -6,7 +6,7 @@
 //! A file that cannot be read or parsed becomes a diagnostic; the scan goes on.
 
 //!
-//! [`report`] holds what a scan finds (the report types, serialised as `--json`).
+//! `report.rs` holds what a scan finds (the report types, serialised as `--json`).
 
 mod report;
 

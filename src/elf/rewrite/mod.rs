@@ -24,8 +24,9 @@
 //! both the preview and the TUI show; [`apply_rewrite`] writes the same bytes
 //! atomically with the input's mode.
 //!
-//! [`layout`] reads the program and section headers, [`verify`] checks an image
-//! against its input.
+//! `layout.rs` reads the program and section headers ([`parse_layout`]), `room.rs`
+//! makes room for the program headers in place, `verify.rs` checks an image against
+//! its input ([`verify_rewritten`]).
 
 mod layout;
 mod room;
