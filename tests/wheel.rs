@@ -612,3 +612,21 @@ fn record_is_checked_and_read_as_csv() {
         stderr(&o)
     );
 }
+
+/// Issue #29 item 6: `wheel split --target gfx9999` names the unknown target instead
+/// of splitting nothing.
+#[test]
+fn an_unknown_target_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(whl) = fixture_wheel(tmp.path()) else {
+        return;
+    };
+    let out = tmp.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    refused(
+        &whl,
+        &out,
+        &["--target", "gfx9999"],
+        "unknown target(s) gfx9999",
+    );
+}

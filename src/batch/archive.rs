@@ -338,14 +338,24 @@ fn extract_from_binary(path: &Path, what: &ExtractWhat, out_path: &Path) -> Resu
         .iter()
         .find(|c| c.bundle == bundle && c.target == target)
     else {
-        let have: Vec<String> = cos
+        // One line per bundle, its targets together, and at most a screenful.
+        let mut by_bundle: std::collections::BTreeMap<u32, Vec<&str>> = Default::default();
+        for c in &cos {
+            by_bundle.entry(c.bundle).or_default().push(&c.target);
+        }
+        let n = by_bundle.len();
+        let mut lines: Vec<String> = by_bundle
             .iter()
-            .map(|c| format!("--bundle {} --target {}", c.bundle, c.target))
+            .take(20)
+            .map(|(b, ts)| format!("  --bundle {b}: {}", ts.join(" ")))
             .collect();
+        if n > 20 {
+            lines.push(format!("  … and {} more bundles", n - 20));
+        }
         bail!(
-            "{}: no code object for {target} in bundle {bundle}; it has: {}",
+            "{}: no code object for {target} in bundle {bundle}; it has:\n{}",
             path.display(),
-            have.join(", ")
+            lines.join("\n")
         );
     };
     kpack::fsutil::write_atomic(out_path, &c.bytes, None)?;

@@ -142,7 +142,9 @@ pub fn run(
         size(report.bytes_in),
         size(report.bytes_out),
         pct(report.bytes_out, report.bytes_in),
-        if report.bytes_out > report.bytes_in {
+        if report.archives.is_empty() {
+            "  - nothing to pack: no selected device code, the tree was copied (with the ledger)"
+        } else if report.bytes_out > report.bytes_in {
             "  - the output is LARGER than the input"
         } else {
             ""
@@ -326,7 +328,8 @@ pub fn verify(root: &Path, json: bool, out: &mut dyn Write) -> Result<i32> {
                 plural(verdict.proved, "kernel", "kernels")
             ),
             None => format!(
-                "archives verified; {} {} found through the markers (without a ledger,                  missing kernels cannot be detected)",
+                "archives verified; {} {} found through the markers (without a ledger, \
+                 missing kernels cannot be detected)",
                 verdict.proved,
                 plural(verdict.proved, "kernel", "kernels")
             ),

@@ -135,8 +135,8 @@ pub enum Command {
         /// Fat binary: the bundle (translation unit) index (default 0).
         #[arg(long, requires = "target")]
         bundle: Option<u32>,
-        /// Extract every code object to DIR (archive: DIR/<key>#<TU>/<arch>.hsaco;
-        /// binary: DIR/<bundle>/<target>.hsaco).
+        /// Extract every code object to DIR (archive: DIR/<key path>#<TU>/<arch>.hsaco;
+        /// binary: DIR/<file name>#<bundle>/<target>.hsaco).
         #[arg(long, conflicts_with_all = ["key", "arch", "target"])]
         all: bool,
         /// Output file (one code object) or directory (--all).

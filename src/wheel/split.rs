@@ -256,6 +256,9 @@ pub fn split_wheel(
             "overlay root '{overlay}' does not exist in wheel"
         )));
     }
+    if let Some(ts) = &opts.targets {
+        crate::pack::units::check_targets(ts)?;
+    }
     let wanted = opts.targets.as_ref().map(|ts| ts.iter().cloned().collect());
     let families = match &opts.families {
         None => None,

@@ -1,0 +1,43 @@
+//! Messages that say what happened (issue #29 item 6).
+
+mod common;
+
+use common::*;
+
+/// A tree with no selected device code says "nothing to pack", not "LARGER".
+#[test]
+fn a_tree_with_nothing_to_pack_says_so() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("t");
+    std::fs::create_dir(&tree).unwrap();
+    std::fs::write(tree.join("a.txt"), "text\n").unwrap();
+    let o = pack_rocm(&tree, &tmp.path().join("o"), &["--all"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("nothing to pack"), "{}", stdout(&o));
+    assert!(!stdout(&o).contains("LARGER"), "{}", stdout(&o));
+}
+
+/// An `extract` miss lists what the binary has, one line per bundle, not one line of
+/// every bundle/target pair.
+#[test]
+fn an_extract_miss_lists_the_bundles_line_by_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = kpack(&[
+        "extract",
+        fixtures().join("app_pie").to_str().unwrap(),
+        "--target",
+        "gfx1100",
+        "-o",
+        tmp.path().join("x.co").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.contains("no code object for gfx1100 in bundle 0; it has:\n"),
+        "{e}"
+    );
+    assert!(
+        e.contains("\n  --bundle 0: gfx900 gfx906\n  --bundle 1: gfx900 gfx906"),
+        "{e}"
+    );
+}
