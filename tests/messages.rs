@@ -41,3 +41,33 @@ fn an_extract_miss_lists_the_bundles_line_by_line() {
         "{e}"
     );
 }
+
+/// `pack` without a selection names every way to select (it said `--family` was
+/// required although `--target` and `--all` work), and what a `--target` pack leaves
+/// out is "not selected", not "no family".
+#[test]
+fn pack_names_every_way_to_select() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("o");
+    let o = kpack(&[
+        "pack",
+        demo().to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--group",
+        "g",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("choose what to pack: --family, --target or --all"),
+        "{}",
+        stderr(&o)
+    );
+    let o = pack_rocm(&demo(), &out, &["--target", "gfx900", "--long"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("dropped (not selected by --family, --target or --all): gfx1030"),
+        "{}",
+        stdout(&o)
+    );
+}

@@ -348,7 +348,7 @@ fn unassigned_archs_stop_before_writing_or_are_dropped() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
-        stdout(&o).contains("dropped (no family): gfx900"),
+        stdout(&o).contains("dropped (not selected by --family, --target or --all): gfx900"),
         "{}",
         stdout(&o)
     );

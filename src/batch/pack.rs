@@ -196,7 +196,11 @@ pub fn run(
             .iter()
             .map(|(a, n)| format!("{a} ({n})"))
             .collect();
-        writeln!(out, "  dropped (no family): {}", list.join(", "))?;
+        writeln!(
+            out,
+            "  dropped (not selected by --family, --target or --all): {}",
+            list.join(", ")
+        )?;
     }
     writeln!(
         out,

@@ -525,7 +525,7 @@ pub struct PackArgs {
     pub group: String,
     /// Select a family preset (gfx90X, gfx94X, gfx950, gfx101X, gfx103X, gfx110X,
     /// gfx115X, gfx120X, gfx125X) or NAME=arch,arch. Repeat, or list presets with commas.
-    #[arg(long = "family", required_unless_present_any = ["targets", "all"])]
+    #[arg(long = "family")]
     pub families: Vec<String>,
     /// Select a target ID (`gfx90a:xnack+`, only that ID) or a processor (`gfx90a`,
     /// with its feature variants). Repeat, or list with commas.
