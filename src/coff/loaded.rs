@@ -13,6 +13,8 @@ use crate::kpack::marker::Marker;
 const DYNAMIC_BASE: u16 = 0x40;
 /// The marker is a small MessagePack map; the runtime reads at most this much.
 const MARKER_READ: u32 = 64 * 1024;
+/// Faults listed for one image at most (a hostile one could make every wrapper one).
+const MAX_FAULTS: usize = 64;
 
 /// The bytes at `[rva, rva + len)` as mapped, or `None` where nothing is mapped.
 fn read(d: &[u8], l: &PeLayout, rva: u32, len: u32) -> Option<Vec<u8>> {
@@ -50,8 +52,14 @@ pub fn loaded_faults(d: &[u8]) -> Result<Option<Vec<String>>, String> {
             .and_then(|b| Marker::decode(b).ok())
     });
     let mut faults = Vec::new();
-    let n = w.virtual_size.min(w.size_of_raw_data.max(w.virtual_size)) / 24;
+    // Wrappers are data the linker wrote: only those with file bytes count (a
+    // section's VirtualSize alone can claim millions of zero "wrappers").
+    let n = w.virtual_size.min(w.size_of_raw_data) / 24;
     for i in 0..n {
+        if faults.len() >= MAX_FAULTS {
+            faults.push(format!("… and more (stopped after {MAX_FAULTS})"));
+            break;
+        }
         let rva = w.virtual_address + i * 24;
         let what = format!("wrapper #{i} at RVA {rva:#x}");
         let Some(b) = read(d, &l, rva, 24).filter(|b| b.len() == 24) else {

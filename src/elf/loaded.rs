@@ -29,6 +29,8 @@ const R_X86_64_64: u32 = 1;
 const R_X86_64_RELATIVE: u32 = 8;
 /// The marker is a small MessagePack map; the runtime reads at most this much.
 const MARKER_READ: u64 = 64 * 1024;
+/// Faults listed for one binary at most (a hostile one could make every wrapper one).
+const MAX_FAULTS: usize = 64;
 
 /// The mapped image: `PT_LOAD`s over the file.
 struct Image<'a> {
@@ -286,8 +288,14 @@ pub fn loaded_view(data: &[u8]) -> Result<Option<LoadedView>, String> {
         let r = data.get(s.sh_offset as usize..s.sh_offset.saturating_add(s.sh_size) as usize)?;
         Marker::decode(r).ok()
     });
-    let count = (wsec.sh_size / WRAPPER_SIZE as u64) as usize;
+    // Wrappers are data the linker wrote: only those with file bytes count.
+    let count = (wsec.file_size().min(data.len() as u64) / WRAPPER_SIZE as u64) as usize;
     for index in 0..count {
+        if view.faults.len() >= MAX_FAULTS {
+            view.faults
+                .push(format!("… and more (stopped after {MAX_FAULTS})"));
+            break;
+        }
         let vaddr = wsec.sh_addr + (index * WRAPPER_SIZE) as u64;
         let mut w = LoadedWrapper {
             index,
