@@ -356,7 +356,7 @@ fn extract_from_fat_binaries_is_byte_identical_to_the_bundler() {
     ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
-        stderr(&o).contains("--bundle 1 --target gfx906"),
+        stderr(&o).contains("--bundle 1: gfx900 gfx906"),
         "{}",
         stderr(&o)
     );
