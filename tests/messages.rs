@@ -71,3 +71,42 @@ fn pack_names_every_way_to_select() {
         stdout(&o)
     );
 }
+
+/// `wheel split` of a wheel with no fat binaries names the wheel once and leaves no
+/// empty output directory behind.
+#[test]
+fn a_wheel_with_nothing_to_split_names_it_once_and_leaves_nothing() {
+    if tool("python3").is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let whl = tmp.path().join("plain-1.0-py3-none-any.whl");
+    let o = std::process::Command::new("python3")
+        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/make-test-wheel.py"))
+        .arg(&whl)
+        .args(["--name", "plain", "--version", "1.0"])
+        .arg(format!(
+            "plain/lib/libp.so={}",
+            fixtures().join("libplain.so").display()
+        ))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = tmp.path().join("out");
+    let o = kpack(&[
+        "wheel",
+        "split",
+        whl.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--device-package-prefix",
+        "amd-plain-device",
+        "--overlay-root",
+        "plain",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(e.contains("no fat binaries under 'plain'"), "{e}");
+    assert_eq!(e.matches("plain-1.0-py3-none-any.whl").count(), 1, "{e}");
+    assert!(!out.exists(), "no empty output directory");
+}

@@ -4,7 +4,7 @@ use super::Output;
 use super::pack::plural;
 use super::progress::PackProgress;
 use super::{EXIT_OK, print_json, size};
-use anyhow::{Context, Result};
+use anyhow::Result;
 use kpack::wheel::split::{WheelSplitOptions, WheelSplitReport, split_wheel};
 use std::io::Write;
 use std::path::Path;
@@ -14,7 +14,16 @@ pub fn split(wheel: &Path, output: &Path, opts: &WheelSplitOptions, how: &Output
     let progress = PackProgress::new("splitting");
     let report = split_wheel(wheel, output, opts, &progress);
     progress.clear();
-    let report = report.with_context(|| format!("cannot split {}", wheel.display()))?;
+    // The core's errors name the wheel already; say it once.
+    let report = report.map_err(|e| {
+        let named = e.to_string().contains(&*wheel.to_string_lossy());
+        let e = anyhow::Error::new(e);
+        if named {
+            e
+        } else {
+            e.context(format!("cannot split {}", wheel.display()))
+        }
+    })?;
     for w in &report.warnings {
         eprintln!("warning: {w}");
     }

@@ -203,6 +203,22 @@ pub fn split_wheel(
     opts: &WheelSplitOptions,
     sink: &dyn EventSink<PackEvent>,
 ) -> Result<WheelSplitReport> {
+    // An output directory this run creates is removed again when it fails (it is
+    // empty then: wheels are staged inside it and placed only at the end).
+    let created = std::fs::symlink_metadata(out).is_err();
+    let r = split_wheel_into(input, out, opts, sink);
+    if r.is_err() && created {
+        let _ = std::fs::remove_dir(out);
+    }
+    r
+}
+
+fn split_wheel_into(
+    input: &Path,
+    out: &Path,
+    opts: &WheelSplitOptions,
+    sink: &dyn EventSink<PackEvent>,
+) -> Result<WheelSplitReport> {
     crate::fsutil::check_apart(input, out)?;
     let wheel = Wheel::open(input)?;
     let info = wheel.info.clone();
