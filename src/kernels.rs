@@ -296,7 +296,8 @@ fn from_archive(
     prefix: Option<&str>,
     opts: &KernelsOptions,
 ) {
-    for e in &a.index.kernels {
+    // A TOC alias repeats a frame under another target: its kernels are listed once.
+    for e in a.index.kernels.iter().filter(|e| !e.is_alias()) {
         let base = e.key.rsplit_once('#').map(|(n, _)| n);
         if prefix.is_some_and(|p| base != Some(p)) {
             continue;

@@ -214,18 +214,22 @@ fn run(cli: Cli) -> Result<i32> {
             jobs,
             frames,
         }) => with_stdout(|out| tui::bench::run(files, jobs, frames, out)),
-        Some(Command::Verify { path, devices }) if path.is_dir() && !devices.is_empty() => {
-            with_stdout(|out| batch::pack::verify_devices(&path, &devices, common.json, out))
-        }
-        Some(Command::Verify { path, devices }) if !devices.is_empty() => {
+        Some(Command::Verify {
+            path,
+            devices,
+            loader,
+        }) if path.is_dir() && !devices.is_empty() => with_stdout(|out| {
+            batch::pack::verify_devices(&path, &devices, &loader.loaders(), common.json, out)
+        }),
+        Some(Command::Verify { path, devices, .. }) if !devices.is_empty() => {
             anyhow::bail!(
                 "{}: --device needs a packed tree ({} given)",
                 path.display(),
                 devices.join(", ")
             )
         }
-        Some(Command::Verify { path, .. }) if path.is_dir() => {
-            with_stdout(|out| batch::pack::verify(&path, common.json, out))
+        Some(Command::Verify { path, loader, .. }) if path.is_dir() => {
+            with_stdout(|out| batch::pack::verify(&path, &loader.loaders(), common.json, out))
         }
         Some(Command::Verify { path, .. }) => {
             with_stdout(|out| batch::archive::verify(&path, common.json, out))

@@ -627,15 +627,23 @@ fn combine_into(shards: &[PathBuf], out: &Path, opts: &CombineOptions) -> Result
                 for grp in &cfg.groups {
                     let mut parts = Vec::new();
                     for a in &grp.architectures {
-                        // Names match with '-' or '_' (gfx1250-strict, gfx1250_strict).
+                        // Names match with '-' or '_' (gfx1250-strict, gfx1250_strict);
+                        // a processor's artifact holds its feature variants (split
+                        // writes them together, so that no variant's archive shadows
+                        // another's).
                         let hit = targets.iter().find(|(n, _)| {
                             parse_artifact_name(n).is_some_and(|(_, t)| {
                                 t.is_some_and(|t| {
-                                    t == *a || t.replace('-', "_") == *a.replace('-', "_")
+                                    t == *a
+                                        || t.replace('-', "_") == *a.replace('-', "_")
+                                        || (!t.contains(':')
+                                            && a.contains(':')
+                                            && crate::bundle::target::base_processor(a) == t)
                                 })
                             })
                         });
                         match hit {
+                            Some((n, _)) if parts.iter().any(|(p, _)| p == n) => {}
                             Some((n, hs)) => parts.push((n.as_str(), hs[0])),
                             None => missing
                                 .entry(format!("{c}_{}", grp.name))
@@ -810,7 +818,7 @@ fn check_output(stage: &Path, names: &[String]) -> Result<(u64, u64)> {
                 }
             }
             archives += 1;
-            kernels += a.index.kernels.len() as u64;
+            kernels += a.index.kernels.iter().filter(|k| !k.is_alias()).count() as u64;
         }
     }
     Ok((archives, kernels))

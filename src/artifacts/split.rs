@@ -329,6 +329,20 @@ pub fn split(
             _ => {}
         }
     }
+    // Feature variants of one processor share one artifact and one archive, named by
+    // the processor: side by side, `x_gfx90a:xnack-` would shadow `x_gfx90a` for
+    // first-match loaders on xnack- devices (ROCm 7.14); in one archive, TOC aliases
+    // list plain code under every variant.
+    let units = variant_units(artifact_prefixes.keys().map(String::as_str));
+    let rekey = |m: BTreeMap<String, BTreeSet<String>>| {
+        let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (t, ps) in m {
+            out.entry(units[&t].clone()).or_default().extend(ps);
+        }
+        out
+    };
+    let kernel_prefixes = rekey(kernel_prefixes);
+    let artifact_prefixes = rekey(artifact_prefixes);
     for t in artifact_prefixes.keys() {
         safe_arch(t).map_err(|e| Error::Invalid(format!("artifact {ap}_{t}: {e}")))?;
         check_name("artifact", &format!("{ap}_{t}"))?;
@@ -379,17 +393,20 @@ pub fn split(
         if let Some(d) = path.parent() {
             std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
         }
+        // A processor's archive lists what its variants hold, settled at the end.
+        let merged = units.iter().any(|(target, u)| u == t && target != t);
         let meta = ArchiveMeta {
             group_name: ap.to_string(),
             gfx_arch_family: t.clone(),
-            gfx_arches: vec![t.clone()],
+            gfx_arches: if merged { Vec::new() } else { vec![t.clone()] },
         };
-        let w = ArchiveWriter::create(&path, meta, Scheme::ZstdPerKernel, opts.level)?;
+        let w = ArchiveWriter::create(&path, meta, Scheme::ZstdPerKernel, opts.level)?.resolving();
         writers.insert(t.clone(), (w, rel));
     }
 
     let ctx = Ctx {
         ap,
+        units: &units,
         src: artifact_dir,
         stage: st,
         writers: &writers,
@@ -511,6 +528,22 @@ pub fn split(
     })
 }
 
+/// Target → artifact: a target alone when it is its processor's only one, else the
+/// processor (every variant of it in one artifact).
+fn variant_units<'t>(targets: impl Iterator<Item = &'t str> + Clone) -> BTreeMap<String, String> {
+    let mut n: BTreeMap<&str, usize> = BTreeMap::new();
+    for t in targets.clone() {
+        *n.entry(bundle::target::base_processor(t)).or_default() += 1;
+    }
+    targets
+        .map(|t| {
+            let p = bundle::target::base_processor(t);
+            let u = if n[p] > 1 { p } else { t };
+            (t.to_string(), u.to_string())
+        })
+        .collect()
+}
+
 fn write_manifest(dir: &Path, prefixes: &[String]) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     fsutil::write_atomic(
@@ -526,6 +559,8 @@ struct Ctx<'a> {
     stage: &'a Path,
     writers: &'a BTreeMap<String, (ArchiveWriter, String)>,
     rewrite: bool,
+    /// Target → the artifact (and archive) it goes to.
+    units: &'a BTreeMap<String, String>,
     sink: &'a dyn EventSink<PackEvent>,
     bytes_out: AtomicU64,
     kernels: AtomicU64,
@@ -536,6 +571,10 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    fn unit<'s>(&'s self, target: &'s str) -> &'s str {
+        self.units.get(target).map_or(target, String::as_str)
+    }
+
     fn count(&self, artifact: Option<&str>, db: bool) {
         if let Ok(mut c) = self.counts.lock() {
             let e = c.entry(artifact.map(str::to_string)).or_default();
@@ -548,7 +587,7 @@ impl Ctx<'_> {
         let f = &j.report;
         let src = self.src.join(&j.prefix).join(&f.path);
         let artifact = match &j.job {
-            Job::Database(t) => format!("{}_{t}", self.ap),
+            Job::Database(t) => format!("{}_{}", self.ap, self.unit(t)),
             _ => format!("{}_generic", self.ap),
         };
         let dst = self.stage.join(&artifact).join(&j.prefix).join(&f.path);
@@ -580,7 +619,7 @@ impl Ctx<'_> {
             }
             Job::Database(t) => {
                 self.phase(worker, j, Phase::Copy);
-                self.count(Some(t), true);
+                self.count(Some(self.unit(t)), true);
                 copy(&src, &dst)?
             }
             Job::Binary(kernels) => {
@@ -646,7 +685,7 @@ impl Ctx<'_> {
                 if !wanted.contains(&(b.index as u32, arch.as_str())) {
                     continue;
                 }
-                let Some((w, _)) = self.writers.get(&arch) else {
+                let Some((w, _)) = self.writers.get(self.unit(&arch)) else {
                     continue;
                 };
                 let mut md = BTreeMap::new();
@@ -662,7 +701,7 @@ impl Ctx<'_> {
                 self.kernels.fetch_add(1, Ordering::Relaxed);
                 let (n, stored) = w.progress();
                 self.sink.event(PackEvent::Family {
-                    family: arch.clone(),
+                    family: self.unit(&arch).to_string(),
                     kernels: n,
                     stored,
                 });

@@ -42,9 +42,20 @@ pub fn inspect(path: &Path, json: bool, out: &mut dyn Write) -> Result<i32> {
     let a = Archive::open(path)?;
     let idx = &a.index;
     let totals = Totals {
-        kernels: idx.kernels.len() as u64,
-        size: idx.kernels.iter().map(|k| k.size).sum(),
-        compressed_size: idx.kernels.iter().map(|k| k.compressed_size).sum(),
+        // A TOC alias repeats a frame: counted once.
+        kernels: idx.kernels.iter().filter(|k| !k.is_alias()).count() as u64,
+        size: idx
+            .kernels
+            .iter()
+            .filter(|k| !k.is_alias())
+            .map(|k| k.size)
+            .sum(),
+        compressed_size: idx
+            .kernels
+            .iter()
+            .filter(|k| !k.is_alias())
+            .map(|k| k.compressed_size)
+            .sum(),
     };
     if json {
         let j = ArchiveJson {
@@ -101,6 +112,15 @@ pub fn inspect(path: &Path, json: bool, out: &mut dyn Write) -> Result<i32> {
         "key", "arch", "ordinal", "size", "stored", "ratio"
     )?;
     for k in &idx.kernels {
+        if let Some(of) = &k.alias_of {
+            // A TOC alias: listed under another target, the same frame.
+            writeln!(
+                out,
+                "  {:<kw$}  {:<aw$}  {:>7}  = {of} (the same frame)",
+                k.key, k.arch, k.ordinal
+            )?;
+            continue;
+        }
         writeln!(
             out,
             "  {:<kw$}  {:<aw$}  {:>7}  {:>11}  {:>11}  {:>7}",

@@ -5,6 +5,7 @@ use super::progress::PackProgress;
 use super::{EXIT_FINDINGS, EXIT_OK, pct, size, write_json};
 use anyhow::Result;
 use kpack::event::CancelToken;
+use kpack::kpack::resolve::Loader;
 use kpack::pack::{self, Layout, PackOptions, PackPlan};
 use std::io::Write;
 use std::path::Path;
@@ -235,13 +236,14 @@ fn layout_of(root: &Path) -> Layout {
 pub fn verify_devices(
     root: &Path,
     devices: &[String],
+    loaders: &[Loader],
     json: bool,
     out: &mut dyn Write,
 ) -> Result<i32> {
     let layout = layout_of(root);
     let verdicts: Vec<pack::DeviceVerdict> = devices
         .iter()
-        .map(|d| pack::verify_device(root, layout, d))
+        .map(|d| pack::verify_device(root, layout, d, loaders))
         .collect::<std::result::Result<_, _>>()?;
     let ok = verdicts.iter().all(|v| v.missing.is_empty());
     if json {
@@ -277,8 +279,8 @@ pub fn verify_devices(
                     "{}: on {} {} of {} bundles would not load (the runtime asks for {}):",
                     root.display(),
                     v.device,
-                    v.missing.len(),
-                    v.missing.len() + v.found.len(),
+                    v.unloadable,
+                    v.unloadable + v.found.len() as u64,
                     v.arch_list.join(", ")
                 )?;
                 for m in &v.missing {
@@ -291,9 +293,9 @@ pub fn verify_devices(
 }
 
 /// `kpack-tui verify TREE`.
-pub fn verify(root: &Path, json: bool, out: &mut dyn Write) -> Result<i32> {
+pub fn verify(root: &Path, loaders: &[Loader], json: bool, out: &mut dyn Write) -> Result<i32> {
     let layout = layout_of(root);
-    let verdict = pack::verify_tree(root, None, layout);
+    let verdict = pack::verify_tree(root, None, layout, loaders);
     let sound = verdict.faults.is_empty();
     let code = if sound { EXIT_OK } else { EXIT_FINDINGS };
     if json {

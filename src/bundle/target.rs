@@ -185,6 +185,32 @@ pub fn target_from_elf_flags(e_flags: u32, abi_version: u8) -> Option<TargetId> 
     })
 }
 
+/// Natural order of target IDs: by processor number (gfx900 < gfx90a < gfx1010 <
+/// gfx1250), then generic ISAs, then features.
+pub fn target_order(a: &str, b: &str) -> std::cmp::Ordering {
+    // (generation, generic ISA after its generation's processors, processor number)
+    let key = |t: &str| {
+        let p = base_processor(t);
+        let digits = p.strip_prefix("gfx").unwrap_or(p);
+        let stem = digits.split('-').next().unwrap_or(digits);
+        let generic = p.ends_with("-generic");
+        let major = if generic {
+            stem
+        } else {
+            &stem[..stem.len().saturating_sub(2)]
+        };
+        (
+            major.parse::<u32>().unwrap_or(u32::MAX),
+            generic,
+            stem.len(),
+            stem.to_string(),
+            p.to_string(),
+            t.to_string(),
+        )
+    };
+    key(a).cmp(&key(b))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

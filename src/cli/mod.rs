@@ -329,7 +329,45 @@ pub enum Command {
         /// it would not. Repeat for several devices.
         #[arg(long = "device", value_name = "ISA")]
         devices: Vec<String>,
+        /// Which loader generations a kernel must resolve through, on every device
+        /// ISA that can run it: `first-match` (ROCm up to 7.14 and the reference
+        /// runtime: the first archive listing a target the device accepts decides),
+        /// `fall-through` (ROCm after Aug 2026: a miss tries the next archive),
+        /// `toc-scan` (resolvers that look for the key in each TOC), or `all`.
+        #[arg(
+            long = "loader",
+            value_enum,
+            default_value = "all",
+            value_name = "GENERATION"
+        )]
+        loader: LoaderArg,
     },
+}
+
+/// `verify --loader`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LoaderArg {
+    /// ROCm up to 7.14 and the reference runtime.
+    FirstMatch,
+    /// ROCm after Aug 2026.
+    FallThrough,
+    /// TOC-scanning resolvers.
+    TocScan,
+    /// Every generation.
+    All,
+}
+
+impl LoaderArg {
+    /// The generations to check.
+    pub fn loaders(self) -> Vec<kpack::kpack::resolve::Loader> {
+        use kpack::kpack::resolve::Loader;
+        match self {
+            LoaderArg::FirstMatch => vec![Loader::FirstMatch],
+            LoaderArg::FallThrough => vec![Loader::FallThrough],
+            LoaderArg::TocScan => vec![Loader::TocScan],
+            LoaderArg::All => Loader::ALL.to_vec(),
+        }
+    }
 }
 
 /// `scan --csv`.

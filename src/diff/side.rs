@@ -75,7 +75,8 @@ impl Inventory<'_> {
     ) {
         match idx {
             Ok(idx) => {
-                for e in &idx.kernels {
+                // A TOC alias repeats a frame under another target: counted once.
+                for e in idx.kernels.iter().filter(|e| !e.is_alias()) {
                     let (b, n) = e.key.rsplit_once('#').unwrap_or((&e.key, ""));
                     if only.is_some_and(|o| o != b) {
                         continue;

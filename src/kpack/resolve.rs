@@ -11,6 +11,7 @@
 
 use crate::kpack::archive::{Archive, KernelEntry};
 use crate::kpack::marker::Marker;
+use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// The placeholder the loader replaces by each candidate target.
@@ -126,7 +127,8 @@ pub fn candidate_paths(marker: &Marker, binary_dir: &str, arch_list: &[String]) 
 
 /// The archives of `archives` a marker can reach whatever the device, in search
 /// order: its direct paths that exist, and for a `@GFXARCH@` pattern every archive
-/// whose path is the pattern with one of its own `gfx_arches` in place of the token.
+/// whose path is the pattern with one of its own `gfx_arches`, or a feature subset
+/// of one, in place of the token.
 pub fn reachable_archives<'a>(
     marker: &Marker,
     binary_dir: &str,
@@ -139,11 +141,14 @@ pub fn reachable_archives<'a>(
         };
         for (path, a) in archives {
             let hit = if p.contains(GFXARCH) {
-                a.index
-                    .meta
-                    .gfx_arches
-                    .iter()
-                    .any(|t| p.replacen(GFXARCH, t, 1) == *path)
+                // A device that accepts a listed target probes the pattern with each
+                // of that target's feature subsets (`x_gfx90a.kpack` listing
+                // `gfx90a:xnack+` is found by an xnack+ device).
+                a.index.meta.gfx_arches.iter().any(|t| {
+                    compatible_targets(t)
+                        .iter()
+                        .any(|c| p.replacen(GFXARCH, c, 1) == *path)
+                })
             } else {
                 p == *path
             };
@@ -186,14 +191,112 @@ pub enum Lookup<'a> {
     },
 }
 
-/// Which loader's rules to follow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which loader's rules to follow: the generations deployed in 2026.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Loader {
-    /// Aug 2026 and later: a failed candidate falls through to the next.
-    Newest,
-    /// Feb 2026 (the reference runtime in `shared/oracles`): the first archive whose
-    /// `gfx_arches` holds a compatible target decides.
+    /// ROCm up to 7.14 and the reference runtime in `shared/oracles` (Feb 2026,
+    /// commit e348328): the first archive whose `gfx_arches` holds a compatible
+    /// target decides; a missing kernel there is the answer.
     FirstMatch,
+    /// Aug 2026 and later (rocm-systems #9953): a failed candidate falls through to
+    /// the next archive, target and arch.
+    FallThrough,
+    /// Resolvers that look for the key in each archive's TOC instead of trusting
+    /// `gfx_arches` (embedded readers): the first archive whose TOC has the key
+    /// under a compatible target.
+    TocScan,
+}
+
+impl Loader {
+    /// Every generation, strictest first.
+    pub const ALL: [Loader; 3] = [Loader::FirstMatch, Loader::FallThrough, Loader::TocScan];
+
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Loader::FirstMatch => "first-match",
+            Loader::FallThrough => "fall-through",
+            Loader::TocScan => "toc-scan",
+        }
+    }
+
+    /// Which releases follow these rules (for messages and the README).
+    pub fn releases(self) -> &'static str {
+        match self {
+            Loader::FirstMatch => "ROCm up to 7.14 and the reference runtime",
+            Loader::FallThrough => "ROCm after Aug 2026",
+            Loader::TocScan => "TOC-scanning resolvers",
+        }
+    }
+}
+
+/// The archives a marker reaches for one arch list, in the loader's candidate order.
+pub fn usable_archives<'a>(
+    archives: &'a TreeArchives,
+    marker: &Marker,
+    binary_dir: &str,
+    arch_list: &[String],
+) -> Result<Vec<(&'a str, &'a Archive)>, Vec<String>> {
+    let probed = candidate_paths(marker, binary_dir, arch_list);
+    let usable: Vec<(&'a str, &'a Archive)> = probed
+        .iter()
+        .filter_map(|p| archives.get_key_value(p).map(|(k, a)| (k.as_str(), a)))
+        .collect();
+    if usable.is_empty() {
+        Err(probed)
+    } else {
+        Ok(usable)
+    }
+}
+
+/// Resolve `key` among `usable` archives (from [`usable_archives`]) for a device
+/// given by its arch list.
+pub fn lookup_in<'a>(
+    usable: &[(&'a str, &'a Archive)],
+    key: &str,
+    arch_list: &[String],
+    loader: Loader,
+) -> Lookup<'a> {
+    let mut last = None;
+    for a in arch_list {
+        for t in compatible_targets(a) {
+            for (path, archive) in usable {
+                let listed = archive.index.meta.gfx_arches.contains(&t);
+                let entry = archive.entry(key, &t);
+                if loader == Loader::TocScan {
+                    if let Some(entry) = entry {
+                        return Lookup::Found {
+                            archive: path,
+                            target: t,
+                            entry,
+                        };
+                    }
+                    continue;
+                }
+                if !listed {
+                    continue;
+                }
+                if let Some(entry) = entry {
+                    return Lookup::Found {
+                        archive: path,
+                        target: t,
+                        entry,
+                    };
+                }
+                let miss = Lookup::NoKernel {
+                    archive: path,
+                    target: t.clone(),
+                    key: key.to_string(),
+                };
+                if loader == Loader::FirstMatch {
+                    return miss;
+                }
+                last = Some(miss);
+            }
+        }
+    }
+    last.unwrap_or(Lookup::NoArch)
 }
 
 /// Resolve `kernel_name#co_index` for a device given by its arch list.
@@ -205,42 +308,74 @@ pub fn lookup<'a>(
     arch_list: &[String],
     loader: Loader,
 ) -> Lookup<'a> {
-    let probed = candidate_paths(marker, binary_dir, arch_list);
-    let usable: Vec<(&'a str, &'a Archive)> = probed
-        .iter()
-        .filter_map(|p| archives.get_key_value(p).map(|(k, a)| (k.as_str(), a)))
-        .collect();
-    if usable.is_empty() {
-        return Lookup::NoArchive { probed };
+    match usable_archives(archives, marker, binary_dir, arch_list) {
+        Err(probed) => Lookup::NoArchive { probed },
+        Ok(usable) => lookup_in(
+            &usable,
+            &format!("{}#{co_index}", marker.kernel_name),
+            arch_list,
+            loader,
+        ),
     }
-    let key = format!("{}#{co_index}", marker.kernel_name);
-    let mut last = None;
-    for a in arch_list {
-        for t in compatible_targets(a) {
-            for (path, archive) in &usable {
-                if !archive.index.meta.gfx_arches.contains(&t) {
-                    continue;
-                }
-                if let Some(entry) = archive.entry(&key, &t) {
-                    return Lookup::Found {
-                        archive: path,
-                        target: t,
-                        entry,
-                    };
-                }
-                let miss = Lookup::NoKernel {
-                    archive: path,
-                    target: t.clone(),
-                    key: key.clone(),
-                };
-                if loader == Loader::FirstMatch {
-                    return miss;
-                }
-                last = Some(miss);
+}
+
+/// Feature flags a processor's devices report (LLVM's AMDGPUUsage processor table):
+/// the device ISAs that exist for it are every combination of these set, cleared or
+/// left out.
+pub fn device_features(processor: &str) -> &'static [&'static str] {
+    match processor {
+        "gfx906" | "gfx908" | "gfx90a" | "gfx940" | "gfx941" | "gfx942" | "gfx950"
+        | "gfx9-4-generic" => &["sramecc", "xnack"],
+        "gfx900" | "gfx902" | "gfx904" | "gfx909" | "gfx90c" | "gfx9-generic" | "gfx1010"
+        | "gfx1011" | "gfx1012" | "gfx1013" | "gfx10-1-generic" => &["xnack"],
+        _ => &[],
+    }
+}
+
+/// Every device ISA of `processor`: each of its features set, cleared or left out
+/// (3^n ISAs, features in name order).
+pub fn device_isas(processor: &str) -> Vec<String> {
+    let mut out = vec![processor.to_string()];
+    for f in device_features(processor) {
+        out = out
+            .into_iter()
+            .flat_map(|t| [t.clone(), format!("{t}:{f}+"), format!("{t}:{f}-")])
+            .collect();
+    }
+    out
+}
+
+/// The device ISAs that accept code built for `target` (a processor with features,
+/// or a generic ISA, which every processor of its generation accepts through CLR's
+/// arch list).
+pub fn accepting_devices(target: &str) -> Vec<String> {
+    let processor = crate::bundle::target::base_processor(target);
+    let processors: Vec<&str> = if processor.ends_with("-generic") {
+        crate::family::known_processors()
+            .into_iter()
+            .filter(|p| generic_of(p) == Some(processor))
+            .collect()
+    } else {
+        vec![processor]
+    };
+    let generic_target = |d: &str| {
+        let (p, f) = d.split_once(':').map_or((d, ""), |(p, f)| (p, f));
+        generic_of(p).map(|g| {
+            if f.is_empty() {
+                g.to_string()
+            } else {
+                format!("{g}:{f}")
             }
-        }
-    }
-    last.unwrap_or(Lookup::NoArch)
+        })
+    };
+    processors
+        .into_iter()
+        .flat_map(device_isas)
+        .filter(|d| {
+            crate::kpack::alias::runs_on(target, d)
+                || generic_target(d).is_some_and(|g| crate::kpack::alias::runs_on(target, &g))
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -348,7 +483,7 @@ mod tests {
             kernel_name: "lib/a.so".into(),
         };
         let dev = device_arch_list("gfx90a:xnack-");
-        match lookup(&t, &m, "lib", 0, &dev, Loader::Newest) {
+        match lookup(&t, &m, "lib", 0, &dev, Loader::FallThrough) {
             Lookup::Found {
                 archive, target, ..
             } => {
@@ -367,7 +502,7 @@ mod tests {
                 "lib",
                 0,
                 &device_arch_list("gfx1100"),
-                Loader::Newest
+                Loader::FallThrough
             ),
             Lookup::NoArch
         );
@@ -376,7 +511,7 @@ mod tests {
             kernel_name: "lib/a.so".into(),
         };
         assert!(matches!(
-            lookup(&t, &gone, "lib", 0, &dev, Loader::Newest),
+            lookup(&t, &gone, "lib", 0, &dev, Loader::FallThrough),
             Lookup::NoArchive { .. }
         ));
         // An xnack+ device never takes an xnack- kernel.
@@ -387,7 +522,7 @@ mod tests {
                 "lib",
                 5,
                 &device_arch_list("gfx90a:xnack+"),
-                Loader::Newest
+                Loader::FallThrough
             ),
             Lookup::NoKernel { .. }
         ));

@@ -20,6 +20,7 @@
 //!    leaves no output; a later run removes the temporary directory of a dead run.
 
 mod plan;
+mod reach;
 mod record;
 mod run;
 pub mod units;
@@ -268,6 +269,10 @@ pub struct PlannedKernel {
     pub size: u64,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// One archive of a plan: a target ID (per-target archives) or a family.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ArchivePlan {
@@ -277,10 +282,18 @@ pub struct ArchivePlan {
     /// (no archive is written and markers do not name one).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub archive: Option<String>,
-    /// Target IDs with code in the tree (the archive's `gfx_arches`).
+    /// The archive's `gfx_arches`: target IDs with code in the tree, and the union of
+    /// any two compatible ones of a processor (see [`crate::kpack::alias`]).
     pub gfx_arches: Vec<String>,
     /// Kernels.
     pub kernels: u64,
+    /// TOC entries that list a kernel's frame again under another target a device
+    /// may match first (no bytes stored twice).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub toc_aliases: u64,
+    /// Those entries.
+    #[serde(skip)]
+    pub aliases: Vec<crate::kpack::alias::Alias>,
     /// Raw bytes.
     pub raw_bytes: u64,
     /// Estimated archive size (from compressing a sample).

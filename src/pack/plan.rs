@@ -287,7 +287,13 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
                     let key = format!("{}#{co}", m.kernel_name);
                     for p in &from {
                         let a = &inputs[p];
-                        for e in a.index.kernels.iter().filter(|e| e.key == key) {
+                        // Aliases are listed again by the new archive's own plan.
+                        for e in a
+                            .index
+                            .kernels
+                            .iter()
+                            .filter(|e| e.key == key && !e.is_alias())
+                        {
                             if seen.insert((*co, e.arch.clone())) {
                                 pb.kernels.push((
                                     *co,
@@ -480,14 +486,19 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
         .iter()
         .enumerate()
         .map(|(i, name)| {
-            let arches: BTreeSet<String> = kernels[i].iter().map(|k| k.arch.clone()).collect();
-            let mut gfx_arches: Vec<String> = arches.into_iter().collect();
+            // Every target a device may match first lists the code the newest loader
+            // would pick (TOC aliases): first-match loaders resolve it too.
+            let (mut gfx_arches, aliases) = crate::kpack::alias::plan(
+                kernels[i].iter().map(|k| (k.key.as_str(), k.arch.as_str())),
+            );
             gfx_arches.sort_by(|a, b| super::units::target_order(a, b));
             ArchivePlan {
                 name: name.clone(),
                 archive: (!kernels[i].is_empty()).then(|| archive_rel(opts, name)),
                 gfx_arches,
                 kernels: kernels[i].len() as u64,
+                toc_aliases: aliases.len() as u64,
+                aliases,
                 raw_bytes: kernels[i].iter().map(|k| k.size).sum(),
                 estimated_bytes: 0,
                 database_files: db_files[i],
@@ -710,7 +721,8 @@ pub fn estimate(plan: &mut PackPlan, tree: &Path, opts: &PackOptions) {
             gfx_arch_family: fp.name.clone(),
             gfx_arches: fp.gfx_arches.clone(),
         };
-        fp.estimated_bytes = crate::kpack::archive::archive_size(&meta, opts.scheme, projected);
+        fp.estimated_bytes =
+            crate::kpack::archive::archive_size(&meta, opts.scheme, projected, &fp.aliases);
     }
     let archives: u64 = plan.units.iter().map(|f| f.estimated_bytes).sum();
     // Binaries are replaced by their host-only forms; consumed archives and a previous

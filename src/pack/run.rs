@@ -15,6 +15,7 @@ use crate::event::{CancelToken, EventSink};
 use crate::fsutil;
 use crate::kpack::archive::{ArchiveMeta, ArchiveWriter};
 use crate::kpack::ledger::{LEDGER_PATH, LedgerBinary, LedgerKernel, sha256_hex};
+use crate::kpack::resolve::Loader;
 use crate::scan::{FileKind, FileReport};
 use rayon::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
@@ -569,7 +570,7 @@ pub fn execute_pack(
     let mut verified_kernels = 0;
     if opts.verify {
         sink.event(PackEvent::Finishing("verifying"));
-        let v = verify_tree(&stage, Some(&plan), opts.layout);
+        let v = verify_tree(&stage, Some(&plan), opts.layout, &Loader::ALL);
         verify_faults = v.faults;
         verified_kernels = v.proved;
         if !verify_faults.is_empty() {
@@ -669,12 +670,11 @@ fn run_stage(
             gfx_arch_family: unit.name.clone(),
             gfx_arches: unit.gfx_arches.clone(),
         };
-        writers.push(Some(ArchiveWriter::create(
-            &p,
-            meta,
-            opts.scheme,
-            opts.level,
-        )?));
+        let w = ArchiveWriter::create(&p, meta, opts.scheme, opts.level)?;
+        for a in &unit.aliases {
+            w.alias(&a.key, &a.arch, &a.of)?;
+        }
+        writers.push(Some(w));
     }
     let total_bytes: u64 = report
         .files

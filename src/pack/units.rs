@@ -8,31 +8,7 @@ use crate::error::{Error, Result};
 use crate::family::{PRESETS, known_processor, known_processors};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Natural order of target IDs: by processor number (gfx900 < gfx90a < gfx1010 <
-/// gfx1250), then generic ISAs, then features.
-pub fn target_order(a: &str, b: &str) -> std::cmp::Ordering {
-    // (generation, generic ISA after its generation's processors, processor number)
-    let key = |t: &str| {
-        let p = base_processor(t);
-        let digits = p.strip_prefix("gfx").unwrap_or(p);
-        let stem = digits.split('-').next().unwrap_or(digits);
-        let generic = p.ends_with("-generic");
-        let major = if generic {
-            stem
-        } else {
-            &stem[..stem.len().saturating_sub(2)]
-        };
-        (
-            major.parse::<u32>().unwrap_or(u32::MAX),
-            generic,
-            stem.len(),
-            stem.to_string(),
-            p.to_string(),
-            t.to_string(),
-        )
-    };
-    key(a).cmp(&key(b))
-}
+pub use crate::bundle::target::target_order;
 
 /// Check `--target` values: known processors, optionally with feature flags.
 pub fn check_targets(targets: &[String]) -> Result<()> {
@@ -97,13 +73,35 @@ impl Units {
             ArchivePer::Target => Vec::new(),
         };
         let mut extra: BTreeSet<String> = BTreeSet::new();
-        let mut pairs = Vec::new();
-        for a in archs {
-            if let Some(u) = unit_name(a, opts) {
-                if !names.contains(&u) {
-                    extra.insert(u.clone());
+        let mut pairs: Vec<(String, String)> = archs
+            .into_iter()
+            .filter_map(|a| unit_name(a, opts).map(|u| (a.to_string(), u)))
+            .collect();
+        // Per target ID, the feature variants of one processor share one archive
+        // (named by the processor): archives `x_gfx90a` and `x_gfx90a:xnack-` side by
+        // side would let a first-match loader on an xnack- device stop at the second,
+        // which lacks the bundles that have only plain code (ROCm 7.14). In one
+        // archive, TOC aliases list that code under every variant.
+        if opts.archive_per == ArchivePer::Target {
+            let mut variants: BTreeMap<&str, usize> = BTreeMap::new();
+            for (a, _) in &pairs {
+                *variants.entry(base_processor(a)).or_default() += 1;
+            }
+            let shared: BTreeSet<String> = variants
+                .into_iter()
+                .filter(|(_, n)| *n > 1)
+                .map(|(p, _)| p.to_string())
+                .collect();
+            for (a, u) in &mut pairs {
+                let p = base_processor(a);
+                if shared.contains(p) {
+                    *u = p.to_string();
                 }
-                pairs.push((a.to_string(), u));
+            }
+        }
+        for (_, u) in &pairs {
+            if !names.contains(u) {
+                extra.insert(u.clone());
             }
         }
         let mut extra: Vec<String> = extra.into_iter().collect();
@@ -201,7 +199,9 @@ mod tests {
         let archs = ["gfx90a:xnack+", "gfx900", "gfx90a", "gfx1030", "gfx1100"];
         let o = opts(ArchivePer::Target, &["gfx90X"], &["gfx1030"], false);
         let u = Units::new(archs, &o);
-        assert_eq!(u.names, ["gfx900", "gfx90a", "gfx90a:xnack+", "gfx1030"]);
+        // gfx90a's variants share the processor's archive.
+        assert_eq!(u.names, ["gfx900", "gfx90a", "gfx1030"]);
+        assert_eq!(u.of["gfx90a:xnack+"], u.of["gfx90a"]);
         assert!(!u.of.contains_key("gfx1100"));
         let o = opts(
             ArchivePer::Family,
@@ -219,7 +219,7 @@ mod tests {
         let o = opts(ArchivePer::Target, &[], &["gfx90a:xnack+"], false);
         assert_eq!(Units::new(archs, &o).names, ["gfx90a:xnack+"]);
         let o = opts(ArchivePer::Target, &[], &["gfx90a"], false);
-        assert_eq!(Units::new(archs, &o).names, ["gfx90a", "gfx90a:xnack+"]);
+        assert_eq!(Units::new(archs, &o).names, ["gfx90a"]);
         assert!(
             check_targets(&["gfx9999".into()])
                 .unwrap_err()

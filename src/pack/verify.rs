@@ -7,11 +7,12 @@
 //! tools), what can be checked is checked, and the verdict says what could not be
 //! proven.
 
+use super::reach::{self, Reach};
 use super::{Layout, PackPlan};
 use crate::kpack::Archive;
 use crate::kpack::ledger::{LEDGER_PATH, Ledger};
 use crate::kpack::marker::Marker;
-use crate::kpack::resolve::{Loader, Lookup, TreeArchives, lookup, reachable_archives};
+use crate::kpack::resolve::{Loader, TreeArchives, reachable_archives};
 use crate::scan::{self, FileKind, FileReport, ScanOptions};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -44,30 +45,15 @@ fn merged_path(layout: Layout, p: &str) -> String {
     }
 }
 
-fn lookup_fault(l: &Lookup<'_>) -> String {
-    match l {
-        Lookup::Found { .. } => String::new(),
-        Lookup::NoArchive { probed } => format!(
-            "no archive found (the runtime probes {})",
-            if probed.is_empty() {
-                "nothing inside the tree".to_string()
-            } else {
-                probed.join(", ")
-            }
-        ),
-        Lookup::NoArch => "no reachable archive lists this target in gfx_arches".into(),
-        Lookup::NoKernel {
-            archive,
-            target,
-            key,
-        } => format!("{archive} lists {target} but holds no {key}"),
-    }
-}
-
 /// Check a packed tree. `plan` (when verifying a pack's own staging output) adds:
 /// every planned kernel is in its family's archive, and `gfx_arches` is exactly the
 /// arches packed.
-pub fn verify_tree(root: &Path, plan: Option<&PackPlan>, layout: Layout) -> TreeVerdict {
+pub fn verify_tree(
+    root: &Path,
+    plan: Option<&PackPlan>,
+    layout: Layout,
+    loaders: &[Loader],
+) -> TreeVerdict {
     let mut v = TreeVerdict::default();
     let report = match scan::scan(root, &ScanOptions::default(), &crate::event::NoEvents) {
         Ok(r) => r,
@@ -258,59 +244,28 @@ pub fn verify_tree(root: &Path, plan: Option<&PackPlan>, layout: Layout) -> Tree
                     lb.path, lb.bundles
                 ));
             }
-            let dir = lb.path.rsplit_once('/').map_or("", |(d, _)| d);
-            for k in &lb.kernels {
-                let arch = [k.target.clone()];
-                let found = lookup(&archives, m, dir, k.bundle, &arch, Loader::Newest);
-                let Lookup::Found { archive, entry, .. } = &found else {
-                    if not_installed.contains(k.target.as_str())
-                        && matches!(found, Lookup::NoArchive { .. } | Lookup::NoArch)
-                    {
-                        continue;
-                    }
-                    v.faults.push(format!(
-                        "{}: bundle #{} for {}: {}",
-                        lb.path,
-                        k.bundle,
-                        k.target,
-                        lookup_fault(&found)
-                    ));
-                    continue;
-                };
-                let key = format!("{}#{}", lb.kernel_name, k.bundle);
-                let idx = archives[*archive].entry_index(&key, &entry.arch);
-                let (hashed, h) = &hashes[*archive];
-                let got = idx.and_then(|i| h[i].as_deref());
-                // Unhashed (checksummed frames in the pack's own check): a frame that
-                // fails to decode is already an archive fault.
-                let hash_ok = !*hashed || got == Some(k.sha256.as_str());
-                if entry.size != k.size || !hash_ok {
-                    v.faults.push(format!(
-                        "{}: bundle #{} for {}: {archive} holds {} bytes{} where the ledger \
-                         recorded {} bytes with SHA-256 {}",
-                        lb.path,
-                        k.bundle,
-                        k.target,
-                        entry.size,
-                        got.map_or_else(
-                            || " that do not decode".to_string(),
-                            |h| format!(" with SHA-256 {h}")
-                        ),
-                        k.size,
-                        k.sha256
-                    ));
-                    continue;
-                }
-                v.proved += 1;
-                if let Lookup::NoKernel { archive: first, .. } =
-                    lookup(&archives, m, dir, k.bundle, &arch, Loader::FirstMatch)
-                {
-                    v.notes.push(format!(
-                        "{}: bundle #{} for {}: found in {archive}, but loaders before Aug 2026 \
-                         stop at {first} (listed first, without it)",
-                        lb.path, k.bundle, k.target
-                    ));
-                }
+            check_ledgered(&mut v, lb, m, &archives, &hashes, &not_installed, loaders);
+        }
+        // Archives the ledger does not know: an extra overlay, a foreign archive
+        // matching a marker's pattern. A fault when it shadows a ledgered one.
+        for p in archives.keys() {
+            if l.archives.iter().any(|la| la.path == *p) {
+                continue;
+            }
+            let shadows = format!("{p} lists");
+            if v.faults
+                .iter()
+                .any(|f| f.contains(&shadows) && f.contains("shadows"))
+            {
+                v.faults.push(format!(
+                    "{p}: not in the ledger, and it shadows archives of the ledger for the \
+                     devices named above"
+                ));
+            } else {
+                v.notes.push(format!(
+                    "{p}: not in the ledger (no pack of this tree wrote it); it shadows no \
+                     archive of the ledger"
+                ));
             }
         }
     } else if !hosts.is_empty() {
@@ -348,7 +303,7 @@ pub fn verify_tree(root: &Path, plan: Option<&PackPlan>, layout: Layout) -> Tree
                 "{path}: host-only binary not in the ledger (copied as it was by the pack)"
             ));
         }
-        check_unledgered(&mut v, path, m, &co_indices(f), &archives);
+        check_unledgered(&mut v, path, m, &co_indices(f), &archives, loaders);
     }
     if let Some(plan) = plan {
         for (i, fp) in plan.units.iter().enumerate() {
@@ -376,26 +331,138 @@ pub fn verify_tree(root: &Path, plan: Option<&PackPlan>, layout: Layout) -> Tree
     v
 }
 
+/// The checks of one binary of the ledger: every bundle, on every device that can
+/// run one of its kernels, by every loader of `loaders`, reaches a frame built for
+/// a target the device accepts, and that frame holds the bytes the ledger recorded
+/// for that (bundle, target).
+fn check_ledgered(
+    v: &mut TreeVerdict,
+    lb: &crate::kpack::ledger::LedgerBinary,
+    m: &Marker,
+    archives: &TreeArchives,
+    hashes: &BTreeMap<String, (bool, Vec<Option<String>>)>,
+    not_installed: &BTreeSet<&str>,
+    loaders: &[Loader],
+) {
+    let mut reach = Reach::new(archives, m, &lb.path);
+    let mut by_bundle: BTreeMap<u32, BTreeMap<&str, &crate::kpack::ledger::LedgerKernel>> =
+        BTreeMap::new();
+    for k in &lb.kernels {
+        by_bundle
+            .entry(k.bundle)
+            .or_default()
+            .insert(k.target.as_str(), k);
+    }
+    let key_of = |co: u32| format!("{}#{co}", lb.kernel_name);
+    let mut all_misses = Vec::new();
+    for (co, kernels) in &by_bundle {
+        // Devices whose every acceptable target is in an overlay not installed are
+        // reported by the archive note, not per bundle.
+        let installed: Vec<&str> = kernels
+            .keys()
+            .copied()
+            .filter(|t| !not_installed.contains(t))
+            .collect();
+        let devices = reach::devices_for(installed.iter().copied());
+        let (hits, misses) = reach::resolve_everywhere(&mut reach, *co, &devices, loaders);
+        let missed = !misses.is_empty();
+        all_misses.extend(misses.into_iter().map(|m| (*co, m)));
+        let mut proved: BTreeSet<(&str, &str)> = BTreeSet::new();
+        let mut bad: BTreeSet<(&str, &str)> = BTreeSet::new();
+        for (device, loader, hit) in &hits {
+            let ct = hit.code_target();
+            if !crate::kpack::alias::runs_on(ct, device) {
+                v.faults.push(format!(
+                    "{}: bundle #{co} on {device}: {} loaders get code for {ct} from {}, \
+                     which that device cannot run",
+                    lb.path,
+                    loader.name(),
+                    hit.archive
+                ));
+                continue;
+            }
+            if proved.contains(&(hit.archive, ct)) || bad.contains(&(hit.archive, ct)) {
+                continue;
+            }
+            let Some(k) = kernels.get(ct) else {
+                bad.insert((hit.archive, ct));
+                v.faults.push(format!(
+                    "{}: bundle #{co} on {device}: {} holds code for {ct}, which the ledger \
+                     does not list for this bundle",
+                    lb.path, hit.archive
+                ));
+                continue;
+            };
+            let a = &archives[hit.archive];
+            let idx = a.entry_index(&key_of(*co), &hit.entry.arch);
+            let (hashed, h) = &hashes[hit.archive];
+            let got = idx.and_then(|i| h[i].as_deref());
+            // Unhashed (checksummed frames in the pack's own check): a frame that
+            // fails to decode is already an archive fault.
+            let hash_ok = !*hashed || got == Some(k.sha256.as_str());
+            if hit.entry.size != k.size || !hash_ok {
+                bad.insert((hit.archive, ct));
+                v.faults.push(format!(
+                    "{}: bundle #{co} for {ct}: {} holds {} bytes{} where the ledger recorded \
+                     {} bytes with SHA-256 {}",
+                    lb.path,
+                    hit.archive,
+                    hit.entry.size,
+                    got.map_or_else(
+                        || " that do not decode".to_string(),
+                        |h| format!(" with SHA-256 {h}")
+                    ),
+                    k.size,
+                    k.sha256
+                ));
+                continue;
+            }
+            proved.insert((hit.archive, ct));
+        }
+        let reached: BTreeSet<&str> = proved.iter().map(|(_, t)| *t).collect();
+        v.proved += reached.len() as u64;
+        // A kernel no device reaches by any loader is lost even when every device
+        // loads something.
+        for t in installed {
+            if !reached.contains(t) && !bad.iter().any(|(_, b)| *b == t) && !missed {
+                v.faults.push(format!(
+                    "{}: bundle #{co} for {t}: no device reaches this kernel (another \
+                     target's code is found first everywhere)",
+                    lb.path
+                ));
+            }
+        }
+    }
+    v.faults
+        .extend(reach::describe(&lb.path, &all_misses, loaders));
+}
+
 /// Checks of a host-only binary with no ledger entry: some reachable archive holds
-/// kernels for it, every target it has is there for all its bundles, and each loads.
+/// kernels for it, and each bundle loads, on every device that can run the code the
+/// archives hold for it, by every loader of `loaders`, code the device can run.
 fn check_unledgered(
     v: &mut TreeVerdict,
     path: &str,
     m: &Marker,
     cos: &BTreeSet<u32>,
     archives: &TreeArchives,
+    loaders: &[Loader],
 ) {
     let dir = path.rsplit_once('/').map_or("", |(d, _)| d);
-    let reach = reachable_archives(m, dir, archives);
+    let reach_list = reachable_archives(m, dir, archives);
     let keys: BTreeMap<String, u32> = cos
         .iter()
         .map(|c| (format!("{}#{c}", m.kernel_name), *c))
         .collect();
-    let mut targets: BTreeSet<String> = BTreeSet::new();
-    for ap in &reach {
+    // Targets with code per bundle, over every archive it can reach.
+    let mut targets: BTreeMap<u32, BTreeSet<&str>> = BTreeMap::new();
+    for ap in &reach_list {
         for e in archives[*ap].index.kernels.iter() {
-            if keys.contains_key(&e.key) {
-                targets.insert(e.arch.clone());
+            if let Some(co) = keys.get(&e.key) {
+                targets
+                    .entry(*co)
+                    .or_default()
+                    .insert(e.alias_of.as_deref().unwrap_or(&e.arch));
             }
         }
     }
@@ -406,26 +473,37 @@ fn check_unledgered(
         ));
         return;
     }
-    for t in &targets {
-        for co in cos {
-            let found = lookup(
-                archives,
-                m,
-                dir,
-                *co,
-                std::slice::from_ref(t),
-                Loader::Newest,
-            );
-            if matches!(found, Lookup::Found { .. }) {
-                v.proved += 1;
-            } else {
+    let all: BTreeSet<&str> = targets.values().flatten().copied().collect();
+    let mut reach = Reach::new(archives, m, path);
+    let mut all_misses = Vec::new();
+    for co in cos {
+        let has = targets.get(co).cloned().unwrap_or_default();
+        // The devices that can run the bundle's code; a bundle with no code at all
+        // where its siblings have some: every device that runs the siblings.
+        let devices = if has.is_empty() {
+            reach::devices_for(all.iter().copied())
+        } else {
+            reach::devices_for(has.iter().copied())
+        };
+        let (hits, misses) = reach::resolve_everywhere(&mut reach, *co, &devices, loaders);
+        all_misses.extend(misses.into_iter().map(|m| (*co, m)));
+        let mut reached = BTreeSet::new();
+        for (device, loader, hit) in &hits {
+            let ct = hit.code_target();
+            if !crate::kpack::alias::runs_on(ct, device) {
                 v.faults.push(format!(
-                    "{path}: bundle #{co} for {t}: {}",
-                    lookup_fault(&found)
+                    "{path}: bundle #{co} on {device}: {} loaders get code for {ct} from {}, \
+                     which that device cannot run",
+                    loader.name(),
+                    hit.archive
                 ));
+            } else if has.contains(ct) {
+                reached.insert(ct.to_string());
             }
         }
+        v.proved += reached.len() as u64;
     }
+    v.faults.extend(reach::describe(path, &all_misses, loaders));
 }
 
 /// What a process on one device would find: every bundle of every host-only binary,
@@ -439,8 +517,13 @@ pub struct DeviceVerdict {
     pub arch_list: Vec<String>,
     /// Bundles that resolve: binary, bundle, archive, target.
     pub found: Vec<DeviceHit>,
-    /// Bundles that would not load, with the runtime's reason.
+    /// Why bundles would not load (or what could not be read), in the runtime's
+    /// terms; bundles missed alike share a line.
     pub missing: Vec<String>,
+    /// Bundles that would not load by some loader generation checked.
+    pub unloadable: u64,
+    /// The loader generations checked.
+    pub loaders: Vec<Loader>,
 }
 
 /// One bundle resolved for a device.
@@ -458,7 +541,12 @@ pub struct DeviceHit {
 
 /// Would a process on `device` (e.g. `gfx90a:sramecc+:xnack-`) find every kernel of
 /// every host-only binary of the tree at `root`?
-pub fn verify_device(root: &Path, layout: Layout, device: &str) -> crate::Result<DeviceVerdict> {
+pub fn verify_device(
+    root: &Path,
+    layout: Layout,
+    device: &str,
+    loaders: &[Loader],
+) -> crate::Result<DeviceVerdict> {
     let report = scan::scan(root, &ScanOptions::default(), &crate::event::NoEvents)?;
     let norm = |p: &str| merged_path(layout, p);
     let device = device.strip_prefix("amdgcn-amd-amdhsa--").unwrap_or(device);
@@ -473,6 +561,7 @@ pub fn verify_device(root: &Path, layout: Layout, device: &str) -> crate::Result
     let mut v = DeviceVerdict {
         device: device.to_string(),
         arch_list: arch_list.clone(),
+        loaders: loaders.to_vec(),
         ..DeviceVerdict::default()
     };
     // What cannot be read is a fault, never a silent "0 found": damaged files, and
@@ -521,27 +610,41 @@ pub fn verify_device(root: &Path, layout: Layout, device: &str) -> crate::Result
             v.missing.push(format!("{path}: no readable marker"));
             continue;
         };
-        let dir = path.rsplit_once('/').map_or("", |(d, _)| d);
         let cos: BTreeSet<u32> = f
             .wrappers
             .iter()
             .map(|w| (w.reserved & 0xffff_ffff) as u32)
             .collect();
+        let mut reach = Reach::new(&archives, m, &path);
+        let device_list = [device.to_string()];
+        let mut device_misses = Vec::new();
         for co in cos {
-            match lookup(&archives, m, dir, co, &arch_list, Loader::Newest) {
-                Lookup::Found {
-                    archive,
-                    target,
-                    entry,
-                } => {
-                    // The bytes the runtime would get: decoded (a flipped byte inside
-                    // a frame is the runtime's DECOMPRESSION_FAILED), then the ledger's
-                    // hash, or without one, a code object for that target.
-                    let what = format!("{path}: bundle #{co} from {archive} ({target})");
-                    let checked = archives[archive]
-                        .kernel(entry)
+            let (hits, misses) = reach::resolve_everywhere(&mut reach, co, &device_list, loaders);
+            device_misses.extend(misses.iter().cloned().map(|m| (co, m)));
+            let mut checked_frames = BTreeSet::new();
+            let mut first = None;
+            let mut bad = false;
+            for (_, loader, hit) in &hits {
+                if !checked_frames.insert((hit.archive, hit.entry.ordinal)) {
+                    continue;
+                }
+                let ct = hit.code_target();
+                let what = format!(
+                    "{path}: bundle #{co} from {} ({}, {} loaders)",
+                    hit.archive,
+                    hit.entry.arch,
+                    loader.name()
+                );
+                // The bytes the runtime would get: decoded (a flipped byte inside a
+                // frame is the runtime's DECOMPRESSION_FAILED), then the ledger's
+                // hash, or without one, a code object for that target.
+                let checked = if !crate::kpack::alias::runs_on(ct, device) {
+                    Err(format!("{what}: code for {ct}, which {device} cannot run"))
+                } else {
+                    archives[hit.archive]
+                        .kernel(hit.entry)
                         .map_err(|e| format!("{what}: does not decode: {e}"))
-                        .and_then(|bytes| match promised(&path, co, &entry.arch) {
+                        .and_then(|bytes| match promised(&path, co, ct) {
                             Some(k) if crate::kpack::ledger::sha256_hex(&bytes) != k.sha256 => {
                                 Err(format!(
                                     "{what}: its bytes are not the ones the ledger recorded \
@@ -554,22 +657,31 @@ pub fn verify_device(root: &Path, layout: Layout, device: &str) -> crate::Result
                                 Ok(crate::elf::ElfContent::CodeObject(_)) => Ok(()),
                                 _ => Err(format!("{what}: not an AMDGPU code object")),
                             },
-                        });
-                    match checked {
-                        Ok(()) => v.found.push(DeviceHit {
-                            path: path.clone(),
-                            bundle: co,
-                            archive: archive.to_string(),
-                            target,
-                        }),
-                        Err(e) => v.missing.push(e),
+                        })
+                };
+                match checked {
+                    Ok(()) => {
+                        first.get_or_insert(*hit);
+                    }
+                    Err(e) => {
+                        bad = true;
+                        v.missing.push(e);
                     }
                 }
-                other => v
-                    .missing
-                    .push(format!("{path}: bundle #{co}: {}", lookup_fault(&other))),
+            }
+            if let (Some(hit), false, true) = (first, bad, misses.is_empty()) {
+                v.found.push(DeviceHit {
+                    path: path.clone(),
+                    bundle: co,
+                    archive: hit.archive.to_string(),
+                    target: hit.entry.arch.clone(),
+                });
+            } else {
+                v.unloadable += 1;
             }
         }
+        v.missing
+            .extend(reach::describe(&path, &device_misses, loaders));
     }
     if hosts == 0 && v.missing.is_empty() {
         v.missing.push(format!(

@@ -238,8 +238,14 @@ pub struct KpackSummary {
 pub(super) fn kpack_summary(idx: crate::kpack::archive::ArchiveIndex) -> KpackSummary {
     KpackSummary {
         compression_scheme: idx.compression_scheme.name(),
-        kernels: idx.kernels.len() as u64,
-        raw_bytes: idx.kernels.iter().map(|k| k.size).sum(),
+        // A TOC alias repeats a frame: counted once.
+        kernels: idx.kernels.iter().filter(|k| !k.is_alias()).count() as u64,
+        raw_bytes: idx
+            .kernels
+            .iter()
+            .filter(|k| !k.is_alias())
+            .map(|k| k.size)
+            .sum(),
         group_name: idx.meta.group_name,
         gfx_arch_family: idx.meta.gfx_arch_family,
         gfx_arches: idx.meta.gfx_arches,

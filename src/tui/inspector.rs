@@ -13,8 +13,10 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 pub(crate) fn inspector(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     let Some(a) = &app.archive else { return };
     let [head, list] = Layout::vertical([Constraint::Length(4), Constraint::Min(1)]).areas(area);
-    let raw: u64 = a.kernels.iter().map(|k| k.size).sum();
-    let stored: u64 = a.kernels.iter().map(|k| k.compressed_size).sum();
+    // TOC aliases repeat a frame: the totals count it once.
+    let frames = || a.kernels.iter().filter(|k| !k.is_alias());
+    let raw: u64 = frames().map(|k| k.size).sum();
+    let stored: u64 = frames().map(|k| k.compressed_size).sum();
     frame.render_widget(
         Paragraph::new(vec![
             Line::from(format!(
@@ -27,7 +29,7 @@ pub(crate) fn inspector(frame: &mut Frame, app: &App, area: Rect, theme: Theme) 
         ])
         .block(Block::new().borders(Borders::BOTTOM).title(format!(
             " {} · {} raw · {} stored ",
-            crate::text::count(a.kernels.len() as u64, "kernel", "kernels"),
+            crate::text::count(frames().count() as u64, "kernel", "kernels"),
             size(raw),
             size(stored)
         ))),
@@ -62,13 +64,17 @@ pub(crate) fn inspector(frame: &mut Frame, app: &App, area: Rect, theme: Theme) 
             String::new()
         };
         last_key = &k.key;
-        let mut line = Line::from(format!(
-            "{key:<key_w$} {:<16} {:>11} {:>11} {:>6.2}×",
-            k.arch,
-            size(k.size),
-            size(k.compressed_size),
-            k.size as f64 / k.compressed_size.max(1) as f64
-        ));
+        let mut line = Line::from(match &k.alias_of {
+            // A TOC alias: the frame of another target of the key, listed again.
+            Some(of) => format!("{key:<key_w$} {:<16} = {of} (the same frame)", k.arch),
+            None => format!(
+                "{key:<key_w$} {:<16} {:>11} {:>11} {:>6.2}×",
+                k.arch,
+                size(k.size),
+                size(k.compressed_size),
+                k.size as f64 / k.compressed_size.max(1) as f64
+            ),
+        });
         if i == app.archive_cursor {
             line = line.style(theme.selected());
         }

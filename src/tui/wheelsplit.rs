@@ -143,7 +143,11 @@ pub fn done(frame: &mut Frame, r: &Result<WheelSplitReport, String>, area: Rect,
         )),
     ];
     for d in &r.devices {
-        let ts: Vec<&str> = d.archives.iter().map(|a| a.target.as_str()).collect();
+        let ts: Vec<&str> = d
+            .archives
+            .iter()
+            .flat_map(|a| a.targets.iter().map(String::as_str))
+            .collect();
         l.push(Line::from(format!(
             "device  {:>11}  {}  ({})",
             size(d.bytes),

@@ -160,12 +160,26 @@ pub(crate) fn write_device(d: &DeviceWheel<'_>) -> Result<WheelOut> {
     }
     let mut members: BTreeMap<String, Src<'_>> = BTreeMap::new();
     let mut archives = Vec::new();
-    for t in d.targets {
-        if let Some((p, s)) = d.archives.get(*t) {
+    // One archive per processor, holding its variants.
+    let mut processors: Vec<&str> = d
+        .targets
+        .iter()
+        .map(|t| crate::bundle::target::base_processor(t))
+        .collect();
+    processors.sort_unstable();
+    processors.dedup();
+    for t in processors {
+        if let Some((p, s)) = d.archives.get(t) {
             let name = format!("{}/.kpack/{}_{t}.kpack", d.overlay, d.group);
             archives.push(WheelArchive {
                 path: name.clone(),
-                target: (*t).clone(),
+                target: t.to_string(),
+                targets: d
+                    .targets
+                    .iter()
+                    .filter(|x| crate::bundle::target::base_processor(x) == t)
+                    .map(|x| x.to_string())
+                    .collect(),
                 kernels: s.kernels,
                 raw_bytes: s.raw_bytes,
                 bytes: s.file_size,

@@ -90,8 +90,10 @@ impl WheelSplitOptions {
 pub struct WheelArchive {
     /// Member path (`torch/.kpack/torch_gfx90a.kpack`).
     pub path: String,
-    /// Its target.
+    /// Its processor (the archive holds the processor's feature variants).
     pub target: String,
+    /// The target IDs of the code in it.
+    pub targets: Vec<String>,
     /// Kernels.
     pub kernels: u64,
     /// Uncompressed code-object bytes.
@@ -190,7 +192,10 @@ struct Ctx<'a> {
     overlay: String,
     wanted: Option<BTreeSet<String>>,
     families: Option<BTreeSet<String>>,
+    /// One writer per processor.
     writers: Mutex<BTreeMap<String, std::sync::Arc<ArchiveWriter>>>,
+    /// The targets of the code objects archived.
+    code_targets: Mutex<BTreeSet<String>>,
     sink: &'a dyn EventSink<PackEvent>,
     skipped: Mutex<(u64, u64)>,
     warnings: Mutex<Vec<String>>,
@@ -326,6 +331,7 @@ fn split_wheel_into(
         wanted,
         families,
         writers: Mutex::new(BTreeMap::new()),
+        code_targets: Mutex::new(BTreeSet::new()),
         sink,
         skipped: Mutex::new((0, 0)),
         warnings: Mutex::new(Vec::new()),
@@ -356,7 +362,7 @@ fn split_wheel_into(
     let group = ctx.group.clone();
 
     // Bundle keys: every archive target and database target must have one.
-    let mut targets: BTreeSet<String> = writers.keys().cloned().collect();
+    let mut targets: BTreeSet<String> = ctx.code_targets.into_inner().unwrap_or_default();
     for o in results.values() {
         if let Out::Database { target, .. } = o {
             targets.insert(target.clone());
@@ -696,29 +702,39 @@ impl Ctx<'_> {
         }
     }
 
+    /// The archive `arch`'s code goes to: one per processor, holding its feature
+    /// variants, so that a first-match loader on any device of the processor finds
+    /// every bundle (`gfx_arches` and TOC aliases are settled when it is finished).
     fn writer(&self, arch: &str) -> Result<std::sync::Arc<ArchiveWriter>> {
         let mut ws = self
             .writers
             .lock()
             .map_err(|_| Error::Invalid("archive writers poisoned".into()))?;
-        if let Some(w) = ws.get(arch) {
-            return Ok(w.clone());
-        }
         crate::kpack::archive::safe_arch(arch)
             .map_err(|e| Error::Invalid(format!("{}: {e}", self.wheel.path().display())))?;
+        if let Ok(mut t) = self.code_targets.lock() {
+            t.insert(arch.to_string());
+        }
+        let processor = crate::bundle::target::base_processor(arch);
+        if let Some(w) = ws.get(processor) {
+            return Ok(w.clone());
+        }
         let dir = self.stage.join("archives");
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-        let w = std::sync::Arc::new(ArchiveWriter::create(
-            &dir.join(format!("{}_{arch}.kpack", self.group)),
-            ArchiveMeta {
-                group_name: self.group.clone(),
-                gfx_arch_family: arch.to_string(),
-                gfx_arches: vec![arch.to_string()],
-            },
-            Scheme::ZstdPerKernel,
-            self.opts.level,
-        )?);
-        ws.insert(arch.to_string(), w.clone());
+        let w = std::sync::Arc::new(
+            ArchiveWriter::create(
+                &dir.join(format!("{}_{processor}.kpack", self.group)),
+                ArchiveMeta {
+                    group_name: self.group.clone(),
+                    gfx_arch_family: processor.to_string(),
+                    gfx_arches: Vec::new(),
+                },
+                Scheme::ZstdPerKernel,
+                self.opts.level,
+            )?
+            .resolving(),
+        );
+        ws.insert(processor.to_string(), w.clone());
         Ok(w)
     }
 

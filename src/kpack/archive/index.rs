@@ -344,6 +344,7 @@ pub fn parse_index_at(src: &(impl ReadAt + ?Sized)) -> FormatResult<ArchiveIndex
             compressed_size: stored,
             offset,
             metadata,
+            alias_of: None,
         });
     }
     if !kernels.is_sorted_by(|a, b| (&a.key, &a.arch) <= (&b.key, &b.arch)) {
@@ -364,6 +365,7 @@ pub fn parse_index_at(src: &(impl ReadAt + ?Sized)) -> FormatResult<ArchiveIndex
             ),
         ));
     }
+    mark_aliases(&mut kernels);
     Ok(ArchiveIndex {
         version,
         toc_offset,
@@ -420,4 +422,41 @@ pub(crate) fn frame_index(
         pos += flen;
     }
     Ok(out)
+}
+
+/// Entries sharing an ordinal are TOC aliases when they have one key and one size and
+/// one of them (the primary, with the fewest feature flags) is code that runs under
+/// every other's target; the others get `alias_of`. Any other sharing is left for
+/// [`Archive::verify`](super::Archive::verify) to report.
+fn mark_aliases(kernels: &mut [KernelEntry]) {
+    let mut by_ordinal: std::collections::BTreeMap<u32, Vec<usize>> = Default::default();
+    for (i, k) in kernels.iter().enumerate() {
+        by_ordinal.entry(k.ordinal).or_default().push(i);
+    }
+    // More targets per frame than any processor has feature combinations is no alias
+    // set (and would make the check below quadratic in a hostile TOC).
+    for group in by_ordinal.values().filter(|g| g.len() > 1 && g.len() <= 64) {
+        let first = &kernels[group[0]];
+        if group
+            .iter()
+            .any(|&i| kernels[i].key != first.key || kernels[i].size != first.size)
+        {
+            continue;
+        }
+        let primary = group
+            .iter()
+            .copied()
+            .filter(|&p| {
+                group
+                    .iter()
+                    .all(|&i| crate::kpack::alias::runs_on(&kernels[p].arch, &kernels[i].arch))
+            })
+            .min_by_key(|&p| kernels[p].arch.matches(':').count());
+        if let Some(p) = primary {
+            let of = kernels[p].arch.clone();
+            for &i in group.iter().filter(|&&i| i != p) {
+                kernels[i].alias_of = Some(of.clone());
+            }
+        }
+    }
 }

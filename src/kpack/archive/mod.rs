@@ -105,6 +105,17 @@ pub struct KernelEntry {
     /// String-valued metadata entries, if any.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub metadata: BTreeMap<String, String>,
+    /// For a TOC alias (the same frame listed again under another target of the
+    /// same key, see [`crate::kpack::alias`]), the target of the entry it repeats.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub alias_of: Option<String>,
+}
+
+impl KernelEntry {
+    /// Whether this entry repeats another's frame (count it once).
+    pub fn is_alias(&self) -> bool {
+        self.alias_of.is_some()
+    }
 }
 
 /// The parsed header and TOC.

@@ -400,3 +400,72 @@ fn a_key_repeated_under_thousands_of_targets_is_refused() {
     let e = parse_index(&f).unwrap_err().to_string();
     assert!(e.contains("TOC keys add up to"), "{e}");
 }
+
+#[test]
+fn aliases_share_a_frame_and_are_told_from_conflicting_ordinals() {
+    for scheme in [Scheme::None, Scheme::ZstdPerKernel] {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("a.kpack");
+        let w = ArchiveWriter::create(&p, meta(), scheme, 3)
+            .unwrap()
+            .resolving();
+        w.add("lib/a.so#0", "gfx90a", b"plain".as_slice()).unwrap();
+        w.add("lib/a.so#1", "gfx90a:xnack-", b"minus".as_slice())
+            .unwrap();
+        w.add("lib/a.so#1", "gfx90a:xnack+", b"plus".as_slice())
+            .unwrap();
+        // An alias of a kernel never added is refused at finish.
+        let bad = ArchiveWriter::create(&d.path().join("b.kpack"), meta(), scheme, 3).unwrap();
+        bad.alias("lib/a.so#0", "gfx90a:xnack-", "gfx90a").unwrap();
+        assert!(
+            bad.finish()
+                .unwrap_err()
+                .to_string()
+                .contains("holds no kernel")
+        );
+        let s = w.finish().unwrap();
+        assert_eq!(s.kernels, 3, "aliases are no kernels of their own");
+        let a = Archive::open(&p).unwrap();
+        assert!(a.verify().is_empty(), "{:?}", a.verify());
+        // The plain frame listed again under both variants, same ordinal and bytes.
+        let plain = a.entry("lib/a.so#0", "gfx90a").unwrap();
+        for t in ["gfx90a:xnack-", "gfx90a:xnack+"] {
+            let e = a.entry("lib/a.so#0", t).unwrap();
+            assert_eq!(e.ordinal, plain.ordinal);
+            assert_eq!(e.alias_of.as_deref(), Some("gfx90a"));
+            assert_eq!(a.kernel(e).unwrap().as_ref(), b"plain");
+        }
+        assert!(plain.alias_of.is_none());
+        assert!(
+            a.index
+                .meta
+                .gfx_arches
+                .contains(&"gfx90a:xnack-".to_string())
+        );
+    }
+    // Two keys on one ordinal, or a frame under a target its code cannot run under,
+    // are no alias: verify says so.
+    for toc in [
+        serde_json::json!({"a#0": {"gfx900": {"type": "hsaco", "ordinal": 0}},
+                           "b#0": {"gfx900": {"type": "hsaco", "ordinal": 0}}}),
+        serde_json::json!({"a#0": {"gfx90a:xnack+": {"type": "hsaco", "ordinal": 0},
+                                   "gfx90a:xnack-": {"type": "hsaco", "ordinal": 0}}}),
+    ] {
+        let file = toc_bytes(
+            serde_json::json!({"group_name": "g", "gfx_arch_family": "f",
+            "gfx_arches": ["gfx900", "gfx90a:xnack+", "gfx90a:xnack-"],
+            "compression_scheme": "none", "toc": toc,
+            "blobs": [{"offset": 0x40, "size": 4}]}),
+        );
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("c.kpack");
+        std::fs::write(&p, &file).unwrap();
+        let a = Archive::open(&p).unwrap();
+        assert!(a.index.kernels.iter().all(|k| !k.is_alias()));
+        assert!(
+            a.verify().iter().any(|f| f.contains("used twice")),
+            "{:?}",
+            a.verify()
+        );
+    }
+}

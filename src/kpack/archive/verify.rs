@@ -17,10 +17,7 @@ impl Archive {
     pub fn verify_hashed(&self, hash: bool) -> (Vec<String>, Vec<Option<String>>) {
         let mut faults = Vec::new();
         let idx = &self.index;
-        let n_ranges = match idx.compression_scheme {
-            Scheme::None => idx.kernels.len(),
-            Scheme::ZstdPerKernel => idx.kernels.len(),
-        };
+        let n_ranges = idx.kernels.iter().filter(|k| !k.is_alias()).count();
         let mut seen = vec![
             false;
             n_ranges.max(
@@ -33,9 +30,11 @@ impl Archive {
         ];
         for k in &idx.kernels {
             let o = k.ordinal as usize;
-            if seen[o] {
+            // A TOC alias repeats its primary's ordinal on purpose.
+            if seen[o] && !k.is_alias() {
                 faults.push(format!(
-                    "ordinal {o} is used twice (again by {} @ {})",
+                    "ordinal {o} is used twice (again by {} @ {}), and not as an alias of \
+                     code for the same binary that runs under both targets",
                     k.key, k.arch
                 ));
             }
@@ -64,6 +63,10 @@ impl Archive {
             idx.kernels
                 .par_iter()
                 .map(|k| {
+                    // An alias's frame is its primary's: decoded once, below.
+                    if k.is_alias() {
+                        return (None, None);
+                    }
                     let verdict = match self.kernel(k) {
                         Ok(b) if b.len() as u64 == k.size => {
                             (None, hash.then(|| crate::kpack::ledger::sha256_hex(&b)))
@@ -98,6 +101,16 @@ impl Archive {
         for (fault, h) in decoded {
             faults.extend(fault);
             hashes.push(h);
+        }
+        let by_ordinal: BTreeMap<u32, usize> = idx
+            .kernels
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| !k.is_alias())
+            .map(|(i, k)| (k.ordinal, i))
+            .collect();
+        for (i, k) in idx.kernels.iter().enumerate().filter(|(_, k)| k.is_alias()) {
+            hashes[i] = by_ordinal.get(&k.ordinal).and_then(|&p| hashes[p].clone());
         }
         for k in &idx.kernels {
             if k.offset < BLOB_START {

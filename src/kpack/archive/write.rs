@@ -58,7 +58,12 @@ pub(crate) struct SpoolState {
     file: BufWriter<File>,
     len: u64,
     entries: BTreeMap<(String, String), Spooled>,
+    /// `(key, arch)` → the arch of the same key whose frame it shares.
+    aliases: Aliases,
 }
+
+/// TOC aliases: `(key, arch)` → the arch of the same key whose frame it lists again.
+pub(crate) type Aliases = BTreeMap<(String, String), String>;
 
 /// Writes an archive: add kernels (from any thread), then [`finish`](Self::finish).
 pub struct ArchiveWriter {
@@ -68,6 +73,9 @@ pub struct ArchiveWriter {
     level: i32,
     spool: Mutex<SpoolState>,
     spool_file: tempfile::NamedTempFile,
+    /// List every frame under every target a device may match first (see
+    /// [`ArchiveWriter::resolving`]).
+    resolving: bool,
 }
 
 /// What [`ArchiveWriter::finish`] wrote.
@@ -111,9 +119,20 @@ impl ArchiveWriter {
                 file: BufWriter::with_capacity(1 << 20, file),
                 len: 0,
                 entries: BTreeMap::new(),
+                aliases: BTreeMap::new(),
             }),
             spool_file,
+            resolving: false,
         })
+    }
+
+    /// Make the archive resolve for every loader generation whatever the targets
+    /// added: at [`finish`](Self::finish), `gfx_arches` becomes the targets of the
+    /// kernels plus their joins, and TOC aliases list each frame under every listed
+    /// target a device may match first ([`crate::kpack::alias::plan`]).
+    pub fn resolving(mut self) -> Self {
+        self.resolving = true;
+        self
     }
 
     /// Add a kernel. Compression happens on the calling thread, outside the lock.
@@ -180,6 +199,30 @@ impl ArchiveWriter {
         Ok(stored_len)
     }
 
+    /// List the frame of `toc[key][of]` again under `toc[key][arch]` (same ordinal,
+    /// no byte stored twice; see [`crate::kpack::alias`]). `of` must be added by the
+    /// time [`finish`](Self::finish) runs.
+    pub fn alias(&self, key: &str, arch: &str, of: &str) -> Result<()> {
+        let key = key.replace('\\', "/");
+        if arch.is_empty() || arch.contains(['/', '\\', '\0']) {
+            return Err(Error::Invalid(format!("arch {arch:?} is not a target ID")));
+        }
+        let mut s = self
+            .spool
+            .lock()
+            .map_err(|_| Error::Invalid("archive writer poisoned by a panic".into()))?;
+        let k = (key, arch.to_string());
+        if s.entries.contains_key(&k) || s.aliases.contains_key(&k) {
+            return Err(Error::Invalid(format!(
+                "{}: kernel {} @ {arch} added twice",
+                self.path.display(),
+                k.0
+            )));
+        }
+        s.aliases.insert(k, of.to_string());
+        Ok(())
+    }
+
     /// Number of kernels added so far and their stored bytes.
     pub fn progress(&self) -> (u64, u64) {
         self.spool
@@ -190,12 +233,17 @@ impl ArchiveWriter {
 
     /// Lay out the archive, write the TOC, and rename it into place atomically.
     pub fn finish(self) -> Result<ArchiveSummary> {
-        let state = self
+        let SpoolState {
+            file,
+            entries,
+            aliases,
+            ..
+        } = self
             .spool
             .into_inner()
             .map_err(|_| Error::Invalid("archive writer poisoned by a panic".into()))?;
-        let spool = state
-            .file
+        let mut aliases = aliases;
+        let spool = file
             .into_inner()
             .map_err(|e| Error::io(self.spool_file.path(), e.into_error()))?;
         let dir = self
@@ -213,7 +261,7 @@ impl ArchiveWriter {
         header[..4].copy_from_slice(MAGIC);
         header[4..8].copy_from_slice(&VERSION.to_le_bytes());
         w.write_all(&header).map_err(io)?;
-        let n = state.entries.len();
+        let n = entries.len();
         let mut pos = BLOB_START;
         if self.scheme == Scheme::ZstdPerKernel {
             w.write_all(&(n as u32).to_le_bytes()).map_err(io)?;
@@ -222,7 +270,7 @@ impl ArchiveWriter {
         let mut blobs = Vec::with_capacity(n);
         let mut buf = Vec::new();
         let mut raw_bytes = 0u64;
-        for s in state.entries.values() {
+        for s in entries.values() {
             buf.resize(s.len as usize, 0);
             spool
                 .read_exact_at(&mut buf, s.offset)
@@ -237,7 +285,30 @@ impl ArchiveWriter {
             raw_bytes += s.original_size;
         }
         let toc_offset = pos;
-        let toc = encode_toc(&self.meta, self.scheme, &state.entries, &blobs, toc_offset);
+        let mut meta = self.meta.clone();
+        if self.resolving {
+            let (listed, planned) =
+                crate::kpack::alias::plan(entries.keys().map(|(k, a)| (k.as_str(), a.as_str())));
+            for a in planned {
+                aliases.entry((a.key, a.arch)).or_insert(a.of);
+            }
+            for t in listed {
+                if !meta.gfx_arches.contains(&t) {
+                    meta.gfx_arches.push(t);
+                }
+            }
+            meta.gfx_arches
+                .sort_by(|a, b| crate::bundle::target::target_order(a, b));
+        }
+        for ((k, a), of) in &aliases {
+            if !entries.contains_key(&(k.clone(), of.clone())) {
+                return Err(Error::Invalid(format!(
+                    "{}: alias {k} @ {a} names {of}, which holds no kernel",
+                    self.path.display()
+                )));
+            }
+        }
+        let toc = encode_toc(&meta, self.scheme, &entries, &aliases, &blobs, toc_offset);
         w.write_all(&toc).map_err(io)?;
         let mut f = w.into_inner().map_err(|e| io(e.into_error()))?;
         f.seek(SeekFrom::Start(8)).map_err(io)?;
@@ -259,13 +330,19 @@ impl ArchiveWriter {
 }
 
 /// The size of the archive [`ArchiveWriter::finish`] lays out for these kernels
-/// (key, arch, original size, stored size, metadata): header, frame lengths, blobs
-/// and the TOC, exactly. Used to project pack outputs without writing them.
+/// (key, arch, original size, stored size, metadata) and aliases: header, frame
+/// lengths, blobs and the TOC, exactly. Used to project pack outputs without writing
+/// them.
 pub fn archive_size(
     meta: &ArchiveMeta,
     scheme: Scheme,
     kernels: impl IntoIterator<Item = (String, String, u64, u64, BTreeMap<String, String>)>,
+    aliases: &[crate::kpack::alias::Alias],
 ) -> u64 {
+    let aliases: Aliases = aliases
+        .iter()
+        .map(|a| ((a.key.clone(), a.arch.clone()), a.of.clone()))
+        .collect();
     let entries: BTreeMap<(String, String), Spooled> = kernels
         .into_iter()
         .map(|(k, a, original_size, len, metadata)| {
@@ -292,7 +369,7 @@ pub fn archive_size(
         blobs.push((pos, s.len));
         pos += s.len;
     }
-    pos + encode_toc(meta, scheme, &entries, &blobs, pos).len() as u64
+    pos + encode_toc(meta, scheme, &entries, &aliases, &blobs, pos).len() as u64
 }
 
 /// The TOC in the reference writer's key order, every string in the str family.
@@ -300,6 +377,7 @@ pub(crate) fn encode_toc(
     meta: &ArchiveMeta,
     scheme: Scheme,
     entries: &BTreeMap<(String, String), Spooled>,
+    aliases: &Aliases,
     blobs: &[(u64, u64)],
     toc_offset: u64,
 ) -> Vec<u8> {
@@ -326,15 +404,25 @@ pub(crate) fn encode_toc(
             s(&mut t, a);
         }
         s(&mut t, "toc");
-        let mut by_key: BTreeMap<&str, Vec<(&str, usize, &Spooled)>> = BTreeMap::new();
+        let mut by_key: BTreeMap<&str, BTreeMap<&str, (usize, &Spooled)>> = BTreeMap::new();
+        let mut ordinals: BTreeMap<(&str, &str), usize> = BTreeMap::new();
         for (ordinal, ((k, a), sp)) in entries.iter().enumerate() {
-            by_key.entry(k).or_default().push((a, ordinal, sp));
+            by_key.entry(k).or_default().insert(a, (ordinal, sp));
+            ordinals.insert((k, a), ordinal);
+        }
+        // Aliases share their source's ordinal, size and metadata (the writer checked
+        // that every source exists).
+        for ((k, a), of) in aliases {
+            if let Some(&o) = ordinals.get(&(k.as_str(), of.as_str())) {
+                let sp = &entries[&(k.clone(), of.clone())];
+                by_key.entry(k).or_default().insert(a, (o, sp));
+            }
         }
         let _ = e::write_map_len(&mut t, by_key.len() as u32);
         for (k, arches) in &by_key {
             s(&mut t, k);
             let _ = e::write_map_len(&mut t, arches.len() as u32);
-            for (a, ordinal, sp) in arches {
+            for (a, (ordinal, sp)) in arches {
                 s(&mut t, a);
                 let _ = e::write_map_len(&mut t, if sp.metadata.is_empty() { 3 } else { 4 });
                 s(&mut t, "type");
