@@ -43,6 +43,10 @@ for r in rows:
               f"| {r['ours_s']:.2f} s | {r['ref_s']:.2f} s (cp -a of the tree + zstd -3 -T2 over the device bytes) "
               f"| {r['ours_s']/r['ref_s']:.2f} | ≤ 1.2; RSS ≤ 300 MB, flat when the tree doubles "
               f"| {size(int(r['peak_rss_kb'])*1024)} ({size(int(r['big_peak_rss_kb'])*1024)} on a {size(r['big_tree_bytes'])} tree) |")
+    elif b == "verify":
+        print(f"| verify | a packed {size(r['tree_bytes'])} tree ({r['frames']} frames, {size(r['frame_bytes'])} of code objects), every loader generation on every device ISA that accepts each packed target "
+              f"| {r['ours_s']:.2f} s | {r['ref_s']:.2f} s (zstd -d of the same frames, once) "
+              f"| {r['ours_s']/r['ref_s']:.2f} | ≤ 1.5 | {size(int(r['peak_rss_kb'])*1024)} |")
     elif b == "split":
         print(f"| split | {size(r['tree_bytes'])} artifact (one prefix), {size(r['device_bytes'])} of code objects → {size(r['out_bytes'])} "
               f"| {r['ours_s']:.2f} s | {r['ref_s']:.2f} s (cp -a of the tree + zstd -3 -T2 over the device bytes) "

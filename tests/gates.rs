@@ -158,3 +158,91 @@ fn diff_fails_on_what_a_build_lost() {
     ]);
     assert!(o4.status.success(), "{}", stderr(&o4));
 }
+
+/// #26 item 4: a shard's archive overwriting another's (TheRock, early 2026: another
+/// shard's small `blas_lib_gfx906` replaced the real one). Plain `verify` on the
+/// installed multi-arch tree names, from the ledgers split leaves in each target
+/// artifact, the binary that lost its gfx906 code, the devices and the archive, exit
+/// 1; with the other build's whole artifact overlaid (its ledger too), the ledger
+/// that does not know the install's binaries; the real install is sound.
+#[test]
+fn plain_verify_catches_a_shards_archive_that_replaced_another() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let art = fixture_artifact(t);
+    // A library with gfx906 code beside the executable that has some too.
+    std::fs::copy(
+        fixtures().join("librdc.so"),
+        art.join(BLAS_PREFIX).join("lib/librdc.so"),
+    )
+    .unwrap();
+    let (s1, s2) = (t.join("s1"), t.join("s2"));
+    split_shard(&art, &s1, "gfx900");
+    split_shard(&art, &s2, "gfx906");
+    let root = t.join("installed");
+    flatten(
+        &[
+            s1.join("blas_lib_generic"),
+            s1.join("blas_lib_gfx900"),
+            s2.join("blas_lib_gfx906"),
+        ],
+        &root,
+    );
+    let o = kpack(&["verify", root.to_str().unwrap(), "--no-tui"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains(
+            "sound (every kernel of the ledger (.kpack/kpack-tui-ledger-blas_lib_gfx900.json, \
+             .kpack/kpack-tui-ledger-blas_lib_gfx906.json)"
+        ),
+        "{}",
+        stdout(&o)
+    );
+    // Another build's shard: only the executable, so its gfx906 archive holds only the
+    // executable's kernels.
+    let other = t.join("other");
+    std::fs::create_dir_all(other.join(RAND_PREFIX).join("bin")).unwrap();
+    std::fs::copy(
+        fixtures().join("app_pie"),
+        other.join(RAND_PREFIX).join("bin/app"),
+    )
+    .unwrap();
+    std::fs::write(
+        other.join("artifact_manifest.txt"),
+        format!("{RAND_PREFIX}\n"),
+    )
+    .unwrap();
+    let s3 = t.join("s3");
+    split_shard(&other, &s3, "gfx906");
+    let foreign = walkdir::WalkDir::new(s3.join("blas_lib_gfx906"))
+        .into_iter()
+        .map(|e| e.unwrap().into_path())
+        .find(|p| p.extension().is_some_and(|x| x == "kpack"))
+        .unwrap();
+    std::fs::copy(&foreign, root.join(".kpack/blas_lib_gfx906.kpack")).unwrap();
+    let o = kpack(&["verify", root.to_str().unwrap(), "--no-tui"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains(
+            "lib/librdc.so: bundle #0 on every gfx906 device ISA (9): every loader \
+             generation: .kpack/blas_lib_gfx906.kpack lists gfx906 but lacks them"
+        ),
+        "{}",
+        stdout(&o)
+    );
+    // The executable, whose kernels it does hold, is not named.
+    assert!(!stdout(&o).contains("bin/app:"), "{}", stdout(&o));
+    // The other build's whole artifact overlaid: its ledger came along.
+    flatten(&[s3.join("blas_lib_gfx906")], &root);
+    let o = kpack(&["verify", root.to_str().unwrap(), "--no-tui"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains(
+            ".kpack/kpack-tui-ledger-blas_lib_gfx906.json: ledger of blas_lib that does not \
+             know lib/librdc.so, lib/libvadd.so, lib/libzkern.so (which the group's other \
+             ledgers list): its artifact comes from another build"
+        ),
+        "{}",
+        stdout(&o)
+    );
+}

@@ -21,6 +21,7 @@ use crate::fsutil;
 use crate::kerneldb::{Database, base_arch};
 use crate::kpack::Marker;
 use crate::kpack::archive::{Archive, ArchiveMeta, ArchiveWriter, Scheme, safe_arch};
+use crate::kpack::ledger::{LedgerBinary, LedgerKernel};
 use crate::kpack::resolve::GFXARCH;
 use crate::pack::{PackEvent, Phase};
 use crate::scan::{self, FileKind, FileReport, ScanOptions, Severity};
@@ -96,6 +97,10 @@ pub struct SplitReport {
     pub kernels: u64,
     /// Code objects of targets not in `--gpu-targets` (left to the shard building them).
     pub skipped_kernels: u64,
+    /// What `--gpu-targets` left to other shards, by name: `prefix/path: bundle #N for
+    /// target` and `prefix/path: database file for target`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub left_to_other_shards: Vec<String>,
     /// Database files of targets not in `--gpu-targets`.
     pub skipped_databases: u64,
     /// Input bytes (regular files).
@@ -194,6 +199,8 @@ pub fn split(
     let mut jobs: Vec<FileJob> = Vec::new();
     let mut skipped_kernels = 0u64;
     let mut skipped_databases = 0u64;
+    // What --gpu-targets leaves to the shards building those targets, by name.
+    let mut left: Vec<String> = Vec::new();
     for p in &manifest {
         let dir = artifact_dir.join(p);
         // The prefix is data: it names a directory inside the artifact, never one a
@@ -257,6 +264,7 @@ pub fn split(
                     let arch = src.arch.clone().unwrap_or_default();
                     if wanted.as_ref().is_some_and(|w| !w.contains(&arch)) {
                         skipped_databases += 1;
+                        left.push(format!("{p}/{}: database file for {arch}", f.path));
                         continue;
                     }
                     Job::Database(arch)
@@ -272,6 +280,10 @@ pub fn split(
                                 kernels.push((b.index as u32, t.arch.clone(), t.triple.clone()));
                             } else {
                                 skipped_kernels += 1;
+                                left.push(format!(
+                                    "{p}/{}: bundle #{} for {}",
+                                    f.path, b.index, t.arch
+                                ));
                             }
                         }
                     }
@@ -416,6 +428,7 @@ pub fn split(
         kernels: AtomicU64::new(0),
         rewritten: AtomicU64::new(0),
         warnings: Mutex::new(Vec::new()),
+        ledger: Mutex::new(Vec::new()),
         counts: Mutex::new(BTreeMap::new()),
     };
     // Largest first, one file per task: the big binaries start at once and the small
@@ -439,6 +452,7 @@ pub fn split(
         kernels,
         rewritten,
         warnings: worker_warnings,
+        ledger: ledger_bins,
         counts,
         ..
     } = ctx;
@@ -453,6 +467,8 @@ pub fn split(
         let s = w.finish()?;
         summaries.insert(t, (rel, s));
     }
+
+    let ledger_bins = ledger_bins.into_inner().unwrap_or_default();
 
     // Manifests, then the check of every archive written.
     std::fs::create_dir_all(st.join(&generic_name))
@@ -496,8 +512,24 @@ pub fn split(
                     faults.join("; ")
                 )));
             }
+            // Its ledger, beside the archive: what this output holds, per host-only
+            // binary of the input, and the host binary it was made for.
+            let l = super::ledger::unit_ledger(
+                ap,
+                t,
+                written.index.meta.gfx_arches.clone(),
+                &units,
+                &ledger_bins,
+            );
+            let lp = st
+                .join(&name)
+                .join(rel.rsplit_once("/.kpack/").map_or("", |(p, _)| p))
+                .join(crate::kpack::ledger::split_ledger_path(&name));
+            let json = l.to_json();
+            std::fs::write(&lp, &json).map_err(|e| Error::io(&lp, e))?;
+            bytes_out += json.len() as u64;
             a.archive = Some(rel.clone());
-            a.files += 1;
+            a.files += 2;
             a.kernels = s.kernels;
             a.raw_bytes = s.raw_bytes;
             a.archive_bytes = s.file_size;
@@ -522,6 +554,7 @@ pub fn split(
         kernels: kernels.into_inner(),
         skipped_kernels,
         skipped_databases,
+        left_to_other_shards: left,
         bytes_in: total_bytes,
         bytes_out,
         warnings,
@@ -566,6 +599,8 @@ struct Ctx<'a> {
     kernels: AtomicU64,
     rewritten: AtomicU64,
     warnings: Mutex<Vec<String>>,
+    /// Every code object of every binary rewritten, for the ledger.
+    ledger: Mutex<Vec<LedgerBinary>>,
     /// Files and database files per artifact (`None` = generic).
     counts: Mutex<BTreeMap<Option<String>, (u64, u64)>>,
 }
@@ -676,12 +711,20 @@ impl Ctx<'_> {
         let sec = fat.section;
         let wanted: BTreeSet<(u32, &str)> = kernels.iter().map(|k| (k.0, k.1.as_str())).collect();
         let mut found = 0usize;
+        let mut promised = Vec::new();
         for b in &fat.bundles {
             let un = b
                 .uncompressed(sec, 1 << 34)
                 .map_err(|e| Error::format(src, e))?;
             for (e, bytes) in b.code_objects(&un).map_err(|e| Error::format(src, e))? {
                 let Some(arch) = e.id.arch() else { continue };
+                // Every code object, this shard's or another's, goes to the ledger.
+                promised.push(LedgerKernel {
+                    bundle: b.index as u32,
+                    target: arch.clone(),
+                    size: bytes.len() as u64,
+                    sha256: crate::kpack::ledger::sha256_hex(bytes),
+                });
                 if !wanted.contains(&(b.index as u32, arch.as_str())) {
                     continue;
                 }
@@ -720,6 +763,15 @@ impl Ctx<'_> {
             )));
         }
         fsutil::write_new(dst, &rewritten, &meta)?;
+        if let Ok(mut l) = self.ledger.lock() {
+            l.push(LedgerBinary {
+                path: j.report.path.clone(),
+                kernel_name: marker.kernel_name.clone(),
+                bundles: fat.bundles.iter().map(|b| b.index as u32).collect(),
+                kernels: promised,
+                host_sha256: Some(crate::kpack::ledger::sha256_hex(&rewritten)),
+            });
+        }
         self.rewritten.fetch_add(1, Ordering::Relaxed);
         Ok(rewritten.len() as u64)
     }

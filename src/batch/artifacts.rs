@@ -46,6 +46,18 @@ fn print_split(out: &mut dyn Write, r: &SplitReport) -> std::io::Result<()> {
             "left to other shards (--gpu-targets): {} code objects, {} database files",
             r.skipped_kernels, r.skipped_databases
         )?;
+        // Named, a few here and every one in --json.
+        const SHOWN: usize = 8;
+        for l in r.left_to_other_shards.iter().take(SHOWN) {
+            writeln!(out, "  {l}")?;
+        }
+        if r.left_to_other_shards.len() > SHOWN {
+            writeln!(
+                out,
+                "  … and {} more (--json lists every one)",
+                r.left_to_other_shards.len() - SHOWN
+            )?;
+        }
     }
     for a in &r.artifacts {
         let what = match &a.archive {

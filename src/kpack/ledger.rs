@@ -15,6 +15,12 @@ use std::path::{Path, PathBuf};
 
 /// Where the ledger lives, relative to the install root.
 pub const LEDGER_PATH: &str = ".kpack/kpack-tui-ledger.json";
+/// The ledger `split` writes in a target artifact (`kpack-tui-ledger-<artifact>.json`
+/// beside [`LEDGER_PATH`]): the artifacts installed into one root keep theirs.
+pub fn split_ledger_path(artifact: &str) -> String {
+    format!(".kpack/kpack-tui-ledger-{artifact}.json")
+}
+
 /// The `schema` value of this version.
 pub const LEDGER_SCHEMA: &str = "kpack-tui.ledger/1";
 /// A ledger larger than this is not read (a tree of a million kernels is ~250 MB).
@@ -113,6 +119,11 @@ pub struct LedgerBinary {
     pub bundles: Vec<u32>,
     /// Every kernel archived for it, sorted by bundle then target.
     pub kernels: Vec<LedgerKernel>,
+    /// SHA-256 of the host-only binary as written (`split`'s ledgers, one per target
+    /// artifact: an archive from another build shows as a ledger made for other host
+    /// binaries).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_sha256: Option<String>,
 }
 
 /// One promised code object.
@@ -172,6 +183,7 @@ impl Ledger {
             b.bundles.dedup();
             b.kernels
                 .sort_by(|x, y| (x.bundle, &x.target).cmp(&(y.bundle, &y.target)));
+            b.kernels.dedup();
         }
         self.unpacked.sort_by(|a, b| a.path.cmp(&b.path));
         self.dropped
@@ -207,6 +219,42 @@ impl Ledger {
         Ok(l)
     }
 
+    /// Every ledger of the install rooted at `root` (a pack's, and one per component
+    /// `split` wrote), merged: `Ok(None)` when there is none. Returns the ledgers'
+    /// paths relative to `root`.
+    pub fn read_all(root: &Path) -> Result<Option<Merged>> {
+        let mut found: Vec<(String, Ledger)> = Vec::new();
+        if let Some((_, l)) = Ledger::read(root)? {
+            found.push((LEDGER_PATH.to_string(), l));
+        }
+        let dir = root.join(".kpack");
+        let mut names: Vec<String> = match std::fs::read_dir(&dir) {
+            Ok(rd) => rd
+                .filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("kpack-tui-ledger-") && n.ends_with(".json"))
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        names.sort();
+        if found.is_empty() && names.is_empty() {
+            return Ok(None);
+        }
+        for n in names {
+            let path = dir.join(&n);
+            let meta = std::fs::symlink_metadata(&path).map_err(|e| Error::io(&path, e))?;
+            if !meta.is_file() || meta.len() > MAX_LEDGER_SIZE {
+                return Err(Error::Invalid(format!(
+                    "{}: not a regular file of at most {MAX_LEDGER_SIZE} bytes",
+                    path.display()
+                )));
+            }
+            let data = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+            found.push((format!(".kpack/{n}"), Ledger::parse(&path, &data)?));
+        }
+        Ok(Some(merge(found)))
+    }
+
     /// Read the ledger of the install rooted at `root`: `Ok(None)` when there is none.
     pub fn read(root: &Path) -> Result<Option<(PathBuf, Ledger)>> {
         let path = root.join(LEDGER_PATH);
@@ -233,6 +281,94 @@ impl Ledger {
     }
 }
 
+/// Several ledgers of one install, merged.
+#[derive(Debug, Clone, Default)]
+pub struct Merged {
+    /// Their paths, relative to the install root.
+    pub paths: Vec<String>,
+    /// Every promise of every ledger; a binary several ledgers know holds the
+    /// kernels of each.
+    pub ledger: Ledger,
+    /// Where they contradict each other: ledgers of one group made for different
+    /// host binaries (another build's artifact).
+    pub conflicts: Vec<String>,
+}
+
+/// Merge ledgers read from `found` (path, ledger).
+fn merge(found: Vec<(String, Ledger)>) -> Merged {
+    let mut m = Merged::default();
+    let mut by_path: std::collections::BTreeMap<String, (usize, String)> = Default::default();
+    // Per group: the binaries each ledger knows.
+    let mut known: std::collections::BTreeMap<String, Vec<(String, Vec<String>)>> =
+        Default::default();
+    for (i, (p, l)) in found.into_iter().enumerate() {
+        m.paths.push(p.clone());
+        if i == 0 {
+            m.ledger = Ledger {
+                binaries: Vec::new(),
+                archives: Vec::new(),
+                ..l.clone()
+            };
+        }
+        if l.layout == "split" {
+            m.ledger.layout = "split".into();
+        }
+        known.entry(l.group.clone()).or_default().push((
+            p.clone(),
+            l.binaries.iter().map(|b| b.path.clone()).collect(),
+        ));
+        m.ledger.archives.extend(l.archives);
+        if i > 0 {
+            m.ledger.dropped.extend(l.dropped);
+            m.ledger.unpacked.extend(l.unpacked);
+        }
+        for b in l.binaries {
+            match by_path.get(&b.path) {
+                Some((j, first)) => {
+                    let have = &mut m.ledger.binaries[*j];
+                    if have.host_sha256.is_some()
+                        && b.host_sha256.is_some()
+                        && have.host_sha256 != b.host_sha256
+                    {
+                        m.conflicts.push(format!(
+                            "{}: {first} and {p} were written for different host-only \
+                             binaries (an artifact of another build?)",
+                            b.path
+                        ));
+                    }
+                    have.kernels.extend(b.kernels);
+                    have.bundles.extend(b.bundles);
+                }
+                None => {
+                    by_path.insert(b.path.clone(), (m.ledger.binaries.len(), p.clone()));
+                    m.ledger.binaries.push(b);
+                }
+            }
+        }
+    }
+    // Every ledger of a group knows the same binaries: split writes one per target
+    // artifact from the same input.
+    for (group, ls) in &known {
+        let all: std::collections::BTreeSet<&String> = ls.iter().flat_map(|(_, b)| b).collect();
+        for (p, bins) in ls {
+            let missing: Vec<&str> = all
+                .iter()
+                .filter(|b| !bins.contains(b))
+                .map(|b| b.as_str())
+                .collect();
+            if !missing.is_empty() && ls.len() > 1 {
+                m.conflicts.push(format!(
+                    "{p}: ledger of {group} that does not know {} (which the group's other \
+                     ledgers list): its artifact comes from another build",
+                    missing.join(", ")
+                ));
+            }
+        }
+    }
+    m.ledger.normalise();
+    m
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,6 +380,7 @@ mod tests {
             path: "lib/b.so".into(),
             kernel_name: "lib/b.so".into(),
             bundles: vec![1, 0, 1],
+            host_sha256: Some("ab".repeat(32)),
             kernels: vec![
                 LedgerKernel {
                     bundle: 1,
@@ -278,6 +415,57 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("ledger/9")
+        );
+    }
+
+    #[test]
+    fn ledgers_of_one_install_merge_and_contradictions_are_named() {
+        let bin = |path: &str, host: &str, target: &str| LedgerBinary {
+            path: path.into(),
+            kernel_name: path.into(),
+            bundles: vec![0],
+            kernels: vec![LedgerKernel {
+                bundle: 0,
+                target: target.into(),
+                size: 1,
+                sha256: "0".repeat(64),
+            }],
+            host_sha256: Some(host.repeat(64)),
+        };
+        let of = |bins: Vec<LedgerBinary>| Ledger {
+            binaries: bins,
+            ..Ledger::new("blas_lib")
+        };
+        let m = merge(vec![
+            (
+                "a".into(),
+                of(vec![bin("x", "1", "gfx900"), bin("y", "1", "gfx900")]),
+            ),
+            (
+                "b".into(),
+                of(vec![bin("x", "1", "gfx906"), bin("y", "1", "gfx906")]),
+            ),
+        ]);
+        assert!(m.conflicts.is_empty(), "{:?}", m.conflicts);
+        assert_eq!(m.ledger.binaries.len(), 2);
+        assert_eq!(m.ledger.binaries[0].kernels.len(), 2, "both targets of x");
+        // A ledger written for other host binaries, one that lacks a binary.
+        let m = merge(vec![
+            (
+                "a".into(),
+                of(vec![bin("x", "1", "gfx900"), bin("y", "1", "gfx900")]),
+            ),
+            ("b".into(), of(vec![bin("x", "2", "gfx906")])),
+        ]);
+        assert!(
+            m.conflicts
+                .iter()
+                .any(|c| c.contains("x: a and b were written for different"))
+        );
+        assert!(
+            m.conflicts
+                .iter()
+                .any(|c| c.starts_with("b: ledger of blas_lib that does not know y"))
         );
     }
 }

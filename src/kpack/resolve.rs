@@ -272,6 +272,14 @@ pub fn lookup_in<'a>(
                             entry,
                         };
                     }
+                    // Nothing anywhere: the miss is the archives listing the target.
+                    if listed && last.is_none() {
+                        last = Some(Lookup::NoKernel {
+                            archive: path,
+                            target: t.clone(),
+                            key: key.to_string(),
+                        });
+                    }
                     continue;
                 }
                 if !listed {

@@ -205,9 +205,32 @@ pub fn describe(path: &str, misses: &[(u32, Miss)], loaders: &[Loader]) -> Vec<S
             } else {
                 format!("{} bundles ({})", cos.len(), ranges(&cos))
             };
-            format!("{path}: {bundles} on {}: {who}: {why}", devices.join(", "))
+            format!(
+                "{path}: {bundles} on {}: {who}: {why}",
+                device_list(&devices)
+            )
         })
         .collect()
+}
+
+/// Devices, every ISA of a processor said as "every gfx906 device ISA (9)".
+fn device_list(devices: &[&str]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut done: BTreeSet<&str> = BTreeSet::new();
+    for d in devices {
+        let p = crate::bundle::target::base_processor(d);
+        if done.contains(p) {
+            continue;
+        }
+        let all = crate::kpack::resolve::device_isas(p);
+        if all.len() > 1 && all.iter().all(|x| devices.contains(&x.as_str())) {
+            done.insert(p);
+            out.push(format!("every {p} device ISA ({})", all.len()));
+        } else {
+            out.push(d.to_string());
+        }
+    }
+    out.join(", ")
 }
 
 /// The loaders and the devices a miss concerns.

@@ -105,6 +105,7 @@ pub(super) fn ledger_size(plan: &PackPlan, opts: &PackOptions) -> u64 {
             path: path.clone(),
             kernel_name: path.clone(),
             bundles: pb.bundles.clone(),
+            host_sha256: None,
             kernels: pb
                 .kernels
                 .iter()

@@ -364,6 +364,7 @@ impl Worker<'_> {
             kernel_name: marker.kernel_name.clone(),
             bundles: pb.bundles.clone(),
             kernels: Vec::with_capacity(pb.kernels.len()),
+            host_sha256: None,
         };
         if pb.host_only {
             for (co, arch, _, from) in &pb.kernels {

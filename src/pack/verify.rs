@@ -67,19 +67,32 @@ pub fn verify_tree(
         Layout::Combined => root.to_path_buf(),
         Layout::Split => root.join("generic"),
     };
-    let ledger = match Ledger::read(&ledger_root) {
-        Ok(l) => l.map(|(_, l)| l),
+    // A pack's ledger, and those `split` wrote for each component installed here.
+    let ledger = match Ledger::read_all(&ledger_root) {
+        Ok(Some(crate::kpack::ledger::Merged {
+            paths,
+            ledger: l,
+            conflicts,
+        })) => {
+            v.faults.extend(conflicts);
+            v.ledger = Some(
+                paths
+                    .iter()
+                    .map(|p| match layout {
+                        Layout::Combined => p.clone(),
+                        Layout::Split => format!("generic/{p}"),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            );
+            Some(l)
+        }
+        Ok(None) => None,
         Err(e) => {
             v.faults.push(e.to_string());
             None
         }
     };
-    if ledger.is_some() {
-        v.ledger = Some(match layout {
-            Layout::Combined => LEDGER_PATH.to_string(),
-            Layout::Split => format!("generic/{LEDGER_PATH}"),
-        });
-    }
     let copied_on_purpose = |p: &str| {
         ledger
             .as_ref()
@@ -231,6 +244,16 @@ pub fn verify_tree(
                 ));
                 continue;
             };
+            if let Some(want) = &lb.host_sha256
+                && let Ok(data) = std::fs::read(root.join(&f.path))
+                && crate::kpack::ledger::sha256_hex(&data) != *want
+            {
+                v.faults.push(format!(
+                    "{}: not the host-only binary the ledger was written for (SHA-256 {want}): \
+                     its archives may be another build's",
+                    lb.path
+                ));
+            }
             if m.kernel_name != lb.kernel_name {
                 v.faults.push(format!(
                     "{}: marker names {:?}, the ledger {:?}",
@@ -586,7 +609,10 @@ pub fn verify_device(
         Layout::Combined => root.to_path_buf(),
         Layout::Split => root.join("generic"),
     };
-    let ledger = Ledger::read(&ledger_root).ok().flatten().map(|(_, l)| l);
+    let ledger = Ledger::read_all(&ledger_root)
+        .ok()
+        .flatten()
+        .map(|m| m.ledger);
     let promised = |path: &str, co: u32, target: &str| {
         ledger.as_ref().and_then(|l| {
             l.binaries
