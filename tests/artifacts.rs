@@ -204,10 +204,43 @@ fn gpu_targets_filter_code_objects_and_databases_and_refuse_an_empty_match() {
     let art = fixture_artifact(tmp.path());
     let out = tmp.path().join("out");
     // Features are ignored in the filter: gfx90a:xnack+ keeps gfx90a's code and data.
-    split_ok(
+    let o = split(
         &art,
         &out,
         &["--gpu-targets", "gfx90a:xnack+,gfx906", "--json"],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    // What is left to other shards is named, code object by code object.
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let left: Vec<&str> = j["left_to_other_shards"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        left.len() as u64,
+        j["skipped_kernels"].as_u64().unwrap() + j["skipped_databases"].as_u64().unwrap()
+    );
+    assert!(
+        left.contains(&format!("{RAND_PREFIX}/lib/libzkern.so: bundle #0 for gfx1030").as_str()),
+        "{left:?}"
+    );
+    assert!(
+        left.contains(&format!("{BLAS_PREFIX}/lib/libvadd.so: bundle #0 for gfx900").as_str()),
+        "{left:?}"
+    );
+    assert!(
+        left.contains(&format!("{BLAS_PREFIX}/lib/rocblas/library/TensileLibrary_gfx1030.dat: database file for gfx1030").as_str()),
+        "{left:?}"
+    );
+    let o = split(&art, &tmp.path().join("text"), &["--gpu-targets", "gfx906"]);
+    assert!(
+        stdout(&o).contains(&format!(
+            "  {RAND_PREFIX}/lib/libzkern.so: bundle #0 for gfx1030"
+        )),
+        "{}",
+        stdout(&o)
     );
     let names: Vec<String> = artifact_dirs(&out)
         .iter()

@@ -179,6 +179,34 @@ fn plain_verify_catches_a_shards_archive_that_replaced_another() {
     let (s1, s2) = (t.join("s1"), t.join("s2"));
     split_shard(&art, &s1, "gfx900");
     split_shard(&art, &s2, "gfx906");
+    // Each shard's output verifies where it lies (the artifacts read as flattening
+    // them would install them), and so does their combination.
+    for dir in [&s1, &s2] {
+        let o = kpack(&["verify", dir.to_str().unwrap(), "--json"]);
+        let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(o.status.code(), Some(0), "{j}");
+        assert_eq!(j["kind"], "artifacts");
+        assert!(j["proved"].as_u64().unwrap() >= 3, "{j}");
+    }
+    let combined = t.join("combined");
+    let o = kpack(&[
+        "combine",
+        s1.to_str().unwrap(),
+        s2.to_str().unwrap(),
+        "-o",
+        combined.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = kpack(&["verify", combined.to_str().unwrap(), "--no-tui"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    let o = kpack(&[
+        "verify",
+        combined.to_str().unwrap(),
+        "--device",
+        "gfx900",
+        "--no-tui",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
     let root = t.join("installed");
     flatten(
         &[

@@ -295,6 +295,16 @@ pub fn verify_devices(
 /// `kpack-tui verify TREE`.
 pub fn verify(root: &Path, loaders: &[Loader], json: bool, out: &mut dyn Write) -> Result<i32> {
     let layout = layout_of(root);
+    // The artifacts of split or combine are checked where they lie, as flattening
+    // them would install them.
+    let kind = if layout == Layout::Combined
+        && !root.join(".kpack").exists()
+        && !pack::installed::artifact_dirs(root).is_empty()
+    {
+        "artifacts"
+    } else {
+        "tree"
+    };
     let verdict = pack::verify_tree(root, None, layout, loaders);
     let sound = verdict.faults.is_empty();
     let code = if sound { EXIT_OK } else { EXIT_FINDINGS };
@@ -312,7 +322,7 @@ pub fn verify(root: &Path, loaders: &[Loader], json: bool, out: &mut dyn Write) 
             "kpack-tui.verify-tree/1",
             &Out {
                 path: root.display().to_string(),
-                kind: "tree",
+                kind,
                 sound,
                 verdict: &verdict,
             },

@@ -219,10 +219,16 @@ impl Ledger {
         Ok(l)
     }
 
-    /// Every ledger of the install rooted at `root` (a pack's, and one per component
-    /// `split` wrote), merged: `Ok(None)` when there is none. Returns the ledgers'
-    /// paths relative to `root`.
+    /// Every ledger of the install rooted at `root` (a pack's, and those `split`
+    /// wrote for each target artifact installed), merged: `Ok(None)` when there is
+    /// none.
     pub fn read_all(root: &Path) -> Result<Option<Merged>> {
+        let found = Ledger::read_found(root)?;
+        Ok((!found.is_empty()).then(|| merge(found)))
+    }
+
+    /// Every ledger under `root/.kpack/`, with its path relative to `root`.
+    pub fn read_found(root: &Path) -> Result<Vec<(String, Ledger)>> {
         let mut found: Vec<(String, Ledger)> = Vec::new();
         if let Some((_, l)) = Ledger::read(root)? {
             found.push((LEDGER_PATH.to_string(), l));
@@ -237,9 +243,6 @@ impl Ledger {
             Err(_) => Vec::new(),
         };
         names.sort();
-        if found.is_empty() && names.is_empty() {
-            return Ok(None);
-        }
         for n in names {
             let path = dir.join(&n);
             let meta = std::fs::symlink_metadata(&path).map_err(|e| Error::io(&path, e))?;
@@ -252,7 +255,7 @@ impl Ledger {
             let data = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
             found.push((format!(".kpack/{n}"), Ledger::parse(&path, &data)?));
         }
-        Ok(Some(merge(found)))
+        Ok(found)
     }
 
     /// Read the ledger of the install rooted at `root`: `Ok(None)` when there is none.
@@ -295,7 +298,7 @@ pub struct Merged {
 }
 
 /// Merge ledgers read from `found` (path, ledger).
-fn merge(found: Vec<(String, Ledger)>) -> Merged {
+pub fn merge(found: Vec<(String, Ledger)>) -> Merged {
     let mut m = Merged::default();
     let mut by_path: std::collections::BTreeMap<String, (usize, String)> = Default::default();
     // Per group: the binaries each ledger knows.

@@ -7,16 +7,17 @@
 //! tools), what can be checked is checked, and the verdict says what could not be
 //! proven.
 
+use super::installed::Installed;
 use super::reach::{self, Reach};
 use super::{Layout, PackPlan};
 use crate::kpack::Archive;
-use crate::kpack::ledger::{LEDGER_PATH, Ledger};
+use crate::kpack::ledger::LEDGER_PATH;
 use crate::kpack::marker::Marker;
 use crate::kpack::resolve::{Loader, TreeArchives, reachable_archives};
-use crate::scan::{self, FileKind, FileReport, ScanOptions};
+use crate::scan::{self, FileKind, FileReport};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The verdict on a packed tree.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -54,37 +55,39 @@ pub fn verify_tree(
     layout: Layout,
     loaders: &[Loader],
 ) -> TreeVerdict {
+    match Installed::open(root, layout) {
+        Ok(inst) => verify_installed(&inst, plan, layout, loaders),
+        Err(e) => TreeVerdict {
+            faults: vec![e.to_string()],
+            ..TreeVerdict::default()
+        },
+    }
+}
+
+fn verify_installed(
+    inst: &Installed,
+    plan: Option<&PackPlan>,
+    layout: Layout,
+    loaders: &[Loader],
+) -> TreeVerdict {
     let mut v = TreeVerdict::default();
-    let report = match scan::scan(root, &ScanOptions::default(), &crate::event::NoEvents) {
-        Ok(r) => r,
-        Err(e) => {
-            v.faults.push(e.to_string());
-            return v;
-        }
-    };
+    // Paths of the plan are the output's (split: under the overlay directory).
     let norm = |p: &str| merged_path(layout, p);
-    let ledger_root = match layout {
-        Layout::Combined => root.to_path_buf(),
-        Layout::Split => root.join("generic"),
-    };
-    // A pack's ledger, and those `split` wrote for each component installed here.
-    let ledger = match Ledger::read_all(&ledger_root) {
+    // Where each file of the install really is.
+    let real_of: BTreeMap<&str, PathBuf> = inst
+        .files
+        .iter()
+        .map(|(i, f)| (f.path.as_str(), inst.real(*i, &f.path)))
+        .collect();
+    // A pack's ledger, and those `split` wrote for each target artifact installed.
+    let ledger = match inst.ledgers() {
         Ok(Some(crate::kpack::ledger::Merged {
             paths,
             ledger: l,
             conflicts,
         })) => {
             v.faults.extend(conflicts);
-            v.ledger = Some(
-                paths
-                    .iter()
-                    .map(|p| match layout {
-                        Layout::Combined => p.clone(),
-                        Layout::Split => format!("generic/{p}"),
-                    })
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            );
+            v.ledger = Some(paths.join(", "));
             Some(l)
         }
         Ok(None) => None,
@@ -96,9 +99,9 @@ pub fn verify_tree(
     let copied_on_purpose = |p: &str| {
         ledger
             .as_ref()
-            .is_some_and(|l| l.unpacked.iter().any(|u| u.path == norm(p)))
+            .is_some_and(|l| l.unpacked.iter().any(|u| u.path == p))
     };
-    for d in report
+    for d in inst
         .diagnostics
         .iter()
         .filter(|d| d.severity == scan::Severity::Error)
@@ -115,8 +118,8 @@ pub fn verify_tree(
     let mut archives = TreeArchives::new();
     // Per archive: whether kernels were hashed, and the hashes (index-aligned).
     let mut hashes: BTreeMap<String, (bool, Vec<Option<String>>)> = BTreeMap::new();
-    for f in report.files.iter().filter(|f| f.kind == FileKind::Kpack) {
-        match Archive::open(&root.join(&f.path)) {
+    for (_, f) in inst.files.iter().filter(|(_, f)| f.kind == FileKind::Kpack) {
+        match Archive::open(&real_of[f.path.as_str()]) {
             Ok(a) => {
                 // The pack's own check trusts the frame checksums (zstd's XXH64 of the
                 // bytes hashed for the ledger a moment earlier) instead of hashing
@@ -127,24 +130,25 @@ pub fn verify_tree(
                 for fault in faults {
                     v.faults.push(format!("{}: {fault}", f.path));
                 }
-                hashes.insert(norm(&f.path), (hashed, h));
-                archives.insert(norm(&f.path), a);
+                hashes.insert(f.path.clone(), (hashed, h));
+                archives.insert(f.path.clone(), a);
             }
             Err(e) => v.faults.push(e.to_string()),
         }
     }
-    let hosts: BTreeMap<String, &FileReport> = report
+    let hosts: BTreeMap<String, &FileReport> = inst
         .files
         .iter()
+        .map(|(_, f)| f)
         .filter(|f| f.kind == FileKind::HostOnlyBinary && f.hard_link_of.is_none())
-        .map(|f| (norm(&f.path), f))
+        .map(|f| (f.path.clone(), f))
         .collect();
     // Every host-only ELF or PE image is read as its loader maps it: each wrapper's
     // pointer must reach the marker in the loaded image (a strip after packing can
     // move the segment that maps it while the section headers still look right).
     let mut misloaded = BTreeSet::new();
     for f in hosts.values() {
-        let Ok(Some(map)) = crate::fsutil::map_file(&root.join(&f.path)) else {
+        let Ok(Some(map)) = crate::fsutil::map_file(&real_of[f.path.as_str()]) else {
             continue;
         };
         match crate::fatbin::loaded_faults(&map) {
@@ -172,7 +176,7 @@ pub fn verify_tree(
         ) {
             continue;
         }
-        let Ok(Some(map)) = crate::fsutil::map_file(&root.join(&f.path)) else {
+        let Ok(Some(map)) = crate::fsutil::map_file(&real_of[f.path.as_str()]) else {
             continue;
         };
         match crate::elf::normalize::check(&map) {
@@ -245,7 +249,7 @@ pub fn verify_tree(
                 continue;
             };
             if let Some(want) = &lb.host_sha256
-                && let Ok(data) = std::fs::read(root.join(&f.path))
+                && let Ok(data) = std::fs::read(&real_of[f.path.as_str()])
                 && crate::kpack::ledger::sha256_hex(&data) != *want
             {
                 v.faults.push(format!(
@@ -570,8 +574,7 @@ pub fn verify_device(
     device: &str,
     loaders: &[Loader],
 ) -> crate::Result<DeviceVerdict> {
-    let report = scan::scan(root, &ScanOptions::default(), &crate::event::NoEvents)?;
-    let norm = |p: &str| merged_path(layout, p);
+    let inst = Installed::open(root, layout)?;
     let device = device.strip_prefix("amdgcn-amd-amdhsa--").unwrap_or(device);
     let processor = crate::bundle::target::base_processor(device);
     if !crate::family::known_processor(processor) {
@@ -589,7 +592,7 @@ pub fn verify_device(
     };
     // What cannot be read is a fault, never a silent "0 found": damaged files, and
     // archives that do not open.
-    for d in report
+    for d in inst
         .diagnostics
         .iter()
         .filter(|d| d.severity == scan::Severity::Error)
@@ -597,22 +600,15 @@ pub fn verify_device(
         v.missing.push(format!("{}: {}", d.path, d.message));
     }
     let mut archives = TreeArchives::new();
-    for f in report.files.iter().filter(|f| f.kind == FileKind::Kpack) {
-        match Archive::open(&root.join(&f.path)) {
+    for (i, f) in inst.files.iter().filter(|(_, f)| f.kind == FileKind::Kpack) {
+        match Archive::open(&inst.real(*i, &f.path)) {
             Ok(a) => {
-                archives.insert(norm(&f.path), a);
+                archives.insert(f.path.clone(), a);
             }
             Err(e) => v.missing.push(format!("{}: cannot be read: {e}", f.path)),
         }
     }
-    let ledger_root = match layout {
-        Layout::Combined => root.to_path_buf(),
-        Layout::Split => root.join("generic"),
-    };
-    let ledger = Ledger::read_all(&ledger_root)
-        .ok()
-        .flatten()
-        .map(|m| m.ledger);
+    let ledger = inst.ledgers().ok().flatten().map(|m| m.ledger);
     let promised = |path: &str, co: u32, target: &str| {
         ledger.as_ref().and_then(|l| {
             l.binaries
@@ -625,12 +621,12 @@ pub fn verify_device(
         })
     };
     let mut hosts = 0usize;
-    for f in report
+    for (_, f) in inst
         .files
         .iter()
-        .filter(|f| f.kind == FileKind::HostOnlyBinary && f.hard_link_of.is_none())
+        .filter(|(_, f)| f.kind == FileKind::HostOnlyBinary && f.hard_link_of.is_none())
     {
-        let path = norm(&f.path);
+        let path = f.path.clone();
         hosts += 1;
         let Some(m) = &f.marker else {
             v.missing.push(format!("{path}: no readable marker"));
