@@ -274,3 +274,75 @@ fn plain_verify_catches_a_shards_archive_that_replaced_another() {
         stdout(&o)
     );
 }
+
+/// #26 item 5, the rocBLAS shape: xnack Tensile files dropped from the gfx90a package
+/// (2026). The gfx90a artifact's ledger lists its kernel-database files; an install
+/// missing one, or holding a changed one, fails verify naming the file.
+#[test]
+fn verify_catches_kernel_database_files_gone_from_a_target_package() {
+    let tmp = tempfile::tempdir().unwrap();
+    let t = tmp.path();
+    let art = fixture_artifact(t);
+    let lib = art.join(BLAS_PREFIX).join("lib/rocblas/library");
+    std::fs::write(
+        lib.join("TensileLibrary_gfx90a-xnack+.dat"),
+        "tensile xnack+\n",
+    )
+    .unwrap();
+    std::fs::write(
+        lib.join("TensileLibrary_gfx90a-xnack-.dat"),
+        "tensile xnack-\n",
+    )
+    .unwrap();
+    let out = t.join("out");
+    let o = kpack(&[
+        "split",
+        art.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--artifact-prefix",
+        "blas_lib",
+        "--split-databases",
+        "rocblas",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let g90a = out.join("blas_lib_gfx90a").join(BLAS_PREFIX);
+    for f in [
+        "TensileLibrary_gfx90a-xnack+.dat",
+        "TensileLibrary_gfx90a-xnack-.dat",
+    ] {
+        assert!(g90a.join("lib/rocblas/library").join(f).is_file(), "{f}");
+    }
+    let root = t.join("installed");
+    flatten(&artifact_dirs(&out), &root);
+    let o = kpack(&["verify", root.to_str().unwrap(), "--no-tui"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("kernel-database files byte-identical"),
+        "{}",
+        stdout(&o)
+    );
+    let xnack = "lib/rocblas/library/TensileLibrary_gfx90a-xnack+.dat";
+    std::fs::remove_file(root.join(xnack)).unwrap();
+    std::fs::write(
+        root.join("lib/rocblas/library/TensileLibrary_gfx90a-xnack-.dat"),
+        "tensile xnack- of another build\n",
+    )
+    .unwrap();
+    let o = kpack(&["verify", root.to_str().unwrap(), "--no-tui"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    let text = stdout(&o);
+    assert!(
+        text.contains(&format!(
+            "{xnack}: kernel-database file for gfx90a in the ledger is missing from the tree"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "lib/rocblas/library/TensileLibrary_gfx90a-xnack-.dat: kernel-database file for \
+             gfx90a differs from the one the ledger recorded"
+        ),
+        "{text}"
+    );
+}

@@ -629,3 +629,55 @@ with zipfile.ZipFile(sys.argv[1], "w") as z:
         );
     }
 }
+
+/// Item 8: `original_size` is not trusted for memory. An archive of a few hundred KB
+/// whose three frames each really decode to 512 MiB (zeros) is verified, and a packed
+/// tree's hash check made, by streaming: under an 800 MB address-space limit `verify`
+/// answers (sound: the frames are what they say), where decoding each into a buffer
+/// of its declared size took 1.5 GB.
+#[test]
+fn frames_that_decode_to_gigabytes_are_verified_in_bounded_memory() {
+    use std::io::Write;
+    let tmp = tempfile::tempdir().unwrap();
+    const SIZE: u64 = 512 << 20;
+    let frame = {
+        let mut e = zstd::stream::Encoder::new(Vec::new(), 1).unwrap();
+        e.include_contentsize(true).unwrap();
+        e.set_pledged_src_size(Some(SIZE)).unwrap();
+        let chunk = vec![0u8; 1 << 20];
+        for _ in 0..SIZE >> 20 {
+            e.write_all(&chunk).unwrap();
+        }
+        e.finish().unwrap()
+    };
+    let mut f = vec![0u8; 64];
+    f[..4].copy_from_slice(b"KPAK");
+    f[4..8].copy_from_slice(&1u32.to_le_bytes());
+    f.extend_from_slice(&3u32.to_le_bytes());
+    for _ in 0..3 {
+        f.extend_from_slice(&(frame.len() as u32).to_le_bytes());
+        f.extend_from_slice(&frame);
+    }
+    let zstd_size = f.len() as u64 - 64;
+    let entry = |o: u64| serde_json::json!({"gfx900": {"type": "hsaco", "ordinal": o, "original_size": SIZE}});
+    let toc = serde_json::json!({"group_name": "g", "gfx_arch_family": "gfx900",
+        "gfx_arches": ["gfx900"], "compression_scheme": "zstd-per-kernel",
+        "toc": {"lib/a.so#0": entry(0), "lib/a.so#1": entry(1), "lib/a.so#2": entry(2)},
+        "zstd_offset": 64, "zstd_size": zstd_size});
+    let toc_offset = f.len() as u64;
+    f[8..16].copy_from_slice(&toc_offset.to_le_bytes());
+    f.extend_from_slice(&rmp_serde::to_vec_named(&toc).unwrap());
+    let a = tmp.path().join("bomb.kpack");
+    std::fs::write(&a, &f).unwrap();
+    assert!(f.len() < 1 << 20, "{}", f.len());
+    let o = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -v 800000; exec \"$0\" verify \"$1\" --no-tui")
+        .arg(env!("CARGO_BIN_EXE_kpack-tui"))
+        .arg(&a)
+        .output()
+        .unwrap();
+    let text = format!("{}{}", stdout(&o), stderr(&o));
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    assert!(text.contains("sound"), "{text}");
+}

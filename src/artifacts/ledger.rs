@@ -5,18 +5,20 @@
 //! archive, byte-identical, and that every ledger was made for the host binaries
 //! present (an artifact from another build is a ledger that does not know them).
 
-use crate::kpack::ledger::{Ledger, LedgerArchive, LedgerBinary, Selection};
+use crate::kpack::ledger::{Ledger, LedgerArchive, LedgerBinary, LedgerFile, Selection};
 use std::collections::BTreeMap;
 
-/// The ledger of the artifact of `unit` (component `ap`), whose archive lists
-/// `gfx_arches`; `units` maps each target to its unit, `binaries` holds every code
-/// object of every host-only binary written.
+/// The ledger of the artifact of `unit` (component `ap`), whose archive (if it has
+/// one) lists `gfx_arches`; `units` maps each target to its unit, `binaries` holds
+/// every code object of every host-only binary written, `files` the kernel-database
+/// files of this artifact.
 pub(super) fn unit_ledger(
     ap: &str,
     unit: &str,
-    gfx_arches: Vec<String>,
+    gfx_arches: Option<Vec<String>>,
     units: &BTreeMap<String, String>,
     binaries: &[LedgerBinary],
+    files: Vec<LedgerFile>,
 ) -> Ledger {
     let mut l = Ledger::new(ap);
     // An install may hold some targets' artifacts only.
@@ -40,11 +42,14 @@ pub(super) fn unit_ledger(
             ..b.clone()
         })
         .collect();
-    l.archives.push(LedgerArchive {
-        path: format!(".kpack/{}", super::split::archive_name(ap, unit)),
-        gfx_arches,
-        kernels: l.binaries.iter().map(|b| b.kernels.len() as u64).sum(),
-    });
+    if let Some(gfx_arches) = gfx_arches {
+        l.archives.push(LedgerArchive {
+            path: format!(".kpack/{}", super::split::archive_name(ap, unit)),
+            gfx_arches,
+            kernels: l.binaries.iter().map(|b| b.kernels.len() as u64).sum(),
+        });
+    }
+    l.database_files = files;
     l.normalise();
     l
 }

@@ -21,7 +21,7 @@ use crate::fsutil;
 use crate::kerneldb::{Database, base_arch};
 use crate::kpack::Marker;
 use crate::kpack::archive::{Archive, ArchiveMeta, ArchiveWriter, Scheme, safe_arch};
-use crate::kpack::ledger::{LedgerBinary, LedgerKernel};
+use crate::kpack::ledger::{LedgerBinary, LedgerFile, LedgerKernel};
 use crate::kpack::resolve::GFXARCH;
 use crate::pack::{PackEvent, Phase};
 use crate::scan::{self, FileKind, FileReport, ScanOptions, Severity};
@@ -199,7 +199,9 @@ pub fn split(
     let mut jobs: Vec<FileJob> = Vec::new();
     let mut skipped_kernels = 0u64;
     let mut skipped_databases = 0u64;
-    // What --gpu-targets leaves to the shards building those targets, by name.
+    // What --gpu-targets leaves to the shards building those targets, by name (in
+    // the report only: a target artifact is the same whichever shard wrote it, so
+    // that combined shards equal one whole split).
     let mut left: Vec<String> = Vec::new();
     for p in &manifest {
         let dir = artifact_dir.join(p);
@@ -429,6 +431,7 @@ pub fn split(
         rewritten: AtomicU64::new(0),
         warnings: Mutex::new(Vec::new()),
         ledger: Mutex::new(Vec::new()),
+        db_files: Mutex::new(Vec::new()),
         counts: Mutex::new(BTreeMap::new()),
     };
     // Largest first, one file per task: the big binaries start at once and the small
@@ -453,6 +456,7 @@ pub fn split(
         rewritten,
         warnings: worker_warnings,
         ledger: ledger_bins,
+        db_files,
         counts,
         ..
     } = ctx;
@@ -469,6 +473,7 @@ pub fn split(
     }
 
     let ledger_bins = ledger_bins.into_inner().unwrap_or_default();
+    let db_files = db_files.into_inner().unwrap_or_default();
 
     // Manifests, then the check of every archive written.
     std::fs::create_dir_all(st.join(&generic_name))
@@ -503,6 +508,8 @@ pub fn split(
             raw_bytes: 0,
             archive_bytes: 0,
         };
+        let mut gfx_arches = None;
+        let mut ledger_dir = a.prefixes.first().cloned().unwrap_or_default();
         if let Some((rel, s)) = summaries.get(t) {
             let written = Archive::open(&st.join(&name).join(rel))?;
             let faults = written.verify();
@@ -512,28 +519,38 @@ pub fn split(
                     faults.join("; ")
                 )));
             }
-            // Its ledger, beside the archive: what this output holds, per host-only
-            // binary of the input, and the host binary it was made for.
-            let l = super::ledger::unit_ledger(
-                ap,
-                t,
-                written.index.meta.gfx_arches.clone(),
-                &units,
-                &ledger_bins,
-            );
-            let lp = st
-                .join(&name)
-                .join(rel.rsplit_once("/.kpack/").map_or("", |(p, _)| p))
-                .join(crate::kpack::ledger::split_ledger_path(&name));
-            let json = l.to_json();
-            std::fs::write(&lp, &json).map_err(|e| Error::io(&lp, e))?;
-            bytes_out += json.len() as u64;
+            gfx_arches = Some(written.index.meta.gfx_arches.clone());
+            ledger_dir = rel
+                .rsplit_once("/.kpack/")
+                .map_or(String::new(), |(p, _)| p.to_string());
             a.archive = Some(rel.clone());
-            a.files += 2;
+            a.files += 1;
             a.kernels = s.kernels;
             a.raw_bytes = s.raw_bytes;
             a.archive_bytes = s.file_size;
             bytes_out += s.file_size;
+        }
+        // Its ledger, beside the archive: what this output holds (per host-only
+        // binary of the input, and the host binary it was made for; its
+        // kernel-database files).
+        let files: Vec<LedgerFile> = db_files
+            .iter()
+            .filter(|(u, _)| u == t)
+            .map(|(_, f)| f.clone())
+            .collect();
+        if gfx_arches.is_some() || !files.is_empty() {
+            let l = super::ledger::unit_ledger(ap, t, gfx_arches, &units, &ledger_bins, files);
+            let lp = st
+                .join(&name)
+                .join(&ledger_dir)
+                .join(crate::kpack::ledger::split_ledger_path(&name));
+            if let Some(d) = lp.parent() {
+                std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
+            }
+            let json = l.to_json();
+            std::fs::write(&lp, &json).map_err(|e| Error::io(&lp, e))?;
+            bytes_out += json.len() as u64;
+            a.files += 1;
         }
         artifacts.push(a);
     }
@@ -601,6 +618,8 @@ struct Ctx<'a> {
     warnings: Mutex<Vec<String>>,
     /// Every code object of every binary rewritten, for the ledger.
     ledger: Mutex<Vec<LedgerBinary>>,
+    /// Kernel-database files copied: (artifact unit, the file).
+    db_files: Mutex<Vec<(String, LedgerFile)>>,
     /// Files and database files per artifact (`None` = generic).
     counts: Mutex<BTreeMap<Option<String>, (u64, u64)>>,
 }
@@ -655,7 +674,25 @@ impl Ctx<'_> {
             Job::Database(t) => {
                 self.phase(worker, j, Phase::Copy);
                 self.count(Some(self.unit(t)), true);
-                copy(&src, &dst)?
+                let n = copy(&src, &dst)?;
+                let data = fsutil::map_file(&dst)
+                    .map_err(|e| Error::io(&dst, e))?
+                    .map_or_else(
+                        || crate::kpack::ledger::sha256_hex(b""),
+                        |m| crate::kpack::ledger::sha256_hex(&m),
+                    );
+                if let Ok(mut l) = self.db_files.lock() {
+                    l.push((
+                        self.unit(t).to_string(),
+                        LedgerFile {
+                            path: f.path.clone(),
+                            target: t.clone(),
+                            size: n,
+                            sha256: data,
+                        },
+                    ));
+                }
+                n
             }
             Job::Binary(kernels) => {
                 self.count(None, false);

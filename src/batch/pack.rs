@@ -339,9 +339,18 @@ pub fn verify(root: &Path, loaders: &[Loader], json: bool, out: &mut dyn Write) 
         let how = match &verdict.ledger {
             Some(l) => format!(
                 "every kernel of the ledger ({l}) resolves through the runtime's lookup to its \
-                 recorded bytes: {} {}",
+                 recorded bytes: {} {}{}",
                 verdict.proved,
-                plural(verdict.proved, "kernel", "kernels")
+                plural(verdict.proved, "kernel", "kernels"),
+                if verdict.proved_files > 0 {
+                    format!(
+                        ", and {} kernel-database {} byte-identical",
+                        verdict.proved_files,
+                        plural(verdict.proved_files, "file", "files")
+                    )
+                } else {
+                    String::new()
+                }
             ),
             None => format!(
                 "archives verified; {} {} found through the markers (without a ledger, \

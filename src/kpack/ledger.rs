@@ -55,6 +55,24 @@ pub struct Ledger {
     /// damaged ones under `--copy-damaged`): no promise is made for them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unpacked: Vec<UnpackedBinary>,
+    /// Kernel-database files the output holds (`split`'s target artifacts), each of
+    /// which the install must have, byte-identical.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub database_files: Vec<LedgerFile>,
+}
+
+/// A kernel-database file an output holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LedgerFile {
+    /// Path relative to the install root.
+    pub path: String,
+    /// The target it is for.
+    pub target: String,
+    /// Bytes.
+    pub size: u64,
+    /// SHA-256, lower-case hex.
+    pub sha256: String,
 }
 
 /// A host-only binary the pack copied without its kernels.
@@ -186,6 +204,7 @@ impl Ledger {
             b.kernels.dedup();
         }
         self.unpacked.sort_by(|a, b| a.path.cmp(&b.path));
+        self.database_files.sort_by(|a, b| a.path.cmp(&b.path));
         self.dropped
             .sort_by(|x, y| (&x.path, x.bundle, &x.target).cmp(&(&y.path, y.bundle, &y.target)));
     }
@@ -324,6 +343,7 @@ pub fn merge(found: Vec<(String, Ledger)>) -> Merged {
         if i > 0 {
             m.ledger.dropped.extend(l.dropped);
             m.ledger.unpacked.extend(l.unpacked);
+            m.ledger.database_files.extend(l.database_files);
         }
         for b in l.binaries {
             match by_path.get(&b.path) {

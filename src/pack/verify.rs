@@ -11,13 +11,17 @@ use super::installed::Installed;
 use super::reach::{self, Reach};
 use super::{Layout, PackPlan};
 use crate::kpack::Archive;
-use crate::kpack::ledger::LEDGER_PATH;
+use crate::kpack::ledger::{LEDGER_PATH, sha256_hex};
 use crate::kpack::marker::Marker;
 use crate::kpack::resolve::{Loader, TreeArchives, reachable_archives};
 use crate::scan::{self, FileKind, FileReport};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
 
 /// The verdict on a packed tree.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -33,6 +37,9 @@ pub struct TreeVerdict {
     pub proved: u64,
     /// What could not be proven (no ledger, binaries outside it).
     pub unproven: Vec<String>,
+    /// Kernel-database files of the ledger found byte-identical.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub proved_files: u64,
 }
 
 /// A path of a packed tree as it is in the merged install: in the split layout,
@@ -272,6 +279,31 @@ fn verify_installed(
                 ));
             }
             check_ledgered(&mut v, lb, m, &archives, &hashes, &not_installed, loaders);
+        }
+        // Kernel-database files the ledger lists (split's target artifacts): each in
+        // the install, byte-identical (rocBLAS's xnack Tensile files went missing
+        // from the gfx90a artifact in 2026).
+        for df in &l.database_files {
+            match real_of.get(df.path.as_str()) {
+                None => v.faults.push(format!(
+                    "{}: kernel-database file for {} in the ledger is missing from the tree",
+                    df.path, df.target
+                )),
+                Some(real) => {
+                    let got = crate::fsutil::map_file(real)
+                        .ok()
+                        .map(|m| m.map_or_else(|| sha256_hex(b""), |m| sha256_hex(&m)));
+                    if got.as_deref() != Some(df.sha256.as_str()) {
+                        v.faults.push(format!(
+                            "{}: kernel-database file for {} differs from the one the ledger \
+                             recorded ({} bytes, SHA-256 {})",
+                            df.path, df.target, df.size, df.sha256
+                        ));
+                    } else {
+                        v.proved_files += 1;
+                    }
+                }
+            }
         }
         // Archives the ledger does not know: an extra overlay, a foreign archive
         // matching a marker's pattern. A fault when it shadows a ledgered one.

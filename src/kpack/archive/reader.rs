@@ -121,6 +121,28 @@ impl Archive {
         }
     }
 
+    /// A kernel's length and SHA-256, decoded as a stream: memory stays at one buffer
+    /// whatever its `original_size` claims (a frame of zeros may decode to GiBs), and
+    /// the frame must decode to exactly that size.
+    pub fn digest(&self, e: &KernelEntry) -> Result<String> {
+        use sha2::Digest;
+        let stored = self.stored(e);
+        let mut h = sha2::Sha256::new();
+        match self.index.compression_scheme {
+            Scheme::None => h.update(stored),
+            Scheme::ZstdPerKernel => {
+                decode_stream(stored, e.size, |b| h.update(b)).map_err(|x| {
+                    Error::format(
+                        &self.path,
+                        x.shifted(e.offset)
+                            .context(&format!("{} @ {}: ", e.key, e.arch)),
+                    )
+                })?
+            }
+        }
+        Ok(format!("{:x}", h.finalize()))
+    }
+
     /// Whether every stored kernel carries a checksum (zstd frames with the content
     /// checksum flag), so that a changed byte is detected without a ledger.
     pub fn checksummed(&self) -> bool {
@@ -149,6 +171,37 @@ fn frame_error(e: &dyn std::fmt::Display) -> crate::error::FormatError {
     } else {
         err(0, format!("corrupt zstd frame: {text}"))
     }
+}
+
+/// Decode one zstd frame of exactly `size` bytes, handing them to `sink` a buffer at
+/// a time (no more than `size` are ever produced).
+pub fn decode_stream(frame: &[u8], size: u64, mut sink: impl FnMut(&[u8])) -> FormatResult<()> {
+    let mut dec = zstd::stream::read::Decoder::with_buffer(frame)
+        .and_then(|mut d| d.window_log_max(31).map(|()| d))
+        .map_err(|e| err(0, format!("cannot start zstd: {e}")))?
+        .single_frame();
+    let mut buf = vec![0u8; (size as usize).clamp(1, 1 << 20)];
+    let mut got = 0u64;
+    while got < size {
+        let want = buf.len().min((size - got) as usize);
+        let n = dec.read(&mut buf[..want]).map_err(|e| frame_error(&e))?;
+        if n == 0 {
+            return Err(err(
+                0,
+                format!("zstd frame decodes to {got} bytes, original_size is {size}"),
+            ));
+        }
+        sink(&buf[..n]);
+        got += n as u64;
+    }
+    let mut probe = [0u8; 1];
+    if matches!(dec.read(&mut probe), Ok(1)) {
+        return Err(err(
+            0,
+            format!("zstd frame holds more than original_size ({size}) bytes"),
+        ));
+    }
+    Ok(())
 }
 
 /// Decode one zstd frame into exactly `size` bytes (no more are ever produced).
