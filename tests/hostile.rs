@@ -681,3 +681,47 @@ fn frames_that_decode_to_gigabytes_are_verified_in_bounded_memory() {
     assert_eq!(o.status.code(), Some(0), "{text}");
     assert!(text.contains("sound"), "{text}");
 }
+
+/// Item 24: a directory nested past what the file system can name (2,100 levels:
+/// paths over 4,096 bytes) is named as unreadable, with its path shortened and no
+/// `--copy-damaged` advice (which cannot copy it either); nothing is written.
+#[test]
+fn a_tree_nested_past_path_max_is_refused_as_unreadable() {
+    let Some(py) = tool("python3") else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("t");
+    std::fs::create_dir(&tree).unwrap();
+    let deep = r#"
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+for _ in range(2100):
+    os.mkdir("d", dir_fd=fd)
+    nfd = os.open("d", os.O_RDONLY, dir_fd=fd)
+    os.close(fd)
+    fd = nfd
+os.close(os.open("f", os.O_WRONLY | os.O_CREAT, dir_fd=fd))
+"#;
+    let o = std::process::Command::new(py)
+        .args(["-c", deep])
+        .arg(&tree)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = tmp.path().join("out");
+    let o = kpack(&[
+        "pack",
+        tree.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--group",
+        "g",
+        "--all",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("path(s) of the tree cannot be read"), "{e}");
+    assert!(e.contains("File name too long"), "{e}");
+    assert!(!e.contains("--copy-damaged"), "{e}");
+    assert!(e.lines().all(|l| l.len() < 600), "{e}");
+    assert!(!out.exists());
+}

@@ -151,6 +151,24 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
         },
         &crate::event::NoEvents,
     )?;
+    // Paths that cannot even be read (a directory that does not list, a name too long
+    // for the file system): no copy can be made of them, so --copy-damaged is no way
+    // out; say what they are, before anything else.
+    let unreadable: Vec<String> = report
+        .diagnostics
+        .iter()
+        .filter(|d| d.unreadable)
+        .map(|d| format!("{}: {}", shorten(&d.path), shorten(&d.message)))
+        .collect();
+    if !unreadable.is_empty() {
+        return Err(Error::Invalid(format!(
+            "{} path(s) of the tree cannot be read, so nothing of them can be packed or \
+             copied (permissions, a directory nested past what the file system can name?); \
+             nothing written:\n  {}",
+            unreadable.len(),
+            unreadable.join("\n  ")
+        )));
+    }
     let mut warnings = Vec::new();
     let diagnostics: Vec<PlanDiagnostic> = report
         .diagnostics
@@ -747,4 +765,16 @@ pub fn estimate(plan: &mut PackPlan, tree: &Path, opts: &PackOptions) {
         + archives
         + super::record::ledger_size(plan, opts);
     plan.projection = if exact { "exact" } else { "estimate" };
+}
+
+/// A path of at most about 160 characters: its start and end, `…` between (a path
+/// 30,000 directories deep is not printed whole).
+fn shorten(p: &str) -> String {
+    let n = p.chars().count();
+    if n <= 160 {
+        return p.to_string();
+    }
+    let head: String = p.chars().take(60).collect();
+    let tail: String = p.chars().skip(n - 96).collect();
+    format!("{head}…{tail} ({n} characters)")
 }

@@ -89,6 +89,7 @@ pub fn scan(
                             path: rel,
                             severity: Severity::Error,
                             message: format!("cannot stat: {e}"),
+                            unreadable: true,
                         }),
                     }
                 }
@@ -104,6 +105,7 @@ pub fn scan(
                         path,
                         severity: Severity::Error,
                         message: format!("cannot read directory: {msg}"),
+                        unreadable: true,
                     });
                 }
             }
@@ -252,6 +254,7 @@ fn build_report(
                     Severity::Error
                 },
                 message: p.clone(),
+                unreadable: false,
             });
         }
     }

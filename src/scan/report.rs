@@ -352,6 +352,10 @@ pub struct Diagnostic {
     pub severity: Severity,
     /// What is wrong.
     pub message: String,
+    /// The path itself could not be read (a directory that does not list, a name too
+    /// long for the file system): nothing, not even a copy, can be made of it.
+    #[serde(skip)]
+    pub unreadable: bool,
 }
 
 /// Count and bytes of one class.
