@@ -244,6 +244,13 @@ fn build_report(
             {
                 arch_totals.entry(arch.clone()).or_default().kernel_database += f.size;
             }
+            if let Some(k) = &f.kpack {
+                for (arch, (n, bytes)) in &k.by_arch {
+                    let a = arch_totals.entry(arch.clone()).or_default();
+                    a.archived += bytes;
+                    a.archived_kernels += n;
+                }
+            }
         }
         for p in &f.problems {
             diagnostics.push(Diagnostic {
@@ -259,10 +266,11 @@ fn build_report(
         }
     }
     diagnostics.sort_by(|a, b| a.path.cmp(&b.path).then(a.message.cmp(&b.message)));
+    // Code per target, in binaries and in the archives host-only binaries use.
     let archs = arch_totals
         .iter()
-        .filter(|(_, t)| t.raw > 0)
-        .map(|(a, t)| (a.clone(), t.raw))
+        .filter(|(_, t)| t.raw + t.archived > 0)
+        .map(|(a, t)| (a.clone(), t.raw + t.archived))
         .collect();
     TreeReport {
         root,

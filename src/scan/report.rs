@@ -233,6 +233,9 @@ pub struct KpackSummary {
     pub kernels: u64,
     /// Sum of kernel sizes.
     pub raw_bytes: u64,
+    /// Per target: kernels and their uncompressed bytes (aliases counted once).
+    #[serde(skip)]
+    pub by_arch: std::collections::BTreeMap<String, (u64, u64)>,
 }
 
 pub(super) fn kpack_summary(idx: crate::kpack::archive::ArchiveIndex) -> KpackSummary {
@@ -246,6 +249,15 @@ pub(super) fn kpack_summary(idx: crate::kpack::archive::ArchiveIndex) -> KpackSu
             .filter(|k| !k.is_alias())
             .map(|k| k.size)
             .sum(),
+        by_arch: {
+            let mut m: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+            for k in idx.kernels.iter().filter(|k| !k.is_alias()) {
+                let e = m.entry(k.arch.clone()).or_default();
+                e.0 += 1;
+                e.1 += k.size;
+            }
+            m
+        },
         group_name: idx.meta.group_name,
         gfx_arch_family: idx.meta.gfx_arch_family,
         gfx_arches: idx.meta.gfx_arches,
@@ -378,6 +390,13 @@ pub struct ArchTotal {
     pub code_objects: u64,
     /// Bytes of kernel-database files attributed to this arch (name-based, no features).
     pub kernel_database: u64,
+    /// Uncompressed bytes of this target's kernels in `.kpack` archives (a packed
+    /// tree's host-only binaries reach their code there; TOC aliases counted once).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub archived: u64,
+    /// Number of those kernels.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub archived_kernels: u64,
 }
 
 /// Totals over the tree.

@@ -1728,3 +1728,58 @@ fn the_readme_screen_is_what_the_explorer_draws() {
     let want: Vec<String> = block.iter().map(|l| l.trim_end().to_string()).collect();
     assert_eq!(drawn, want, "regenerate the README screen");
 }
+
+/// #30 item 1: a packed tree's targets are the code in its archives. The packed demo
+/// shows gfx1030 (whose code is only in `.kpack/demo_gfx1030.kpack` now), preselects
+/// gfx103X, and the default re-pack keeps gfx1030's kernels instead of dropping them.
+#[test]
+fn a_packed_trees_archived_targets_are_shown_preselected_and_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let packed = tmp.path().join("packed");
+    let (tx, _rx) = std::sync::mpsc::channel();
+    let r = super::run_pack(
+        &demo(),
+        &demo_settings(&packed, &["gfx90X", "gfx103X"]),
+        &tx,
+        &kpack::event::CancelToken::new(),
+    );
+    assert!(r.is_ok(), "{r:?}");
+    let mut app = App::new(packed.clone(), None);
+    let report = kpack::scan::scan(
+        &packed,
+        &kpack::scan::ScanOptions::default(),
+        &kpack::event::NoEvents,
+    )
+    .map_err(|e| e.to_string());
+    app.update(AppEvent::ScanDone(Box::new(report)));
+    let archs: Vec<String> = app.report.as_ref().unwrap().archs.keys().cloned().collect();
+    assert!(archs.contains(&"gfx1030".to_string()), "{archs:?}");
+    assert!(
+        app.families[0] && app.families[4],
+        "gfx90X and gfx103X preselected"
+    );
+    key(&mut app, KeyCode::Char('2'));
+    let screen = format!("{}", render(&app, 120, 30).backend());
+    assert!(screen.contains("gfx1030"), "{screen}");
+    // The default re-pack, with what the view preselected: nothing dropped.
+    let again = tmp.path().join("again");
+    let mut s = demo_settings(&again, &[]);
+    s.selection = app.selection();
+    let r = super::run_pack(&packed, &s, &tx, &kpack::event::CancelToken::new()).unwrap();
+    let l = kpack::kpack::ledger::Ledger::read(&again)
+        .unwrap()
+        .unwrap()
+        .1;
+    assert!(l.dropped.is_empty(), "{:?}", l.dropped);
+    let kept: std::collections::BTreeSet<&str> = l
+        .binaries
+        .iter()
+        .flat_map(|b| b.kernels.iter().map(|k| k.target.as_str()))
+        .collect();
+    assert!(kept.contains("gfx1030"), "{kept:?}");
+    assert!(
+        r.verified && r.verify_faults.is_empty(),
+        "{:?}",
+        r.verify_faults
+    );
+}
