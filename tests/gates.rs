@@ -180,13 +180,32 @@ fn plain_verify_catches_a_shards_archive_that_replaced_another() {
     split_shard(&art, &s1, "gfx900");
     split_shard(&art, &s2, "gfx906");
     // Each shard's output verifies where it lies (the artifacts read as flattening
-    // them would install them), and so does their combination.
-    for dir in [&s1, &s2] {
+    // them would install them), and so does their combination; what a shard left to
+    // the other is named, in a record beside its artifacts (in none of them).
+    for (dir, other) in [(&s1, "gfx906"), (&s2, "gfx900")] {
         let o = kpack(&["verify", dir.to_str().unwrap(), "--json"]);
         let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_eq!(o.status.code(), Some(0), "{j}");
         assert_eq!(j["kind"], "artifacts");
         assert!(j["proved"].as_u64().unwrap() >= 3, "{j}");
+        let note = j["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_str().unwrap())
+            .find(|n| n.starts_with(".kpack-tui-split-blas_lib.json: "))
+            .unwrap_or_else(|| panic!("{j}"))
+            .to_string();
+        assert!(
+            note.contains("left to the shards building other targets"),
+            "{note}"
+        );
+        assert!(
+            note.contains(&format!(
+                "{BLAS_PREFIX}/lib/librdc.so: bundle #0 for {other}"
+            )),
+            "{note}"
+        );
     }
     let combined = t.join("combined");
     let o = kpack(&[

@@ -5,8 +5,10 @@
 //! archive, byte-identical, and that every ledger was made for the host binaries
 //! present (an artifact from another build is a ledger that does not know them).
 
+use crate::error::{Error, Result};
 use crate::kpack::ledger::{Ledger, LedgerArchive, LedgerBinary, LedgerFile, Selection};
 use std::collections::BTreeMap;
+use std::path::Path;
 
 /// The ledger of the artifact of `unit` (component `ap`), whose archive (if it has
 /// one) lists `gfx_arches`; `units` maps each target to its unit, `binaries` holds
@@ -52,4 +54,72 @@ pub(super) fn unit_ledger(
     l.database_files = files;
     l.normalise();
     l
+}
+
+/// Where a shard's split names what it left to other shards: beside its artifacts,
+/// in no artifact (a target artifact is the same whichever shard wrote it).
+pub fn left_path(out: &Path, ap: &str) -> std::path::PathBuf {
+    out.join(format!(".kpack-tui-split-{ap}.json"))
+}
+
+/// What a split with `--gpu-targets` left to the shards building the other targets.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeftToOthers {
+    /// Always `kpack-tui.split-left/1`.
+    pub schema: String,
+    /// The component.
+    pub artifact_prefix: String,
+    /// The shard's `--gpu-targets`.
+    pub gpu_targets: Vec<String>,
+    /// Each code object (`prefix/path: bundle #N for target`) and database file
+    /// (`prefix/path: database file for target`) left out.
+    pub left: Vec<String>,
+}
+
+/// Record (or, with nothing left out, remove the record of) what this split left to
+/// other shards, written atomically.
+pub(super) fn write_left(
+    out: &Path,
+    ap: &str,
+    gpu_targets: Option<&[String]>,
+    left: &[String],
+) -> Result<()> {
+    let path = left_path(out, ap);
+    if left.is_empty() {
+        return match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(&path, e)),
+            _ => Ok(()),
+        };
+    }
+    let l = LeftToOthers {
+        schema: "kpack-tui.split-left/1".into(),
+        artifact_prefix: ap.into(),
+        gpu_targets: gpu_targets.map(<[String]>::to_vec).unwrap_or_default(),
+        left: left.to_vec(),
+    };
+    let mut json = serde_json::to_vec_pretty(&l).unwrap_or_default();
+    json.push(b'\n');
+    crate::fsutil::write_atomic(&path, &json, None)
+}
+
+/// The records of what splits left to other shards under `dir`.
+pub fn read_left(dir: &Path) -> Vec<(String, LeftToOthers)> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, LeftToOthers)> = rd
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".kpack-tui-split-") && n.ends_with(".json"))
+        .filter_map(|n| {
+            let data = std::fs::read(dir.join(&n)).ok()?;
+            if data.len() > 1 << 30 {
+                return None;
+            }
+            serde_json::from_slice(&data).ok().map(|l| (n, l))
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
 }

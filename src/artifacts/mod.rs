@@ -4,7 +4,7 @@
 //! [`combine`](mod@combine) the reduce step (the shards of several machines into one set).
 
 pub mod combine;
-mod ledger;
+pub mod ledger;
 pub mod manifest;
 pub mod split;
 

@@ -559,6 +559,7 @@ pub fn split(
     sink.event(PackEvent::Finishing("renaming into place"));
     super::place(st, out, &names)?;
     drop(stage);
+    super::ledger::write_left(out, ap, opts.gpu_targets.as_deref(), &left)?;
     Ok(SplitReport {
         artifact_dir: artifact_dir.to_path_buf(),
         output: out.to_path_buf(),

@@ -24,6 +24,9 @@ pub struct Installed {
     pub diagnostics: Vec<Diagnostic>,
     /// Read from the artifacts of split or combine.
     from_artifacts: bool,
+    /// What the splits that wrote these artifacts left to other shards (the
+    /// records beside the artifacts), by file name.
+    pub left: Vec<(String, crate::artifacts::ledger::LeftToOthers)>,
 }
 
 impl Installed {
@@ -44,6 +47,7 @@ impl Installed {
             files: by_path.into_values().collect(),
             diagnostics,
             from_artifacts: false,
+            left: Vec::new(),
         })
     }
 
@@ -114,6 +118,7 @@ impl Installed {
         }
         let mut i = Installed::scan(root, dirs)?;
         i.from_artifacts = true;
+        i.left = crate::artifacts::ledger::read_left(root);
         Ok(Some(i))
     }
 

@@ -78,6 +78,24 @@ fn verify_installed(
     loaders: &[Loader],
 ) -> TreeVerdict {
     let mut v = TreeVerdict::default();
+    // A shard's output: what its split left to the shards building other targets is
+    // named, not proven here.
+    for (file, l) in &inst.left {
+        const SHOWN: usize = 4;
+        let more = l.left.len().saturating_sub(SHOWN);
+        v.notes.push(format!(
+            "{file}: {} {} left to the shards building other targets (--gpu-targets {}): {}{}",
+            l.left.len(),
+            if l.left.len() == 1 { "item" } else { "items" },
+            l.gpu_targets.join(","),
+            l.left[..l.left.len().min(SHOWN)].join("; "),
+            if more > 0 {
+                format!("; … and {more} more, every one in {file}")
+            } else {
+                String::new()
+            }
+        ));
+    }
     // Paths of the plan are the output's (split: under the overlay directory).
     let norm = |p: &str| merged_path(layout, p);
     // Where each file of the install really is.
@@ -695,23 +713,26 @@ pub fn verify_device(
                 let checked = if !crate::kpack::alias::runs_on(ct, device) {
                     Err(format!("{what}: code for {ct}, which {device} cannot run"))
                 } else {
-                    archives[hit.archive]
-                        .kernel(hit.entry)
-                        .map_err(|e| format!("{what}: does not decode: {e}"))
-                        .and_then(|bytes| match promised(&path, co, ct) {
-                            Some(k) if crate::kpack::ledger::sha256_hex(&bytes) != k.sha256 => {
-                                Err(format!(
-                                    "{what}: its bytes are not the ones the ledger recorded \
-                                     (SHA-256 {})",
-                                    k.sha256
-                                ))
-                            }
-                            Some(_) => Ok(()),
-                            None => match crate::elf::inspect(&bytes) {
+                    let a = &archives[hit.archive];
+                    match promised(&path, co, ct) {
+                        // With a ledger: decoded as a stream into its hash.
+                        Some(k) => match a.digest(hit.entry) {
+                            Err(e) => Err(format!("{what}: does not decode: {e}")),
+                            Ok(h) if h != k.sha256 => Err(format!(
+                                "{what}: its bytes are not the ones the ledger recorded \
+                                 (SHA-256 {})",
+                                k.sha256
+                            )),
+                            Ok(_) => Ok(()),
+                        },
+                        None => a
+                            .kernel(hit.entry)
+                            .map_err(|e| format!("{what}: does not decode: {e}"))
+                            .and_then(|bytes| match crate::elf::inspect(&bytes) {
                                 Ok(crate::elf::ElfContent::CodeObject(_)) => Ok(()),
                                 _ => Err(format!("{what}: not an AMDGPU code object")),
-                            },
-                        })
+                            }),
+                    }
                 };
                 match checked {
                     Ok(()) => {
