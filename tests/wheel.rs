@@ -630,3 +630,20 @@ fn an_unknown_target_is_refused() {
         "unknown target(s) gfx9999",
     );
 }
+
+/// #30 item 4: a wheel split stops when cancelled (Esc in the TUI, Ctrl-C on the
+/// command line): nothing is written, the output directory it would have created is
+/// not left behind, and the result says cancelled.
+#[test]
+fn a_cancelled_wheel_split_writes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(whl) = fixture_wheel(tmp.path()) else {
+        return;
+    };
+    let out = tmp.path().join("dist");
+    let opts = kpack::wheel::split::WheelSplitOptions::new("amd-torch-device", "torch/");
+    opts.cancel.cancel();
+    let r = kpack::wheel::split::split_wheel(&whl, &out, &opts, &kpack::event::NoEvents);
+    assert!(matches!(r, Err(kpack::Error::Cancelled)), "{r:?}");
+    assert!(!out.exists());
+}

@@ -137,8 +137,10 @@ fn run_wheel_split(
     root: &Path,
     s: &app::PackSettings,
     tx: &Sender<AppEvent>,
+    cancel: &kpack::event::CancelToken,
 ) -> Result<kpack::wheel::split::WheelSplitReport, String> {
     let mut opts = kpack::wheel::split::WheelSplitOptions::new(&s.group, &s.overlay);
+    opts.cancel = cancel.clone();
     opts.targets = Some(s.selection.targets.clone());
     opts.level = s.level;
     opts.force = s.force;
@@ -159,9 +161,9 @@ fn file_in(root: &Path, rel: &str) -> PathBuf {
 fn start(req: Request, root: &Path, tx: &Sender<AppEvent>, cancel: &kpack::event::CancelToken) {
     match req {
         Request::Pack(settings) if settings.wheel => {
-            let (root, tx) = (root.to_path_buf(), tx.clone());
+            let (root, tx, cancel) = (root.to_path_buf(), tx.clone(), cancel.clone());
             std::thread::spawn(move || {
-                let r = run_wheel_split(&root, &settings, &tx);
+                let r = run_wheel_split(&root, &settings, &tx, &cancel);
                 let _ = tx.send(AppEvent::WheelDone(Box::new(r)));
             });
         }

@@ -64,6 +64,9 @@ pub struct WheelSplitOptions {
     /// Split a wheel whose RECORD does not match its contents (with a warning);
     /// otherwise it is refused (the split would give it a fresh, matching RECORD).
     pub ignore_record: bool,
+    /// Stop at the next member (or before anything is placed) when cancelled: what
+    /// was staged is removed and [`Error::Cancelled`] returned.
+    pub cancel: crate::event::CancelToken,
 }
 
 impl WheelSplitOptions {
@@ -81,6 +84,7 @@ impl WheelSplitOptions {
             threads: 0,
             force: false,
             ignore_record: false,
+            cancel: crate::event::CancelToken::new(),
         }
     }
 }
@@ -347,6 +351,9 @@ fn split_wheel_into(
     let results: Mutex<BTreeMap<usize, Out>> = Mutex::new(BTreeMap::new());
     let run = || -> Result<()> {
         order.par_iter().with_max_len(1).try_for_each(|(i, m)| {
+            if opts.cancel.is_cancelled() {
+                return Err(Error::Cancelled);
+            }
             let o = ctx.process(rayon::current_thread_index().unwrap_or(0), m)?;
             if let Ok(mut r) = results.lock() {
                 r.insert(*i, o);
@@ -490,6 +497,10 @@ fn split_wheel_into(
                 "{n}: the wheel just written is inconsistent: {f}"
             )));
         }
+    }
+    // The last moment a cancel keeps the output as it was.
+    if opts.cancel.is_cancelled() {
+        return Err(Error::Cancelled);
     }
     sink.event(PackEvent::Finishing("renaming into place"));
     let mut bytes_out = 0;
