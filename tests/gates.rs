@@ -314,17 +314,7 @@ fn verify_catches_kernel_database_files_gone_from_a_target_package() {
     )
     .unwrap();
     let out = t.join("out");
-    let o = kpack(&[
-        "split",
-        art.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-        "--artifact-prefix",
-        "blas_lib",
-        "--split-databases",
-        "rocblas",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    split_blas(&art, &out, &["--split-databases", "rocblas"]);
     let g90a = out.join("blas_lib_gfx90a").join(BLAS_PREFIX);
     for f in [
         "TensileLibrary_gfx90a-xnack+.dat",

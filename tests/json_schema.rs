@@ -184,6 +184,29 @@ fn every_json_output_follows_its_schema() {
         ]
         .concat(),
     );
+    // The record of what a shard left to the others, and its target artifacts'
+    // ledgers (kernel-database files and host hashes included).
+    check(
+        "split-left",
+        "s1",
+        &std::fs::read(tmp.path().join("s1/.kpack-tui-split-blas_lib.json")).unwrap(),
+    );
+    for (shard, unit) in [("s1", "gfx900"), ("s2", "gfx90a"), ("s2", "gfx1030")] {
+        let art_dir = tmp.path().join(shard).join(format!("blas_lib_{unit}"));
+        let ledger = walkdir::WalkDir::new(&art_dir)
+            .into_iter()
+            .map(|e| e.unwrap().into_path())
+            .find(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("kpack-tui-ledger-"))
+            })
+            .unwrap_or_else(|| panic!("no ledger in {}", art_dir.display()));
+        check(
+            "ledger",
+            &ledger.display().to_string(),
+            &std::fs::read(&ledger).unwrap(),
+        );
+    }
     json("combine", &["combine", &t("s1"), &t("s2"), "-o", &t("c1")]);
     std::fs::write(
         t("groups.json"),

@@ -347,7 +347,7 @@ pub fn split(
     // the processor: side by side, `x_gfx90a:xnack-` would shadow `x_gfx90a` for
     // first-match loaders on xnack- devices (ROCm 7.14); in one archive, TOC aliases
     // list plain code under every variant.
-    let units = variant_units(artifact_prefixes.keys().map(String::as_str));
+    let units = crate::kpack::alias::variant_units(artifact_prefixes.keys().map(String::as_str));
     let rekey = |m: BTreeMap<String, BTreeSet<String>>| {
         let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for (t, ps) in m {
@@ -579,22 +579,6 @@ pub fn split(
     })
 }
 
-/// Target → artifact: a target alone when it is its processor's only one, else the
-/// processor (every variant of it in one artifact).
-fn variant_units<'t>(targets: impl Iterator<Item = &'t str> + Clone) -> BTreeMap<String, String> {
-    let mut n: BTreeMap<&str, usize> = BTreeMap::new();
-    for t in targets.clone() {
-        *n.entry(bundle::target::base_processor(t)).or_default() += 1;
-    }
-    targets
-        .map(|t| {
-            let p = bundle::target::base_processor(t);
-            let u = if n[p] > 1 { p } else { t };
-            (t.to_string(), u.to_string())
-        })
-        .collect()
-}
-
 fn write_manifest(dir: &Path, prefixes: &[String]) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     fsutil::write_atomic(
@@ -676,12 +660,8 @@ impl Ctx<'_> {
                 self.phase(worker, j, Phase::Copy);
                 self.count(Some(self.unit(t)), true);
                 let n = copy(&src, &dst)?;
-                let data = fsutil::map_file(&dst)
-                    .map_err(|e| Error::io(&dst, e))?
-                    .map_or_else(
-                        || crate::kpack::ledger::sha256_hex(b""),
-                        |m| crate::kpack::ledger::sha256_hex(&m),
-                    );
+                let data =
+                    crate::kpack::ledger::sha256_file(&dst).map_err(|e| Error::io(&dst, e))?;
                 if let Ok(mut l) = self.db_files.lock() {
                     l.push((
                         self.unit(t).to_string(),
@@ -756,16 +736,16 @@ impl Ctx<'_> {
                 .map_err(|e| Error::format(src, e))?;
             for (e, bytes) in b.code_objects(&un).map_err(|e| Error::format(src, e))? {
                 let Some(arch) = e.id.arch() else { continue };
-                // Every code object, this shard's or another's, goes to the ledger.
+                if !wanted.contains(&(b.index as u32, arch.as_str())) {
+                    continue;
+                }
+                // For the ledger of the artifact it goes to.
                 promised.push(LedgerKernel {
                     bundle: b.index as u32,
                     target: arch.clone(),
                     size: bytes.len() as u64,
                     sha256: crate::kpack::ledger::sha256_hex(bytes),
                 });
-                if !wanted.contains(&(b.index as u32, arch.as_str())) {
-                    continue;
-                }
                 let Some((w, _)) = self.writers.get(self.unit(&arch)) else {
                     continue;
                 };

@@ -102,6 +102,26 @@ pub fn with_joins(targets: &BTreeSet<String>) -> BTreeSet<String> {
     }
 }
 
+/// Target → the archive unit it goes to when archives are per target: the target
+/// alone when it is its processor's only one, else the processor (every variant of
+/// it in one archive, so that none shadows another).
+pub fn variant_units<'t>(
+    targets: impl Iterator<Item = &'t str> + Clone,
+) -> BTreeMap<String, String> {
+    let mut n: BTreeMap<&str, usize> = BTreeMap::new();
+    for t in targets.clone() {
+        *n.entry(crate::bundle::target::base_processor(t))
+            .or_default() += 1;
+    }
+    targets
+        .map(|t| {
+            let p = crate::bundle::target::base_processor(t);
+            let u = if n[p] > 1 { p } else { t };
+            (t.to_string(), u.to_string())
+        })
+        .collect()
+}
+
 /// One alias: `toc[key][arch]` shares the frame of `toc[key][of]`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Alias {

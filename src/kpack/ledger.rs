@@ -174,6 +174,14 @@ pub struct DroppedKernel {
     pub reason: String,
 }
 
+/// SHA-256 of the file at `path` (mapped, not read into memory), lower-case hex.
+pub fn sha256_file(path: &Path) -> std::io::Result<String> {
+    Ok(match crate::fsutil::map_file(path)? {
+        Some(m) => sha256_hex(&m),
+        None => sha256_hex(b""),
+    })
+}
+
 /// SHA-256 of `data`, lower-case hex.
 pub fn sha256_hex(data: &[u8]) -> String {
     format!("{:x}", Sha256::digest(data))
@@ -318,34 +326,31 @@ pub struct Merged {
 
 /// Merge ledgers read from `found` (path, ledger).
 pub fn merge(found: Vec<(String, Ledger)>) -> Merged {
+    use std::collections::{BTreeMap, BTreeSet};
     let mut m = Merged::default();
-    let mut by_path: std::collections::BTreeMap<String, (usize, String)> = Default::default();
+    // Binary path → its index in the merged list and the ledger that listed it first.
+    let mut by_path: BTreeMap<String, (usize, String)> = BTreeMap::new();
     // Per group: the binaries each ledger knows.
-    let mut known: std::collections::BTreeMap<String, Vec<(String, Vec<String>)>> =
-        Default::default();
-    for (i, (p, l)) in found.into_iter().enumerate() {
-        m.paths.push(p.clone());
+    let mut known: BTreeMap<String, Vec<(String, BTreeSet<String>)>> = BTreeMap::new();
+    for (i, (p, mut l)) in found.into_iter().enumerate() {
+        let binaries = std::mem::take(&mut l.binaries);
+        known
+            .entry(l.group.clone())
+            .or_default()
+            .push((p.clone(), binaries.iter().map(|b| b.path.clone()).collect()));
         if i == 0 {
-            m.ledger = Ledger {
-                binaries: Vec::new(),
-                archives: Vec::new(),
-                ..l.clone()
-            };
-        }
-        if l.layout == "split" {
-            m.ledger.layout = "split".into();
-        }
-        known.entry(l.group.clone()).or_default().push((
-            p.clone(),
-            l.binaries.iter().map(|b| b.path.clone()).collect(),
-        ));
-        m.ledger.archives.extend(l.archives);
-        if i > 0 {
+            // The first ledger gives the header (schema, generator, selection…).
+            m.ledger = l;
+        } else {
+            if l.layout == "split" {
+                m.ledger.layout = l.layout;
+            }
+            m.ledger.archives.extend(l.archives);
             m.ledger.dropped.extend(l.dropped);
             m.ledger.unpacked.extend(l.unpacked);
             m.ledger.database_files.extend(l.database_files);
         }
-        for b in l.binaries {
+        for b in binaries {
             match by_path.get(&b.path) {
                 Some((j, first)) => {
                     let have = &mut m.ledger.binaries[*j];
@@ -368,18 +373,19 @@ pub fn merge(found: Vec<(String, Ledger)>) -> Merged {
                 }
             }
         }
+        m.paths.push(p);
     }
     // Every ledger of a group knows the same binaries: split writes one per target
     // artifact from the same input.
-    for (group, ls) in &known {
-        let all: std::collections::BTreeSet<&String> = ls.iter().flat_map(|(_, b)| b).collect();
+    for (group, ls) in known.iter().filter(|(_, ls)| ls.len() > 1) {
+        let all: BTreeSet<&String> = ls.iter().flat_map(|(_, b)| b).collect();
         for (p, bins) in ls {
             let missing: Vec<&str> = all
                 .iter()
-                .filter(|b| !bins.contains(b))
+                .filter(|b| !bins.contains(**b))
                 .map(|b| b.as_str())
                 .collect();
-            if !missing.is_empty() && ls.len() > 1 {
+            if !missing.is_empty() {
                 m.conflicts.push(format!(
                     "{p}: ledger of {group} that does not know {} (which the group's other \
                      ledgers list): its artifact comes from another build",

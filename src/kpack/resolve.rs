@@ -263,44 +263,33 @@ pub fn lookup_in<'a>(
         for t in compatible_targets(a) {
             for (path, archive) in usable {
                 let listed = archive.index.meta.gfx_arches.contains(&t);
-                let entry = archive.entry(key, &t);
-                if loader == Loader::TocScan {
-                    if let Some(entry) = entry {
-                        return Lookup::Found {
-                            archive: path,
-                            target: t,
-                            entry,
-                        };
-                    }
-                    // Nothing anywhere: the miss is the archives listing the target.
-                    if listed && last.is_none() {
-                        last = Some(Lookup::NoKernel {
-                            archive: path,
-                            target: t.clone(),
-                            key: key.to_string(),
-                        });
-                    }
+                // Only the TOC-scanning loader looks past gfx_arches.
+                if !listed && loader != Loader::TocScan {
                     continue;
                 }
-                if !listed {
-                    continue;
-                }
-                if let Some(entry) = entry {
+                if let Some(entry) = archive.entry(key, &t) {
                     return Lookup::Found {
                         archive: path,
                         target: t,
                         entry,
                     };
                 }
+                if !listed {
+                    continue;
+                }
                 let miss = Lookup::NoKernel {
                     archive: path,
                     target: t.clone(),
                     key: key.to_string(),
                 };
-                if loader == Loader::FirstMatch {
-                    return miss;
+                match loader {
+                    Loader::FirstMatch => return miss,
+                    Loader::FallThrough => last = Some(miss),
+                    // Nothing anywhere: the miss is the first archive listing it.
+                    Loader::TocScan => {
+                        last.get_or_insert(miss);
+                    }
                 }
-                last = Some(miss);
             }
         }
     }
@@ -366,22 +355,14 @@ pub fn accepting_devices(target: &str) -> Vec<String> {
     } else {
         vec![processor]
     };
-    let generic_target = |d: &str| {
-        let (p, f) = d.split_once(':').map_or((d, ""), |(p, f)| (p, f));
-        generic_of(p).map(|g| {
-            if f.is_empty() {
-                g.to_string()
-            } else {
-                format!("{g}:{f}")
-            }
-        })
-    };
     processors
         .into_iter()
         .flat_map(device_isas)
+        // The device's ISA, or the generic ISA CLR passes after it.
         .filter(|d| {
-            crate::kpack::alias::runs_on(target, d)
-                || generic_target(d).is_some_and(|g| crate::kpack::alias::runs_on(target, &g))
+            device_arch_list(d)
+                .iter()
+                .any(|a| crate::kpack::alias::runs_on(target, a))
         })
         .collect()
 }

@@ -112,8 +112,9 @@ pub struct Miss {
 }
 
 /// Resolve bundle `co` on every device in `devices` by every loader of `loaders`.
-/// Returns the hits (device, loader, hit) and the misses; a first-match miss where
-/// a later generation finds the kernel names both archives.
+/// Returns the hits (device, loader, hit: always code the device can run) and the
+/// misses; a first-match miss where a later generation finds the kernel names both
+/// archives.
 pub fn resolve_everywhere<'a>(
     reach: &mut Reach<'a>,
     co: u32,
@@ -134,7 +135,21 @@ pub fn resolve_everywhere<'a>(
         for (loader, l) in found {
             match l {
                 Lookup::Found { archive, entry, .. } => {
-                    hits.push((d.clone(), loader, Hit { archive, entry }))
+                    let hit = Hit { archive, entry };
+                    // Found, but not code this device can run (an alias or a
+                    // gfx_arches entry promising more than the frame is).
+                    if crate::kpack::alias::runs_on(hit.code_target(), d) {
+                        hits.push((d.clone(), loader, hit));
+                    } else {
+                        misses.push(Miss {
+                            device: d.clone(),
+                            loader,
+                            why: format!(
+                                "{archive} gives code for {}, which the device cannot run",
+                                hit.code_target()
+                            ),
+                        });
+                    }
                 }
                 other => {
                     // Without the key, so that bundles missed alike are reported
@@ -157,6 +172,13 @@ pub fn resolve_everywhere<'a>(
                         ) => {
                             format!("{archive} lists {target} but lacks them")
                         }
+                        // Said by the marker's paths, not each device's expansion of
+                        // them, so that the devices it concerns share one line.
+                        (Lookup::NoArchive { .. }, _) => format!(
+                            "no archive where its marker leads ({}, expanded for the \
+                             targets the device accepts)",
+                            reach.marker.kpack_search_paths.join(", ")
+                        ),
                         _ => lookup_fault(&other),
                     };
                     misses.push(Miss {

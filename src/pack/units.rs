@@ -83,20 +83,9 @@ impl Units {
         // which lacks the bundles that have only plain code (ROCm 7.14). In one
         // archive, TOC aliases list that code under every variant.
         if opts.archive_per == ArchivePer::Target {
-            let mut variants: BTreeMap<&str, usize> = BTreeMap::new();
-            for (a, _) in &pairs {
-                *variants.entry(base_processor(a)).or_default() += 1;
-            }
-            let shared: BTreeSet<String> = variants
-                .into_iter()
-                .filter(|(_, n)| *n > 1)
-                .map(|(p, _)| p.to_string())
-                .collect();
+            let units = crate::kpack::alias::variant_units(pairs.iter().map(|(a, _)| a.as_str()));
             for (a, u) in &mut pairs {
-                let p = base_processor(a);
-                if shared.contains(p) {
-                    *u = p.to_string();
-                }
+                *u = units[a.as_str()].clone();
             }
         }
         for (_, u) in &pairs {

@@ -11,7 +11,7 @@ use super::installed::Installed;
 use super::reach::{self, Reach};
 use super::{Layout, PackPlan};
 use crate::kpack::Archive;
-use crate::kpack::ledger::{LEDGER_PATH, sha256_hex};
+use crate::kpack::ledger::{LEDGER_PATH, sha256_file};
 use crate::kpack::marker::Marker;
 use crate::kpack::resolve::{Loader, TreeArchives, reachable_archives};
 use crate::scan::{self, FileKind, FileReport};
@@ -274,8 +274,8 @@ fn verify_installed(
                 continue;
             };
             if let Some(want) = &lb.host_sha256
-                && let Ok(data) = std::fs::read(&real_of[f.path.as_str()])
-                && crate::kpack::ledger::sha256_hex(&data) != *want
+                && let Ok(got) = sha256_file(&real_of[f.path.as_str()])
+                && got != *want
             {
                 v.faults.push(format!(
                     "{}: not the host-only binary the ledger was written for (SHA-256 {want}): \
@@ -308,9 +308,7 @@ fn verify_installed(
                     df.path, df.target
                 )),
                 Some(real) => {
-                    let got = crate::fsutil::map_file(real)
-                        .ok()
-                        .map(|m| m.map_or_else(|| sha256_hex(b""), |m| sha256_hex(&m)));
+                    let got = sha256_file(real).ok();
                     if got.as_deref() != Some(df.sha256.as_str()) {
                         v.faults.push(format!(
                             "{}: kernel-database file for {} differs from the one the ledger \
@@ -446,18 +444,8 @@ fn check_ledgered(
         all_misses.extend(misses.into_iter().map(|m| (*co, m)));
         let mut proved: BTreeSet<(&str, &str)> = BTreeSet::new();
         let mut bad: BTreeSet<(&str, &str)> = BTreeSet::new();
-        for (device, loader, hit) in &hits {
+        for (device, _, hit) in &hits {
             let ct = hit.code_target();
-            if !crate::kpack::alias::runs_on(ct, device) {
-                v.faults.push(format!(
-                    "{}: bundle #{co} on {device}: {} loaders get code for {ct} from {}, \
-                     which that device cannot run",
-                    lb.path,
-                    loader.name(),
-                    hit.archive
-                ));
-                continue;
-            }
             if proved.contains(&(hit.archive, ct)) || bad.contains(&(hit.archive, ct)) {
                 continue;
             }
@@ -565,17 +553,9 @@ fn check_unledgered(
         let (hits, misses) = reach::resolve_everywhere(&mut reach, *co, &devices, loaders);
         all_misses.extend(misses.into_iter().map(|m| (*co, m)));
         let mut reached = BTreeSet::new();
-        for (device, loader, hit) in &hits {
-            let ct = hit.code_target();
-            if !crate::kpack::alias::runs_on(ct, device) {
-                v.faults.push(format!(
-                    "{path}: bundle #{co} on {device}: {} loaders get code for {ct} from {}, \
-                     which that device cannot run",
-                    loader.name(),
-                    hit.archive
-                ));
-            } else if has.contains(ct) {
-                reached.insert(ct.to_string());
+        for (_, _, hit) in &hits {
+            if has.contains(hit.code_target()) {
+                reached.insert(hit.code_target().to_string());
             }
         }
         v.proved += reached.len() as u64;
@@ -659,17 +639,17 @@ pub fn verify_device(
         }
     }
     let ledger = inst.ledgers().ok().flatten().map(|m| m.ledger);
-    let promised = |path: &str, co: u32, target: &str| {
-        ledger.as_ref().and_then(|l| {
-            l.binaries
+    // The ledger's kernels by (binary, bundle, target), looked up once each.
+    let by_kernel: BTreeMap<(&str, u32, &str), &crate::kpack::ledger::LedgerKernel> = ledger
+        .iter()
+        .flat_map(|l| &l.binaries)
+        .flat_map(|b| {
+            b.kernels
                 .iter()
-                .find(|b| b.path == path)?
-                .kernels
-                .iter()
-                .find(|k| k.bundle == co && k.target == target)
-                .cloned()
+                .map(move |k| ((b.path.as_str(), k.bundle, k.target.as_str()), k))
         })
-    };
+        .collect();
+    let promised = |path: &str, co: u32, target: &str| by_kernel.get(&(path, co, target)).copied();
     let mut hosts = 0usize;
     for (_, f) in inst
         .files
@@ -710,9 +690,7 @@ pub fn verify_device(
                 // The bytes the runtime would get: decoded (a flipped byte inside a
                 // frame is the runtime's DECOMPRESSION_FAILED), then the ledger's
                 // hash, or without one, a code object for that target.
-                let checked = if !crate::kpack::alias::runs_on(ct, device) {
-                    Err(format!("{what}: code for {ct}, which {device} cannot run"))
-                } else {
+                let checked = {
                     let a = &archives[hit.archive];
                     match promised(&path, co, ct) {
                         // With a ledger: decoded as a stream into its hash.

@@ -635,10 +635,18 @@ fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         .iter()
         .filter(|f| f.kind == FileKind::FatBinary && kpack::pack::packable(f))
         .collect();
+    // A packed tree's archives are packed again: they leave too, and their kernels
+    // count like the binaries' below.
     let leaving: u64 = packed
         .iter()
         .map(|f| f.fatbin.as_ref().map_or(0, |s| s.size / 4096 * 4096))
-        .sum();
+        .sum::<u64>()
+        + report
+            .files
+            .iter()
+            .filter(|f| f.kind == FileKind::Kpack && f.hard_link_of.is_none())
+            .map(|f| f.size)
+            .sum::<u64>();
     // Each rewritten binary gains a page-aligned segment for its marker.
     let host_tree = report.totals.bytes.saturating_sub(leaving) + packed.len() as u64 * 4096;
     let mut per_family = vec![0u64; picks.len()];
@@ -647,6 +655,11 @@ fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             if let Some(i) = assign(&t.arch) {
                 per_family[i] += t.size;
             }
+        }
+    }
+    for (arch, t) in &report.arch_totals {
+        if let Some(i) = assign(arch) {
+            per_family[i] += t.archived;
         }
     }
     // A guess before compressing anything: zstd -3 keeps 25-40% of code objects

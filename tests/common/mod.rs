@@ -328,18 +328,21 @@ pub fn pack_under_way(
     }
 }
 
-/// `split ART -o OUT --artifact-prefix blas_lib --gpu-targets TARGETS`, which must
-/// succeed (one shard of ROCm's build matrix).
-pub fn split_shard(art: &Path, out: &Path, targets: &str) {
-    let o = kpack(&[
+/// `split ART -o OUT --artifact-prefix blas_lib EXTRA...`, which must succeed.
+pub fn split_blas(art: &Path, out: &Path, extra: &[&str]) {
+    let base = [
         "split",
         art.to_str().unwrap(),
         "-o",
         out.to_str().unwrap(),
         "--artifact-prefix",
         "blas_lib",
-        "--gpu-targets",
-        targets,
-    ]);
+    ];
+    let o = kpack(&[&base[..], extra].concat());
     assert!(o.status.success(), "{}", stderr(&o));
+}
+
+/// [`split_blas`] with `--gpu-targets TARGETS`: one shard of ROCm's build matrix.
+pub fn split_shard(art: &Path, out: &Path, targets: &str) {
+    split_blas(art, out, &["--gpu-targets", targets]);
 }

@@ -126,21 +126,28 @@ impl Archive {
     /// the frame must decode to exactly that size.
     pub fn digest(&self, e: &KernelEntry) -> Result<String> {
         use sha2::Digest;
-        let stored = self.stored(e);
         let mut h = sha2::Sha256::new();
-        match self.index.compression_scheme {
-            Scheme::None => h.update(stored),
-            Scheme::ZstdPerKernel => {
-                decode_stream(stored, e.size, |b| h.update(b)).map_err(|x| {
-                    Error::format(
-                        &self.path,
-                        x.shifted(e.offset)
-                            .context(&format!("{} @ {}: ", e.key, e.arch)),
-                    )
-                })?
-            }
-        }
+        self.decode_into(e, |b| h.update(b))?;
         Ok(format!("{:x}", h.finalize()))
+    }
+
+    /// A kernel's bytes handed to `sink` a buffer at a time (stored bytes as they
+    /// are; a zstd frame decoded as a stream to exactly its `original_size`).
+    pub fn decode_into(&self, e: &KernelEntry, mut sink: impl FnMut(&[u8])) -> Result<()> {
+        let stored = self.stored(e);
+        match self.index.compression_scheme {
+            Scheme::None => {
+                sink(stored);
+                Ok(())
+            }
+            Scheme::ZstdPerKernel => decode_stream(stored, e.size, sink).map_err(|x| {
+                Error::format(
+                    &self.path,
+                    x.shifted(e.offset)
+                        .context(&format!("{} @ {}: ", e.key, e.arch)),
+                )
+            }),
+        }
     }
 
     /// Whether every stored kernel carries a checksum (zstd frames with the content
@@ -239,30 +246,6 @@ pub fn decompress_frame(frame: &[u8], size: u64) -> FormatResult<Vec<u8>> {
             .min(frame.len().saturating_mul(16))
             .min(256 << 20),
     );
-    let mut dec = zstd::stream::read::Decoder::with_buffer(frame)
-        .and_then(|mut d| d.window_log_max(31).map(|()| d))
-        .map_err(|e| err(0, format!("cannot start zstd: {e}")))?
-        .single_frame();
-    (&mut dec)
-        .take(size)
-        .read_to_end(&mut out)
-        .map_err(|e| frame_error(&e))?;
-    if (out.len() as u64) < size {
-        return Err(err(
-            0,
-            format!(
-                "zstd frame decodes to {} bytes, original_size is {size}",
-                out.len()
-            ),
-        ));
-    }
-    // One more byte means the frame holds more than it claims.
-    let mut probe = [0u8; 1];
-    if matches!(dec.read(&mut probe), Ok(1)) {
-        return Err(err(
-            0,
-            format!("zstd frame holds more than original_size ({size}) bytes"),
-        ));
-    }
+    decode_stream(frame, size, |b| out.extend_from_slice(b))?;
     Ok(out)
 }

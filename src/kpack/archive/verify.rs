@@ -70,36 +70,30 @@ impl Archive {
                     // Streamed: memory stays at one buffer whatever original_size
                     // claims (a frame of zeros can decode to GiBs).
                     let stored_len = self.stored(k).len() as u64;
-                    let verdict = match self.index.compression_scheme {
-                        Scheme::None if stored_len != k.size => (
-                            Some(format!(
-                                "{} @ {}: is {stored_len} bytes, TOC says {}",
-                                k.key, k.arch, k.size
-                            )),
-                            None,
-                        ),
-                        _ if hash => match self.digest(k) {
-                            Ok(h) => (None, Some(h)),
-                            // The error names the key and arch already; the file is
-                            // the caller's to name.
-                            Err(Error::Format { error, .. }) => (Some(error.to_string()), None),
-                            Err(e) => (Some(format!("{} @ {}: {e}", k.key, k.arch)), None),
-                        },
-                        Scheme::None => (None, None),
-                        Scheme::ZstdPerKernel => {
-                            match super::reader::decode_stream(self.stored(k), k.size, |_| {}) {
-                                Ok(()) => (None, None),
-                                Err(x) => (
-                                    Some(
-                                        x.shifted(k.offset)
-                                            .context(&format!("{} @ {}: ", k.key, k.arch))
-                                            .to_string(),
-                                    ),
-                                    None,
-                                ),
+                    let verdict =
+                        if self.index.compression_scheme == Scheme::None && stored_len != k.size {
+                            (
+                                Some(format!(
+                                    "{} @ {}: is {stored_len} bytes, TOC says {}",
+                                    k.key, k.arch, k.size
+                                )),
+                                None,
+                            )
+                        } else {
+                            use sha2::Digest;
+                            let mut h = hash.then(sha2::Sha256::new);
+                            match self.decode_into(k, |b| {
+                                if let Some(h) = &mut h {
+                                    h.update(b);
+                                }
+                            }) {
+                                Ok(()) => (None, h.map(|h| format!("{:x}", h.finalize()))),
+                                // The error names the key and arch already; the file is
+                                // the caller's to name.
+                                Err(Error::Format { error, .. }) => (Some(error.to_string()), None),
+                                Err(e) => (Some(format!("{} @ {}: {e}", k.key, k.arch)), None),
                             }
-                        }
-                    };
+                        };
                     if let Bytes::Map(m) = &self.bytes {
                         crate::fsutil::release_range(
                             m,
