@@ -1,6 +1,7 @@
 //! Embeds the demo tree (`assets/demo`) into the binary, so that `kpack-tui` with no
 //! argument opens it from any directory: files (with their modes), symlinks and
-//! directories, listed in `$OUT_DIR/demo.rs`.
+//! directories, listed in `$OUT_DIR/demo.rs`. Also records the git revision the
+//! binaries are built from (`KPACK_GIT_REV`, shown by `--version`).
 
 use std::fmt::Write;
 use std::os::unix::fs::PermissionsExt;
@@ -52,4 +53,39 @@ fn main() {
     out.push_str("];\n");
     let dest = Path::new(&std::env::var("OUT_DIR").expect("OUT_DIR")).join("demo.rs");
     std::fs::write(dest, out).expect("write demo.rs");
+    git_revision();
+}
+
+/// `KPACK_GIT_REV`: the commit checked out (`git rev-parse --short=12 HEAD`), or
+/// "unknown" outside a git checkout (a source archive); `KPACK_GIT_REV` in the
+/// environment (a packager's build) wins.
+fn git_revision() {
+    println!("cargo:rerun-if-env-changed=KPACK_GIT_REV");
+    let rev = std::env::var("KPACK_GIT_REV").ok().or_else(|| {
+        let git = |args: &[&str]| {
+            std::process::Command::new("git")
+                .args(args)
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .output()
+                .ok()
+                .filter(|o| o.status.success())
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        };
+        // Rebuild when HEAD moves or the branch it names gets a new commit.
+        for path in ["HEAD", "packed-refs"] {
+            if let Some(p) = git(&["rev-parse", "--git-path", path]) {
+                println!("cargo:rerun-if-changed={p}");
+            }
+        }
+        if let Some(r) =
+            git(&["symbolic-ref", "-q", "HEAD"]).and_then(|r| git(&["rev-parse", "--git-path", &r]))
+        {
+            println!("cargo:rerun-if-changed={r}");
+        }
+        git(&["rev-parse", "--short=12", "HEAD"])
+    });
+    println!(
+        "cargo:rustc-env=KPACK_GIT_REV={}",
+        rev.unwrap_or_else(|| "unknown".into())
+    );
 }

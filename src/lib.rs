@@ -51,3 +51,12 @@ pub mod wheel;
 pub mod zip;
 
 pub use error::{Error, FormatError, Result};
+
+/// The version `--version` prints: the package version and the git revision the
+/// binaries were built from (`unknown` outside a git checkout).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (git ",
+    env!("KPACK_GIT_REV"),
+    ")"
+);

@@ -53,6 +53,12 @@ fn main() {
 }
 
 fn run(cli: Cli) -> Result<i32> {
+    if let Some(kind) = cli.generate {
+        return with_stdout(|out| {
+            cli::generate::generate(kind, <Cli as clap::CommandFactory>::command(), out)?;
+            Ok(EXIT_OK)
+        });
+    }
     let common = cli.effective_common();
     match cli.command {
         Some(Command::Scan {
@@ -112,20 +118,21 @@ fn run(cli: Cli) -> Result<i32> {
             phdr_layout.into(),
         ),
         Some(Command::Pack(args)) => batch::pack::run(
-            &args.tree,
+            &{
+                args.ignored.note();
+                args.tree()
+            },
             &args.output,
             args.dry_run,
             &args.options(&common)?,
             &common.output(),
         ),
-        Some(Command::Split(args)) => batch::artifacts::split(
-            &args.artifact_dir,
-            &args.output,
-            &args.options(common.jobs)?,
-            &common.output(),
-        ),
+        Some(Command::Split(args)) => run_split(&args, &common),
         Some(Command::Combine(args)) => batch::artifacts::combine(
-            &args.shards,
+            &{
+                args.ignored.note();
+                args.shards()?
+            },
             &args.output,
             &args.options()?,
             &common.output(),
@@ -133,7 +140,10 @@ fn run(cli: Cli) -> Result<i32> {
         Some(Command::Wheel {
             command: cli::WheelCommand::Split(args),
         }) => batch::wheel::split(
-            &args.wheel,
+            &{
+                args.ignored.note();
+                args.wheel()
+            },
             &args.output,
             &args.options(common.jobs)?,
             &common.output(),
@@ -191,7 +201,12 @@ fn run(cli: Cli) -> Result<i32> {
             };
             with_stdout(|out| batch::kernels::find(&pattern, regex, &path, &opts, common.json, out))
         }
-        Some(Command::Normalize { paths, check }) => {
+        Some(Command::Normalize {
+            paths,
+            check,
+            ignored,
+        }) => {
+            ignored.note();
             with_stdout(|out| batch::rewrite::normalize(&paths, check, common.json, out))
         }
         Some(Command::Trace {
@@ -216,23 +231,12 @@ fn run(cli: Cli) -> Result<i32> {
         }) => with_stdout(|out| tui::bench::run(files, jobs, frames, out)),
         Some(Command::Verify {
             path,
+            reference,
             devices,
             loader,
-        }) if path.is_dir() && !devices.is_empty() => with_stdout(|out| {
-            batch::pack::verify_devices(&path, &devices, &loader.loaders(), common.json, out)
-        }),
-        Some(Command::Verify { path, devices, .. }) if !devices.is_empty() => {
-            anyhow::bail!(
-                "{}: --device needs a packed tree ({} given)",
-                path.display(),
-                devices.join(", ")
-            )
-        }
-        Some(Command::Verify { path, loader, .. }) if path.is_dir() => {
-            with_stdout(|out| batch::pack::verify(&path, &loader.loaders(), common.json, out))
-        }
-        Some(Command::Verify { path, .. }) => {
-            with_stdout(|out| batch::archive::verify(&path, common.json, out))
+        }) => {
+            let path = cli::reference::either(&path, &reference.artifacts_dir);
+            run_verify(&path, &devices, &loader.loaders(), common.json)
         }
         None => {
             // No argument: the demo tree compiled into the binary, unpacked to a
@@ -359,6 +363,71 @@ fn wants_tui(common: &Common) -> bool {
 }
 
 /// Run `f` with a buffered stdout, flushing at the end.
+fn run_verify(
+    path: &Path,
+    devices: &[String],
+    loaders: &[kpack::kpack::resolve::Loader],
+    json: bool,
+) -> Result<i32> {
+    match (path.is_dir(), devices.is_empty()) {
+        (true, false) => {
+            with_stdout(|out| batch::pack::verify_devices(path, devices, loaders, json, out))
+        }
+        (false, false) => anyhow::bail!(
+            "{}: --device needs a packed tree ({} given)",
+            path.display(),
+            devices.join(", ")
+        ),
+        (true, true) => with_stdout(|out| batch::pack::verify(path, loaders, json, out)),
+        (false, true) => with_stdout(|out| batch::archive::verify(path, json, out)),
+    }
+}
+
+/// `split`: one artifact, or every artifact under `--batch-artifact-parent-dir`.
+fn run_split(args: &cli::SplitArgs, common: &Common) -> Result<i32> {
+    args.ignored.note();
+    let Some(parent) = &args.batch_artifact_parent_dir else {
+        let dir = cli::reference::either(&args.artifact_dir, &args.reference.artifact_dir_flag);
+        let prefix = args.artifact_prefix.as_deref().unwrap_or_default();
+        return batch::artifacts::split(
+            &dir,
+            &args.output,
+            &args.options(common.jobs, prefix)?,
+            &common.output(),
+        );
+    };
+    if common.json {
+        anyhow::bail!(
+            "--json reports one artifact: split each with --artifact-dir, or leave out --json"
+        );
+    }
+    let (found, skipped) = kpack::artifacts::manifest::batch_artifacts(parent)?;
+    for s in &skipped {
+        eprintln!("note: skipped {s}");
+    }
+    let mut failed = Vec::new();
+    for a in &found {
+        let done = args
+            .options(common.jobs, &a.prefix)
+            .and_then(|o| batch::artifacts::split(&a.dir, &args.output, &o, &common.output()));
+        if let Err(e) = done {
+            eprintln!("kpack-tui: error: {e:#}");
+            failed.push(a.dir.display().to_string());
+        }
+    }
+    if !failed.is_empty() {
+        anyhow::bail!(
+            "{} artifact(s) failed to split: {}",
+            failed.len(),
+            failed.join(", ")
+        );
+    }
+    if found.is_empty() {
+        anyhow::bail!("{}: no artifact to split in it", parent.display());
+    }
+    Ok(EXIT_OK)
+}
+
 fn with_stdout(f: impl FnOnce(&mut dyn Write) -> Result<i32>) -> Result<i32> {
     let out = io::stdout();
     let mut out = io::BufWriter::new(out.lock());

@@ -126,3 +126,98 @@ mod tests {
         }
     }
 }
+
+/// One artifact directory of a batch (`split --batch-artifact-parent-dir`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchArtifact {
+    /// The artifact directory.
+    pub dir: std::path::PathBuf,
+    /// The artifact prefix its name gives (`blas_lib_gfx110X-dgpu` → `blas_lib`).
+    pub prefix: String,
+}
+
+/// The artifact directories under `parent` as the reference's batch mode takes them
+/// (workflows §1.2): every immediate subdirectory in name order that holds a
+/// manifest and whose name, split on `_`, has at least two parts, the last not
+/// `generic`; the prefix is every part but the last. The others are returned as
+/// skipped, with why. No subdirectory at all is an error.
+pub fn batch_artifacts(parent: &Path) -> Result<(Vec<BatchArtifact>, Vec<String>)> {
+    let entries = std::fs::read_dir(parent).map_err(|e| Error::io(parent, e))?;
+    let mut dirs = Vec::new();
+    for e in entries {
+        let e = e.map_err(|e| Error::io(parent, e))?;
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            dirs.push(e.path());
+        }
+    }
+    if dirs.is_empty() {
+        return Err(Error::Invalid(format!(
+            "{}: no artifact directories in it",
+            parent.display()
+        )));
+    }
+    dirs.sort();
+    let (mut found, mut skipped) = (Vec::new(), Vec::new());
+    for dir in dirs {
+        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+        let name = name.unwrap_or_default();
+        let parts: Vec<&str> = name.split('_').collect();
+        if !dir.join(MANIFEST).is_file() {
+            skipped.push(format!("{name}: no {MANIFEST}"));
+        } else if parts.len() < 2 || parts.iter().any(|p| p.is_empty()) {
+            skipped.push(format!("{name}: not named <prefix>_<target or family>"));
+        } else if parts.last() == Some(&"generic") {
+            skipped.push(format!("{name}: a generic artifact (split already)"));
+        } else {
+            let prefix = parts[..parts.len() - 1].join("_");
+            found.push(BatchArtifact { dir, prefix });
+        }
+    }
+    Ok((found, skipped))
+}
+
+#[cfg(test)]
+mod batch_tests {
+    use super::*;
+
+    #[test]
+    fn batch_artifacts_take_the_prefix_from_the_name_and_skip_the_rest() {
+        let t = tempfile::tempdir().unwrap();
+        for (d, manifest) in [
+            ("blas_lib_gfx110X-dgpu", true),
+            ("rand_lib_generic", true),
+            ("nomanifest_gfx942", false),
+            ("single", true),
+            ("core-runtime_run_gfx94X-dcgpu", true),
+        ] {
+            std::fs::create_dir(t.path().join(d)).unwrap();
+            if manifest {
+                std::fs::write(t.path().join(d).join(MANIFEST), "x/stage\n").unwrap();
+            }
+        }
+        std::fs::write(t.path().join("a_file_gfx942"), "").unwrap();
+        let (found, skipped) = batch_artifacts(t.path()).unwrap();
+        let got: Vec<(String, &str)> = found
+            .iter()
+            .map(|b| {
+                (
+                    b.dir.file_name().unwrap().to_string_lossy().into_owned(),
+                    b.prefix.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("blas_lib_gfx110X-dgpu".to_string(), "blas_lib"),
+                (
+                    "core-runtime_run_gfx94X-dcgpu".to_string(),
+                    "core-runtime_run"
+                ),
+            ]
+        );
+        assert_eq!(skipped.len(), 3, "{skipped:?}");
+        let empty = tempfile::tempdir().unwrap();
+        assert!(batch_artifacts(empty.path()).is_err());
+    }
+}

@@ -43,15 +43,25 @@ impl From<DiffByArg> for Table {
 impl PackArgs {
     /// The pack's options.
     pub fn options(&self, common: &Common) -> Result<PackOptions> {
-        let families = if self.families.is_empty() {
+        // pack_tree's one family archive: --gfx-arch-family F --gfx-arches a,b.
+        let mut families = self.families.clone();
+        let reference_family = match (&self.reference.gfx_arch_family, &self.reference.gfx_arches) {
+            (Some(f), Some(a)) => {
+                families.push(format!("{f}={a}"));
+                true
+            }
+            _ => false,
+        };
+        let families = if families.is_empty() {
             Families::default()
         } else {
-            Families::parse(&self.families)?
+            Families::parse(&families)?
         };
         let mut o = PackOptions::new(&self.group, families);
         o.targets = self.targets.iter().map(|t| t.trim().to_string()).collect();
         o.all = self.all;
         o.archive_per = match self.archive_per {
+            _ if reference_family => ArchivePer::Family,
             ArchivePerArg::Target => ArchivePer::Target,
             ArchivePerArg::Family => ArchivePer::Family,
         };
@@ -68,7 +78,7 @@ impl PackArgs {
             CompressionArg::Zstd => Scheme::ZstdPerKernel,
         };
         o.level = self.level;
-        o.threads = common.jobs;
+        o.threads = self.reference.max_workers.unwrap_or(common.jobs);
         o.force = self.force;
         o.verify = !self.no_verify;
         o.archives = self.archives.clone();
@@ -79,10 +89,10 @@ impl PackArgs {
 }
 
 impl SplitArgs {
-    /// The split's options.
-    pub fn options(&self, jobs: usize) -> Result<SplitOptions> {
+    /// The split's options, for the artifact prefix `prefix`.
+    pub fn options(&self, jobs: usize, prefix: &str) -> Result<SplitOptions> {
         Ok(SplitOptions {
-            artifact_prefix: self.artifact_prefix.clone(),
+            artifact_prefix: prefix.to_string(),
             gpu_targets: (!self.gpu_targets.is_empty()).then(|| {
                 self.gpu_targets
                     .iter()
@@ -98,7 +108,31 @@ impl SplitArgs {
     }
 }
 
+impl PackArgs {
+    /// TREE, or pack_tree's `--input`.
+    pub fn tree(&self) -> std::path::PathBuf {
+        super::reference::either(&self.tree, &self.reference.input)
+    }
+}
+
+impl WheelSplitArgs {
+    /// WHEEL, or split_python_wheels's `--input`.
+    pub fn wheel(&self) -> std::path::PathBuf {
+        super::reference::either(&self.wheel, &self.reference.input)
+    }
+}
+
 impl CombineArgs {
+    /// SHARD..., or every subdirectory of recombine_artifacts's `--input-shards-dir`.
+    pub fn shards(&self) -> Result<Vec<std::path::PathBuf>> {
+        let mut shards = self.shards.clone();
+        shards.extend(self.reference.shards()?);
+        if shards.is_empty() {
+            bail!("no shards: --input-shards-dir holds no directories");
+        }
+        Ok(shards)
+    }
+
     /// The combine's options (the config file read).
     pub fn options(&self) -> Result<CombineOptions> {
         let config = self
@@ -118,13 +152,22 @@ impl WheelSplitArgs {
     /// The wheel split's options.
     pub fn options(&self, jobs: usize) -> Result<WheelSplitOptions> {
         let mut opts = WheelSplitOptions::new(&self.device_package_prefix, &self.overlay_root);
+        let torch_fat = self.reference.wheel_type.is_some()
+            || self.databases.iter().any(|d| d.trim() == "torch-fat");
         opts.device_requires = self.device_requires_dist.clone();
         opts.targets = list(&self.target);
         opts.families = list(&self.family);
-        opts.databases = if self.databases.iter().any(|d| d.trim() == "torch-fat") {
+        // An explicit handler list wins over the preset, as in the reference.
+        let explicit: Vec<String> = self
+            .databases
+            .iter()
+            .filter(|d| d.trim() != "torch-fat")
+            .cloned()
+            .collect();
+        opts.databases = if torch_fat && explicit.is_empty() {
             TORCH_FAT.to_vec()
         } else {
-            handlers(&self.databases)?
+            handlers(&explicit)?
         };
         opts.level = self.level;
         opts.zip_level = self.zip_level;

@@ -1,6 +1,8 @@
 //! Command-line arguments.
 
 mod convert;
+pub mod generate;
+pub mod reference;
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -15,10 +17,14 @@ use std::path::PathBuf;
 #[derive(Debug, Parser)]
 #[command(
     name = "kpack-tui",
-    version,
+    version = kpack::VERSION,
     override_usage = "kpack-tui [OPTIONS] [PATH] [NEW]\n       kpack-tui [OPTIONS] <COMMAND>"
 )]
 pub struct Cli {
+    /// Print a shell completion script or the man page to stdout and exit.
+    #[arg(long, value_enum, value_name = "KIND")]
+    pub generate: Option<generate::GenerateKind>,
+
     /// What to open: an install tree, a binary, a bundle file, a wheel, an archive, a
     /// trace. Default: the bundled demo tree.
     pub path: Option<PathBuf>,
@@ -241,6 +247,8 @@ pub enum Command {
         /// Report only; exit 1 when any file is not compliant.
         #[arg(long)]
         check: bool,
+        #[command(flatten)]
+        ignored: reference::Ignored,
     },
     /// List every kernel of every code object under PATH (a tree, a binary, a bundle,
     /// a .kpack archive, a code object; a host-only binary given alone follows its
@@ -323,7 +331,10 @@ pub enum Command {
     /// the list of faults.
     Verify {
         /// An archive or a packed tree.
-        path: PathBuf,
+        #[arg(required_unless_present = "artifacts_dir")]
+        path: Option<PathBuf>,
+        #[command(flatten)]
+        reference: reference::VerifyInput,
         /// Answer for one device instead: would a process on this GPU (an ISA such
         /// as `gfx90a:sramecc+:xnack-`) find every kernel of every binary? Lists what
         /// it would not. Repeat for several devices.
@@ -440,13 +451,25 @@ impl KernelSortArg {
 #[derive(Debug, Args, Clone)]
 pub struct SplitArgs {
     /// The artifact directory (holds artifact_manifest.txt).
-    pub artifact_dir: PathBuf,
+    #[arg(required_unless_present_any = ["artifact_dir_flag", "batch_artifact_parent_dir"])]
+    pub artifact_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub reference: reference::SplitInput,
+    /// Split every artifact directory under DIR instead: each immediate
+    /// subdirectory with a manifest, named <prefix>_<target or family> (those
+    /// ending _generic are skipped), with the prefix its name gives, into one OUT.
+    #[arg(
+        long,
+        value_name = "DIR",
+        conflicts_with_all = ["artifact_dir", "artifact_dir_flag", "artifact_prefix"]
+    )]
+    pub batch_artifact_parent_dir: Option<PathBuf>,
     /// Output directory (created; artifacts of other prefixes in it are left alone).
-    #[arg(short, long)]
+    #[arg(short, long, alias = "output-dir")]
     pub output: PathBuf,
     /// `<artifact>_<component>` (e.g. blas_lib): names the artifacts and archives.
-    #[arg(long)]
-    pub artifact_prefix: String,
+    #[arg(long, required_unless_present = "batch_artifact_parent_dir")]
+    pub artifact_prefix: Option<String>,
     /// Keep only these targets' code objects and database files (processor names;
     /// features ignored, gfx942:xnack+ is gfx942). Comma lists or repeated. Default:
     /// every target found.
@@ -458,11 +481,13 @@ pub struct SplitArgs {
     #[arg(long, value_delimiter = ',', num_args = 1..)]
     pub split_databases: Vec<String>,
     /// zstd level of the archives: 1-22, or `max`.
-    #[arg(long, default_value = "3", value_parser = parse_level)]
+    #[arg(long, alias = "compression-level", default_value = "3", value_parser = parse_level)]
     pub level: i32,
     /// Replace this prefix's artifacts if OUT already holds them.
     #[arg(long)]
     pub force: bool,
+    #[command(flatten)]
+    pub ignored: reference::Ignored,
 }
 
 /// `wheel` subcommands.
@@ -481,9 +506,12 @@ pub enum WheelCommand {
 #[derive(Debug, Args, Clone)]
 pub struct WheelSplitArgs {
     /// The fat wheel (never modified).
-    pub wheel: PathBuf,
+    #[arg(required_unless_present = "input")]
+    pub wheel: Option<PathBuf>,
+    #[command(flatten)]
+    pub reference: reference::WheelInput,
     /// Output directory (created; must not hold the input wheel).
-    #[arg(short, long)]
+    #[arg(short, long, alias = "output-dir")]
     pub output: PathBuf,
     /// Device wheels are named <prefix>-<bundle key> (amd-torch-device-gfx942).
     #[arg(long)]
@@ -494,7 +522,7 @@ pub struct WheelSplitArgs {
     pub overlay_root: String,
     /// Extra Requires-Dist of every device wheel; @GFXARCH@ becomes the bundle key
     /// (such lines are left out of family and sub-family wheels). Repeatable.
-    #[arg(long, value_name = "REQUIREMENT")]
+    #[arg(long, value_name = "REQUIREMENT", num_args = 1..)]
     pub device_requires_dist: Vec<String>,
     /// Keep only these targets (target IDs or processors; gfx90a keeps
     /// gfx90a:xnack+ too). Comma lists or repeated. Default: every target.
@@ -509,7 +537,7 @@ pub struct WheelSplitArgs {
     #[arg(long, value_delimiter = ',', num_args = 1..)]
     pub databases: Vec<String>,
     /// zstd level of the archives: 1-22, or `max`.
-    #[arg(long, default_value = "3", value_parser = parse_level)]
+    #[arg(long, alias = "compression-level", default_value = "3", value_parser = parse_level)]
     pub level: i32,
     /// Deflate level (0-9) of rewritten binaries inside the host wheel.
     #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u32).range(0..=9))]
@@ -521,6 +549,8 @@ pub struct WheelSplitArgs {
     /// Replace wheels of the same names in OUT.
     #[arg(long)]
     pub force: bool,
+    #[command(flatten)]
+    pub ignored: reference::Ignored,
 }
 
 /// Arguments of `combine`.
@@ -528,10 +558,12 @@ pub struct WheelSplitArgs {
 pub struct CombineArgs {
     /// The shards: each a `split` output directory (<component>_generic,
     /// <component>_<target>, …).
-    #[arg(required = true)]
+    #[arg(required_unless_present = "input_shards_dir")]
     pub shards: Vec<PathBuf>,
+    #[command(flatten)]
+    pub reference: reference::CombineInput,
     /// Output directory (created; other artifacts in it are left alone).
-    #[arg(short, long)]
+    #[arg(short, long, alias = "output-dir")]
     pub output: PathBuf,
     /// Target groups (the reference's JSON: architecture_groups): one output
     /// artifact <component>_<group> per group instead of one per target.
@@ -544,13 +576,20 @@ pub struct CombineArgs {
     /// Replace output artifacts that already exist.
     #[arg(long)]
     pub force: bool,
+    #[command(flatten)]
+    pub ignored: reference::Ignored,
 }
 
 /// Arguments of `pack`.
 #[derive(Debug, Args, Clone)]
 pub struct PackArgs {
     /// The install tree to pack.
-    pub tree: PathBuf,
+    #[arg(required_unless_present = "input")]
+    pub tree: Option<PathBuf>,
+    #[command(flatten)]
+    pub reference: reference::PackInput,
+    #[command(flatten)]
+    pub ignored: reference::Ignored,
     #[command(flatten)]
     pub long: LongFlag,
     #[command(flatten)]
@@ -559,7 +598,7 @@ pub struct PackArgs {
     #[arg(short, long)]
     pub output: PathBuf,
     /// Group name: archives are `.kpack/<group>_<target>.kpack` (or `_<family>`).
-    #[arg(long)]
+    #[arg(long, alias = "group-name")]
     pub group: String,
     /// Select a family preset (gfx90X, gfx94X, gfx950, gfx101X, gfx103X, gfx110X,
     /// gfx115X, gfx120X, gfx125X) or NAME=arch,arch. Repeat, or list presets with commas.
@@ -588,7 +627,7 @@ pub struct PackArgs {
     pub compression: CompressionArg,
     /// zstd level: 1-22, or `max` (level 19 with a window as large as each kernel;
     /// slower, for bundles that were stored compressed).
-    #[arg(long, default_value = "3", value_parser = parse_level)]
+    #[arg(long, alias = "compression-level", default_value = "3", value_parser = parse_level)]
     pub level: i32,
     /// Archives holding the kernels of host-only binaries in TREE (files, or
     /// directories of .kpack files); searched before those their markers name.

@@ -78,6 +78,7 @@ impl Env {
 }
 
 const USAGE: &str = "usage: phc <compiler> <args...>   (or PHC_COMPILER=<compiler> phc <args...>)\n\
+       phc --generate complete-bash|complete-zsh|complete-fish|complete-powershell|man\n\
 Splits a multi-arch HIP compile (-c with two or more --offload-arch) into parallel\n\
 per-arch device compiles under the make jobserver; anything else runs unchanged.\n\
 Environment: PHC_NINJA_TRACE=file, PHC_DEBUG=1 (decisions; 2: also the driver's\nplan), PHC_JOBSERVER=0, PHC_JOBS=n (device\ncompiles at once without a jobserver; default: the cores), PHC_COMPILER.";
@@ -90,7 +91,7 @@ pub fn main(argv: Vec<String>, env: &Env) -> i32 {
         return 0;
     }
     if argv.len() == 1 && matches!(argv[0].as_str(), "--version" | "-V") {
-        println!("phc (kpack-tui) {}", env!("CARGO_PKG_VERSION"));
+        println!("phc (kpack-tui) {}", crate::VERSION);
         return 0;
     }
     let mut cmd = argv;
