@@ -290,28 +290,6 @@ fn the_demo_is_called_demo() {
     assert_eq!(stdout(&o).lines().next(), Some("demo"));
 }
 
-/// The README's first example is the real output (#19 item 20): every line it shows
-/// is what `kpack-tui assets/demo --no-tui` prints, in order.
-#[test]
-fn the_readme_example_is_the_real_output() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-    let start = readme.find("$ kpack-tui assets/demo --no-tui\n").unwrap();
-    let block: Vec<&str> = readme[start..]
-        .lines()
-        .skip(1)
-        .take_while(|l| *l != "    ...")
-        .collect();
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_kpack-tui"))
-        .args(["assets/demo", "--no-tui"])
-        .current_dir(root)
-        .output()
-        .unwrap();
-    let out = String::from_utf8(o.stdout).unwrap();
-    let real: Vec<&str> = out.lines().take(block.len()).collect();
-    assert_eq!(block, real, "regenerate the README example");
-}
-
 /// Issue #19 item 17: each subcommand's help lists its own options only; `--no-tui`
 /// is still accepted everywhere (scripts pass it, as they set KPACK_NO_TUI).
 #[test]
