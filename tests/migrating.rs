@@ -395,6 +395,9 @@ fn kpack_binary_and_bulk_unbundle_have_their_equivalents() {
     files.sort();
     assert_eq!(
         files,
-        ["libvadd.so#0/gfx900.hsaco", "libvadd.so#0/gfx90a:xnack+.hsaco"]
+        [
+            "libvadd.so#0/gfx900.hsaco",
+            "libvadd.so#0/gfx90a:xnack+.hsaco"
+        ]
     );
 }
