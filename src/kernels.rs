@@ -350,7 +350,16 @@ fn one_file(
         },
         FileKind::HostOnlyBinary if follow_marker => {
             if let Some(m) = &f.marker {
-                for a in marker_archives(abs, m) {
+                let archives = marker_archives(abs, m);
+                if archives.is_empty() {
+                    // Said, not a silent "0 kernels": the code is elsewhere.
+                    out.2.push(format!(
+                        "{path}: a host-only binary whose marker reaches no archive here \
+                         (it names {}); its kernels are not listed",
+                        m.kpack_search_paths.join(", ")
+                    ));
+                }
+                for a in archives {
                     match Archive::open(&a) {
                         Ok(arch) => {
                             let shown = a.display().to_string();
@@ -402,6 +411,8 @@ fn from_bytes(
                 opts.cache,
             );
         }
+    } else if elf::is_static_archive(data) {
+        from_static_archive(out, path, data, opts, defer);
     } else if elf::is_elf(data) {
         match elf::inspect(data) {
             Ok(ElfContent::Fat(fat)) => {
@@ -425,6 +436,49 @@ fn from_bytes(
         match bundle::walk_section(data) {
             Ok(bs) => from_bundles(out, path, data, &bs, opts, defer),
             Err(e) => out.2.push(format!("{path}: {e}")),
+        }
+    }
+}
+
+/// Kernels of every member of a static archive (`.a`, GNU or BSD names, thin
+/// archives' members are not in the file and are skipped): each ELF member is read
+/// like a file of its own, named `archive(member)` as binutils names them.
+fn from_static_archive(
+    out: &mut FileRows,
+    path: &str,
+    data: &[u8],
+    opts: &KernelsOptions,
+    mut defer: Defer<'_>,
+) {
+    let ar = match object::read::archive::ArchiveFile::parse(data) {
+        Ok(ar) => ar,
+        Err(e) => {
+            out.2.push(format!("{path}: malformed static archive: {e}"));
+            return;
+        }
+    };
+    for m in ar.members() {
+        let m = match m {
+            Ok(m) => m,
+            Err(e) => {
+                out.2.push(format!("{path}: member list: {e}"));
+                return;
+            }
+        };
+        let name = String::from_utf8_lossy(m.name()).into_owned();
+        if m.is_thin() {
+            continue;
+        }
+        let Ok(bytes) = m.data(data) else {
+            out.2.push(format!(
+                "{path}: member {name}: data passes the end of the archive"
+            ));
+            continue;
+        };
+        if elf::is_elf(bytes) || bundle::looks_like_bundle(bytes) {
+            let member = format!("{path}({name})");
+            let defer = defer.as_mut().map(|(map, later)| (*map, &mut **later));
+            from_bytes(out, &member, bytes, opts, defer);
         }
     }
 }

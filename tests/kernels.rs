@@ -476,3 +476,109 @@ fn kernels_output_does_not_depend_on_the_thread_count() {
         assert!(run(j) == one, "-j {j} differs from -j 1");
     }
 }
+
+/// #29 item 3: a static archive's kernels are its members' kernels. Expected from the
+/// input: the members `ar x` writes, each unbundled by clang-offload-bundler, each
+/// code object's kernels as llvm-readelf lists them.
+#[test]
+fn a_static_archive_lists_the_kernels_of_its_members() {
+    let lib = demo().join("lib/libkern.a");
+    let o = kpack(&["kernels", lib.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let mut got: Vec<(String, String, String)> = j["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| {
+            (
+                k["path"].as_str().unwrap().to_string(),
+                k["target"].as_str().unwrap().to_string(),
+                k["name"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    got.sort();
+    assert!(!got.is_empty(), "no kernels in {}", lib.display());
+    if tool("ar").is_none()
+        || tool("clang-offload-bundler-19").is_none()
+        || tool("llvm-readelf-19").is_none()
+    {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let members = tmp.path().join("members");
+    std::fs::create_dir(&members).unwrap();
+    let s = Command::new("ar")
+        .arg("x")
+        .arg(&lib)
+        .current_dir(&members)
+        .status()
+        .unwrap();
+    assert!(s.success());
+    let listed = Command::new("ar").arg("t").arg(&lib).output().unwrap();
+    let mut want = Vec::new();
+    for m in String::from_utf8(listed.stdout).unwrap().lines() {
+        let dir = tmp.path().join(format!("{m}.d"));
+        std::fs::create_dir(&dir).unwrap();
+        for (arch, co) in unbundle(&members.join(m), &dir) {
+            for name in readelf_kernels(&co).keys() {
+                want.push((format!("libkern.a({m})"), arch.clone(), name.clone()));
+            }
+        }
+    }
+    want.sort();
+    assert_eq!(got, want);
+    // find-kernel finds them there, named as binutils names members.
+    let o = kpack(&["find-kernel", "saxpy", demo().to_str().unwrap()]);
+    assert!(
+        stdout(&o).contains("lib/libkern.a(saxpy_b.o)#0"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+/// #29 item 2: a host-only binary whose section-header table sits at an odd offset
+/// (as the reference transform writes them) is read like any other: readelf accepts
+/// it, and so does kpack-tui, in scan and in kernels (through its marker).
+#[test]
+fn a_section_header_table_at_an_odd_offset_is_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let packed = tmp.path().join("packed");
+    let o = pack_rocm(&demo(), &packed, &["--all"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let lib = packed.join("lib/librdc.so");
+    let before = stdout(&kpack(&["kernels", lib.to_str().unwrap(), "--json"]));
+    let mut d = std::fs::read(&lib).unwrap();
+    let shoff = u64::from_le_bytes(d[0x28..0x30].try_into().unwrap()) as usize;
+    let shnum = u16::from_le_bytes(d[0x3c..0x3e].try_into().unwrap()) as usize;
+    let table = d[shoff..shoff + shnum * 64].to_vec();
+    d.push(0);
+    let odd = d.len();
+    assert!(odd % 2 == 1);
+    d.extend_from_slice(&table);
+    d[0x28..0x30].copy_from_slice(&(odd as u64).to_le_bytes());
+    std::fs::write(&lib, &d).unwrap();
+    if let Some(readelf) = tool("readelf") {
+        let o = Command::new(readelf).arg("-S").arg(&lib).output().unwrap();
+        assert!(o.status.success() && o.stderr.is_empty(), "{}", stderr(&o));
+        assert!(stdout(&o).contains(&format!("starting at offset {odd:#x}")));
+    }
+    let o = kpack(&[lib.to_str().unwrap(), "--no-tui", "--json"]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["files"][0]["kind"], "host_only_binary", "{j}");
+    assert!(j["diagnostics"].as_array().unwrap().is_empty(), "{j}");
+    let after = stdout(&kpack(&["kernels", lib.to_str().unwrap(), "--json"]));
+    assert_eq!(before, after);
+    assert!(before.contains("\"kernels\""));
+    // Alone, away from its archives: said, not a silent "0 kernels".
+    let alone = tmp.path().join("librdc.so");
+    std::fs::copy(&lib, &alone).unwrap();
+    let o = kpack(&["kernels", alone.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("marker reaches no archive here"),
+        "{}",
+        stderr(&o)
+    );
+}

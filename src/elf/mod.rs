@@ -571,14 +571,8 @@ pub fn inspect_static_archive(data: &[u8]) -> FormatResult<StaticArchive> {
         if !is_elf(bytes) {
             continue;
         }
-        // Members are only 2-byte aligned in the archive; ELF structs need 8.
-        let aligned;
-        let bytes = if bytes.as_ptr().align_offset(8) == 0 {
-            bytes
-        } else {
-            aligned = AlignedBytes::copy_of(bytes);
-            aligned.as_slice()
-        };
+        // Members are only 2-byte aligned in the archive: read in place (object's
+        // `unaligned` types).
         match inspect(bytes) {
             Ok(ElfContent::Fat(fat)) => out.members.push(ArchiveMember {
                 name,

@@ -864,6 +864,30 @@ fn kernels_view_lists_the_kernels_of_the_selection() {
     insta::assert_snapshot!("kernels_160x48", render(&app, 160, 48).backend());
 }
 
+/// #29 item 3: K on a static archive lists its members' kernels (it said 0).
+#[test]
+fn kernels_of_a_static_archive_are_its_members_kernels() {
+    let mut app = scanned();
+    select(&mut app, "libkern.a");
+    app.update(AppEvent::Key(KeyEvent::new(
+        KeyCode::Char('K'),
+        KeyModifiers::SHIFT,
+    )));
+    assert!(
+        app.requests
+            .contains(&super::app::Request::Kernels("lib/libkern.a".into()))
+    );
+    // What the background read delivers for that request.
+    let r =
+        kpack::kernels::list_kernels(&demo().join("lib/libkern.a"), &Default::default()).unwrap();
+    assert_eq!(r.kernels.len(), 6);
+    app.update(AppEvent::Kernels("lib/libkern.a".into(), Box::new(Ok(r))));
+    let screen = format!("{:?}", render(&app, 120, 20).backend());
+    assert!(screen.contains("6 kernels in 4 code objects"), "{screen}");
+    assert!(screen.contains("libkern.a(saxpy"), "{screen}");
+    assert!(screen.contains("libkern.a(vadd_"), "{screen}");
+}
+
 #[test]
 fn kernels_are_found_by_name_and_read_from_the_inspector() {
     // An archive of real code objects (the fixture's, unbundled).
