@@ -28,6 +28,9 @@ def main():
     ap.add_argument("--no-dist-info", action="store_true")
     ap.add_argument("--tree", action="append", default=[], metavar="DIR=PREFIX",
                     help="add every regular file under DIR as PREFIX/<path>, with its mode")
+    ap.add_argument("--dist-info-mode", default="644", help="octal mode of the dist-info files")
+    ap.add_argument("--wheel-tag", action="append", default=[],
+                    help="a Tag line of WHEEL (default: every tag of --tag's compressed set)")
     ap.add_argument("--tamper", action="append", default=[], metavar="NAME",
                     help="give member NAME a wrong hash in RECORD")
     ap.add_argument("members", nargs="*")
@@ -57,11 +60,20 @@ def main():
                 with open(p, "rb") as f:
                     files.append((f"{prefix}/{rel}", f.read(), os.stat(p).st_mode & 0o7777))
     di = f"{a.name.replace('-', '_')}-{a.version}.dist-info"
+    dm = int(a.dist_info_mode, 8)
+    parts = [p.split(".") for p in a.tag.split("-")]
+    if a.wheel_tag:
+        tags = a.wheel_tag
+    elif len(parts) == 3:
+        tags = [f"{x}-{y}-{z}" for x in parts[0] for y in parts[1] for z in parts[2]]
+    else:
+        tags = [a.tag]  # malformed on purpose (the refusal tests): written as given
+    tag_lines = "".join(f"Tag: {t}\n" for t in tags)
     if not a.no_dist_info:
         top = sorted({n.split("/")[0] for n, _, _ in files if "/" in n})
-        files.append((f"{di}/METADATA", f"Metadata-Version: 2.1\nName: {a.name}\nVersion: {a.version}\nSummary: test wheel\n\nA test wheel.\n".encode(), 0o644))
-        files.append((f"{di}/WHEEL", f"Wheel-Version: 1.0\nGenerator: make-test-wheel\nRoot-Is-Purelib: false\nTag: {a.tag}\n".encode(), 0o644))
-        files.append((f"{di}/top_level.txt", ("\n".join(top) + "\n").encode(), 0o644))
+        files.append((f"{di}/METADATA", f"Metadata-Version: 2.1\nName: {a.name}\nVersion: {a.version}\nSummary: test wheel\n\nA test wheel.\n".encode(), dm))
+        files.append((f"{di}/WHEEL", f"Wheel-Version: 1.0\nGenerator: make-test-wheel\nRoot-Is-Purelib: false\n{tag_lines}".encode(), dm))
+        files.append((f"{di}/top_level.txt", ("\n".join(top) + "\n").encode(), dm))
         # RECORD is CSV, written by the csv module as pip and wheel write it (names
         # with commas, quotes or newlines are quoted).
         buf = io.StringIO()
@@ -71,7 +83,7 @@ def main():
             h = base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
             w.writerow([n, f"sha256={h}", len(d)])
         w.writerow([f"{di}/RECORD", "", ""])
-        files.append((f"{di}/RECORD", buf.getvalue().encode(), 0o644))
+        files.append((f"{di}/RECORD", buf.getvalue().encode(), dm))
     with zipfile.ZipFile(a.out, "w") as z:
         for n, d, mode in files:
             zi = zipfile.ZipInfo(n, date_time=(2026, 1, 1, 0, 0, 0))

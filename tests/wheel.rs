@@ -647,3 +647,104 @@ fn a_cancelled_wheel_split_writes_nothing() {
     assert!(matches!(r, Err(kpack::Error::Cancelled)), "{r:?}");
     assert!(!out.exists());
 }
+
+/// #29 item 5: the device wheels of a manylinux wheel carry its tags (the file name's
+/// compressed set, every tag a WHEEL Tag line), as pip's own parser reads them; the
+/// regenerated dist-info files keep the input's modes; WHEEL disagreeing with the
+/// file name is a warning.
+#[test]
+fn device_wheels_carry_the_host_wheels_tags_and_modes() {
+    let Some(py) = tool("python3") else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let tag = "cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64";
+    let lib = fixtures().join("libkernels.so");
+    let whl = py_wheel(
+        tmp.path(),
+        &format!("torch-2.10.0-{tag}.whl"),
+        &[
+            "--name",
+            "torch",
+            "--version",
+            "2.10.0",
+            "--tag",
+            tag,
+            "--dist-info-mode",
+            "664",
+            &format!("torch/lib/libkernels.so@755={}", lib.display()),
+        ],
+    );
+    let out = tmp.path().join("dist");
+    let o = split_wheel(&whl, &out, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("disagree"), "{}", stderr(&o));
+    let device: Vec<String> = names(&out)
+        .into_iter()
+        .filter(|n| n.starts_with("amd_torch_device_"))
+        .collect();
+    assert!(!device.is_empty());
+    // pip's parser: each device wheel's file-name tags = its WHEEL Tag lines = the
+    // input's file-name tags.
+    let check = r#"
+import sys, zipfile
+from pip._vendor.packaging.utils import parse_wheel_filename
+want = sorted(str(t) for t in parse_wheel_filename(sys.argv[1])[3])
+for p in sys.argv[2:]:
+    name = p.rsplit("/", 1)[-1]
+    tags = sorted(str(t) for t in parse_wheel_filename(name)[3])
+    z = zipfile.ZipFile(p)
+    wheel = next(n for n in z.namelist() if n.endswith(".dist-info/WHEEL"))
+    lines = sorted(l[5:] for l in z.read(wheel).decode().splitlines() if l.startswith("Tag: "))
+    assert tags == want == lines, (name, tags, want, lines)
+    for i in z.infolist():
+        if ".dist-info/" in i.filename:
+            assert (i.external_attr >> 16) & 0o777 == 0o664, (name, i.filename, oct(i.external_attr >> 16))
+print("ok", len(sys.argv) - 2)
+"#;
+    let mut args = vec![
+        "-c".to_string(),
+        check.to_string(),
+        whl.file_name().unwrap().to_string_lossy().into_owned(),
+    ];
+    args.extend(device.iter().map(|n| out.join(n).display().to_string()));
+    let o = Command::new(&py).args(&args).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    // The host wheel's regenerated METADATA and RECORD keep 0664 too.
+    let host = Wheel::open(&out.join(whl.file_name().unwrap())).unwrap();
+    for f in ["METADATA", "RECORD"] {
+        let m = host.member(&format!("torch-2.10.0.dist-info/{f}")).unwrap();
+        assert_eq!(m.permissions(), 0o664, "{f}");
+    }
+
+    // WHEEL says linux_x86_64 while the name says manylinux: warned, and the device
+    // wheels take the name's tags (the host wheel keeps the name).
+    let odd = tmp.path().join("odd");
+    std::fs::create_dir(&odd).unwrap();
+    let whl = py_wheel(
+        &odd,
+        &format!("torch-2.10.0-{tag}.whl"),
+        &[
+            "--name",
+            "torch",
+            "--version",
+            "2.10.0",
+            "--tag",
+            tag,
+            "--wheel-tag",
+            "cp311-cp311-linux_x86_64",
+            &format!("torch/lib/libkernels.so@755={}", lib.display()),
+        ],
+    );
+    let out = odd.join("dist");
+    let o = split_wheel(&whl, &out, &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("WHEEL's Tag lines (cp311-cp311-linux_x86_64) disagree"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        names(&out).iter().all(|n| n.contains(tag)),
+        "{:?}",
+        names(&out)
+    );
+}

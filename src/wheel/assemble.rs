@@ -59,13 +59,13 @@ pub(crate) fn add_raw<W: Write>(
 
 pub(crate) fn add_text<W: Write>(
     z: &mut ZipWriter<W>,
-    name: &str,
+    (name, mode): (&str, u32),
     text: &[u8],
     level: u32,
     at: &Path,
 ) -> Result<(String, [u8; 32], u64)> {
     let (c, s) = zip::write::deflate(text, level).map_err(|e| Error::io(at, e))?;
-    z.add_bytes(name, 0o644, s, &c)
+    z.add_bytes(name, mode, s, &c)
         .map_err(|e| Error::io(at, e))?;
     Ok((name.to_string(), metadata::sha256(text), text.len() as u64))
 }
@@ -113,7 +113,13 @@ pub(crate) fn write_host(
                 })?;
                 let lines = metadata::host_requirements(prefix, &info.version, keys);
                 let new = metadata::insert_headers(&text, &lines);
-                record.push(add_text(&mut z, &m.name, new.as_bytes(), level, path)?);
+                record.push(add_text(
+                    &mut z,
+                    (&m.name, m.permissions()),
+                    new.as_bytes(),
+                    level,
+                    path,
+                )?);
             }
             Some(Out::Raw { sha }) => {
                 add_raw(&mut z, wheel, m, &m.name)?;
@@ -130,13 +136,15 @@ pub(crate) fn write_host(
         }
     }
     let text = metadata::record(&record, &record_name);
-    add_text(&mut z, &record_name, text.as_bytes(), level, path)?;
+    let mode = wheel.mode_of(&record_name);
+    add_text(&mut z, (&record_name, mode), text.as_bytes(), level, path)?;
     finish(z, path)?;
     Ok(record.len() as u64 + 1)
 }
 
 pub(crate) struct DeviceWheel<'a> {
     pub(crate) wheel: &'a Wheel,
+    pub(crate) tags: &'a metadata::TagSet,
     pub(crate) results: &'a BTreeMap<usize, Out>,
     pub(crate) path: &'a Path,
     pub(crate) key: &'a str,
@@ -224,30 +232,27 @@ pub(crate) fn write_device(d: &DeviceWheel<'_>) -> Result<WheelOut> {
         &d.opts.device_requires,
         d.keys,
     );
-    record.push(add_text(
-        &mut z,
-        &format!("{dist_info}/METADATA"),
-        md.as_bytes(),
-        lvl,
-        d.path,
-    )?);
-    record.push(add_text(
-        &mut z,
-        &format!("{dist_info}/WHEEL"),
-        metadata::device_wheel(&info.tag).as_bytes(),
-        lvl,
-        d.path,
-    )?);
-    record.push(add_text(
-        &mut z,
-        &format!("{dist_info}/top_level.txt"),
-        format!("{}\n", d.overlay).as_bytes(),
-        lvl,
-        d.path,
-    )?);
+    // The regenerated dist-info files take the modes of the input's.
+    let mode = |f: &str| d.wheel.mode_of(&format!("{}/{f}", info.dist_info));
+    let wheel_text = metadata::device_wheel(d.tags);
+    let top_level = format!("{}\n", d.overlay);
+    for (f, text) in [
+        ("METADATA", md.as_bytes()),
+        ("WHEEL", wheel_text.as_bytes()),
+        ("top_level.txt", top_level.as_bytes()),
+    ] {
+        let name = format!("{dist_info}/{f}");
+        record.push(add_text(&mut z, (&name, mode(f)), text, lvl, d.path)?);
+    }
     let record_name = format!("{dist_info}/RECORD");
     let text = metadata::record(&record, &record_name);
-    add_text(&mut z, &record_name, text.as_bytes(), lvl, d.path)?;
+    add_text(
+        &mut z,
+        (&record_name, mode("RECORD")),
+        text.as_bytes(),
+        lvl,
+        d.path,
+    )?;
     finish(z, d.path)?;
     Ok(WheelOut {
         file: String::new(),

@@ -125,13 +125,81 @@ pub fn device_metadata(
     s
 }
 
-/// A device wheel's WHEEL file.
-pub fn device_wheel(tag: &[String; 3]) -> String {
-    format!(
-        "Wheel-Version: 1.0\nGenerator: rocm-kpack-split-python-wheels\nRoot-Is-Purelib: \
-         false\nTag: {}-{}-{}\n",
-        tag[0], tag[1], tag[2]
-    )
+/// A wheel's compatibility tags as its file name writes them (PEP 425's compressed
+/// set: `cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64`), and the tags
+/// that stands for (every combination, each a `Tag:` line of WHEEL).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TagSet {
+    /// Python, ABI and platform parts, each a `.`-separated list.
+    pub compressed: [String; 3],
+}
+
+impl TagSet {
+    /// The tags of a wheel's file name (`{name}-{version}[-{build}]-{py}-{abi}-{plat}.whl`),
+    /// or `None` when the name does not have that shape.
+    pub fn from_file_name(file: &str) -> Option<TagSet> {
+        let stem = file.strip_suffix(".whl")?;
+        let parts: Vec<&str> = stem.split('-').collect();
+        if !(5..=6).contains(&parts.len()) {
+            return None;
+        }
+        let t = &parts[parts.len() - 3..];
+        let ok = |p: &str| {
+            p.split('.')
+                .all(|x| !x.is_empty() && x.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        };
+        t.iter().all(|p| ok(p)).then(|| TagSet {
+            compressed: [t[0].to_string(), t[1].to_string(), t[2].to_string()],
+        })
+    }
+
+    /// The compressed form of WHEEL's `Tag:` lines, when they are every combination
+    /// of their parts (as a compressed set always is); `None` otherwise.
+    pub fn from_tags(tags: &[String]) -> Option<TagSet> {
+        let mut parts: [Vec<&str>; 3] = Default::default();
+        for t in tags {
+            let v: Vec<&str> = t.split('-').collect();
+            let [a, b, c] = v.as_slice() else { return None };
+            for (list, x) in parts.iter_mut().zip([a, b, c]) {
+                if !list.contains(x) {
+                    list.push(x);
+                }
+            }
+        }
+        if tags.is_empty() {
+            return None;
+        }
+        let set = TagSet {
+            compressed: parts.map(|p| p.join(".")),
+        };
+        let want: BTreeSet<&str> = tags.iter().map(String::as_str).collect();
+        let got = set.expand();
+        (got.len() == want.len() && got.iter().all(|t| want.contains(t.as_str()))).then_some(set)
+    }
+
+    /// Every tag of the set, in the order the parts are written.
+    pub fn expand(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for py in self.compressed[0].split('.') {
+            for abi in self.compressed[1].split('.') {
+                for plat in self.compressed[2].split('.') {
+                    out.push(format!("{py}-{abi}-{plat}"));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A device wheel's WHEEL file: one `Tag:` line per tag of the set.
+pub fn device_wheel(tags: &TagSet) -> String {
+    let mut s = String::from(
+        "Wheel-Version: 1.0\nGenerator: rocm-kpack-split-python-wheels\nRoot-Is-Purelib: false\n",
+    );
+    for t in tags.expand() {
+        s.push_str(&format!("Tag: {t}\n"));
+    }
+    s
 }
 
 /// A distribution name as it appears in file names (`-` → `_`).
@@ -351,6 +419,33 @@ mod tests {
             dist_info_name("amd-torch-device-gfx942", "2.10.0+rocm7.1"),
             "amd_torch_device_gfx942-2.10.0+rocm7.1.dist-info"
         );
+    }
+
+    #[test]
+    fn tag_sets_compress_and_expand_as_pep_425_says() {
+        let n = "torch-2.10.0+rocm7.1-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl";
+        let t = TagSet::from_file_name(n).unwrap();
+        assert_eq!(
+            t.expand(),
+            [
+                "cp311-cp311-manylinux_2_17_x86_64",
+                "cp311-cp311-manylinux2014_x86_64"
+            ]
+        );
+        assert_eq!(TagSet::from_tags(&t.expand()), Some(t.clone()));
+        assert!(device_wheel(&t).ends_with(
+            "Tag: cp311-cp311-manylinux_2_17_x86_64\nTag: cp311-cp311-manylinux2014_x86_64\n"
+        ));
+        // A build number; names that are not wheel names.
+        assert!(TagSet::from_file_name("a-1.0-1-py3-none-any.whl").is_some());
+        assert!(TagSet::from_file_name("renamed.whl").is_none());
+        assert!(TagSet::from_file_name("a-1.0-py3-none-any..x.whl").is_none());
+        // Tags that are not every combination of their parts have no compressed form.
+        let odd = [
+            "py3-none-any".to_string(),
+            "cp311-abi3-linux_x86_64".to_string(),
+        ];
+        assert_eq!(TagSet::from_tags(&odd), None);
     }
 
     #[test]

@@ -96,6 +96,12 @@ impl Wheel {
         self.index.members.iter().find(|m| m.name == name)
     }
 
+    /// The permission bits of member `name` (0644 when it is absent or has none): a
+    /// file a split regenerates keeps the mode of the one it replaces.
+    pub fn mode_of(&self, name: &str) -> u32 {
+        self.member(name).map_or(0o644, Member::permissions)
+    }
+
     /// A member's uncompressed bytes, 8-byte aligned for the ELF readers: borrowed
     /// when stored aligned, in memory up to [`IN_MEMORY`], else in a mapped unlinked
     /// temporary file under `spill`.

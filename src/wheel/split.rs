@@ -397,8 +397,12 @@ fn split_wheel_into(
     }
     let keys: BTreeSet<String> = key_of.values().cloned().collect();
 
+    // Device wheels carry the host wheel's tags: the file name's (the host wheel
+    // keeps it), which WHEEL's Tag lines should agree with.
+    let tag_set = wheel_tags(&input_name, &info.tags, &mut warnings);
+    let tag = tag_set.compressed.clone();
+
     // Output names, refused if present (unless --force) before anything is written.
-    let tag = info.tag.clone();
     let mut names = vec![input_name.clone()];
     for k in &keys {
         names.push(metadata::wheel_file_name(
@@ -467,6 +471,7 @@ fn split_wheel_into(
                     .collect();
                 write_device(&DeviceWheel {
                     wheel: &wheel,
+                    tags: &tag_set,
                     results: &results,
                     path: &stage.path().join(file),
                     key: k,
@@ -804,4 +809,32 @@ impl Ctx<'_> {
         drop(rewritten);
         Ok(Out::Rewritten { spill, stored, sha })
     }
+}
+
+/// The tag set of the wheels a split writes: the input file name's (the host wheel
+/// keeps that name), else WHEEL's Tag lines; a disagreement is a warning.
+fn wheel_tags(file: &str, tags: &[String], warnings: &mut Vec<String>) -> metadata::TagSet {
+    let from_wheel = metadata::TagSet::from_tags(tags);
+    let Some(from_name) = metadata::TagSet::from_file_name(file) else {
+        return from_wheel.unwrap_or_else(|| metadata::TagSet {
+            compressed: tags
+                .first()
+                .map(|t| {
+                    let v: Vec<&str> = t.splitn(3, '-').collect();
+                    [0, 1, 2].map(|i| v.get(i).copied().unwrap_or_default().to_string())
+                })
+                .unwrap_or_default(),
+        });
+    };
+    let named: BTreeSet<String> = from_name.expand().into_iter().collect();
+    let listed: BTreeSet<String> = tags.iter().cloned().collect();
+    if named != listed {
+        warnings.push(format!(
+            "{file}: WHEEL's Tag lines ({}) disagree with the file name's tags ({}); the \
+             device wheels carry the file name's, as the host wheel keeps the name",
+            tags.join(", "),
+            named.into_iter().collect::<Vec<_>>().join(", ")
+        ));
+    }
+    from_name
 }
