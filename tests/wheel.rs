@@ -748,3 +748,85 @@ print("ok", len(sys.argv) - 2)
         names(&out)
     );
 }
+
+/// #29 item 6: a wheel whose fat binaries sit outside the overlay root (auditwheel's
+/// `<name>.libs/`) is refused with where they are; an output larger than its input
+/// says why.
+#[test]
+fn wheel_split_says_where_the_fat_binaries_are_and_why_output_grew() {
+    if tool("python3").is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let fx = fixtures();
+    let whl = py_wheel(
+        tmp.path(),
+        "libs-1.0-py3-none-any.whl",
+        &[
+            "--name",
+            "libs",
+            "--version",
+            "1.0",
+            &format!(
+                "libs.libs/libkernels.so@755={}",
+                fx.join("libkernels.so").display()
+            ),
+            "libs/__init__.py=text:x",
+        ],
+    );
+    let out = tmp.path().join("out");
+    let o = kpack(&[
+        "wheel",
+        "split",
+        whl.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--device-package-prefix",
+        "p",
+        "--overlay-root",
+        "libs",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains(
+            "no fat binaries under 'libs' (nothing to split); the wheel's fat binaries are \
+             elsewhere: libs.libs/libkernels.so"
+        ),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!out.exists(), "an output directory was left");
+    // Only compressed bundles: one zstd frame per code object takes more room.
+    let whl = py_wheel(
+        tmp.path(),
+        "z-1.0-py3-none-any.whl",
+        &[
+            "--name",
+            "z",
+            "--version",
+            "1.0",
+            &format!(
+                "z/lib/libkernels_z.so@755={}",
+                fx.join("libkernels_z.so").display()
+            ),
+        ],
+    );
+    let o = kpack(&[
+        "wheel",
+        "split",
+        whl.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--device-package-prefix",
+        "p",
+        "--overlay-root",
+        "z",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o)
+            .contains("the wheels together are larger than the input: bundles stored compressed"),
+        "{}",
+        stdout(&o)
+    );
+}

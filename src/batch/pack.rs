@@ -208,9 +208,11 @@ pub fn run(
         "  verify: {}",
         if report.verified {
             format!(
-                "sound ({} {} proved reachable with their recorded hashes)",
+                "sound ({} {} proved reachable with {} recorded {})",
                 report.verified_kernels,
-                plural(report.verified_kernels, "kernel", "kernels")
+                plural(report.verified_kernels, "kernel", "kernels"),
+                plural(report.verified_kernels, "its", "their"),
+                plural(report.verified_kernels, "hash", "hashes")
             )
         } else {
             "skipped (--no-verify)".into()

@@ -98,5 +98,15 @@ fn print_text(out: &mut dyn Write, r: &WheelSplitReport) -> std::io::Result<()> 
             r.extras[0]
         )?;
     }
-    writeln!(out, "{} in, {} out", size(r.bytes_in), size(r.bytes_out))
+    writeln!(out, "{} in, {} out", size(r.bytes_in), size(r.bytes_out))?;
+    if r.bytes_out > r.bytes_in {
+        // As pack explains it: the wheels hold the same code, stored differently.
+        writeln!(
+            out,
+            "the wheels together are larger than the input: bundles stored compressed \
+             (CCOB) compress less as one zstd frame per code object, and each wheel \
+             carries its own dist-info; --level max narrows the gap"
+        )?;
+    }
+    Ok(())
 }

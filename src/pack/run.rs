@@ -439,11 +439,20 @@ impl Worker<'_> {
                         }
                     ));
                 }
-                if rewritten.len() as u64 + in_bundles > f.size {
+                let host = rewritten.len() as u64;
+                if host >= f.size {
+                    // Nothing left the file: no whole page of .hip_fatbin to drop.
                     why.push(format!(
-                        "the host-only file keeps {} of {} bytes (only whole pages of \
+                        "the host-only file is {host} bytes, {} more than the fat binary \
+                         ({}): its .hip_fatbin spans no whole page to remove, and the marker \
+                         takes a page of its own",
+                        host - f.size,
+                        f.size
+                    ));
+                } else if host + in_bundles > f.size {
+                    why.push(format!(
+                        "the host-only file keeps {host} of {} bytes (only whole pages of \
                          .hip_fatbin leave it, and the marker takes a page of its own)",
-                        rewritten.len(),
                         f.size
                     ));
                 }

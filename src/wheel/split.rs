@@ -380,8 +380,23 @@ fn split_wheel_into(
         .filter(|o| matches!(o, Out::Rewritten { .. }))
         .count() as u64;
     if rewritten == 0 {
+        // Said with where the fat binaries are, when the overlay root missed them
+        // (auditwheel puts libraries under `<name>.libs/`).
+        let elsewhere = fat_members_outside(&wheel, &overlay, stage.path());
+        let hint = match elsewhere.split_first() {
+            None => String::new(),
+            Some((first, rest)) => format!(
+                "; the wheel's fat binaries are elsewhere: {first}{} (--overlay-root \
+                 names the directory that receives .kpack/; only binaries under it are split)",
+                if rest.is_empty() {
+                    String::new()
+                } else {
+                    format!(" and {} more", rest.len())
+                }
+            ),
+        };
         return Err(bad(format!(
-            "no fat binaries under '{overlay}' (nothing to split)"
+            "no fat binaries under '{overlay}' (nothing to split){hint}"
         )));
     }
     if writers.is_empty() && skipped_kernels > 0 {
@@ -837,4 +852,24 @@ fn wheel_tags(file: &str, tags: &[String], warnings: &mut Vec<String>) -> metada
         ));
     }
     from_name
+}
+
+/// The members outside `overlay` that hold device code (read again: only on the way
+/// to an error).
+fn fat_members_outside(wheel: &Wheel, overlay: &str, spill: &Path) -> Vec<String> {
+    let inside = format!("{overlay}/");
+    let mut out = Vec::new();
+    for m in &wheel.index.members {
+        if m.is_dir() || m.name.starts_with(&inside) {
+            continue;
+        }
+        let Ok(data) = wheel.contents(m, spill) else {
+            continue;
+        };
+        if matches!(crate::fatbin::read(&data), Ok(Some(f)) if !f.bundles.is_empty()) {
+            out.push(m.name.clone());
+        }
+        wheel.release(m);
+    }
+    out
 }
