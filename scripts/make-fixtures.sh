@@ -121,4 +121,6 @@ for f in libkpe.dll libkpez.dll kpe.exe libplain.so libvadd.so app_pie app_nopie
   cp "$f" "$out/$f"
 done
 chmod 0644 "$out"/*.o "$out"/*.a "$out"/*.hipfb "$out"/*.co "$out"/*.dll
+# 13. Device code embedded in a library's data (built from the blobs just written).
+bash "$here/scripts/make-embedded.sh" "$out" >/dev/null
 echo "make-fixtures: wrote $(ls "$out" | wc -l) files to $out ($(du -sh "$out" | cut -f1))"

@@ -42,6 +42,23 @@ pub fn classify(data: &[u8]) {
     let data = elf::AlignedBytes::copy_of(data);
     let mut r = scan::FileReport::for_bytes("fuzz", data.as_slice().len() as u64);
     scan::classify_bytes(&mut r, data.as_slice(), false);
+    scan::find_embedded(&mut r, data.as_slice(), false);
+}
+
+/// The embedded-code finder: over any bytes, what it finds lies inside them, in
+/// order, without overlapping, each object reading back as what it claims.
+pub fn embedded(data: &[u8]) {
+    let whole = vec![("file".to_string(), 0, data.len() as u64)];
+    for ranges in [crate::embedded::data_ranges(data), whole] {
+        let (found, _) = crate::embedded::find(data, &ranges);
+        let mut end = 0u64;
+        for e in &found {
+            assert!(e.offset >= end && e.offset + e.size <= data.len() as u64);
+            end = e.offset + e.size.max(1);
+            assert!(!e.targets.is_empty());
+        }
+    }
+    let _ = crate::embedded::find_in_archive(data);
 }
 
 /// `.kpack` reader: index, then every kernel decodes or errors; verify never panics.

@@ -373,6 +373,7 @@ fn one_file(
         FileKind::FatBinary
         | FileKind::Bundle
         | FileKind::CodeObject
+        | FileKind::EmbeddedCode
         | FileKind::KernelDatabase => {
             let map = match crate::fsutil::map_file(abs) {
                 Ok(Some(m)) => Arc::new(m),
@@ -414,28 +415,73 @@ fn from_bytes(
     } else if elf::is_static_archive(data) {
         from_static_archive(out, path, data, opts, defer);
     } else if elf::is_elf(data) {
+        let mut defer = defer;
         match elf::inspect(data) {
             Ok(ElfContent::Fat(fat)) => {
                 if let Some(span) = &fat.fatbin {
                     let end = span.offset.saturating_add(span.size) as usize;
                     if let Some(sec) = data.get(span.offset as usize..end) {
-                        from_bundles(out, path, sec, &fat.bundles, opts, defer);
+                        let d = defer.as_mut().map(|(m, l)| (*m, &mut **l));
+                        from_bundles(out, path, sec, &fat.bundles, opts, d);
                     }
                 }
             }
             Ok(_) => {}
             Err(e) => out.2.push(format!("{path}: {e}")),
         }
+        from_embedded(out, path, data, opts, defer);
     } else if crate::coff::is_pe(data) {
+        let mut defer = defer;
         match crate::fatbin::read(data) {
-            Ok(Some(f)) => from_bundles(out, path, f.section, &f.bundles, opts, defer),
+            Ok(Some(f)) => {
+                let d = defer.as_mut().map(|(m, l)| (*m, &mut **l));
+                from_bundles(out, path, f.section, &f.bundles, opts, d)
+            }
             Ok(None) => {}
             Err(e) => out.2.push(format!("{path}: {e}")),
         }
+        from_embedded(out, path, data, opts, defer);
     } else if bundle::looks_like_bundle(data) {
         match bundle::walk_section(data) {
             Ok(bs) => from_bundles(out, path, data, &bs, opts, defer),
             Err(e) => out.2.push(format!("{path}: {e}")),
+        }
+    }
+}
+
+/// Kernels of the device code embedded in a binary's data outside `.hip_fatbin`
+/// (`crate::embedded`), each object named `path@section[n]`.
+fn from_embedded(
+    out: &mut FileRows,
+    path: &str,
+    data: &[u8],
+    opts: &KernelsOptions,
+    mut defer: Defer<'_>,
+) {
+    let (found, note) = crate::embedded::find(data, &crate::embedded::data_ranges(data));
+    if let Some(n) = note {
+        out.2.push(format!("{path}: {n}"));
+    }
+    for e in found {
+        let label = e.label(path);
+        match &e.bundle {
+            Some(b) => {
+                let d = defer.as_mut().map(|(m, l)| (*m, &mut **l));
+                from_bundles(out, &label, data, std::slice::from_ref(b), opts, d);
+            }
+            None => {
+                let (start, end) = (e.offset as usize, (e.offset + e.size) as usize);
+                let target = &e.targets[0].arch;
+                if wanted(opts, target) {
+                    push_code_object(
+                        out,
+                        (&label, None, None),
+                        (target, e.size),
+                        &data[start..end],
+                        opts.cache,
+                    );
+                }
+            }
         }
     }
 }
@@ -501,6 +547,7 @@ fn one_member(w: &crate::wheel::Wheel, f: &FileReport, opts: &KernelsOptions) ->
             | FileKind::FatBinary
             | FileKind::Bundle
             | FileKind::CodeObject
+            | FileKind::EmbeddedCode
             | FileKind::KernelDatabase
     ) {
         return out;

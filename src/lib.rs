@@ -10,6 +10,7 @@
 //! | [`codeobj`] | AMDGPU code objects: target, version, kernels (metadata note, code sizes) |
 //! | [`diff`] | two builds compared: per target, file, kernel and class; growth budgets |
 //! | [`coff`] | PE/COFF images with `.hip_fat` sections: inspection and the host-only rewrite |
+//! | [`embedded`] | device code linked into a binary's data outside `.hip_fatbin` (loaded by the library itself) |
 //! | [`fatbin`] | fat binaries whatever the container (ELF or PE): bundles and the host-only rewrite |
 //! | [`kpack`] | the `.rocm_kpack_ref` marker |
 //! | [`scan`] | walking an install tree and classifying every file |
@@ -30,6 +31,7 @@ pub mod codeobj;
 pub mod coff;
 pub mod diff;
 pub mod elf;
+pub mod embedded;
 pub mod error;
 pub mod event;
 pub mod family;

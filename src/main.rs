@@ -71,6 +71,7 @@ fn run(cli: Cli) -> Result<i32> {
         }) => {
             let opts = ScanOptions {
                 threads: common.jobs,
+                deep: common.deep,
                 ..Default::default()
             };
             let report = scan::scan(&path, &opts, &kpack::event::NoEvents)
@@ -453,6 +454,7 @@ fn run_scan_titled(path: &Path, common: &Common, title: Option<&str>) -> Result<
     let progress = batch::progress::ScanProgress::new();
     let opts = ScanOptions {
         threads: common.jobs,
+        deep: common.deep,
         ..Default::default()
     };
     let mut report = scan::scan(path, &opts, &progress)

@@ -171,6 +171,11 @@ fn code_object_reader() {
 }
 
 #[test]
+fn embedded_code_finder() {
+    replay("embedded", 1500, kpack::fuzzing::embedded);
+}
+
+#[test]
 fn artifact_texts() {
     replay("artifacts", 3000, kpack::fuzzing::artifact_texts);
 }

@@ -233,6 +233,7 @@ pub fn split(
             &ScanOptions {
                 threads: opts.threads,
                 databases: Some(opts.databases.clone()),
+                deep: false,
             },
             &crate::event::NoEvents,
         )?;

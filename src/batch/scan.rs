@@ -51,27 +51,44 @@ pub fn print_text(out: &mut dyn Write, r: &TreeReport, long: bool) -> io::Result
         )?;
     }
     if !r.arch_totals.is_empty() {
+        // Embedded code (loaded by the binaries themselves) gets its own column, shown
+        // only when there is some.
+        let embedded = r.arch_totals.values().any(|a| a.embedded > 0);
+        let dash = |n: u64| if n > 0 { size(n) } else { "-".into() };
         writeln!(out)?;
-        writeln!(
+        write!(
             out,
             "Device code by arch     {:>11}  {:>11}  {:>7}  {:>11}",
             "raw", "on disk", "objects", "kernel DBs"
         )?;
+        if embedded {
+            write!(out, "  {:>11}", "embedded")?;
+        }
+        writeln!(out)?;
         let mut by_target: Vec<_> = r.arch_totals.iter().collect();
         by_target.sort_by(|a, b| kpack::natural::target_cmp(a.0, b.0));
         for (arch, a) in by_target {
-            writeln!(
+            write!(
                 out,
                 "  {:<21} {:>11}  {:>11}  {:>7}  {:>11}",
                 arch,
                 size(a.raw),
                 size(a.compressed),
                 a.code_objects,
-                if a.kernel_database > 0 {
-                    size(a.kernel_database)
-                } else {
-                    "-".into()
-                }
+                dash(a.kernel_database)
+            )?;
+            if embedded {
+                write!(out, "  {:>11}", dash(a.embedded))?;
+            }
+            writeln!(out)?;
+        }
+        if embedded {
+            let files = r.files.iter().filter(|f| !f.embedded.is_empty()).count();
+            writeln!(
+                out,
+                "  embedded: code objects and bundles in {} data (outside .hip_fatbin): \
+                 loaded by the binaries themselves, not packable",
+                crate::text::count(files as u64, "file's", "files'")
             )?;
         }
     }
@@ -117,6 +134,7 @@ pub fn print_text(out: &mut dyn Write, r: &TreeReport, long: bool) -> io::Result
     if long {
         for f in r.files.iter().filter(|f| {
             !f.bundles.is_empty()
+                || !f.embedded.is_empty()
                 || !f.members.is_empty()
                 || f.marker.is_some()
                 || f.kpack.is_some()
@@ -247,6 +265,36 @@ pub fn print_file(out: &mut dyn Write, f: &FileReport) -> io::Result<()> {
             f.wrappers.len(),
             desc.join(", ")
         )?;
+    }
+    if !f.embedded.is_empty() {
+        let bytes: u64 = f.embedded.iter().map(|e| e.size).sum();
+        writeln!(
+            out,
+            "  embedded device code ({}, {}): loaded by the binary itself, not packable",
+            crate::text::count(f.embedded.len() as u64, "object", "objects"),
+            size(bytes)
+        )?;
+        for e in &f.embedded {
+            let what = match e.format {
+                kpack::embedded::EmbeddedFormat::CodeObject => "code object",
+                kpack::embedded::EmbeddedFormat::Bundle => "bundle",
+                kpack::embedded::EmbeddedFormat::CompressedBundle => "compressed bundle",
+            };
+            let targets: Vec<String> = e
+                .targets
+                .iter()
+                .map(|t| format!("{} {}", t.arch, size(t.size)))
+                .collect();
+            writeln!(
+                out,
+                "    {}[{}] at {:#x}: {what}, {}: {}",
+                e.section,
+                e.index,
+                e.offset,
+                size(e.size),
+                targets.join(", ")
+            )?;
+        }
     }
     if let Some(k) = &f.kpack {
         writeln!(

@@ -300,49 +300,7 @@ pub fn walk_section(data: &[u8]) -> FormatResult<Vec<BundleInfo>> {
         if pos >= data.len() {
             break;
         }
-        let rest = &data[pos..];
-        let index = bundles.len();
-        let ctx = |e: FormatError| e.shifted(pos as u64).context(&format!("bundle {index}: "));
-        let info = if rest.starts_with(BUNDLE_MAGIC) {
-            let table = parse_table(rest, rest.len() as u64).map_err(ctx)?;
-            BundleInfo {
-                index,
-                offset: pos as u64,
-                stored_size: table.logical_end,
-                compression: Compression::None,
-                ccob_version: None,
-                uncompressed_size: table.logical_end,
-                entries: table.entries,
-            }
-        } else if rest.starts_with(ccob::CCOB_MAGIC) {
-            let header = ccob::parse_header(rest).map_err(ctx)?;
-            let stored = header.stored_size(rest);
-            let payload = &rest[header.header_len..stored as usize];
-            let entries = tables_in_stream(
-                ccob::decoder(header.method, payload).take(header.uncompressed_size),
-                header.uncompressed_size,
-            )
-            .map_err(|e| {
-                ctx(e.shifted(header.header_len as u64)).context("compressed payload: ")
-            })?;
-            BundleInfo {
-                index,
-                offset: pos as u64,
-                stored_size: stored,
-                compression: header.method,
-                ccob_version: Some(header.version),
-                uncompressed_size: header.uncompressed_size,
-                entries,
-            }
-        } else {
-            return Err(FormatError::new(
-                pos as u64,
-                format!(
-                    "unexpected bytes {:02x?} where a bundle or zero padding should be",
-                    &rest[..rest.len().min(4)]
-                ),
-            ));
-        };
+        let info = read_one(&data[pos..], bundles.len(), pos as u64)?;
         pos += info.stored_size.max(1) as usize;
         bundles.push(info);
     }
@@ -353,6 +311,52 @@ pub fn walk_section(data: &[u8]) -> FormatResult<Vec<BundleInfo>> {
         ));
     }
     Ok(bundles)
+}
+
+/// The bundle (plain or CCOB) at the start of `rest`, numbered `index`, found at
+/// `pos` of the data (offsets and errors are given there). Its `stored_size` is the
+/// bytes it occupies, whatever follows it.
+pub fn read_one(rest: &[u8], index: usize, pos: u64) -> FormatResult<BundleInfo> {
+    let ctx = |e: FormatError| e.shifted(pos).context(&format!("bundle {index}: "));
+    let info = if rest.starts_with(BUNDLE_MAGIC) {
+        let table = parse_table(rest, rest.len() as u64).map_err(ctx)?;
+        BundleInfo {
+            index,
+            offset: pos,
+            stored_size: table.logical_end,
+            compression: Compression::None,
+            ccob_version: None,
+            uncompressed_size: table.logical_end,
+            entries: table.entries,
+        }
+    } else if rest.starts_with(ccob::CCOB_MAGIC) {
+        let header = ccob::parse_header(rest).map_err(ctx)?;
+        let stored = header.stored_size(rest);
+        let payload = &rest[header.header_len..stored as usize];
+        let entries = tables_in_stream(
+            ccob::decoder(header.method, payload).take(header.uncompressed_size),
+            header.uncompressed_size,
+        )
+        .map_err(|e| ctx(e.shifted(header.header_len as u64)).context("compressed payload: "))?;
+        BundleInfo {
+            index,
+            offset: pos,
+            stored_size: stored,
+            compression: header.method,
+            ccob_version: Some(header.version),
+            uncompressed_size: header.uncompressed_size,
+            entries,
+        }
+    } else {
+        return Err(FormatError::new(
+            pos,
+            format!(
+                "unexpected bytes {:02x?} where a bundle or zero padding should be",
+                &rest[..rest.len().min(4)]
+            ),
+        ));
+    };
+    Ok(info)
 }
 
 /// Whether `data` starts like a bundle (plain or compressed).

@@ -73,6 +73,11 @@ pub struct Common {
     /// (the file may not exist yet).
     #[arg(long)]
     pub follow: bool,
+
+    /// Search every byte of every file for embedded device code (offload bundles,
+    /// AMDGPU code objects), not only binaries' data sections.
+    #[arg(long)]
+    pub deep: bool,
 }
 
 /// `--no-tui`, for the commands that open the terminal UI in a terminal.
@@ -124,6 +129,10 @@ pub enum Command {
         long: LongFlag,
         #[command(flatten)]
         strict: StrictFlag,
+        /// Search every byte of every file for embedded device code, not only
+        /// binaries' data sections.
+        #[arg(long)]
+        deep: bool,
     },
     /// Extract code objects: from a .kpack archive (KEY ARCH, or --all), or from a fat
     /// binary or bundle file (--target T [--bundle K], or --all), byte-identical to
@@ -763,11 +772,13 @@ impl Cli {
                 no_tui,
                 long,
                 strict,
+                deep,
                 ..
             }) => {
                 c.tui.no_tui |= no_tui.no_tui;
                 c.long |= long.long;
                 c.strict |= strict.strict;
+                c.deep |= *deep;
             }
             Some(Command::Trace {
                 follow,

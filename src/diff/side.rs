@@ -172,6 +172,13 @@ pub(super) fn read_side(root: &Path, opts: &DiffOptions) -> Result<Side> {
                 }
             }
         }
+        // Device code the binary loads itself: counted for the binary (its kernels
+        // are read with the binary's, named `path@section[n]`).
+        for e in &f.embedded {
+            for t in &e.targets {
+                inv.push(&f.path, &f.path, None, &t.arch, (t.size, t.size));
+            }
+        }
     }
     let Inventory {
         mut objects,

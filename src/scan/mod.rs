@@ -35,6 +35,9 @@ pub struct ScanOptions {
     /// Kernel-database handlers to try, in precedence order; `None` = all of them.
     /// (The artifact split takes only the handlers it is given, like ROCm's build.)
     pub databases: Option<Vec<Database>>,
+    /// Search every byte of every file for embedded device code, not only binaries'
+    /// data sections (`--deep`).
+    pub deep: bool,
 }
 
 struct Entry {
@@ -159,7 +162,7 @@ pub fn scan(
                 r.hard_link_of = Some(entries[first].rel.clone());
                 r
             }
-            None => inspect_entry(e, handlers),
+            None => inspect_entry(e, handlers, opts.deep),
         };
         sink.event(ScanEvent::Inspected(Box::new(r.clone())));
         if e.meta.file_type().is_file() && link_of[i].is_none() {
@@ -244,6 +247,13 @@ fn build_report(
             {
                 arch_totals.entry(arch.clone()).or_default().kernel_database += f.size;
             }
+            for e in &f.embedded {
+                for t in &e.targets {
+                    let a = arch_totals.entry(t.arch.clone()).or_default();
+                    a.embedded += t.size;
+                    a.embedded_code_objects += 1;
+                }
+            }
             if let Some(k) = &f.kpack {
                 for (arch, (n, bytes)) in &k.by_arch {
                     let a = arch_totals.entry(arch.clone()).or_default();
@@ -283,7 +293,7 @@ fn build_report(
     }
 }
 
-fn inspect_entry(e: &Entry, handlers: &[Database]) -> FileReport {
+fn inspect_entry(e: &Entry, handlers: &[Database], deep: bool) -> FileReport {
     let ft = e.meta.file_type();
     let mode = e.meta.mode() & 0o7777;
     if ft.is_symlink() {
@@ -311,12 +321,12 @@ fn inspect_entry(e: &Entry, handlers: &[Database]) -> FileReport {
         r.problems.push(format!("special file ({t}): not opened"));
         return r;
     }
-    inspect_file_with(&e.abs, &e.rel, e.meta.len(), mode, handlers)
+    inspect_file_with(&e.abs, &e.rel, e.meta.len(), mode, handlers, deep)
 }
 
 /// Inspect one regular file (`rel` is the name used in the report).
 pub fn inspect_file(abs: &Path, rel: &str, size: u64, mode: u32) -> FileReport {
-    inspect_file_with(abs, rel, size, mode, &Database::ALL)
+    inspect_file_with(abs, rel, size, mode, &Database::ALL, false)
 }
 
 /// [`inspect_file`] with the given kernel-database handlers.
@@ -326,6 +336,7 @@ pub fn inspect_file_with(
     size: u64,
     mode: u32,
     handlers: &[Database],
+    deep: bool,
 ) -> FileReport {
     let mut r = FileReport::new(rel.to_string(), FileKind::Opaque, size, mode);
     let db = kerneldb::classify_with(rel, handlers);
@@ -357,7 +368,7 @@ pub fn inspect_file_with(
         }
         return r;
     }
-    if n == 0 || !worth_mapping(&head[..n]) {
+    if n == 0 || !(deep || worth_mapping(&head[..n])) {
         return r;
     }
     if head.starts_with(KPACK_MAGIC) {
@@ -371,10 +382,44 @@ pub fn inspect_file_with(
         return r;
     }
     match map_open_file(&file) {
-        Ok(map) => classify_bytes(&mut r, &map, db.is_some()),
+        Ok(map) => {
+            classify_bytes(&mut r, &map, db.is_some());
+            find_embedded(&mut r, &map, deep);
+        }
         Err(e) => r.problems.push(format!("cannot map: {e}")),
     }
     r
+}
+
+/// Device code in the file's data outside what HIP reads (`embedded`): in the data
+/// sections of binaries, or with `deep` anywhere in a file that is not itself a
+/// bundle, code object or archive. A binary without HIP device code that has some
+/// becomes `embedded_code`.
+pub fn find_embedded(r: &mut FileReport, data: &[u8], deep: bool) {
+    if matches!(
+        r.kind,
+        FileKind::Bundle | FileKind::CodeObject | FileKind::Kpack | FileKind::Wheel
+    ) {
+        return;
+    }
+    let (found, note) = if elf::is_static_archive(data) {
+        crate::embedded::find_in_archive(data)
+    } else {
+        let ranges = if deep {
+            crate::embedded::deep_ranges(data)
+        } else {
+            crate::embedded::data_ranges(data)
+        };
+        crate::embedded::find(data, &ranges)
+    };
+    r.problems.extend(note);
+    if found.is_empty() {
+        return;
+    }
+    if r.kind == FileKind::Opaque {
+        r.kind = FileKind::EmbeddedCode;
+    }
+    r.embedded = found;
 }
 
 fn read_head(file: &File, buf: &mut [u8]) -> std::io::Result<usize> {

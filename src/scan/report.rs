@@ -26,6 +26,9 @@ pub enum FileKind {
     Wheel,
     /// A raw AMDGPU code object (ELF, `e_machine` 224).
     CodeObject,
+    /// A binary without HIP fat-binary code whose data holds offload bundles or code
+    /// objects it loads itself (`hipModuleLoadData`): not packable.
+    EmbeddedCode,
     /// Anything else that is a regular file.
     Opaque,
     /// A symbolic link (never followed).
@@ -36,7 +39,7 @@ pub enum FileKind {
 
 impl FileKind {
     /// All kinds, in display order.
-    pub const ALL: [FileKind; 10] = [
+    pub const ALL: [FileKind; 11] = [
         FileKind::FatBinary,
         FileKind::HostOnlyBinary,
         FileKind::Bundle,
@@ -44,6 +47,7 @@ impl FileKind {
         FileKind::Kpack,
         FileKind::Wheel,
         FileKind::CodeObject,
+        FileKind::EmbeddedCode,
         FileKind::Opaque,
         FileKind::Symlink,
         FileKind::Other,
@@ -59,6 +63,7 @@ impl FileKind {
             FileKind::Kpack => "kpack",
             FileKind::Wheel => "wheel",
             FileKind::CodeObject => "code_object",
+            FileKind::EmbeddedCode => "embedded_code",
             FileKind::Opaque => "opaque",
             FileKind::Symlink => "symlink",
             FileKind::Other => "other",
@@ -213,6 +218,10 @@ pub struct FileReport {
     /// For a member of a scanned wheel: the bytes it occupies in the zip.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stored_size: Option<u64>,
+    /// Device code in the binary's data outside `.hip_fatbin` (or, with `--deep`,
+    /// anywhere in the file): loaded by the binary itself, not packable.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub embedded: Vec<crate::embedded::Embedded>,
     /// Problems found in this file.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<String>,
@@ -296,6 +305,7 @@ impl FileReport {
             kpack: None,
             wheel: None,
             stored_size: None,
+            embedded: Vec::new(),
             problems: Vec::new(),
         }
     }
@@ -397,6 +407,13 @@ pub struct ArchTotal {
     /// Number of those kernels.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub archived_kernels: u64,
+    /// Code-object bytes embedded in binaries' data outside `.hip_fatbin` (not
+    /// packable; not in `raw`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub embedded: u64,
+    /// Number of those code objects.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub embedded_code_objects: u64,
 }
 
 /// Totals over the tree.

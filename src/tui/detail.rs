@@ -121,6 +121,26 @@ pub fn file_detail(f: &FileReport, theme: Theme) -> Vec<Line<'static>> {
             )));
         }
     }
+    if !f.embedded.is_empty() {
+        l.push(Line::from(Span::styled(
+            format!(
+                "embedded: {} in its data, loaded by the binary itself (not packable)",
+                f.embedded.len()
+            ),
+            theme.fg(Color::LightMagenta),
+        )));
+        for e in &f.embedded {
+            l.push(Line::from(format!(
+                "{}[{}] · {}",
+                e.section,
+                e.index,
+                size(e.size)
+            )));
+            for t in &e.targets {
+                l.push(Line::from(format!("  {:<15} {:>10}", t.arch, size(t.size))));
+            }
+        }
+    }
     if !f.wrappers.is_empty() {
         let w: Vec<String> = f
             .wrappers

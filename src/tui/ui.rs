@@ -35,7 +35,7 @@ impl Theme {
         self.fg(match k {
             FileKind::FatBinary => Color::LightRed,
             FileKind::HostOnlyBinary => Color::LightGreen,
-            FileKind::Bundle | FileKind::CodeObject => Color::LightMagenta,
+            FileKind::Bundle | FileKind::CodeObject | FileKind::EmbeddedCode => Color::LightMagenta,
             FileKind::KernelDatabase => Color::Yellow,
             FileKind::Kpack => Color::LightCyan,
             FileKind::Wheel => Color::LightBlue,
@@ -63,6 +63,7 @@ fn marker(k: FileKind) -> char {
         FileKind::Kpack => 'K',
         FileKind::Wheel => 'W',
         FileKind::CodeObject => 'C',
+        FileKind::EmbeddedCode => 'E',
         FileKind::Symlink => '@',
         FileKind::Opaque => ' ',
         FileKind::Other => '?',

@@ -1,0 +1,387 @@
+//! Device code embedded outside `.hip_fatbin`: offload bundles and AMDGPU code
+//! objects linked into a binary's data (`.rodata`, `.data.rel.ro`, custom sections)
+//! that the library loads itself (`hipModuleLoadData`), as AOT kernel libraries,
+//! assembly kernels and Triton/CK-style bundles do. The HIP fat-binary wrapper does
+//! not reach them, so they cannot be packed; they are found, bounded like any bundle,
+//! and reported as what they are.
+//!
+//! Where to look: every allocated, non-executable section with file bytes of an ELF
+//! or PE image except the ones HIP itself owns (`.hip_fatbin`, the wrappers, the
+//! marker); with `deep`, every byte of any file (bar the `.hip_fatbin` already read).
+
+use crate::bundle::{self, BundleInfo};
+use crate::codeobj;
+use object::LittleEndian as LE;
+use object::elf;
+use object::read::elf::{FileHeader, SectionHeader};
+use serde::Serialize;
+
+/// More embedded objects than this in one file are not listed (a note says so).
+pub const MAX_OBJECTS: usize = 100_000;
+
+/// Sections HIP itself owns: read by the fat-binary reader, never searched.
+const HIP_SECTIONS: [&str; 6] = [
+    ".hip_fatbin",
+    ".hipFatBinSegment",
+    ".rocm_kpack_ref",
+    ".hip_fat",
+    ".hipFatB",
+    ".kpackrf",
+];
+
+/// Where to search a file: (section name, file offset, size).
+pub type Range = (String, u64, u64);
+
+/// What an embedded object is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EmbeddedFormat {
+    /// An AMDGPU ELF code object.
+    CodeObject,
+    /// An uncompressed offload bundle (`__CLANG_OFFLOAD_BUNDLE__`).
+    Bundle,
+    /// A compressed offload bundle (`CCOB`).
+    CompressedBundle,
+}
+
+/// A target of an embedded object and the bytes of its code object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EmbeddedTarget {
+    /// Target ID (`gfx942`, `gfx90a:xnack+`; `unknown` for an unknown processor).
+    pub arch: String,
+    /// Uncompressed code-object bytes.
+    pub size: u64,
+}
+
+/// One device-code object found in a file's data.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Embedded {
+    /// The section it lies in (`file` when searched outside any section).
+    pub section: String,
+    /// Its number among the objects of that section (stable when offsets move).
+    pub index: usize,
+    /// File offset.
+    pub offset: u64,
+    /// Bytes it occupies.
+    pub size: u64,
+    /// What it is.
+    pub format: EmbeddedFormat,
+    /// Its targets with their code-object sizes (one for a code object).
+    pub targets: Vec<EmbeddedTarget>,
+    /// For bundles: the bundle as the bundle reader sees it (offset in the file).
+    #[serde(skip)]
+    pub bundle: Option<BundleInfo>,
+}
+
+impl Embedded {
+    /// Where it is, for reports and kernel rows: `lib/x.so@.rodata[3]`.
+    pub fn label(&self, path: &str) -> String {
+        format!("{path}@{}[{}]", self.section, self.index)
+    }
+}
+
+/// The data sections of an ELF or PE file worth searching (none for other files).
+pub fn data_ranges(data: &[u8]) -> Vec<Range> {
+    if crate::elf::is_elf(data) {
+        elf_ranges(data).unwrap_or_default()
+    } else if crate::coff::is_pe(data) {
+        pe_ranges(data)
+    } else {
+        Vec::new()
+    }
+}
+
+/// Every byte of the file, less the sections HIP owns.
+pub fn deep_ranges(data: &[u8]) -> Vec<Range> {
+    let mut owned: Vec<(u64, u64)> = if crate::elf::is_elf(data) {
+        elf_sections(data)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|s| HIP_SECTIONS.contains(&s.0.as_str()))
+            .map(|s| (s.1, s.1 + s.2))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    owned.sort_unstable();
+    let mut out = Vec::new();
+    let mut at = 0u64;
+    for (a, b) in owned {
+        if a > at {
+            out.push(("file".to_string(), at, a - at));
+        }
+        at = at.max(b);
+    }
+    let len = data.len() as u64;
+    if at < len {
+        out.push(("file".to_string(), at, len - at));
+    }
+    out
+}
+
+/// (name, offset, size, allocated and not executable with file bytes).
+fn elf_sections(data: &[u8]) -> Option<Vec<(String, u64, u64, bool)>> {
+    let hdr = elf::FileHeader64::<LE>::parse(data).ok()?;
+    let e = hdr.endian().ok()?;
+    if hdr.e_machine(e) == elf::EM_AMDGPU {
+        return None;
+    }
+    let sections = hdr.sections(e, data).ok()?;
+    let mut out = Vec::new();
+    for s in sections.iter() {
+        let name = String::from_utf8_lossy(sections.section_name(e, s).unwrap_or_default());
+        let flags = s.sh_flags(e);
+        let data_sec = s.sh_type(e) != elf::SHT_NOBITS
+            && flags & u64::from(elf::SHF_ALLOC) != 0
+            && flags & u64::from(elf::SHF_EXECINSTR) == 0;
+        out.push((name.into_owned(), s.sh_offset(e), s.sh_size(e), data_sec));
+    }
+    Some(out)
+}
+
+fn elf_ranges(data: &[u8]) -> Option<Vec<Range>> {
+    Some(
+        elf_sections(data)?
+            .into_iter()
+            .filter(|s| s.3 && s.2 > 0 && !HIP_SECTIONS.contains(&s.0.as_str()))
+            .map(|s| (s.0, s.1, s.2))
+            .collect(),
+    )
+}
+
+fn pe_ranges(data: &[u8]) -> Vec<Range> {
+    const EXECUTE: u32 = 0x2000_0000;
+    const INITIALIZED: u32 = 0x0000_0040;
+    let Ok(pe) = goblin::pe::PE::parse(data) else {
+        return Vec::new();
+    };
+    pe.sections
+        .iter()
+        .filter(|s| s.characteristics & EXECUTE == 0 && s.characteristics & INITIALIZED != 0)
+        .filter_map(|s| {
+            let name = String::from_utf8_lossy(&s.name)
+                .trim_end_matches('\0')
+                .to_string();
+            (!HIP_SECTIONS.contains(&name.as_str()) && s.size_of_raw_data > 0).then(|| {
+                (
+                    name,
+                    u64::from(s.pointer_to_raw_data),
+                    u64::from(s.size_of_raw_data),
+                )
+            })
+        })
+        .collect()
+}
+
+/// The embedded objects of a static archive's ELF members: each member's data
+/// sections searched like a binary's, offsets given in the archive, sections named
+/// `member:section`.
+pub fn find_in_archive(data: &[u8]) -> (Vec<Embedded>, Option<String>) {
+    let mut out = Vec::new();
+    let Ok(ar) = object::read::archive::ArchiveFile::parse(data) else {
+        return (out, None);
+    };
+    for m in ar.members().flatten() {
+        let Ok(bytes) = m.data(data) else { continue };
+        if !crate::elf::is_elf(bytes) {
+            continue;
+        }
+        let at = (bytes.as_ptr() as usize - data.as_ptr() as usize) as u64;
+        let name = String::from_utf8_lossy(m.name()).into_owned();
+        let (found, note) = find(bytes, &data_ranges(bytes));
+        for mut e in found {
+            e.offset += at;
+            if let Some(b) = &mut e.bundle {
+                b.offset += at;
+            }
+            e.section = format!("{name}:{}", e.section);
+            out.push(e);
+        }
+        if note.is_some() || out.len() >= MAX_OBJECTS {
+            return (out, note);
+        }
+    }
+    (out, None)
+}
+
+/// Every bundle and code object in `ranges` of `data`, in file order. Returns the
+/// objects and a note when more than [`MAX_OBJECTS`] were found.
+pub fn find(data: &[u8], ranges: &[Range]) -> (Vec<Embedded>, Option<String>) {
+    find_at_most(data, ranges, MAX_OBJECTS)
+}
+
+fn find_at_most(data: &[u8], ranges: &[Range], limit: usize) -> (Vec<Embedded>, Option<String>) {
+    let mut out = Vec::new();
+    for (section, off, size) in ranges {
+        let Some(end) = off.checked_add(*size).filter(|e| *e <= data.len() as u64) else {
+            continue;
+        };
+        let (start, end) = (*off as usize, end as usize);
+        let hay = &data[start..end];
+        let mut hits: Vec<usize> = memchr::memmem::find_iter(hay, b"\x7fELF\x02\x01")
+            .chain(memchr::memmem::find_iter(hay, bundle::BUNDLE_MAGIC))
+            .chain(memchr::memmem::find_iter(hay, b"CCOB"))
+            .collect();
+        hits.sort_unstable();
+        let mut covered = 0usize;
+        let mut index = 0usize;
+        for at in hits {
+            if at < covered {
+                continue;
+            }
+            let Some(mut e) = object_at(&hay[at..], (start + at) as u64) else {
+                continue;
+            };
+            if out.len() >= limit {
+                return (
+                    out,
+                    Some(format!(
+                        "more than {limit} embedded objects; the rest are not listed"
+                    )),
+                );
+            }
+            covered = at + e.size.max(1) as usize;
+            e.section = section.clone();
+            e.index = index;
+            index += 1;
+            out.push(e);
+        }
+    }
+    (out, None)
+}
+
+/// The object starting at `rest` (found at `offset` of the file), if it is a
+/// complete one.
+fn object_at(rest: &[u8], offset: u64) -> Option<Embedded> {
+    if rest.starts_with(b"\x7fELF") {
+        let size = code_object_size(rest)?;
+        let co = &rest[..size as usize];
+        let info = codeobj::read(co).ok()?;
+        let target = info.target.unwrap_or_else(|| "unknown".into());
+        return Some(Embedded {
+            section: String::new(),
+            index: 0,
+            offset,
+            size,
+            format: EmbeddedFormat::CodeObject,
+            targets: vec![EmbeddedTarget { arch: target, size }],
+            bundle: None,
+        });
+    }
+    let mut b = bundle::read_one(rest, 0, 0).ok()?;
+    let targets: Vec<EmbeddedTarget> = b
+        .device_entries()
+        .filter_map(|e| {
+            e.id.arch()
+                .map(|arch| EmbeddedTarget { arch, size: e.size })
+        })
+        .collect();
+    if targets.is_empty() {
+        return None;
+    }
+    let format = if b.compression == bundle::Compression::None {
+        EmbeddedFormat::Bundle
+    } else {
+        EmbeddedFormat::CompressedBundle
+    };
+    b.offset = offset;
+    Some(Embedded {
+        section: String::new(),
+        index: 0,
+        offset,
+        size: b.stored_size,
+        format,
+        targets,
+        bundle: Some(b),
+    })
+}
+
+/// The bytes an AMDGPU code object at the start of `rest` spans: to the end of its
+/// last section or header table; `None` unless it is a complete 64-bit LE code object.
+fn code_object_size(rest: &[u8]) -> Option<u64> {
+    if !codeobj::is_code_object(rest) {
+        return None;
+    }
+    let hdr = elf::FileHeader64::<LE>::parse(rest).ok()?;
+    let e = hdr.endian().ok()?;
+    let mut end = 64u64;
+    let shoff = hdr.e_shoff(e);
+    let shnum = u64::from(hdr.e_shnum(e));
+    end = end.max(shoff.checked_add(shnum.checked_mul(u64::from(hdr.e_shentsize(e)))?)?);
+    let phoff = hdr.e_phoff(e);
+    let phnum = u64::from(hdr.e_phnum(e));
+    end = end.max(phoff.checked_add(phnum.checked_mul(u64::from(hdr.e_phentsize(e)))?)?);
+    if end > rest.len() as u64 {
+        return None;
+    }
+    for s in hdr.section_headers(e, rest).ok()? {
+        if s.sh_type(e) != elf::SHT_NOBITS {
+            end = end.max(s.sh_offset(e).checked_add(s.sh_size(e))?);
+        }
+    }
+    (end <= rest.len() as u64).then_some(end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn fixture(name: &str) -> Vec<u8> {
+        std::fs::read(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/fixtures/bin")
+                .join(name),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn objects_are_found_anywhere_in_the_bytes_and_bounded() {
+        let co = fixture("vadd-gfx90a.co");
+        let b = fixture("kernels.hipfb");
+        let mut data = vec![0x55u8; 100];
+        data.extend_from_slice(&co);
+        data.extend_from_slice(b"\x7fELF\x02\x01junk that is not a code object");
+        let at = data.len();
+        data.extend_from_slice(&b);
+        data.extend_from_slice(b"CCOB and not a bundle");
+        let ranges = vec![("file".to_string(), 0, data.len() as u64)];
+        let (found, note) = find(&data, &ranges);
+        assert!(note.is_none());
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert_eq!((found[0].offset, found[0].size), (100, co.len() as u64));
+        assert_eq!(found[0].format, EmbeddedFormat::CodeObject);
+        assert_eq!(found[0].targets[0].arch, "gfx90a:xnack+");
+        assert_eq!(found[1].offset, at as u64);
+        assert_eq!(found[1].format, EmbeddedFormat::Bundle);
+        assert_eq!(found[1].index, 1);
+        // The code objects inside the bundle are not counted again.
+        assert!(found[1].targets.len() >= 2);
+        // Past the bound: listed up to it, and said.
+        let (some, note) = find_at_most(&data, &ranges, 1);
+        assert_eq!(some.len(), 1);
+        assert_eq!(
+            note.as_deref(),
+            Some("more than 1 embedded objects; the rest are not listed")
+        );
+        // A truncated object is not an object.
+        let cut = &data[..100 + co.len() / 2];
+        assert!(
+            find(cut, &[("file".into(), 0, cut.len() as u64)])
+                .0
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn ranges_skip_what_hip_owns() {
+        let lib = fixture("libvadd.so");
+        let r = data_ranges(&lib);
+        assert!(r.iter().any(|(n, ..)| n == ".rodata"), "{r:?}");
+        assert!(r.iter().all(|(n, ..)| !HIP_SECTIONS.contains(&n.as_str())));
+        // The fat binary's own bundles are not "embedded".
+        assert!(find(&lib, &r).0.is_empty());
+        assert!(find(&lib, &deep_ranges(&lib)).0.is_empty());
+    }
+}
