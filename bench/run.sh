@@ -85,6 +85,16 @@ REF
   rss=$(peak_rss_kb "$kp" scan "$tree" --no-tui --json)
   t1=$( { /usr/bin/time -f %e "$kp" scan "$tree" --no-tui --json -j 1 >/dev/null; } 2>&1 | tail -1)
   record "{\"bench\":\"scan\",\"tree_bytes\":$tree_bytes,\"files\":$nfiles,\"fat_binaries\":$nfat,\"ours_s\":$ours,\"ref_s\":$ref,\"ours_j1_s\":$t1,\"peak_rss_kb\":$rss}"
+  # --deep reads every byte of every file: against cat of the same files.
+  echo "bench: scan --deep vs cat of every file"
+  find "$tree" -type f > "$work/files.txt"
+  printf '#!/bin/sh\nxargs -a %s -d "\\n" cat > /dev/null\n' "$work/files.txt" > "$work/cat-all.sh"
+  chmod +x "$work/cat-all.sh"
+  hyperfine -N --warmup 1 --runs "$RUNS" --export-json "$work/hf-deep.json" \
+    "$kp scan $tree --no-tui --json --deep" "$work/cat-all.sh" > "$work/hf-deep.log"
+  read -r ours ref <<< "$(median "$work/hf-deep.json")"
+  rss=$(peak_rss_kb "$kp" scan "$tree" --no-tui --json --deep)
+  record "{\"bench\":\"scan:deep\",\"tree_bytes\":$tree_bytes,\"files\":$nfiles,\"ours_s\":$ours,\"ref_s\":$ref,\"peak_rss_kb\":$rss}"
 fi
 
 if want rewrite; then

@@ -218,13 +218,18 @@ fn find_at_most(data: &[u8], ranges: &[Range], limit: usize) -> (Vec<Embedded>, 
         };
         let (start, end) = (*off as usize, end as usize);
         let hay = &data[start..end];
-        let mut hits: Vec<usize> = memchr::memmem::find_iter(hay, b"\x7fELF\x02\x01")
-            .chain(memchr::memmem::find_iter(hay, bundle::BUNDLE_MAGIC))
-            .chain(memchr::memmem::find_iter(hay, b"CCOB"))
-            .collect();
-        hits.sort_unstable();
         let mut covered = 0usize;
         let mut index = 0usize;
+        let f = finders();
+        // The ELF magic is found by its `ELF` (a 0x7f is common in machine code and
+        // would make a poor prefilter), then checked whole.
+        let mut hits: Vec<usize> = f[0]
+            .find_iter(hay)
+            .filter(|&at| at > 0 && hay[at - 1] == 0x7f)
+            .map(|at| at - 1)
+            .chain(f[1..].iter().flat_map(|f| f.find_iter(hay)))
+            .collect();
+        hits.sort_unstable();
         for at in hits {
             if at < covered {
                 continue;
@@ -250,14 +255,32 @@ fn find_at_most(data: &[u8], ranges: &[Range], limit: usize) -> (Vec<Embedded>, 
     (out, None)
 }
 
+/// The magics an object starts with, each searched with a SIMD substring finder
+/// built once.
+fn finders() -> &'static [memchr::memmem::Finder<'static>; 3] {
+    static F: std::sync::OnceLock<[memchr::memmem::Finder<'static>; 3]> =
+        std::sync::OnceLock::new();
+    F.get_or_init(|| {
+        [
+            memchr::memmem::Finder::new(b"ELF\x02\x01\x01"),
+            memchr::memmem::Finder::new(bundle::BUNDLE_MAGIC),
+            memchr::memmem::Finder::new(b"CCOB"),
+        ]
+    })
+}
+
 /// The object starting at `rest` (found at `offset` of the file), if it is a
 /// complete one.
 fn object_at(rest: &[u8], offset: u64) -> Option<Embedded> {
     if rest.starts_with(b"\x7fELF") {
         let size = code_object_size(rest)?;
         let co = &rest[..size as usize];
+        // A code object for no processor (EF_AMDGPU_MACH_NONE) loads nowhere: not
+        // device code. Decided from the header, before the metadata is read.
+        let flags = u32::from_le_bytes(co[48..52].try_into().ok()?);
+        bundle::target::target_from_elf_flags(flags, co[8])?;
         let info = codeobj::read(co).ok()?;
-        let target = info.target.unwrap_or_else(|| "unknown".into());
+        let target = info.target?;
         return Some(Embedded {
             section: String::new(),
             index: 0,
