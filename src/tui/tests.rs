@@ -864,6 +864,34 @@ fn kernels_view_lists_the_kernels_of_the_selection() {
     insta::assert_snapshot!("kernels_160x48", render(&app, 160, 48).backend());
 }
 
+/// #29 item 1: embedded device code is shown per target in the architectures view
+/// (apart from what a pack moves) and in the detail of its binary.
+#[test]
+fn embedded_code_is_shown_apart_from_packable_code() {
+    let fx = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bin");
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir(tmp.path().join("lib")).unwrap();
+    for f in ["libembed.so", "libvadd.so"] {
+        std::fs::copy(fx.join(f), tmp.path().join("lib").join(f)).unwrap();
+    }
+    let mut app = App::new(tmp.path().to_path_buf(), None);
+    let r = kpack::scan::scan(tmp.path(), &Default::default(), &kpack::event::NoEvents)
+        .map_err(|e| e.to_string());
+    app.update(AppEvent::ScanDone(Box::new(r)));
+    key(&mut app, KeyCode::Char('2'));
+    let screen = format!("{:?}", render(&app, 120, 40).backend());
+    assert!(
+        screen.contains("embedded in binaries' data (loaded by them, not packable):"),
+        "{screen}"
+    );
+    assert!(screen.contains("  gfx90a:xnack+  8.77 KiB"), "{screen}");
+    key(&mut app, KeyCode::Char('1'));
+    select(&mut app, "libembed.so");
+    let screen = format!("{:?}", render(&app, 120, 40).backend());
+    assert!(screen.contains("embedded: 2 in its data"), "{screen}");
+    assert!(screen.contains(".aot_kernels[0]"), "{screen}");
+}
+
 /// #29 item 3: K on a static archive lists its members' kernels (it said 0).
 #[test]
 fn kernels_of_a_static_archive_are_its_members_kernels() {

@@ -607,6 +607,23 @@ fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             theme.fg(Color::Yellow),
         )));
     }
+    // Device code the binaries load themselves: counted apart, never packed.
+    let mut embedded: Vec<(&String, u64)> = report
+        .arch_totals
+        .iter()
+        .filter(|(_, t)| t.embedded > 0)
+        .map(|(a, t)| (a, t.embedded))
+        .collect();
+    if !embedded.is_empty() {
+        embedded.sort_by(|a, b| kpack::natural::target_cmp(a.0, b.0));
+        l.push(Line::from(Span::styled(
+            "embedded in binaries' data (loaded by them, not packable):",
+            theme.fg(Color::LightMagenta),
+        )));
+        for (arch, n) in embedded {
+            l.push(Line::from(format!("  {arch:<14} {}", size(n))));
+        }
+    }
     l.push(Line::from(""));
     if report.wheel.is_some() {
         let overlay = app.overlay_guess();
