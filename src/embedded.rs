@@ -239,7 +239,7 @@ fn find_at_most(data: &[u8], ranges: &[Range], limit: usize) -> (Vec<Embedded>, 
             };
             if out.len() >= limit {
                 return (
-                    out,
+                    without_overlaps(out),
                     Some(format!(
                         "more than {limit} embedded objects; the rest are not listed"
                     )),
@@ -252,7 +252,22 @@ fn find_at_most(data: &[u8], ranges: &[Range], limit: usize) -> (Vec<Embedded>, 
             out.push(e);
         }
     }
-    (out, None)
+    (without_overlaps(out), None)
+}
+
+/// In file order, each byte in at most one object: sections of a damaged header
+/// table may overlap, and an object must not be counted once per section.
+fn without_overlaps(mut found: Vec<Embedded>) -> Vec<Embedded> {
+    found.sort_by_key(|e| e.offset);
+    let mut end = 0u64;
+    found.retain(|e| {
+        let keep = e.offset >= end;
+        if keep {
+            end = e.offset + e.size.max(1);
+        }
+        keep
+    });
+    found
 }
 
 /// The magics an object starts with, each searched with a SIMD substring finder
