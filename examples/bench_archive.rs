@@ -188,7 +188,7 @@ fn random_access(work: &Path, pool: &synth::Pool, big_gb: f64, big_kernel_kb: us
     let (warm_open, warm_fetch, _) = measure(false);
     println!(
         "{{\"bench\":\"archive_random_access\",\"kernel_kb\":{big_kernel_kb},\"archive_bytes\":{},\"kernels\":{},\"build_s\":{build_s:.2},\"cold_open_ms\":{cold_open:.3},\"cold_fetch_ms\":{cold_fetch:.3},\"cold_bytes_read\":{cold_read},\"warm_open_ms\":{warm_open:.3},\"warm_fetch_ms\":{warm_fetch:.3}}}",
-        s.file_size, s.kernels,
+        s.file_size, s.code_objects,
     );
     if std::env::var_os("KEEP_BIG").is_none() {
         let _ = std::fs::remove_file(&big);

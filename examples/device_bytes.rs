@@ -2,7 +2,7 @@
 //! input of the `zstd -3 -T2` reference in the pack benchmark.
 //!
 //! ```text
-//! cargo run --release --example device_bytes -- TREE OUT
+//! cargo run --release --example device_stored -- TREE OUT
 //! ```
 
 use kpack::elf::{self, ElfContent};
@@ -14,8 +14,8 @@ use std::path::PathBuf;
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let tree = PathBuf::from(args.next().expect("usage: device_bytes TREE OUT"));
-    let out = PathBuf::from(args.next().expect("usage: device_bytes TREE OUT"));
+    let tree = PathBuf::from(args.next().expect("usage: device_stored TREE OUT"));
+    let out = PathBuf::from(args.next().expect("usage: device_stored TREE OUT"));
     let report = scan::scan(&tree, &ScanOptions::default(), &NoEvents).expect("scan");
     let mut w = std::io::BufWriter::new(std::fs::File::create(&out).expect("create"));
     let mut total = 0u64;

@@ -49,7 +49,8 @@ pub enum EmbeddedFormat {
 pub struct EmbeddedTarget {
     /// Target ID (`gfx942`, `gfx90a:xnack+`; `unknown` for an unknown processor).
     pub arch: String,
-    /// Uncompressed code-object bytes.
+    /// Uncompressed code-object bytes (raw device code).
+    #[serde(rename = "raw_size")]
     pub size: u64,
 }
 
@@ -63,6 +64,7 @@ pub struct Embedded {
     /// File offset.
     pub offset: u64,
     /// Bytes it occupies.
+    #[serde(rename = "stored_size")]
     pub size: u64,
     /// What it is.
     pub format: EmbeddedFormat,

@@ -384,10 +384,35 @@ fn one_file(
                 }
             };
             from_bytes(&mut out, path, &map, opts, Some((&map, later)));
+            if follow_marker {
+                thin_members(&mut out, f, opts, later);
+            }
         }
         _ => {}
     }
     out
+}
+
+/// The members of a thin archive given alone (in a tree they are its files, listed
+/// under their own paths): read from the files the scan resolved them to.
+fn thin_members(
+    out: &mut FileRows,
+    f: &FileReport,
+    opts: &KernelsOptions,
+    later: &mut Vec<Deferred>,
+) {
+    for m in &f.members {
+        let Some(p) = &m.resolved else { continue };
+        let label = format!("{}({})", f.path, m.name);
+        match crate::fsutil::map_file(p) {
+            Ok(Some(map)) => {
+                let map = Arc::new(map);
+                from_bytes(out, &label, &map, opts, Some((&map, later)));
+            }
+            Ok(None) => {}
+            Err(e) => out.2.push(format!("{label}: {}: {e}", p.display())),
+        }
+    }
 }
 
 /// Kernels of one file's bytes: a raw code object, a fat ELF or a bundle file.

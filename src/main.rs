@@ -464,7 +464,7 @@ fn run_scan_titled(path: &Path, common: &Common, title: Option<&str>) -> Result<
         report.root = t.to_string();
     }
     if common.json {
-        batch::print_json("kpack-tui.scan/1", &report)?;
+        batch::print_json("kpack-tui.scan/2", &report)?;
     } else {
         let out = io::stdout();
         let mut out = io::BufWriter::new(out.lock());

@@ -110,7 +110,7 @@ fn reference_archives_read_correctly() {
         let o = kpack(&["verify", dir.join(name).to_str().unwrap()]);
         assert!(o.status.success());
         assert!(
-            stdout(&o).contains("note: its kernels carry no checksum"),
+            stdout(&o).contains("note: its code objects carry no checksum"),
             "{}",
             stdout(&o)
         );
@@ -180,7 +180,7 @@ fn cli_inspect_text_and_json() {
         "family    gfx110X",
         "zstd-per-kernel",
         "lib/libhip.so#0",
-        "3 kernels",
+        "3 code objects",
     ] {
         assert!(t.contains(s), "{s:?} missing in\n{t}");
     }
@@ -190,12 +190,12 @@ fn cli_inspect_text_and_json() {
     assert_eq!(v["gfx_arch_family"], "gfx110X");
     assert_eq!(v["gfx_arches"], serde_json::json!(["gfx1100", "gfx1101"]));
     assert_eq!(v["compression_scheme"], "zstd-per-kernel");
-    let k = v["kernels"].as_array().unwrap();
+    let k = v["code_objects"].as_array().unwrap();
     assert_eq!(k.len(), 3);
     assert_eq!(k[0]["key"], "bin/hiptest#0");
     assert_eq!(k[0]["arch"], "gfx1100");
-    assert_eq!(k[0]["size"], 1018);
-    assert!(k[0]["compressed_size"].as_u64().unwrap() < 100);
+    assert_eq!(k[0]["raw_size"], 1018);
+    assert!(k[0]["stored_size"].as_u64().unwrap() < 100);
 }
 
 #[test]

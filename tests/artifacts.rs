@@ -47,7 +47,7 @@ fn split_lays_out_artifacts_as_the_rocm_build_does() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("missing/stage"), "{}", stderr(&o));
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(j["schema"], "kpack-tui.split/1");
+    assert_eq!(j["schema"], "kpack-tui.split/2");
     assert_eq!(j["missing_prefixes"][0], "missing/stage");
     assert_eq!(tree_hashes(&art), before, "the input is never modified");
 
@@ -220,7 +220,7 @@ fn gpu_targets_filter_code_objects_and_databases_and_refuse_an_empty_match() {
         .collect();
     assert_eq!(
         left.len() as u64,
-        j["skipped_kernels"].as_u64().unwrap() + j["skipped_databases"].as_u64().unwrap()
+        j["skipped_code_objects"].as_u64().unwrap() + j["skipped_databases"].as_u64().unwrap()
     );
     assert!(
         left.contains(&format!("{RAND_PREFIX}/lib/libzkern.so: bundle #0 for gfx1030").as_str()),
@@ -376,7 +376,7 @@ fn combine_proves_the_shards_fit_and_refuses_differences() {
     let o = combine(&shards, &out, &["--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(j["schema"], "kpack-tui.combine/1");
+    assert_eq!(j["schema"], "kpack-tui.combine/2");
     assert_eq!(j["archives"], 4);
     // The combination equals one split of everything.
     let whole = tmp.path().join("whole");

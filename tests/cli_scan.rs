@@ -46,7 +46,7 @@ fn json_has_the_documented_minimum() {
     let t = &b["targets"][1];
     assert_eq!(t["arch"], "gfx90a:xnack+");
     assert_eq!(t["triple"], "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+");
-    assert!(t["size"].as_u64().unwrap() > 1000);
+    assert!(t["raw_size"].as_u64().unwrap() > 1000);
     let z = files
         .iter()
         .find(|f| f["path"] == "lib/libzkern.so")
@@ -65,7 +65,7 @@ fn json_has_the_documented_minimum() {
         for b in bundles {
             for t in b["targets"].as_array().unwrap() {
                 *sum.entry(t["arch"].as_str().unwrap().to_string())
-                    .or_default() += t["size"].as_u64().unwrap();
+                    .or_default() += t["raw_size"].as_u64().unwrap();
             }
         }
         if f["kind"] == "code_object" {
@@ -102,8 +102,8 @@ fn text_summary_on_the_demo() {
     let t = stdout(&o);
     for s in [
         "Files by class",
-        "Device code by arch",
-        "Top files by device bytes",
+        "Device code by target",
+        "Top files by fat-binary section",
         "gfx90a:xnack+",
         "bin/vadd_app",
     ] {
@@ -359,7 +359,7 @@ fn options_may_come_before_the_command() {
     }
     let o = kpack(&["--json", "scan", demo]);
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(j["schema"], "kpack-tui.scan/1");
+    assert_eq!(j["schema"], "kpack-tui.scan/2");
     // A path and a command together is refused, not half-ignored.
     let o = kpack(&[demo, "scan", demo]);
     assert_eq!(o.status.code(), Some(2));

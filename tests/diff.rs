@@ -88,7 +88,7 @@ fn known_changes_give_exact_deltas() {
     let (old, new) = (dir.join("old"), dir.join("new"));
     let (r, code, _) = json(&["diff", old.to_str().unwrap(), new.to_str().unwrap()]);
     assert_eq!(code, Some(0));
-    assert_eq!(r["schema"], "kpack-tui.diff/1");
+    assert_eq!(r["schema"], "kpack-tui.diff/2");
     let target = |t: &str| {
         r["targets"]
             .as_array()
@@ -106,23 +106,23 @@ fn known_changes_give_exact_deltas() {
     };
     // One target more in libk: exactly the bundler's gfx1030 code object of libk.so.
     let g1030 = target("gfx1030");
-    assert_eq!(g1030["old_bytes"], multi("old", "gfx1030"));
+    assert_eq!(g1030["old_raw"], multi("old", "gfx1030"));
     assert_eq!(
-        g1030["new_bytes"],
+        g1030["new_raw"],
         code_object(&new.join("lib/libk.so"), "gfx1030").len() as u64 + multi("new", "gfx1030")
     );
     // gfx900: libk grew, libgone went, libvadd is the same code.
     let size = |lib: &Path, t: &str| code_object(lib, t).len() as u64;
     let g900 = target("gfx900");
     assert_eq!(
-        g900["old_bytes"].as_u64().unwrap(),
+        g900["old_raw"].as_u64().unwrap(),
         size(&old.join("lib/libk.so"), "gfx900")
             + size(&old.join("lib/libgone.so"), "gfx900")
             + size(&old.join("lib/libvadd.so.1.0"), "gfx900")
             + multi("old", "gfx900")
     );
     assert_eq!(
-        g900["new_bytes"].as_u64().unwrap(),
+        g900["new_raw"].as_u64().unwrap(),
         size(&new.join("lib/libk.so"), "gfx900")
             + size(&new.join("lib/libvadd.so.1.1"), "gfx900")
             + multi("new", "gfx900")
@@ -243,7 +243,7 @@ fn the_gate_and_the_csv() {
     // CSV of each table: header and rows.
     let csv = stdout(&kpack(&["diff", o, n, "--csv"]));
     assert!(csv.starts_with(
-        "target,old_bytes,new_bytes,old_stored,new_stored,old_code_objects,new_code_objects\n"
+        "target,old_raw,new_raw,old_stored,new_stored,old_code_objects,new_code_objects\n"
     ));
     assert_eq!(csv.lines().count(), 4, "{csv}");
     let csv = stdout(&kpack(&["diff", o, n, "--csv", "--by", "kernel"]));
@@ -263,7 +263,7 @@ fn the_gate_and_the_csv() {
     assert!(pack_rocm(&new, &packed, &["--all"]).status.success());
     let (r, code, _) = json(&["diff", n, packed.to_str().unwrap(), "--fail-if-grows", "0%"]);
     assert_eq!(code, Some(0));
-    assert_eq!(r["old_device"], r["new_device"]);
+    assert_eq!(r["old_device_raw"], r["new_device_raw"]);
     assert!(r["kernels"].as_array().unwrap().is_empty());
 }
 
@@ -323,8 +323,8 @@ fn wheels_compare_member_by_member() {
     let (r, code, e) = json(&["diff", whl.to_str().unwrap(), host.to_str().unwrap()]);
     assert_eq!(code, Some(0), "{e}");
     for t in r["targets"].as_array().unwrap() {
-        assert!(t["old_bytes"].as_u64().unwrap() > 0, "{t}");
-        assert_eq!(t["new_bytes"], 0, "{t}");
+        assert!(t["old_raw"].as_u64().unwrap() > 0, "{t}");
+        assert_eq!(t["new_raw"], 0, "{t}");
     }
     let f = r["files"]
         .as_array()
@@ -334,7 +334,7 @@ fn wheels_compare_member_by_member() {
         .unwrap()
         .clone();
     assert_eq!(f["change"], "shrunk", "{f}");
-    assert_eq!(f["new_device"], 0, "{f}");
+    assert_eq!(f["new_device_raw"], 0, "{f}");
     let dev = dist.join("amd_torch_device_gfx90a-2.10.0+rocm7.1-cp311-cp311-linux_x86_64.whl");
     let (r, _, e) = json(&[
         "diff",
@@ -353,9 +353,9 @@ fn wheels_compare_member_by_member() {
             .clone()
     };
     for n in ["gfx90a", "gfx90a:xnack+"] {
-        assert_eq!(t(n)["old_bytes"], t(n)["new_bytes"], "{n}: {e}");
+        assert_eq!(t(n)["old_raw"], t(n)["new_raw"], "{n}: {e}");
     }
-    assert_eq!(t("gfx900")["new_bytes"], 0);
+    assert_eq!(t("gfx900")["new_raw"], 0);
 }
 
 /// `kpack-tui OLD NEW` is `kpack-tui diff OLD NEW`.

@@ -239,7 +239,7 @@ fn plain_verify_catches_a_shards_archive_that_replaced_another() {
     assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
     assert!(
         stdout(&o).contains(
-            "sound (every kernel of the ledger (.kpack/kpack-tui-ledger-blas_lib_gfx900.json, \
+            "sound (every code object of the ledger (.kpack/kpack-tui-ledger-blas_lib_gfx900.json, \
              .kpack/kpack-tui-ledger-blas_lib_gfx906.json)"
         ),
         "{}",

@@ -570,10 +570,10 @@ fn damaged_device_code_is_never_zero_kernels() {
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     // No device bytes made up from the lying size (0 is left out of the file row).
     assert!(
-        j["files"][0]["device_bytes"].as_u64().unwrap_or(0) == 0,
+        j["files"][0]["fatbin_bytes"].as_u64().unwrap_or(0) == 0,
         "{j}"
     );
-    assert_eq!(j["totals"]["device_bytes"], 0, "{j}");
+    assert_eq!(j["totals"]["fatbin_bytes"], 0, "{j}");
 }
 
 /// Item 9: a wheel's symlink member is checked against the 4 KiB bound before it is

@@ -1,5 +1,6 @@
 //! The `--json` contract: every command's output carries `"schema":
-//! "kpack-tui.<command>/1"` and validates against `docs/schema/<command>.schema.json`
+//! "kpack-tui.<command>/<version>"`, the version its schema file names, and validates
+//! against `docs/schema/<command>.schema.json`
 //! (objects with fixed keys reject unknown ones, so an undocumented field fails here).
 //! Outputs come from real runs on the demo, the fixtures, damaged and packed trees.
 
@@ -8,16 +9,25 @@ mod common;
 use common::*;
 use std::path::Path;
 
-fn schema(name: &str) -> jsonschema::Validator {
+fn schema_json(name: &str) -> serde_json::Value {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("docs/schema/{name}.schema.json"));
-    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
-    jsonschema::validator_for(&s).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+    serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap()
+}
+
+fn schema(name: &str) -> jsonschema::Validator {
+    jsonschema::validator_for(&schema_json(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 fn check(name: &str, what: &str, bytes: &[u8]) {
     let v: serde_json::Value = serde_json::from_slice(bytes)
         .unwrap_or_else(|e| panic!("{what}: not JSON ({e}): {}", String::from_utf8_lossy(bytes)));
-    assert_eq!(v["schema"], format!("kpack-tui.{name}/1"), "{what}");
+    let id = schema_json(name)["properties"]["schema"]["const"].clone();
+    assert!(
+        id.as_str()
+            .is_some_and(|s| s.starts_with(&format!("kpack-tui.{name}/"))),
+        "{name}: schema id {id}"
+    );
+    assert_eq!(v["schema"], id, "{what}");
     let errors: Vec<String> = schema(name)
         .iter_errors(&v)
         .map(|e| format!("{} at {}", e, e.instance_path()))

@@ -486,19 +486,7 @@ fn a_static_archive_lists_the_kernels_of_its_members() {
     let o = kpack(&["kernels", lib.to_str().unwrap(), "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let mut got: Vec<(String, String, String)> = j["kernels"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|k| {
-            (
-                k["path"].as_str().unwrap().to_string(),
-                k["target"].as_str().unwrap().to_string(),
-                k["name"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect();
-    got.sort();
+    let got = kernel_rows(&j);
     assert!(!got.is_empty(), "no kernels in {}", lib.display());
     if tool("ar").is_none()
         || tool("clang-offload-bundler-19").is_none()
@@ -533,6 +521,103 @@ fn a_static_archive_lists_the_kernels_of_its_members() {
     let o = kpack(&["find-kernel", "saxpy", demo().to_str().unwrap()]);
     assert!(
         stdout(&o).contains("lib/libkern.a(saxpy_b.o)#0"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+fn json_of(args: &[&str]) -> serde_json::Value {
+    let o = kpack(&[args, &["--json"]].concat());
+    assert!(!o.stdout.is_empty(), "{args:?}: {}", stderr(&o));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// #29: a thin archive (`ar rcT`) stores only the names of its members, relative to
+/// its directory. Given alone, `kernels` reads the files they name, equal to what the
+/// bundler and llvm-readelf find in them; in a tree, the members are files of the tree,
+/// counted and listed once, under their own paths; members it cannot reach are said.
+#[test]
+fn a_thin_archive_lists_the_kernels_of_the_files_it_names() {
+    for t in ["ar", "clang-offload-bundler-19", "llvm-readelf-19"] {
+        assert!(tool(t).is_some(), "{t} is needed (.ci/run installs it)");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (obj, lib) = (tmp.path().join("obj"), tmp.path().join("lib"));
+    std::fs::create_dir(&obj).unwrap();
+    std::fs::create_dir(&lib).unwrap();
+    let run = |dir: &Path, args: &[&str]| {
+        let o = Command::new("ar")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "ar {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8(o.stdout).unwrap()
+    };
+    run(&obj, &["x", demo().join("lib/libkern.a").to_str().unwrap()]);
+    run(
+        &lib,
+        &["rcT", "libthin.a", "../obj/saxpy_b.o", "../obj/vadd_b.o"],
+    );
+    let thin = lib.join("libthin.a");
+    assert!(std::fs::read(&thin).unwrap().starts_with(b"!<thin>\n"));
+    // Alone: every member's kernels, as the tools see the files `ar t` names.
+    validate_json("scan", &json_of(&["scan", thin.to_str().unwrap()]));
+    let got = kernel_rows(&json_of(&["kernels", thin.to_str().unwrap()]));
+    let mut want = Vec::new();
+    let work = tempfile::tempdir().unwrap();
+    for m in run(&lib, &["t", "libthin.a"]).lines() {
+        let dir = work.path().join(format!("{}.d", want.len()));
+        std::fs::create_dir(&dir).unwrap();
+        for (arch, co) in unbundle(&lib.join(m), &dir) {
+            for name in readelf_kernels(&co).keys() {
+                want.push((format!("libthin.a({m})"), arch.clone(), name.clone()));
+            }
+        }
+    }
+    want.sort();
+    assert!(!want.is_empty());
+    assert_eq!(got, want);
+    // In a tree: the archive lists its members as the tree's files, the totals and the
+    // kernels are the objects' own, once.
+    let tree = json_of(&["scan", tmp.path().to_str().unwrap()]);
+    validate_json("scan", &tree);
+    let objs = json_of(&["scan", obj.to_str().unwrap()]);
+    assert_eq!(tree["arch_totals"], objs["arch_totals"]);
+    let f = tree["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"] == "lib/libthin.a")
+        .unwrap();
+    assert_eq!(f["kind"], "fat_binary", "{f}");
+    let files: Vec<&str> = f["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["file"].as_str().unwrap())
+        .collect();
+    assert_eq!(files, ["obj/saxpy_b.o", "obj/vadd_b.o"]);
+    let in_tree = kernel_rows(&json_of(&["kernels", tmp.path().to_str().unwrap()]));
+    let of_objs = kernel_rows(&json_of(&["kernels", obj.to_str().unwrap()]));
+    assert_eq!(in_tree.len(), of_objs.len(), "{in_tree:?}");
+    // The directory of the archive alone: its members lie outside, said, not read.
+    let o = kpack(&["scan", lib.to_str().unwrap(), "--no-tui"]);
+    assert!(
+        stdout(&o).contains("thin archive members outside the scanned directory not read"),
+        "{}",
+        stdout(&o)
+    );
+    // A member gone: named.
+    std::fs::remove_file(obj.join("vadd_b.o")).unwrap();
+    let o = kpack(&["scan", tmp.path().to_str().unwrap(), "--no-tui"]);
+    assert!(
+        stdout(&o)
+            .contains("thin archive member \"../obj/vadd_b.o\": names a file that is not there"),
         "{}",
         stdout(&o)
     );

@@ -340,8 +340,8 @@ fn pack_tree_spelling_writes_one_family_archive() {
     let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(j["group_name"], "G");
     assert_eq!(j["gfx_arch_family"], "F");
-    let key = j["kernels"][0]["key"].as_str().unwrap().to_string();
-    let arch = j["kernels"][0]["arch"].as_str().unwrap().to_string();
+    let key = j["code_objects"][0]["key"].as_str().unwrap().to_string();
+    let arch = j["code_objects"][0]["arch"].as_str().unwrap().to_string();
     let out = tmp.path().join("k.hsaco");
     let o = kpack(&[
         "extract",

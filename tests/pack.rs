@@ -454,9 +454,9 @@ fn dry_run_writes_nothing_and_reports_the_plan() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("gfx1030"), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v["schema"], "kpack-tui.pack-plan/1");
+    assert_eq!(v["schema"], "kpack-tui.pack-plan/2");
     assert_eq!(v["units"][0]["name"], "gfx90X");
-    assert!(v["units"][0]["kernels"].as_u64().unwrap() >= 10);
+    assert!(v["units"][0]["code_objects"].as_u64().unwrap() >= 10);
     assert!(
         v["units"][0]["estimated_bytes"].as_u64().unwrap()
             < v["units"][0]["raw_bytes"].as_u64().unwrap()
@@ -611,7 +611,7 @@ fn a_binary_that_cannot_shrink_is_explained() {
     assert!(stdout(&o).contains(&want), "{}", stdout(&o));
     assert!(!stdout(&o).contains("keeps"), "{}", stdout(&o));
     assert!(
-        stdout(&o).contains("sound (1 kernel proved reachable with its recorded hash)"),
+        stdout(&o).contains("sound (1 code object proved reachable with its recorded hash)"),
         "{}",
         stdout(&o)
     );

@@ -75,7 +75,7 @@ fn fixture_kinds_and_shapes() {
     assert_eq!(m.kernel_name, "bin/hostonly");
     assert_eq!(m.kpack_search_paths, vec!["../.kpack/demo_gfx90X.kpack"]);
     assert_eq!(h.wrappers[0].magic, WrapperMagic::Hipk);
-    assert_eq!(h.device_bytes, 0);
+    assert_eq!(h.fatbin_bytes, 0);
     // PE DLL (clang-19 + lld-link): its .hip_fat bundle, listed like an ELF one.
     let dll = get("kfat.dll");
     assert_eq!(dll.container, Some("pe"));
@@ -96,7 +96,7 @@ fn fixture_kinds_and_shapes() {
     assert_eq!(a.members.len(), 2);
     // Host + device bytes add up for binaries.
     for f in r.files.iter().filter(|f| f.host_bytes.is_some()) {
-        assert_eq!(f.host_bytes.unwrap() + f.device_bytes, f.size, "{}", f.path);
+        assert_eq!(f.host_bytes.unwrap() + f.fatbin_bytes, f.size, "{}", f.path);
     }
 }
 

@@ -326,7 +326,7 @@ fn families_without_kernels_and_unknown_arches() {
     let o = pack_demo_like(&demo(), &out, &["gfx90X,gfx103X,gfx125X"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("family gfx125X receives no kernel"),
+        stderr(&o).contains("family gfx125X receives no code object"),
         "{}",
         stderr(&o)
     );

@@ -89,7 +89,7 @@ fn a_wheel_scans_as_a_tree_of_members_with_bundles_and_identity() {
         ]);
         let direct: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_eq!(f["bundles"], direct["files"][0]["bundles"], "{member}");
-        assert_eq!(f["device_bytes"], direct["files"][0]["device_bytes"]);
+        assert_eq!(f["fatbin_bytes"], direct["files"][0]["fatbin_bytes"]);
     }
     assert_eq!(get("torch/lib/libplain.so")["kind"], "opaque");
     assert_eq!(get("torch/bin/run.sh")["mode"], 0o751);
@@ -138,7 +138,7 @@ fn split_writes_the_host_and_device_wheels_the_spec_describes() {
         ]
     );
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v["kernels"], 4);
+    assert_eq!(v["code_objects"], 4);
     assert_eq!(v["rewritten"], 2);
 
     // Host wheel: METADATA headers inserted before the body, binaries host-only.
@@ -271,7 +271,7 @@ fn target_and_family_filters_choose_the_device_wheels() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(names(&out), [dev("gfx90a"), HOST.to_string()]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v["skipped_kernels"], 2);
+    assert_eq!(v["skipped_code_objects"], 2);
     assert!(stderr(&o).contains("left out"), "{}", stderr(&o));
     let out = tmp.path().join("f");
     let o = split_wheel(&whl, &out, &["--family", "gfx10"]);

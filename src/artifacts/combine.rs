@@ -204,8 +204,8 @@ pub struct CombineReport {
     pub differences: Vec<Difference>,
     /// Archives checked.
     pub archives: u64,
-    /// Kernels in them.
-    pub kernels: u64,
+    /// Code objects in them.
+    pub code_objects: u64,
     /// Bytes written.
     pub bytes_out: u64,
 }
@@ -574,7 +574,7 @@ fn combine_into(shards: &[PathBuf], out: &Path, opts: &CombineOptions) -> Result
             }
         } else if !components.contains(&c) {
             return Err(Error::Invalid(format!(
-                "{name} (in {}): no shard holds {c}_generic, the host side of its kernels",
+                "{name} (in {}): no shard holds {c}_generic, the host side of its code objects",
                 hs[0].label
             )));
         }
@@ -732,7 +732,7 @@ fn combine_into(shards: &[PathBuf], out: &Path, opts: &CombineOptions) -> Result
         missing,
         differences: diffs,
         archives,
-        kernels,
+        code_objects: kernels,
         bytes_out,
     })
 }
@@ -812,7 +812,7 @@ fn check_output(stage: &Path, names: &[String]) -> Result<(u64, u64)> {
                 }
                 if !a.index.meta.gfx_arches.contains(&k.arch) {
                     return Err(Error::Findings(format!(
-                        "{where_}: kernel {} is for {}, which the archive does not list",
+                        "{where_}: code object {} is for {}, which the archive does not list",
                         k.key, k.arch
                     )));
                 }

@@ -66,8 +66,8 @@ pub struct SplitArtifact {
     /// The archive, relative to the artifact.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub archive: Option<String>,
-    /// Kernels in the archive.
-    pub kernels: u64,
+    /// Code objects in the archive.
+    pub code_objects: u64,
     /// Their uncompressed bytes.
     pub raw_bytes: u64,
     /// Archive file size.
@@ -93,10 +93,10 @@ pub struct SplitReport {
     pub fat_binaries: u64,
     /// Fat binaries rewritten host-only.
     pub rewritten: u64,
-    /// Kernels archived.
-    pub kernels: u64,
+    /// Code objects archived.
+    pub code_objects: u64,
     /// Code objects of targets not in `--gpu-targets` (left to the shard building them).
-    pub skipped_kernels: u64,
+    pub skipped_code_objects: u64,
     /// What `--gpu-targets` left to other shards, by name: `prefix/path: bundle #N for
     /// target` and `prefix/path: database file for target`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -488,7 +488,7 @@ pub fn split(
         files: gf,
         database_files: gdb,
         archive: None,
-        kernels: 0,
+        code_objects: 0,
         raw_bytes: 0,
         archive_bytes: 0,
     });
@@ -505,7 +505,7 @@ pub fn split(
             files,
             database_files: dbs,
             archive: None,
-            kernels: 0,
+            code_objects: 0,
             raw_bytes: 0,
             archive_bytes: 0,
         };
@@ -526,7 +526,7 @@ pub fn split(
                 .map_or(String::new(), |(p, _)| p.to_string());
             a.archive = Some(rel.clone());
             a.files += 1;
-            a.kernels = s.kernels;
+            a.code_objects = s.code_objects;
             a.raw_bytes = s.raw_bytes;
             a.archive_bytes = s.file_size;
             bytes_out += s.file_size;
@@ -570,8 +570,8 @@ pub fn split(
         artifacts,
         fat_binaries,
         rewritten: rewritten.into_inner(),
-        kernels: kernels.into_inner(),
-        skipped_kernels,
+        code_objects: kernels.into_inner(),
+        skipped_code_objects: skipped_kernels,
         skipped_databases,
         left_to_other_shards: left,
         bytes_in: total_bytes,
@@ -719,7 +719,7 @@ impl Ctx<'_> {
         let marker = marker_for(self.ap, &j.prefix, &j.report.path);
         let rewritten = crate::fatbin::rewrite_host_only(data, &marker)
             .map_err(|e| Error::Invalid(format!("{}: cannot be rewritten: {e}", src.display())))?;
-        self.phase(worker, j, Phase::Kernels);
+        self.phase(worker, j, Phase::Compress);
         let Some(fat) = crate::fatbin::read(data).map_err(|e| Error::format(src, e))? else {
             return Err(Error::Invalid(format!(
                 "{}: no longer a fat binary (changed while splitting?)",
@@ -764,7 +764,7 @@ impl Ctx<'_> {
                 let (n, stored) = w.progress();
                 self.sink.event(PackEvent::Family {
                     family: self.unit(&arch).to_string(),
-                    kernels: n,
+                    code_objects: n,
                     stored,
                 });
             }
@@ -776,7 +776,7 @@ impl Ctx<'_> {
         }
         if found != kernels.len() {
             return Err(Error::Invalid(format!(
-                "{}: {} kernel(s) planned, {found} found (the file changed while splitting?)",
+                "{}: {} code object(s) planned, {found} found (the file changed while splitting?)",
                 src.display(),
                 kernels.len()
             )));

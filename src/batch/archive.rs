@@ -18,15 +18,15 @@ struct ArchiveJson<'a> {
     gfx_arch_family: &'a str,
     gfx_arches: &'a [String],
     compression_scheme: &'static str,
-    kernels: &'a [KernelEntry],
+    code_objects: &'a [KernelEntry],
     totals: Totals,
 }
 
 #[derive(Serialize)]
 struct Totals {
-    kernels: u64,
-    size: u64,
-    compressed_size: u64,
+    code_objects: u64,
+    raw_size: u64,
+    stored_size: u64,
 }
 
 fn ratio(raw: u64, stored: u64) -> String {
@@ -43,14 +43,14 @@ pub fn inspect(path: &Path, json: bool, out: &mut dyn Write) -> Result<i32> {
     let idx = &a.index;
     let totals = Totals {
         // A TOC alias repeats a frame: counted once.
-        kernels: idx.kernels.iter().filter(|k| !k.is_alias()).count() as u64,
-        size: idx
+        code_objects: idx.kernels.iter().filter(|k| !k.is_alias()).count() as u64,
+        raw_size: idx
             .kernels
             .iter()
             .filter(|k| !k.is_alias())
             .map(|k| k.size)
             .sum(),
-        compressed_size: idx
+        stored_size: idx
             .kernels
             .iter()
             .filter(|k| !k.is_alias())
@@ -67,10 +67,10 @@ pub fn inspect(path: &Path, json: bool, out: &mut dyn Write) -> Result<i32> {
             gfx_arch_family: &idx.meta.gfx_arch_family,
             gfx_arches: &idx.meta.gfx_arches,
             compression_scheme: idx.compression_scheme.name(),
-            kernels: &idx.kernels,
+            code_objects: &idx.kernels,
             totals,
         };
-        super::write_json(out, "kpack-tui.archive/1", &j)?;
+        super::write_json(out, "kpack-tui.archive/2", &j)?;
         return Ok(EXIT_OK);
     }
     writeln!(
@@ -109,7 +109,7 @@ pub fn inspect(path: &Path, json: bool, out: &mut dyn Write) -> Result<i32> {
     writeln!(
         out,
         "  {:<kw$}  {:<aw$}  {:>7}  {:>11}  {:>11}  {:>7}",
-        "key", "arch", "ordinal", "size", "stored", "ratio"
+        "key", "arch", "ordinal", "raw", "stored", "ratio"
     )?;
     for k in &idx.kernels {
         if let Some(of) = &k.alias_of {
@@ -135,12 +135,12 @@ pub fn inspect(path: &Path, json: bool, out: &mut dyn Write) -> Result<i32> {
     writeln!(
         out,
         "  {:<kw$}  {:<aw$}  {:>7}  {:>11}  {:>11}  {:>7}",
-        crate::text::count(totals.kernels, "kernel", "kernels"),
+        crate::text::count(totals.code_objects, "code object", "code objects"),
         "",
         "",
-        size(totals.size),
-        size(totals.compressed_size),
-        ratio(totals.size, totals.compressed_size)
+        size(totals.raw_size),
+        size(totals.stored_size),
+        ratio(totals.raw_size, totals.stored_size)
     )?;
     Ok(EXIT_OK)
 }
@@ -157,17 +157,17 @@ pub fn verify(path: &Path, json: bool, out: &mut dyn Write) -> Result<i32> {
     let mut notes = Vec::new();
     if !checksummed && kernels > 0 {
         notes.push(
-            "its kernels carry no checksum (raw, or zstd frames written without one, as by \
-             other tools): a changed byte inside a kernel cannot be detected from the archive \
-             alone; verify the packed tree, whose ledger holds a hash of every kernel"
+            "its code objects carry no checksum (raw, or zstd frames written without one, as by \
+             other tools): a changed byte inside one cannot be detected from the archive \
+             alone; verify the packed tree, whose ledger holds a hash of every code object"
                 .to_string(),
         );
     }
     if json {
         super::write_json(
             out,
-            "kpack-tui.verify-archive/1",
-            &serde_json::json!({"path": path.display().to_string(), "kind": "archive", "sound": faults.is_empty(), "kernels": kernels, "checksummed": checksummed, "faults": faults, "notes": notes}),
+            "kpack-tui.verify-archive/2",
+            &serde_json::json!({"path": path.display().to_string(), "kind": "archive", "sound": faults.is_empty(), "code_objects": kernels, "checksummed": checksummed, "faults": faults, "notes": notes}),
         )?;
         return Ok(if faults.is_empty() {
             EXIT_OK
@@ -183,7 +183,7 @@ pub fn verify(path: &Path, json: bool, out: &mut dyn Write) -> Result<i32> {
             out,
             "{}: sound ({kernels} {}, every frame decodes to its size{})",
             path.display(),
-            super::pack::plural(kernels as u64, "kernel", "kernels"),
+            super::pack::plural(kernels as u64, "code object", "code objects"),
             if checksummed {
                 " and matches its checksum"
             } else {
@@ -274,7 +274,7 @@ pub fn extract(path: &Path, what: &ExtractWhat, out_path: &Path) -> Result<i32> 
         let n = a.extract_to(out_path, |_| true)?;
         eprintln!(
             "extracted {} to {}",
-            crate::text::count(n as u64, "kernel", "kernels"),
+            crate::text::count(n as u64, "code object", "code objects"),
             out_path.display()
         );
         return Ok(EXIT_OK);
@@ -292,7 +292,7 @@ pub fn extract(path: &Path, what: &ExtractWhat, out_path: &Path) -> Result<i32> 
             .collect();
         let near = closest(&format!("{key} {arch}"), &keys, 5);
         eprintln!(
-            "kpack-tui: {}: no kernel {key} @ {arch} among its {} kernels; the closest:\n  {}",
+            "kpack-tui: {}: no code object {key} @ {arch} among its {}; the closest:\n  {}",
             path.display(),
             keys.len(),
             near.join("\n  ")

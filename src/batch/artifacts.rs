@@ -19,7 +19,7 @@ pub fn split(artifact_dir: &Path, output: &Path, opts: &SplitOptions, how: &Outp
         eprintln!("warning: {w}");
     }
     if how.json {
-        print_json("kpack-tui.split/1", &report)?;
+        print_json("kpack-tui.split/2", &report)?;
     } else {
         let stdout = std::io::stdout();
         let mut out = std::io::BufWriter::new(stdout.lock());
@@ -32,19 +32,19 @@ pub fn split(artifact_dir: &Path, output: &Path, opts: &SplitOptions, how: &Outp
 fn print_split(out: &mut dyn Write, r: &SplitReport) -> std::io::Result<()> {
     writeln!(
         out,
-        "split {} ({} prefix(es)) into {}: {} fat binaries, {} rewritten host-only, {} kernels",
+        "split {} ({} prefix(es)) into {}: {} fat binaries, {} rewritten host-only, {} code objects",
         r.artifact_dir.display(),
         r.prefixes.len(),
         r.output.display(),
         r.fat_binaries,
         r.rewritten,
-        r.kernels
+        r.code_objects
     )?;
-    if r.skipped_kernels + r.skipped_databases > 0 {
+    if r.skipped_code_objects + r.skipped_databases > 0 {
         writeln!(
             out,
             "left to other shards (--gpu-targets): {} code objects, {} database files",
-            r.skipped_kernels, r.skipped_databases
+            r.skipped_code_objects, r.skipped_databases
         )?;
         // Named, a few here and every one in --json.
         const SHOWN: usize = 8;
@@ -62,16 +62,19 @@ fn print_split(out: &mut dyn Write, r: &SplitReport) -> std::io::Result<()> {
     for a in &r.artifacts {
         let what = match &a.archive {
             Some(p) => format!(
-                "{} kernels, {} -> {} in {p}",
-                a.kernels,
+                "{}, {} -> {} in {p}",
+                crate::text::count(a.code_objects, "code object", "code objects"),
                 size(a.raw_bytes),
                 size(a.archive_bytes)
             ),
-            None if a.target.is_none() => format!("{} files", a.files),
+            None if a.target.is_none() => crate::text::count(a.files, "file", "files"),
             None => String::from("no archive"),
         };
         let dbs = if a.database_files > 0 {
-            format!(", {} database files", a.database_files)
+            format!(
+                ", {}",
+                crate::text::count(a.database_files, "database file", "database files")
+            )
         } else {
             String::new()
         };
@@ -92,7 +95,7 @@ pub fn combine(
     }
     let report = combine_shards(shards, output, opts)?;
     if how.json {
-        print_json("kpack-tui.combine/1", &report)?;
+        print_json("kpack-tui.combine/2", &report)?;
     } else {
         let stdout = std::io::stdout();
         let mut out = std::io::BufWriter::new(stdout.lock());
@@ -105,12 +108,12 @@ pub fn combine(
 fn print_combine(out: &mut dyn Write, r: &CombineReport) -> std::io::Result<()> {
     writeln!(
         out,
-        "combined {} shard(s) into {}: {} component(s), {} archive(s) with {} kernels checked",
+        "combined {} shard(s) into {}: {} component(s), {} archive(s) with {} code objects checked",
         r.shards.len(),
         r.output.display(),
         r.components.len(),
         r.archives,
-        r.kernels
+        r.code_objects
     )?;
     for d in &r.differences {
         writeln!(out, "  taken from the preferred shard: {d}")?;

@@ -43,7 +43,7 @@ fn csv(out: &mut dyn Write, r: &DiffReport, by: Table) -> std::io::Result<()> {
         Table::All | Table::Target => {
             writeln!(
                 out,
-                "target,old_bytes,new_bytes,old_stored,new_stored,old_code_objects,new_code_objects"
+                "target,old_raw,new_raw,old_stored,new_stored,old_code_objects,new_code_objects"
             )?;
             for t in &r.targets {
                 writeln!(
@@ -62,7 +62,7 @@ fn csv(out: &mut dyn Write, r: &DiffReport, by: Table) -> std::io::Result<()> {
         Table::File => {
             writeln!(
                 out,
-                "path,old_path,change,old_size,new_size,old_device,new_device"
+                "path,old_path,change,old_size,new_size,old_device_raw,new_device_raw"
             )?;
             for f in &r.files {
                 writeln!(
@@ -73,8 +73,8 @@ fn csv(out: &mut dyn Write, r: &DiffReport, by: Table) -> std::io::Result<()> {
                     change_name(f.change),
                     f.old_size,
                     f.new_size,
-                    f.old_device,
-                    f.new_device
+                    f.old_device_raw,
+                    f.new_device_raw
                 )?;
             }
         }
@@ -123,11 +123,13 @@ fn text(out: &mut dyn Write, r: &DiffReport, by: Table, top: usize) -> std::io::
     writeln!(out, "{} -> {}", r.old.display(), r.new.display())?;
     writeln!(
         out,
-        "device code: {} -> {} ({}, {})",
-        size(r.old_device),
-        size(r.new_device),
-        signed(r.old_device, r.new_device),
-        crate::text::delta_pct(r.old_device, r.new_device)
+        "device code: {} -> {} raw ({}, {}); {} -> {} stored",
+        size(r.old_device_raw),
+        size(r.new_device_raw),
+        signed(r.old_device_raw, r.new_device_raw),
+        crate::text::delta_pct(r.old_device_raw, r.new_device_raw),
+        size(r.targets.iter().map(|t| t.old_stored).sum()),
+        size(r.targets.iter().map(|t| t.new_stored).sum()),
     )?;
     let count = |c: Change| r.files.iter().filter(|f| f.change == c).count();
     writeln!(
@@ -144,7 +146,7 @@ fn text(out: &mut dyn Write, r: &DiffReport, by: Table, top: usize) -> std::io::
         writeln!(
             out,
             "{:<16} {:>12} {:>12} {:>12} {:>8}",
-            "target", "old", "new", "delta", ""
+            "target (raw)", "old", "new", "delta", ""
         )?;
         for t in &r.targets {
             writeln!(
@@ -160,7 +162,10 @@ fn text(out: &mut dyn Write, r: &DiffReport, by: Table, top: usize) -> std::io::
     }
     if (all || by == Table::File) && !r.files.is_empty() {
         writeln!(out)?;
-        writeln!(out, "files (largest change first; size, then device code)")?;
+        writeln!(
+            out,
+            "files (largest change first; size, then raw device code)"
+        )?;
         for f in &r.files[..take(r.files.len())] {
             let mark = match f.change {
                 Change::Added => '+',
@@ -176,14 +181,14 @@ fn text(out: &mut dyn Write, r: &DiffReport, by: Table, top: usize) -> std::io::
                 .unwrap_or_default();
             writeln!(
                 out,
-                "  {mark} {}{was}: {} -> {} ({}), device {} -> {} ({})",
+                "  {mark} {}{was}: {} -> {} ({}), device code {} -> {} ({})",
                 f.path,
                 size(f.old_size),
                 size(f.new_size),
                 signed(f.old_size, f.new_size),
-                size(f.old_device),
-                size(f.new_device),
-                signed(f.old_device, f.new_device)
+                size(f.old_device_raw),
+                size(f.new_device_raw),
+                signed(f.old_device_raw, f.new_device_raw)
             )?;
         }
         if take(r.files.len()) < r.files.len() {
@@ -276,7 +281,7 @@ pub fn run(
         eprintln!("warning: {d}");
     }
     match format {
-        Format::Json => write_json(out, "kpack-tui.diff/1", &r)?,
+        Format::Json => write_json(out, "kpack-tui.diff/2", &r)?,
         Format::Csv => csv(out, &r, by)?,
         Format::Text { top } => text(out, &r, by, top)?,
     }

@@ -18,15 +18,15 @@ fn print_plan(out: &mut dyn Write, plan: &PackPlan) -> std::io::Result<()> {
     )?;
     writeln!(
         out,
-        "  {} binaries to rewrite, {} of device code in them",
+        "  {} binaries to rewrite, {} of fat-binary sections in them",
         plan.binaries,
-        size(plan.device_bytes)
+        size(plan.fatbin_bytes)
     )?;
     if !plan.repacked.is_empty() {
-        let kernels: u64 = plan.repacked.iter().map(|r| r.kernels).sum();
+        let kernels: u64 = plan.repacked.iter().map(|r| r.code_objects).sum();
         writeln!(
             out,
-            "  {} host-only binaries packed again from their archives ({kernels} kernels from {})",
+            "  {} host-only binaries packed again from their archives ({kernels} code objects from {})",
             plan.repacked.len(),
             plan.consumed_archives.join(", ")
         )?;
@@ -35,11 +35,13 @@ fn print_plan(out: &mut dyn Write, plan: &PackPlan) -> std::io::Result<()> {
     for f in &plan.units {
         writeln!(
             out,
-            "  {:<14} {:<40} {:>5} {}  {:>11} raw  {approx}{:>11}  arches {}{}",
+            "  {:<14} {:<40} {:>5} {:<12}  {:>11} raw  {approx}{:>11}  arches {}{}",
             f.name,
-            f.archive.as_deref().unwrap_or("(no archive: no kernel)"),
-            f.kernels,
-            plural(f.kernels, "kernel", "kernels"),
+            f.archive
+                .as_deref()
+                .unwrap_or("(no archive: no code object)"),
+            f.code_objects,
+            plural(f.code_objects, "code object", "code objects"),
             size(f.raw_bytes),
             size(f.estimated_bytes),
             f.gfx_arches.join(" "),
@@ -65,7 +67,7 @@ fn print_plan(out: &mut dyn Write, plan: &PackPlan) -> std::io::Result<()> {
         writeln!(out, "  warning: {w}")?;
     }
     let what = match plan.projection {
-        "exact" => "projected output (archives exact: every kernel compressed)",
+        "exact" => "projected output (archives exact: every code object compressed)",
         _ => "projected output (archives estimated from a sample)",
     };
     writeln!(
@@ -106,7 +108,7 @@ pub fn run(
     if dry_run {
         pack::estimate(&mut plan, tree, opts);
         if how.json {
-            write_json(&mut out, "kpack-tui.pack-plan/1", &plan)?;
+            write_json(&mut out, "kpack-tui.pack-plan/2", &plan)?;
         } else {
             print_plan(&mut out, &plan)?;
         }
@@ -120,7 +122,7 @@ pub fn run(
     progress.clear();
     let report = report?;
     if how.json {
-        write_json(&mut out, "kpack-tui.pack/1", &report)?;
+        write_json(&mut out, "kpack-tui.pack/2", &report)?;
         return Ok(EXIT_OK);
     }
     writeln!(
@@ -156,8 +158,8 @@ pub fn run(
             out,
             "  archive {}: {} {}, {} ({} raw, {:.2}×)",
             a.path,
-            a.kernels,
-            plural(a.kernels, "kernel", "kernels"),
+            a.code_objects,
+            plural(a.code_objects, "code object", "code objects"),
             size(a.bytes),
             size(a.raw_bytes),
             a.raw_bytes as f64 / a.bytes.max(1) as f64
@@ -171,7 +173,7 @@ pub fn run(
             .sum();
         writeln!(
             out,
-            "  {} {} grew by {} in all (host-only binary + its archived kernels vs the fat binary){}",
+            "  {} {} grew by {} in all (host-only binary + its archived code objects vs the fat binary){}",
             report.grown.len(),
             plural(report.grown.len() as u64, "binary", "binaries"),
             size(extra),
@@ -209,10 +211,10 @@ pub fn run(
         if report.verified {
             format!(
                 "sound ({} {} proved reachable with {} recorded {})",
-                report.verified_kernels,
-                plural(report.verified_kernels, "kernel", "kernels"),
-                plural(report.verified_kernels, "its", "their"),
-                plural(report.verified_kernels, "hash", "hashes")
+                report.verified_code_objects,
+                plural(report.verified_code_objects, "code object", "code objects"),
+                plural(report.verified_code_objects, "its", "their"),
+                plural(report.verified_code_objects, "hash", "hashes")
             )
         } else {
             "skipped (--no-verify)".into()
@@ -340,10 +342,10 @@ pub fn verify(root: &Path, loaders: &[Loader], json: bool, out: &mut dyn Write) 
     if sound {
         let how = match &verdict.ledger {
             Some(l) => format!(
-                "every kernel of the ledger ({l}) resolves through the runtime's lookup to its \
+                "every code object of the ledger ({l}) resolves through the runtime's lookup to its \
                  recorded bytes: {} {}{}",
                 verdict.proved,
-                plural(verdict.proved, "kernel", "kernels"),
+                plural(verdict.proved, "code object", "code objects"),
                 if verdict.proved_files > 0 {
                     format!(
                         ", and {} kernel-database {} byte-identical",
@@ -356,9 +358,9 @@ pub fn verify(root: &Path, loaders: &[Loader], json: bool, out: &mut dyn Write) 
             ),
             None => format!(
                 "archives verified; {} {} found through the markers (without a ledger, \
-                 missing kernels cannot be detected)",
+                 missing code objects cannot be detected)",
                 verdict.proved,
-                plural(verdict.proved, "kernel", "kernels")
+                plural(verdict.proved, "code object", "code objects")
             ),
         };
         writeln!(out, "{}: sound ({how})", root.display())?;

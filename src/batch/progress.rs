@@ -168,7 +168,7 @@ impl EventSink<PackEvent> for PackProgress {
             .tally
             .families
             .iter()
-            .map(|(f, (k, b))| format!("{f} {k} kernels {}", size(*b)))
+            .map(|(f, (k, b))| format!("{f} {k} code objects {}", size(*b)))
             .collect();
         let line = if s.tally.stage.is_empty() {
             format!(

@@ -30,14 +30,31 @@ pub fn print_text(out: &mut dyn Write, r: &TreeReport, long: bool) -> io::Result
             size(w.stored_bytes)
         )?;
     }
+    // Two measures, named the same everywhere: raw = code-object bytes (what a GPU
+    // loads, the same before and after a pack), stored = bytes they take on disk.
+    let archived: u64 = r.arch_totals.values().map(|a| a.archived).sum();
     writeln!(
         out,
-        "  {} in {}, {} in files; device code {} ({})",
+        "  {} in {}, {} in files",
         crate::text::count(t.entries, "entry", "entries"),
         crate::text::count(t.directories, "directory", "directories"),
         size(t.bytes),
-        size(t.device_bytes),
-        pct(t.device_bytes, t.bytes)
+    )?;
+    write!(
+        out,
+        "  device code {} raw, {} stored",
+        size(t.device_raw),
+        size(t.device_stored)
+    )?;
+    if archived > 0 {
+        let a: u64 = r.arch_totals.values().map(|a| a.archived_stored).sum();
+        write!(out, " ({} of it in archives)", size(a))?;
+    }
+    writeln!(
+        out,
+        "; fat-binary sections {} ({} of the bytes)",
+        size(t.fatbin_bytes),
+        pct(t.fatbin_bytes, t.bytes)
     )?;
     writeln!(out)?;
     writeln!(out, "Files by class")?;
@@ -58,9 +75,12 @@ pub fn print_text(out: &mut dyn Write, r: &TreeReport, long: bool) -> io::Result
         writeln!(out)?;
         write!(
             out,
-            "Device code by arch     {:>11}  {:>11}  {:>7}  {:>11}",
-            "raw", "on disk", "objects", "kernel DBs"
+            "Device code by target   {:>11}  {:>11}  {:>12}  {:>11}",
+            "raw", "stored", "code objects", "kernel DBs"
         )?;
+        if archived > 0 {
+            write!(out, "  {:>11}  {:>12}", "archived", "code objects")?;
+        }
         if embedded {
             write!(out, "  {:>11}", "embedded")?;
         }
@@ -70,17 +90,31 @@ pub fn print_text(out: &mut dyn Write, r: &TreeReport, long: bool) -> io::Result
         for (arch, a) in by_target {
             write!(
                 out,
-                "  {:<21} {:>11}  {:>11}  {:>7}  {:>11}",
+                "  {:<21} {:>11}  {:>11}  {:>12}  {:>11}",
                 arch,
                 size(a.raw),
                 size(a.compressed),
                 a.code_objects,
                 dash(a.kernel_database)
             )?;
+            if archived > 0 {
+                write!(
+                    out,
+                    "  {:>11}  {:>12}",
+                    size(a.archived),
+                    a.archived_code_objects
+                )?;
+            }
             if embedded {
                 write!(out, "  {:>11}", dash(a.embedded))?;
             }
             writeln!(out)?;
+        }
+        if archived > 0 {
+            writeln!(
+                out,
+                "  archived: raw code in .kpack archives, reached by host-only binaries"
+            )?;
         }
         if embedded {
             let files = r.files.iter().filter(|f| !f.embedded.is_empty()).count();
@@ -95,16 +129,16 @@ pub fn print_text(out: &mut dyn Write, r: &TreeReport, long: bool) -> io::Result
     let mut fat: Vec<&FileReport> = r
         .files
         .iter()
-        .filter(|f| f.device_bytes > 0 && f.hard_link_of.is_none() && f.kind != FileKind::Symlink)
+        .filter(|f| f.fatbin_bytes > 0 && f.hard_link_of.is_none() && f.kind != FileKind::Symlink)
         .collect();
     if !fat.is_empty() {
         fat.sort_by(|a, b| {
-            b.device_bytes
-                .cmp(&a.device_bytes)
+            b.fatbin_bytes
+                .cmp(&a.fatbin_bytes)
                 .then(a.path.cmp(&b.path))
         });
         writeln!(out)?;
-        writeln!(out, "Top files by device bytes")?;
+        writeln!(out, "Top files by fat-binary section")?;
         for f in fat.iter().take(TOP) {
             let mut archs: Vec<&str> = f
                 .all_bundles()
@@ -117,9 +151,9 @@ pub fn print_text(out: &mut dyn Write, r: &TreeReport, long: bool) -> io::Result
             writeln!(
                 out,
                 "  {:>11} of {:>11} ({:>4})  {:<16} {:>2} bundle{}  {}  {}",
-                size(f.device_bytes),
+                size(f.fatbin_bytes),
                 size(f.size),
-                pct(f.device_bytes, f.size),
+                pct(f.fatbin_bytes, f.size),
                 f.kind.name(),
                 n,
                 if n == 1 { " " } else { "s" },
@@ -173,7 +207,12 @@ pub fn print_file(out: &mut dyn Write, f: &FileReport) -> io::Result<()> {
     };
     write!(out, "{}: {what}, {}", f.path, size(f.size))?;
     if let Some(h) = f.host_bytes {
-        write!(out, " (host {}, device {})", size(h), size(f.device_bytes))?;
+        write!(
+            out,
+            " (host {}, fat-binary section {})",
+            size(h),
+            size(f.fatbin_bytes)
+        )?;
     }
     if let Some(a) = &f.arch {
         write!(out, ", arch {a}")?;
@@ -245,7 +284,16 @@ pub fn print_file(out: &mut dyn Write, f: &FileReport) -> io::Result<()> {
     };
     print_bundles(out, &f.bundles, "  ")?;
     for m in &f.members {
-        writeln!(out, "  member {} ({})", m.name, size(m.size))?;
+        match &m.file {
+            // A thin archive's member: another file, whose code is counted there.
+            Some(p) => writeln!(
+                out,
+                "  member {} ({}, thin: the file {p})",
+                m.name,
+                size(m.size)
+            )?,
+            None => writeln!(out, "  member {} ({})", m.name, size(m.size))?,
+        }
         print_bundles(out, &m.bundles, "    ")?;
     }
     if !f.wrappers.is_empty() {
@@ -270,8 +318,12 @@ pub fn print_file(out: &mut dyn Write, f: &FileReport) -> io::Result<()> {
         let bytes: u64 = f.embedded.iter().map(|e| e.size).sum();
         writeln!(
             out,
-            "  embedded device code ({}, {}): loaded by the binary itself, not packable",
-            crate::text::count(f.embedded.len() as u64, "object", "objects"),
+            "  embedded device code ({}, {} stored): loaded by the binary itself, not packable",
+            crate::text::count(
+                f.embedded.len() as u64,
+                "embedded object",
+                "embedded objects"
+            ),
             size(bytes)
         )?;
         for e in &f.embedded {
@@ -304,7 +356,7 @@ pub fn print_file(out: &mut dyn Write, f: &FileReport) -> io::Result<()> {
             k.gfx_arch_family,
             k.gfx_arches.join(" "),
             k.compression_scheme,
-            crate::text::count(k.kernels, "kernel", "kernels"),
+            crate::text::count(k.code_objects, "code object", "code objects"),
             size(k.raw_bytes)
         )?;
     }

@@ -30,7 +30,7 @@ pub fn split(wheel: &Path, output: &Path, opts: &WheelSplitOptions, how: &Output
         eprintln!("warning: {w}");
     }
     if how.json {
-        print_json("kpack-tui.wheel-split/1", &report)?;
+        print_json("kpack-tui.wheel-split/2", &report)?;
     } else {
         let stdout = std::io::stdout();
         let mut out = std::io::BufWriter::new(stdout.lock());
@@ -51,8 +51,8 @@ fn print_text(out: &mut dyn Write, r: &WheelSplitReport) -> std::io::Result<()> 
         r.output.display(),
         r.rewritten,
         plural(r.rewritten, "binary", "binaries"),
-        r.kernels,
-        plural(r.kernels, "code object", "code objects"),
+        r.code_objects,
+        plural(r.code_objects, "code object", "code objects"),
         archives,
         plural(archives as u64, "archive", "archives"),
     )?;
@@ -68,8 +68,8 @@ fn print_text(out: &mut dyn Write, r: &WheelSplitReport) -> std::io::Result<()> 
             .archives
             .iter()
             .map(|a| {
-                let n = plural(a.kernels, "code object", "code objects");
-                format!("{} ({} {n})", a.target, a.kernels)
+                let n = plural(a.code_objects, "code object", "code objects");
+                format!("{} ({} {n})", a.target, a.code_objects)
             })
             .collect();
         let dbs = if d.database_files > 0 {

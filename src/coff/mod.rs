@@ -17,7 +17,7 @@ pub struct PeFatBinary {
     /// Bundles of `.hip_fat`.
     pub bundles: Vec<BundleInfo>,
     /// Bytes of `.hip_fat` in the file.
-    pub device_bytes: u64,
+    pub fatbin_bytes: u64,
     /// Number of wrapper records in `.hipFatB`.
     pub wrapper_count: usize,
     /// Has a `.kpackrf` marker (already host-only).
@@ -131,7 +131,7 @@ pub fn inspect(data: &[u8]) -> FormatResult<Option<PeFatBinary>> {
     }
     Ok(Some(PeFatBinary {
         bundles,
-        device_bytes: if host_only { 0 } else { len as u64 },
+        fatbin_bytes: if host_only { 0 } else { len as u64 },
         wrapper_count,
         host_only,
         fatbin: Some((start as u64, len as u64)),

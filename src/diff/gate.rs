@@ -202,7 +202,7 @@ pub fn shrink_gate(report: &DiffReport, budgets: &[Budget]) -> Vec<String> {
 
 fn sides(report: &DiffReport, b: &Budget) -> (u64, u64) {
     match &b.target {
-        None => (report.old_device, report.new_device),
+        None => (report.old_device_raw, report.new_device_raw),
         Some(t) => report
             .targets
             .iter()

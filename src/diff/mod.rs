@@ -36,9 +36,11 @@ pub struct DiffOptions {
 pub struct TargetDelta {
     /// Target ID.
     pub target: String,
-    /// Code-object bytes before.
+    /// Raw device code (code-object bytes) before.
+    #[serde(rename = "old_raw")]
     pub old_bytes: u64,
     /// After.
+    #[serde(rename = "new_raw")]
     pub new_bytes: u64,
     /// Bytes on disk before (compressed shares, archive frames).
     pub old_stored: u64,
@@ -81,9 +83,9 @@ pub struct FileDelta {
     /// After.
     pub new_size: u64,
     /// Device code-object bytes before (the file's bundles, or its archives' entries).
-    pub old_device: u64,
+    pub old_device_raw: u64,
     /// After.
-    pub new_device: u64,
+    pub new_device_raw: u64,
     /// Device bytes per target on either side, in target order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub targets: Vec<FileTargetDelta>,
@@ -94,9 +96,11 @@ pub struct FileDelta {
 pub struct FileTargetDelta {
     /// Target ID.
     pub target: String,
-    /// Code-object bytes before.
+    /// Raw device code (code-object bytes) before.
+    #[serde(rename = "old_raw")]
     pub old_bytes: u64,
     /// After.
+    #[serde(rename = "new_raw")]
     pub new_bytes: u64,
 }
 
@@ -150,9 +154,9 @@ pub struct DiffReport {
     /// NEW.
     pub new: PathBuf,
     /// Device code bytes before / after (all targets, or the selected ones).
-    pub old_device: u64,
+    pub old_device_raw: u64,
     /// After.
-    pub new_device: u64,
+    pub new_device_raw: u64,
     /// Per target, in target order.
     pub targets: Vec<TargetDelta>,
     /// Files that changed (and renamed versioned libraries), largest change first.
@@ -355,14 +359,15 @@ pub fn diff(old: &Path, new: &Path, opts: &DiffOptions) -> Result<DiffReport> {
                 change,
                 old_size: os,
                 new_size: ns,
-                old_device: od,
-                new_device: nd,
+                old_device_raw: od,
+                new_device_raw: nd,
             }
         })
         .filter(|f| f.change != Change::Same || f.old_path.is_some())
         .collect();
     let mag = |f: &FileDelta| {
-        ((f.new_size + f.new_device) as i64 - (f.old_size + f.old_device) as i64).unsigned_abs()
+        ((f.new_size + f.new_device_raw) as i64 - (f.old_size + f.old_device_raw) as i64)
+            .unsigned_abs()
     };
     file_deltas.sort_by(|x, y| mag(y).cmp(&mag(x)).then(x.path.cmp(&y.path)));
 
@@ -538,8 +543,8 @@ pub fn diff(old: &Path, new: &Path, opts: &DiffOptions) -> Result<DiffReport> {
     Ok(DiffReport {
         old: old.to_path_buf(),
         new: new.to_path_buf(),
-        old_device: targets.iter().map(|t| t.old_bytes).sum(),
-        new_device: targets.iter().map(|t| t.new_bytes).sum(),
+        old_device_raw: targets.iter().map(|t| t.old_bytes).sum(),
+        new_device_raw: targets.iter().map(|t| t.new_bytes).sum(),
         targets,
         files: file_deltas,
         kernels,

@@ -148,7 +148,7 @@ pub struct FatBinary {
     /// Already rewritten by kpack (NOBITS `.hip_fatbin`, HIPK wrappers or a marker).
     pub host_only: bool,
     /// Device bytes in the file (`.hip_fatbin` file bytes, or rdc bundle sections).
-    pub device_bytes: u64,
+    pub fatbin_bytes: u64,
     /// `-fgpu-rdc` object: device bitcode in `__CLANG_OFFLOAD_BUNDLE__*` sections.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub rdc_object: bool,
@@ -285,7 +285,7 @@ pub fn inspect(data: &[u8]) -> FormatResult<ElfContent> {
                 wrappers: Vec::new(),
                 marker: None,
                 host_only: false,
-                device_bytes: total,
+                fatbin_bytes: total,
                 rdc_object: true,
                 problems,
             })));
@@ -302,7 +302,7 @@ pub fn inspect(data: &[u8]) -> FormatResult<ElfContent> {
             wrappers: Vec::new(),
             marker: read_marker(data, endian, marker_sec, &mut problems),
             host_only: true,
-            device_bytes: 0,
+            fatbin_bytes: 0,
             rdc_object: false,
             problems,
         })));
@@ -346,7 +346,7 @@ pub fn inspect(data: &[u8]) -> FormatResult<ElfContent> {
         elf_kind: kind,
         machine,
         // A section that passes the end of the file holds no readable device code.
-        device_bytes: if span.nobits
+        fatbin_bytes: if span.nobits
             || span
                 .offset
                 .checked_add(span.size)
@@ -541,6 +541,10 @@ pub struct StaticArchive {
     pub member_count: usize,
     /// Members that could not be read.
     pub problems: Vec<String>,
+    /// A thin archive's members: names of the files they are (relative to the
+    /// archive's directory as `ar` wrote them), not stored in the archive. Data only:
+    /// whoever reads them checks where they lead.
+    pub thin: Vec<String>,
 }
 
 /// Whether `data` starts like a static archive.
@@ -563,6 +567,10 @@ pub fn inspect_static_archive(data: &[u8]) -> FormatResult<StaticArchive> {
         };
         out.member_count += 1;
         let name = String::from_utf8_lossy(m.name()).into_owned();
+        if m.is_thin() {
+            out.thin.push(name);
+            continue;
+        }
         let Ok(bytes) = m.data(data) else {
             out.problems
                 .push(format!("member {name}: data passes the end of the archive"));

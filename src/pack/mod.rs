@@ -143,8 +143,8 @@ impl PackOptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Phase {
-    /// Extracting and compressing kernels.
-    Kernels,
+    /// Extracting and compressing code objects.
+    Compress,
     /// Rewriting host-only.
     Rewrite,
     /// Copying.
@@ -152,10 +152,10 @@ pub enum Phase {
 }
 
 impl Phase {
-    /// `kernels`, `rewrite`, `copy`.
+    /// `compress`, `rewrite`, `copy`.
     pub fn name(self) -> &'static str {
         match self {
-            Phase::Kernels => "kernels",
+            Phase::Compress => "compress",
             Phase::Rewrite => "rewrite",
             Phase::Copy => "copy",
         }
@@ -205,10 +205,10 @@ impl PackTally {
             }
             PackEvent::Family {
                 family,
-                kernels,
+                code_objects,
                 stored,
             } => {
-                self.families.insert(family, (kernels, stored));
+                self.families.insert(family, (code_objects, stored));
             }
             PackEvent::Warning(w) => self.warnings.push(w),
             PackEvent::Finishing(stage) => self.stage = stage,
@@ -248,8 +248,8 @@ pub enum PackEvent {
     Family {
         /// Family name.
         family: String,
-        /// Kernels so far.
-        kernels: u64,
+        /// Code objects so far.
+        code_objects: u64,
         /// Stored bytes so far.
         stored: u64,
     },
@@ -286,8 +286,8 @@ pub struct ArchivePlan {
     /// The archive's `gfx_arches`: target IDs with code in the tree, and the union of
     /// any two compatible ones of a processor (see [`crate::kpack::alias`]).
     pub gfx_arches: Vec<String>,
-    /// Kernels.
-    pub kernels: u64,
+    /// Code objects.
+    pub code_objects: u64,
     /// TOC entries that list a kernel's frame again under another target a device
     /// may match first (no bytes stored twice).
     #[serde(skip_serializing_if = "is_zero")]
@@ -308,8 +308,8 @@ pub struct ArchivePlan {
 pub struct RepackedBinary {
     /// Relative path.
     pub path: String,
-    /// Kernels found for it.
-    pub kernels: u64,
+    /// Code objects found for it.
+    pub code_objects: u64,
     /// Archives they come from (relative to the tree, or as given).
     pub archives: Vec<String>,
 }
@@ -391,7 +391,7 @@ pub struct PackPlan {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub damaged: Vec<PlanDiagnostic>,
     /// Bytes of `.hip_fatbin` in the binaries (about what leaves them).
-    pub device_bytes: u64,
+    pub fatbin_bytes: u64,
     /// Input bytes.
     pub input_bytes: u64,
     /// Projected output bytes (host files + archive estimates); 0 until estimated.
@@ -428,8 +428,8 @@ pub struct WrittenArchive {
     pub path: String,
     /// The target ID or family it holds.
     pub unit: String,
-    /// Kernels.
-    pub kernels: u64,
+    /// Code objects.
+    pub code_objects: u64,
     /// Sum of their sizes.
     pub raw_bytes: u64,
     /// File size.
@@ -474,8 +474,8 @@ pub struct PackReport {
     pub verify_faults: Vec<String>,
     /// Whether verification ran.
     pub verified: bool,
-    /// Kernels proved reachable with their recorded hashes by the verification.
-    pub verified_kernels: u64,
+    /// Code objects proved reachable with their recorded hashes by the verification.
+    pub verified_code_objects: u64,
 }
 
 #[cfg(test)]
@@ -493,7 +493,7 @@ mod tests {
             PackEvent::Phase {
                 worker: 1,
                 path: "a".into(),
-                phase: Phase::Kernels,
+                phase: Phase::Compress,
             },
             PackEvent::FileDone {
                 path: "a".into(),
@@ -507,12 +507,12 @@ mod tests {
             },
             PackEvent::Family {
                 family: "gfx90X".into(),
-                kernels: 2,
+                code_objects: 2,
                 stored: 70,
             },
             PackEvent::Family {
                 family: "gfx90X".into(),
-                kernels: 3,
+                code_objects: 3,
                 stored: 90,
             },
             PackEvent::Warning("w".into()),
@@ -522,7 +522,7 @@ mod tests {
         }
         assert_eq!((t.files, t.bytes, t.done, t.done_bytes), (3, 300, 2, 150));
         assert_eq!(t.families["gfx90X"], (3, 90));
-        assert_eq!(t.workers[&1], ("a".to_string(), Phase::Kernels));
+        assert_eq!(t.workers[&1], ("a".to_string(), Phase::Compress));
         assert_eq!(t.warnings, vec!["w"]);
         assert_eq!(t.stage, "verifying");
     }

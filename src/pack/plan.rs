@@ -223,7 +223,7 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
     let mut consumed: BTreeSet<String> = BTreeSet::new();
     let mut planned: BTreeMap<String, PlannedBinary> = BTreeMap::new();
     let mut binaries = 0;
-    let mut device_bytes = 0;
+    let mut fatbin_bytes = 0;
     for f in &report.files {
         if f.hard_link_of.is_some() {
             continue;
@@ -272,7 +272,7 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
             }
             FileKind::FatBinary => {
                 binaries += 1;
-                device_bytes += f.device_bytes;
+                fatbin_bytes += f.fatbin_bytes;
                 let mut pb = PlannedBinary {
                     kernel_name: f.path.clone(),
                     bundles: f.bundles.iter().map(|b| b.index as u32).collect(),
@@ -364,7 +364,7 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
                 for co in &bundles {
                     if !pb.kernels.iter().any(|k| k.0 == *co) {
                         warnings.push(format!(
-                            "{}: no archive holds any kernel of bundle #{co}",
+                            "{}: no archive holds any code object of bundle #{co}",
                             f.path
                         ));
                     }
@@ -389,7 +389,7 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
                 }
                 repacked.push(RepackedBinary {
                     path: f.path.clone(),
-                    kernels: pb.kernels.len() as u64,
+                    code_objects: pb.kernels.len() as u64,
                     archives: used,
                 });
                 pb
@@ -516,7 +516,7 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
             .count();
         if orphans > 0 {
             warnings.push(format!(
-                "{p}: {orphans} kernel(s) belong to no binary in the tree and are not carried over"
+                "{p}: {orphans} code object(s) belong to no binary in the tree and are not carried over"
             ));
         }
     }
@@ -535,7 +535,7 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
                 name: name.clone(),
                 archive: (!kernels[i].is_empty()).then(|| archive_rel(opts, name)),
                 gfx_arches,
-                kernels: kernels[i].len() as u64,
+                code_objects: kernels[i].len() as u64,
                 toc_aliases: aliases.len() as u64,
                 aliases,
                 raw_bytes: kernels[i].iter().map(|k| k.size).sum(),
@@ -549,7 +549,7 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
         .filter(|f| f.archive.is_none() && f.database_files == 0)
     {
         warnings.push(format!(
-            "family {} receives no kernel: no archive is written and no marker names one",
+            "family {} receives no code object: no archive is written and no marker names one",
             f.name
         ));
     }
@@ -557,7 +557,7 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
         for f in &opts.families.0 {
             if !units.of.keys().any(|a| f.contains(a)) {
                 warnings.push(format!(
-                    "family {} receives no kernel: no target of it has code in the tree",
+                    "family {} receives no code object: no target of it has code in the tree",
                     f.name
                 ));
             }
@@ -574,7 +574,7 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
     }
     if unit_plans.iter().all(|f| f.archive.is_none()) && !planned.is_empty() {
         return Err(Error::Invalid(
-            "no kernel in the tree is for a selected target; nothing to pack".into(),
+            "no code object in the tree is for a selected target; nothing to pack".into(),
         ));
     }
     Ok(PackPlan {
@@ -589,7 +589,7 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
         consumed_archives: consumed.into_iter().collect(),
         copied,
         damaged,
-        device_bytes,
+        fatbin_bytes,
         input_bytes: report.totals.bytes,
         projected_bytes: 0,
         projection: "none",

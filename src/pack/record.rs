@@ -52,7 +52,7 @@ pub(super) fn ledger_of(
         ledger.archives.push(LedgerArchive {
             path: merged,
             gfx_arches: f.gfx_arches.clone(),
-            kernels: f.kernels,
+            kernels: f.code_objects,
         });
     }
     ledger.binaries = binaries;

@@ -357,7 +357,7 @@ impl Worker<'_> {
         self.sink.event(PackEvent::Phase {
             worker,
             path: f.path.clone(),
-            phase: Phase::Kernels,
+            phase: Phase::Compress,
         });
         let mut entry = LedgerBinary {
             path: f.path.clone(),
@@ -468,7 +468,7 @@ impl Worker<'_> {
         }
         if entry.kernels.len() != pb.kernels.len() {
             return Err(Error::Invalid(format!(
-                "{}: {} kernel(s) planned, {} found while packing (the file changed?)",
+                "{}: {} code object(s) planned, {} found while packing (the file changed?)",
                 f.path,
                 pb.kernels.len(),
                 entry.kernels.len()
@@ -527,7 +527,7 @@ impl Worker<'_> {
         let (_, total) = w.progress();
         self.sink.event(PackEvent::Family {
             family: self.plan.units[i].name.clone(),
-            kernels: n,
+            code_objects: n,
             stored: total,
         });
         Ok(stored)
@@ -630,7 +630,7 @@ pub fn execute_pack(
         warnings: staged.warnings,
         verify_faults,
         verified: opts.verify,
-        verified_kernels,
+        verified_code_objects: verified_kernels,
     })
 }
 
@@ -773,7 +773,7 @@ fn run_stage(
         archives.push(WrittenArchive {
             path: plan.units[i].archive.clone().unwrap_or_default(),
             unit: plan.units[i].name.clone(),
-            kernels: s.kernels,
+            code_objects: s.code_objects,
             raw_bytes: s.raw_bytes,
             bytes: s.file_size,
         });

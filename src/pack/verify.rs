@@ -241,7 +241,11 @@ fn verify_installed(
                          unavailable",
                         la.path,
                         la.kernels,
-                        if la.kernels == 1 { "kernel" } else { "kernels" },
+                        if la.kernels == 1 {
+                            "code object"
+                        } else {
+                            "code objects"
+                        },
                         la.gfx_arches.join(" ")
                     ));
                     not_installed.extend(la.gfx_arches.iter().map(String::as_str));
@@ -368,7 +372,7 @@ fn verify_installed(
             .and_then(|l| l.unpacked.iter().find(|u| u.path == *path))
         {
             v.unproven.push(format!(
-                "{path}: copied as it was by the pack ({}); its kernels are not proven here",
+                "{path}: copied as it was by the pack ({}); its code objects are not proven here",
                 u.reason
             ));
             continue;
@@ -533,7 +537,7 @@ fn check_unledgered(
     }
     if targets.is_empty() {
         v.faults.push(format!(
-            "{path}: no archive reachable from its marker holds any kernel for it ({})",
+            "{path}: no archive reachable from its marker holds any code object for it ({})",
             m.kpack_search_paths.join(", ")
         ));
         return;

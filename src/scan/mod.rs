@@ -9,6 +9,7 @@
 //! `report.rs` holds what a scan finds (the report types, serialised as `--json`).
 
 mod report;
+mod thin;
 
 pub use report::*;
 
@@ -150,6 +151,9 @@ pub fn scan(
     sink.event(ScanEvent::Discovered { files, bytes });
 
     let handlers: &[Database] = opts.databases.as_deref().unwrap_or(&Database::ALL);
+    // Thin archives' members must lie in the scanned directory; an archive given
+    // alone has its members followed where they lead, as the linker does.
+    let boundary = root_meta.is_dir().then_some(root);
     let work = |(i, e): (usize, &Entry)| -> FileReport {
         let r = match link_of[i] {
             Some(first) => {
@@ -162,7 +166,7 @@ pub fn scan(
                 r.hard_link_of = Some(entries[first].rel.clone());
                 r
             }
-            None => inspect_entry(e, handlers, opts.deep),
+            None => inspect_entry(e, handlers, opts.deep, boundary),
         };
         sink.event(ScanEvent::Inspected(Box::new(r.clone())));
         if e.meta.file_type().is_file() && link_of[i].is_none() {
@@ -224,7 +228,7 @@ fn build_report(
         if counted {
             kt.bytes += f.size;
             totals.bytes += if f.kind == FileKind::Other { 0 } else { f.size };
-            totals.device_bytes += f.device_bytes;
+            totals.fatbin_bytes += f.fatbin_bytes;
             for b in f.all_bundles() {
                 for t in &b.targets {
                     let a = arch_totals.entry(t.arch.clone()).or_default();
@@ -255,10 +259,11 @@ fn build_report(
                 }
             }
             if let Some(k) = &f.kpack {
-                for (arch, (n, bytes)) in &k.by_arch {
+                for (arch, c) in &k.by_arch {
                     let a = arch_totals.entry(arch.clone()).or_default();
-                    a.archived += bytes;
-                    a.archived_kernels += n;
+                    a.archived += c.raw;
+                    a.archived_code_objects += c.code_objects;
+                    a.archived_stored += c.stored;
                 }
             }
         }
@@ -276,6 +281,11 @@ fn build_report(
         }
     }
     diagnostics.sort_by(|a, b| a.path.cmp(&b.path).then(a.message.cmp(&b.message)));
+    totals.device_raw = arch_totals.values().map(|t| t.raw + t.archived).sum();
+    totals.device_stored = arch_totals
+        .values()
+        .map(|t| t.compressed + t.archived_stored)
+        .sum();
     // Code per target, in binaries and in the archives host-only binaries use.
     let archs = arch_totals
         .iter()
@@ -293,7 +303,12 @@ fn build_report(
     }
 }
 
-fn inspect_entry(e: &Entry, handlers: &[Database], deep: bool) -> FileReport {
+fn inspect_entry(
+    e: &Entry,
+    handlers: &[Database],
+    deep: bool,
+    boundary: Option<&Path>,
+) -> FileReport {
     let ft = e.meta.file_type();
     let mode = e.meta.mode() & 0o7777;
     if ft.is_symlink() {
@@ -321,22 +336,31 @@ fn inspect_entry(e: &Entry, handlers: &[Database], deep: bool) -> FileReport {
         r.problems.push(format!("special file ({t}): not opened"));
         return r;
     }
-    inspect_file_with(&e.abs, &e.rel, e.meta.len(), mode, handlers, deep)
+    inspect_file_with(
+        &e.abs,
+        &e.rel,
+        e.meta.len(),
+        mode,
+        handlers,
+        (deep, boundary),
+    )
 }
 
 /// Inspect one regular file (`rel` is the name used in the report).
 pub fn inspect_file(abs: &Path, rel: &str, size: u64, mode: u32) -> FileReport {
-    inspect_file_with(abs, rel, size, mode, &Database::ALL, false)
+    let dir = abs.parent().unwrap_or(Path::new("."));
+    inspect_file_with(abs, rel, size, mode, &Database::ALL, (false, Some(dir)))
 }
 
-/// [`inspect_file`] with the given kernel-database handlers.
+/// [`inspect_file`] with the given kernel-database handlers, `deep` search, and the
+/// directory a thin archive's members must lie in (`None`: anywhere).
 pub fn inspect_file_with(
     abs: &Path,
     rel: &str,
     size: u64,
     mode: u32,
     handlers: &[Database],
-    deep: bool,
+    (deep, boundary): (bool, Option<&Path>),
 ) -> FileReport {
     let mut r = FileReport::new(rel.to_string(), FileKind::Opaque, size, mode);
     let db = kerneldb::classify_with(rel, handlers);
@@ -384,6 +408,10 @@ pub fn inspect_file_with(
     match map_open_file(&file) {
         Ok(map) => {
             classify_bytes(&mut r, &map, db.is_some());
+            if r.kind == FileKind::Opaque && db.is_none() && map.starts_with(b"!<thin>\n") {
+                let names = elf::inspect_static_archive(&map).map(|a| a.thin);
+                thin::resolve(&mut r, &names.unwrap_or_default(), abs, boundary);
+            }
             find_embedded(&mut r, &map, deep);
         }
         Err(e) => r.problems.push(format!("cannot map: {e}")),
@@ -461,7 +489,7 @@ pub fn classify_bytes(r: &mut FileReport, data: &[u8], is_db: bool) {
                 if !is_db {
                     r.kind = FileKind::CodeObject;
                     r.arch = t.as_ref().map(ToString::to_string);
-                    r.device_bytes = r.size;
+                    r.fatbin_bytes = r.size;
                 }
                 if t.is_none() {
                     r.problems
@@ -483,8 +511,8 @@ pub fn classify_bytes(r: &mut FileReport, data: &[u8], is_db: bool) {
                     } else {
                         FileKind::FatBinary
                     };
-                    r.device_bytes = ar.members.iter().map(|m| m.fat.device_bytes).sum();
-                    r.host_bytes = Some(r.size.saturating_sub(r.device_bytes));
+                    r.fatbin_bytes = ar.members.iter().map(|m| m.fat.fatbin_bytes).sum();
+                    r.host_bytes = Some(r.size.saturating_sub(r.fatbin_bytes));
                     for m in ar.members {
                         r.problems.extend(
                             m.fat
@@ -496,6 +524,8 @@ pub fn classify_bytes(r: &mut FileReport, data: &[u8], is_db: bool) {
                             name: m.name,
                             size: m.size,
                             bundles: m.fat.bundles.iter().map(BundleReport::from_info).collect(),
+                            file: None,
+                            resolved: None,
                         });
                     }
                 }
@@ -505,7 +535,7 @@ pub fn classify_bytes(r: &mut FileReport, data: &[u8], is_db: bool) {
     } else if bundle::looks_like_bundle(data) {
         if !is_db {
             r.kind = FileKind::Bundle;
-            r.device_bytes = r.size;
+            r.fatbin_bytes = r.size;
         }
         match bundle::walk_section(data) {
             Ok(b) => r.bundles = b.iter().map(BundleReport::from_info).collect(),
@@ -529,8 +559,8 @@ pub fn classify_bytes(r: &mut FileReport, data: &[u8], is_db: bool) {
                     } else {
                         FileKind::FatBinary
                     };
-                    r.device_bytes = pe.device_bytes;
-                    r.host_bytes = Some(r.size.saturating_sub(pe.device_bytes));
+                    r.fatbin_bytes = pe.fatbin_bytes;
+                    r.host_bytes = Some(r.size.saturating_sub(pe.fatbin_bytes));
                     r.bundles = pe.bundles.iter().map(BundleReport::from_info).collect();
                     r.marker = pe.marker;
                     r.wrappers = pe.wrappers;

@@ -78,9 +78,11 @@ pub struct TargetReport {
     pub triple: String,
     /// Target ID with feature flags (`gfx90a:xnack+`).
     pub arch: String,
-    /// Uncompressed code-object size.
+    /// Uncompressed code-object size (raw device code).
+    #[serde(rename = "raw_size")]
     pub size: u64,
-    /// Compressed bytes attributed to it (its share of the CCOB; `size` if uncompressed).
+    /// Bytes stored for it (its share of the CCOB; `size` if uncompressed).
+    #[serde(rename = "stored_size")]
     pub compressed_size: u64,
 }
 
@@ -144,6 +146,13 @@ pub struct MemberReport {
     pub size: u64,
     /// Its bundles.
     pub bundles: Vec<BundleReport>,
+    /// A thin archive's member: the file it is, relative to the scanned directory
+    /// (its bytes are that file's, not the archive's, and are counted there).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// Where that file was found (resolved, inside the scanned directory).
+    #[serde(skip)]
+    pub resolved: Option<std::path::PathBuf>,
 }
 
 /// One entry of the tree.
@@ -163,9 +172,10 @@ pub struct FileReport {
     /// `pe` for PE images, `ar` for static archives.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub container: Option<&'static str>,
-    /// Device-code bytes in the file.
+    /// Bytes of the file's `.hip_fatbin` section (the whole file for bundle and
+    /// code-object files): what a pack takes out of it.
     #[serde(skip_serializing_if = "is_zero")]
-    pub device_bytes: u64,
+    pub fatbin_bytes: u64,
     /// Host bytes (size − device bytes) for binaries.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub host_bytes: Option<u64>,
@@ -238,20 +248,31 @@ pub struct KpackSummary {
     pub gfx_arches: Vec<String>,
     /// `none` or `zstd-per-kernel`.
     pub compression_scheme: &'static str,
-    /// Number of kernels.
-    pub kernels: u64,
+    /// Number of code objects.
+    pub code_objects: u64,
     /// Sum of kernel sizes.
     pub raw_bytes: u64,
     /// Per target: kernels and their uncompressed bytes (aliases counted once).
     #[serde(skip)]
-    pub by_arch: std::collections::BTreeMap<String, (u64, u64)>,
+    pub by_arch: std::collections::BTreeMap<String, ArchivedCode>,
+}
+
+/// One target's code in an archive.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ArchivedCode {
+    /// Code objects (TOC aliases not counted).
+    pub code_objects: u64,
+    /// Their raw bytes.
+    pub raw: u64,
+    /// Their frames' bytes.
+    pub stored: u64,
 }
 
 pub(super) fn kpack_summary(idx: crate::kpack::archive::ArchiveIndex) -> KpackSummary {
     KpackSummary {
         compression_scheme: idx.compression_scheme.name(),
         // A TOC alias repeats a frame: counted once.
-        kernels: idx.kernels.iter().filter(|k| !k.is_alias()).count() as u64,
+        code_objects: idx.kernels.iter().filter(|k| !k.is_alias()).count() as u64,
         raw_bytes: idx
             .kernels
             .iter()
@@ -259,11 +280,12 @@ pub(super) fn kpack_summary(idx: crate::kpack::archive::ArchiveIndex) -> KpackSu
             .map(|k| k.size)
             .sum(),
         by_arch: {
-            let mut m: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+            let mut m: std::collections::BTreeMap<String, ArchivedCode> = Default::default();
             for k in idx.kernels.iter().filter(|k| !k.is_alias()) {
                 let e = m.entry(k.arch.clone()).or_default();
-                e.0 += 1;
-                e.1 += k.size;
+                e.code_objects += 1;
+                e.raw += k.size;
+                e.stored += k.compressed_size;
             }
             m
         },
@@ -287,7 +309,7 @@ impl FileReport {
             mode,
             elf_kind: None,
             container: None,
-            device_bytes: 0,
+            fatbin_bytes: 0,
             host_bytes: None,
             bundles: Vec::new(),
             members: Vec::new(),
@@ -315,11 +337,15 @@ impl FileReport {
         FileReport::new(name.to_string(), FileKind::Opaque, size, 0o644)
     }
 
-    /// Every bundle of the file, members included.
+    /// Bundles stored in this file: its own and its archive members' (a thin
+    /// archive's members are other files, not counted here).
     pub fn all_bundles(&self) -> impl Iterator<Item = &BundleReport> {
-        self.bundles
-            .iter()
-            .chain(self.members.iter().flat_map(|m| m.bundles.iter()))
+        self.bundles.iter().chain(
+            self.members
+                .iter()
+                .filter(|m| m.file.is_none())
+                .flat_map(|m| m.bundles.iter()),
+        )
     }
 
     /// Whether a problem of this file is an error (it could not be read or is
@@ -344,8 +370,8 @@ impl FileReport {
             FileKind::FatBinary
         };
         self.elf_kind = Some(fat.elf_kind);
-        self.device_bytes = fat.device_bytes;
-        self.host_bytes = Some(self.size.saturating_sub(fat.device_bytes));
+        self.fatbin_bytes = fat.fatbin_bytes;
+        self.host_bytes = Some(self.size.saturating_sub(fat.fatbin_bytes));
         self.bundles = fat.bundles.iter().map(BundleReport::from_info).collect();
         self.wrappers = fat.wrappers.clone();
         self.fatbin = fat.fatbin.clone();
@@ -394,7 +420,8 @@ pub struct KindTotal {
 pub struct ArchTotal {
     /// Uncompressed code-object bytes in bundles and raw code objects.
     pub raw: u64,
-    /// Bytes they occupy on disk (compressed share for CCOBs).
+    /// Bytes they occupy on disk (compressed share for CCOBs): stored device code.
+    #[serde(rename = "stored")]
     pub compressed: u64,
     /// Number of code objects.
     pub code_objects: u64,
@@ -404,9 +431,12 @@ pub struct ArchTotal {
     /// tree's host-only binaries reach their code there; TOC aliases counted once).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub archived: u64,
-    /// Number of those kernels.
+    /// Number of those code objects.
     #[serde(default, skip_serializing_if = "is_zero")]
-    pub archived_kernels: u64,
+    pub archived_code_objects: u64,
+    /// Bytes of their frames in the archives.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub archived_stored: u64,
     /// Code-object bytes embedded in binaries' data outside `.hip_fatbin` (not
     /// packable; not in `raw`).
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -423,8 +453,15 @@ pub struct Totals {
     pub entries: u64,
     /// Regular-file bytes (hard links once).
     pub bytes: u64,
-    /// Device-code bytes in binaries and bundle files.
-    pub device_bytes: u64,
+    /// Bytes of `.hip_fatbin` sections, bundle and code-object files: what a pack
+    /// takes out of the binaries.
+    pub fatbin_bytes: u64,
+    /// Raw device code: code-object bytes in binaries, bundle and code-object files,
+    /// and archives (TOC aliases once); embedded code not included.
+    pub device_raw: u64,
+    /// Stored device code: the bytes those code objects take on disk (a compressed
+    /// bundle's share, an archive's frames).
+    pub device_stored: u64,
     /// Directories seen (the root excluded).
     pub directories: u64,
     /// Per class.

@@ -103,7 +103,7 @@ impl App {
                 && !top.ends_with(".dist-info")
                 && !top.ends_with(".data")
             {
-                *by_top.entry(top).or_default() += f.device_bytes;
+                *by_top.entry(top).or_default() += f.fatbin_bytes;
             }
         }
         by_top

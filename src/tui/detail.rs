@@ -66,9 +66,9 @@ pub fn file_detail(f: &FileReport, theme: Theme) -> Vec<Line<'static>> {
     }
     if let Some(h) = f.host_bytes {
         l.push(Line::from(format!(
-            "host {} · device {}",
+            "host {} · fatbin {}",
             size(h),
-            size(f.device_bytes)
+            size(f.fatbin_bytes)
         )));
     }
     if let Some(t) = &f.target {
@@ -164,7 +164,7 @@ pub fn file_detail(f: &FileReport, theme: Theme) -> Vec<Line<'static>> {
             "{} / {} · {} · {}",
             k.group_name,
             k.gfx_arch_family,
-            crate::text::count(k.kernels, "kernel", "kernels"),
+            crate::text::count(k.code_objects, "code object", "code objects"),
             k.compression_scheme
         )));
     }

@@ -235,13 +235,13 @@ impl DiffView {
                             .as_deref()
                             .map(|p| format!(" (was {p})"))
                             .unwrap_or_default();
-                        let (o, n) = (x.old_size + x.old_device, x.new_size + x.new_device);
+                        let (o, n) = (x.old_size + x.old_device_raw, x.new_size + x.new_device_raw);
                         let line = Line::from(vec![
                             Span::styled(
                                 format!(
                                     "{mark} {:>11} {:>11}  ",
                                     signed(x.old_size, x.new_size),
-                                    signed(x.old_device, x.new_device)
+                                    signed(x.old_device_raw, x.new_device_raw)
                                 ),
                                 tone(o, n, theme),
                             ),
@@ -440,16 +440,16 @@ pub fn draw(frame: &mut Frame, v: &DiffView, theme: Theme) {
                 Style::new().add_modifier(Modifier::BOLD),
             )),
             Line::from(vec![
-                Span::raw("device code "),
+                Span::raw("device code (raw) "),
                 Span::styled(
                     format!(
                         "{} → {} ({}, {})",
-                        size(r.old_device),
-                        size(r.new_device),
-                        signed(r.old_device, r.new_device),
-                        crate::text::delta_pct(r.old_device, r.new_device)
+                        size(r.old_device_raw),
+                        size(r.new_device_raw),
+                        signed(r.old_device_raw, r.new_device_raw),
+                        crate::text::delta_pct(r.old_device_raw, r.new_device_raw)
                     ),
-                    tone(r.old_device, r.new_device, theme),
+                    tone(r.old_device_raw, r.new_device_raw, theme),
                 ),
             ]),
             Line::from(format!(

@@ -70,8 +70,8 @@ pub(crate) fn help(frame: &mut Frame, app: &App, area: Rect) {
         View::Inspector => keys.extend([
             ("↑↓ j k, PgUp PgDn, g G", "move"),
             ("K", "the kernels inside the selected code object"),
-            ("x", "extract the selected kernel (asks where)"),
-            ("X", "extract every kernel (asks where)"),
+            ("x", "extract the selected code object (asks where)"),
+            ("X", "extract every code object (asks where)"),
             ("v", "verify the archive (every frame decodes to its size)"),
         ]),
         View::Kernels => keys.extend([

@@ -29,7 +29,7 @@ pub(crate) fn inspector(frame: &mut Frame, app: &App, area: Rect, theme: Theme) 
         ])
         .block(Block::new().borders(Borders::BOTTOM).title(format!(
             " {} · {} raw · {} stored ",
-            crate::text::count(frames().count() as u64, "kernel", "kernels"),
+            crate::text::count(frames().count() as u64, "code object", "code objects"),
             size(raw),
             size(stored)
         ))),
@@ -84,7 +84,7 @@ pub(crate) fn inspector(frame: &mut Frame, app: &App, area: Rect, theme: Theme) 
     if let Some((which, dest, cursor)) = &app.extract_prompt {
         let what = match which {
             Some((key, arch)) => format!("Extract {key} @ {arch} into"),
-            None => format!("Extract all {} kernels into", a.kernels.len()),
+            None => format!("Extract all {} code objects into", a.kernels.len()),
         };
         let body = vec![
             Line::from(what),

@@ -192,7 +192,7 @@ fn start(req: Request, root: &Path, tx: &Sender<AppEvent>, cancel: &kpack::event
                                 .is_none_or(|(key, arch)| k.key == *key && k.arch == *arch)
                         })
                     })
-                    .map(|n| format!("extracted {n} kernel(s) to {}", dest.display()))
+                    .map(|n| format!("extracted {n} code object(s) to {}", dest.display()))
                     .unwrap_or_else(|e| format!("extract failed: {e}"));
                 let _ = tx.send(AppEvent::ArchiveDone(msg));
             });

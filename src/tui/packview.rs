@@ -173,7 +173,7 @@ pub(crate) fn pack(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             let wl: Vec<Line> = p
                 .workers
                 .iter()
-                .map(|(w, (f, ph))| Line::from(format!("worker {w}: {:<8} {f}", ph.name())))
+                .map(|(w, (f, ph))| Line::from(format!("worker {w}: {:<9}{f}", ph.name())))
                 .collect();
             frame.render_widget(
                 Paragraph::new(wl).block(Block::bordered().title(" workers ")),
@@ -182,7 +182,9 @@ pub(crate) fn pack(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             let fl: Vec<Line> = p
                 .families
                 .iter()
-                .map(|(f, (k, b))| Line::from(format!("{f:<14} {k:>6} kernels  {:>11}", size(*b))))
+                .map(|(f, (k, b))| {
+                    Line::from(format!("{f:<14} {k:>6} code objects  {:>11}", size(*b)))
+                })
                 .collect();
             frame.render_widget(
                 Paragraph::new(fl).block(Block::bordered().title(" archives ")),
@@ -237,8 +239,12 @@ pub(crate) fn pack(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                 l.push(Line::from(format!(
                     "{}: {} {}, {}",
                     a.path,
-                    a.kernels,
-                    if a.kernels == 1 { "kernel" } else { "kernels" },
+                    a.code_objects,
+                    if a.code_objects == 1 {
+                        "code object"
+                    } else {
+                        "code objects"
+                    },
                     size(a.bytes)
                 )));
             }

@@ -425,17 +425,17 @@ fn families_view_shows_the_core_pack_plan() {
         .unwrap()
         .units
         .iter()
-        .map(|f| f.kernels)
+        .map(|f| f.code_objects)
         .collect::<Vec<_>>();
     app.update(AppEvent::Plan(Box::new(plan)));
     assert!(!app.planning);
     let text = format!("{}", render(&app, 160, 48).backend());
     assert!(
-        text.contains("pack plan (every kernel compressed: exact)"),
+        text.contains("pack plan (every code object compressed: exact)"),
         "{text}"
     );
     assert!(
-        text.contains(&format!("{:>5} kernels", expected[0])),
+        text.contains(&format!("{:>5} code objects", expected[0])),
         "{text}"
     );
 }
@@ -466,7 +466,7 @@ fn pack_dialog_live_panes_cancel_and_result() {
         PackEvent::Phase {
             worker: 0,
             path: "bin/vadd_app".into(),
-            phase: Phase::Kernels,
+            phase: Phase::Compress,
         },
         PackEvent::Phase {
             worker: 1,
@@ -480,7 +480,7 @@ fn pack_dialog_live_panes_cancel_and_result() {
         },
         PackEvent::Family {
             family: "gfx90X".into(),
-            kernels: 4,
+            code_objects: 4,
             stored: 6000,
         },
         PackEvent::Warning("share/pipe: special file (fifo) skipped".into()),
@@ -489,9 +489,9 @@ fn pack_dialog_live_panes_cancel_and_result() {
     }
     let t = format!("{}", render(&app, 160, 48).backend());
     for s in [
-        "worker 0: kernels  bin/vadd_app",
+        "worker 0: compress bin/vadd_app",
         "worker 1: rewrite  lib/librdc.so",
-        "gfx90X              4 kernels",
+        "gfx90X              4 code objects",
         "warnings (1)",
         "1 / 19 files",
     ] {
@@ -567,8 +567,14 @@ fn pack_result_screen_from_a_real_pack() {
     let t = format!("{}", render(&app, 120, 30).backend());
     assert!(t.contains("verify: sound"), "{t}");
     // One archive per target (the default); a processor's variants share one.
-    assert!(t.contains(".kpack/demo_gfx900.kpack: 6 kernels"), "{t}");
-    assert!(t.contains(".kpack/demo_gfx90a.kpack: 1 kernel,"), "{t}");
+    assert!(
+        t.contains(".kpack/demo_gfx900.kpack: 6 code objects"),
+        "{t}"
+    );
+    assert!(
+        t.contains(".kpack/demo_gfx90a.kpack: 1 code object,"),
+        "{t}"
+    );
 }
 
 // ---- the trace timeline ----

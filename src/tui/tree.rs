@@ -155,7 +155,7 @@ impl Tree {
             }
             let counted = f.hard_link_of.is_none() && f.kind != FileKind::Symlink;
             let (size, device) = if counted {
-                (f.size, f.device_bytes)
+                (f.size, f.fatbin_bytes)
             } else {
                 (0, 0)
             };

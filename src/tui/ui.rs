@@ -281,9 +281,8 @@ fn status(app: &App) -> String {
         ),
         View::Inspector => match &app.archive_status {
             Some(m) => m.clone(),
-            None => {
-                "↑↓ move · x extract the selected kernel · X extract all · v verify".to_string()
-            }
+            None => "↑↓ move · x extract the selected code object · X extract all · v verify"
+                .to_string(),
         },
         View::Pack => match &app.pack {
             Some(super::app::PackState::Confirm { settings, .. }) if settings.wheel => {
@@ -386,15 +385,15 @@ fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     let title = if app.partial {
         let (done, total) = app.progress;
         format!(
-            " scanning {done}/{total} · {} so far · device {} ",
+            " scanning {done}/{total} · {} so far · fatbin {} ",
             crate::text::count(t.entries, "entry", "entries"),
-            size(t.device_bytes)
+            size(t.fatbin_bytes)
         )
     } else {
         let damaged = report.files.iter().filter(|f| f.is_damaged()).count() as u64;
         // With a filter, the totals are the matching files'.
         let (entries, bytes, device) = if app.filter.is_empty() {
-            (t.entries, t.bytes, t.device_bytes)
+            (t.entries, t.bytes, t.fatbin_bytes)
         } else {
             let f = app.filter.to_lowercase();
             report
@@ -406,12 +405,12 @@ fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                     (
                         n + 1,
                         b + if counted { x.size } else { 0 },
-                        d + if counted { x.device_bytes } else { 0 },
+                        d + if counted { x.fatbin_bytes } else { 0 },
                     )
                 })
         };
         format!(
-            " {}{} · {} · device {}{} ",
+            " {}{} · {} · fatbin {}{} ",
             if app.filter.is_empty() {
                 ""
             } else {
@@ -459,7 +458,7 @@ fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                         size(n.size)
                     )),
                     Line::from(format!(
-                        "device code {} ({:.0}%)",
+                        "fatbin {} ({:.0}%)",
                         size(n.device),
                         n.device as f64 * 100.0 / n.size.max(1) as f64
                     )),
@@ -641,7 +640,10 @@ fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             frame,
             app,
             l,
-            (Block::bordered().title(" device bytes per arch "), true),
+            (
+                Block::bordered().title(" raw device code per target "),
+                true,
+            ),
             right,
         );
         return;
@@ -717,7 +719,7 @@ fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         Some((for_sel, Ok(p))) if *for_sel == selection => {
             l.push(Line::from(Span::styled(
                 if p.projection == "exact" {
-                    "pack plan (every kernel compressed: exact)"
+                    "pack plan (every code object compressed: exact)"
                 } else {
                     "pack plan (estimate from a compressed sample)"
                 },
@@ -731,10 +733,14 @@ fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                     String::new()
                 };
                 l.push(Line::from(format!(
-                    "{:<14} {:>5} {:<7} {:>11} raw {approx}{:>11}{note}",
+                    "{:<14} {:>5} {:<12} {:>11} raw {approx}{:>11}{note}",
                     f.name,
-                    f.kernels,
-                    if f.kernels == 1 { "kernel" } else { "kernels" },
+                    f.code_objects,
+                    if f.code_objects == 1 {
+                        "code object"
+                    } else {
+                        "code objects"
+                    },
                     size(f.raw_bytes),
                     size(f.estimated_bytes)
                 )));
@@ -762,7 +768,10 @@ fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         frame,
         app,
         l,
-        (Block::bordered().title(" device bytes per arch "), true),
+        (
+            Block::bordered().title(" raw device code per target "),
+            true,
+        ),
         right,
     );
 }

@@ -131,7 +131,7 @@ pub fn done(frame: &mut Frame, r: &Result<WheelSplitReport, String>, area: Rect,
         Line::from(format!(
             "{} binaries rewritten host-only, {} code objects archived; {} -> {}",
             r.rewritten,
-            r.kernels,
+            r.code_objects,
             size(r.bytes_in),
             size(r.bytes_out)
         )),

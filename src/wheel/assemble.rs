@@ -188,7 +188,7 @@ pub(crate) fn write_device(d: &DeviceWheel<'_>) -> Result<WheelOut> {
                     .filter(|x| crate::bundle::target::base_processor(x) == t)
                     .map(|x| x.to_string())
                     .collect(),
-                kernels: s.kernels,
+                code_objects: s.code_objects,
                 raw_bytes: s.raw_bytes,
                 bytes: s.file_size,
             });

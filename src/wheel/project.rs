@@ -135,7 +135,7 @@ pub fn project(
             kept += stored;
             continue;
         }
-        host_parts += f.size.saturating_sub(f.device_bytes);
+        host_parts += f.size.saturating_sub(f.fatbin_bytes);
         for t in f.bundles.iter().flat_map(|b| &b.targets) {
             if keeps(wanted.as_ref(), None, &t.arch) {
                 add(&t.arch, t.size, 0, &mut p);

@@ -98,8 +98,8 @@ pub struct WheelArchive {
     pub target: String,
     /// The target IDs of the code in it.
     pub targets: Vec<String>,
-    /// Kernels.
-    pub kernels: u64,
+    /// Code objects.
+    pub code_objects: u64,
     /// Uncompressed code-object bytes.
     pub raw_bytes: u64,
     /// Archive size.
@@ -157,9 +157,9 @@ pub struct WheelSplitReport {
     /// Fat binaries rewritten host-only.
     pub rewritten: u64,
     /// Code objects archived.
-    pub kernels: u64,
+    pub code_objects: u64,
     /// Code objects of targets left out by `--target`/`--family`.
-    pub skipped_kernels: u64,
+    pub skipped_code_objects: u64,
     /// Kernel-database files moved to device wheels.
     pub database_files: u64,
     /// Database files of targets left out.
@@ -550,7 +550,7 @@ fn split_wheel_into(
         .values()
         .filter(|o| matches!(o, Out::Database { .. }))
         .count() as u64;
-    let kernels = archives.values().map(|(_, s)| s.kernels).sum();
+    let kernels = archives.values().map(|(_, s)| s.code_objects).sum();
     if skipped_kernels > 0 {
         warnings.push(format!(
             "{skipped_kernels} code object(s) of targets left out by --target/--family are in \
@@ -568,8 +568,8 @@ fn split_wheel_into(
         devices,
         extras,
         rewritten,
-        kernels,
-        skipped_kernels,
+        code_objects: kernels,
+        skipped_code_objects: skipped_kernels,
         database_files,
         skipped_databases,
         bytes_in: std::fs::metadata(input).map(|m| m.len()).unwrap_or(0),
@@ -790,7 +790,7 @@ impl Ctx<'_> {
         };
         let rewritten = crate::fatbin::rewrite_host_only(data, &marker)
             .map_err(|e| ctx(format!("cannot be rewritten: {e}")))?;
-        self.phase(worker, m, Phase::Kernels);
+        self.phase(worker, m, Phase::Compress);
         let sec = fat.section;
         let span_offset = (sec.as_ptr() as usize - data.as_ptr() as usize) as u64;
         for b in &fat.bundles {
@@ -810,7 +810,7 @@ impl Ctx<'_> {
                 let (n, stored) = w.progress();
                 self.sink.event(PackEvent::Family {
                     family: arch.clone(),
-                    kernels: n,
+                    code_objects: n,
                     stored,
                 });
             }

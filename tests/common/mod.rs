@@ -346,3 +346,33 @@ pub fn split_blas(art: &Path, out: &Path, extra: &[&str]) {
 pub fn split_shard(art: &Path, out: &Path, targets: &str) {
     split_blas(art, out, &["--gpu-targets", targets]);
 }
+
+/// Check a `--json` document against its committed schema (`docs/schema/NAME.schema.json`).
+pub fn validate_json(name: &str, v: &serde_json::Value) {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("docs/schema/{name}.schema.json"));
+    let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&s).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(v)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "{name}: {errors:#?}");
+}
+
+/// The (path, target, name) of every row of a `kernels --json` document, sorted.
+pub fn kernel_rows(j: &serde_json::Value) -> Vec<(String, String, String)> {
+    let mut rows: Vec<(String, String, String)> = j["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| {
+            (
+                k["path"].as_str().unwrap().to_string(),
+                k["target"].as_str().unwrap().to_string(),
+                k["name"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    rows.sort();
+    rows
+}

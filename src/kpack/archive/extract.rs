@@ -71,7 +71,7 @@ impl Archive {
         };
         if !bad.is_empty() {
             return Err(Error::Findings(format!(
-                "{}: refusing to extract, {} kernel(s) fail their checks (nothing written):\n  {}",
+                "{}: refusing to extract, {} code object(s) fail their checks (nothing written):\n  {}",
                 self.path.display(),
                 bad.len(),
                 bad.join("\n  ")

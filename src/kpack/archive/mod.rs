@@ -97,8 +97,10 @@ pub struct KernelEntry {
     /// Index into the blob list.
     pub ordinal: u32,
     /// Uncompressed size (`original_size`; for scheme none, the blob size).
+    #[serde(rename = "raw_size")]
     pub size: u64,
     /// Bytes stored in the file.
+    #[serde(rename = "stored_size")]
     pub compressed_size: u64,
     /// File offset of the stored bytes.
     pub offset: u64,

@@ -421,10 +421,10 @@ fn aliases_share_a_frame_and_are_told_from_conflicting_ordinals() {
             bad.finish()
                 .unwrap_err()
                 .to_string()
-                .contains("holds no kernel")
+                .contains("holds no code object")
         );
         let s = w.finish().unwrap();
-        assert_eq!(s.kernels, 3, "aliases are no kernels of their own");
+        assert_eq!(s.code_objects, 3, "aliases are no kernels of their own");
         let a = Archive::open(&p).unwrap();
         assert!(a.verify().is_empty(), "{:?}", a.verify());
         // The plain frame listed again under both variants, same ordinal and bytes.

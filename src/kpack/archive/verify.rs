@@ -43,7 +43,7 @@ impl Archive {
         for (o, s) in seen.iter().enumerate() {
             if !s {
                 faults.push(format!(
-                    "ordinal {o} is not used by any kernel (ordinals must be dense)"
+                    "ordinal {o} is not used by any code object (ordinals must be dense)"
                 ));
             }
         }

@@ -83,8 +83,8 @@ pub struct ArchiveWriter {
 pub struct ArchiveSummary {
     /// Where.
     pub path: PathBuf,
-    /// Kernels.
-    pub kernels: u64,
+    /// Code objects.
+    pub code_objects: u64,
     /// Sum of original sizes.
     pub raw_bytes: u64,
     /// File size.
@@ -156,10 +156,11 @@ impl ArchiveWriter {
             .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
         if !tu_ok {
             return Err(Error::Invalid(format!(
-                "kernel key {key:?} must end in #<TU index>"
+                "code-object key {key:?} must end in #<TU index>"
             )));
         }
-        safe_relative_path(&key).map_err(|e| Error::Invalid(format!("kernel key {key:?}: {e}")))?;
+        safe_relative_path(&key)
+            .map_err(|e| Error::Invalid(format!("code-object key {key:?}: {e}")))?;
         if arch.is_empty() || arch.contains(['/', '\\', '\0']) {
             return Err(Error::Invalid(format!("arch {arch:?} is not a target ID")));
         }
@@ -171,13 +172,13 @@ impl ArchiveWriter {
             .map_err(|_| Error::Invalid("archive writer poisoned by a panic".into()))?;
         if s.entries.contains_key(&(key.clone(), arch.to_string())) {
             return Err(Error::Invalid(format!(
-                "{}: kernel {key} @ {arch} added twice",
+                "{}: code object {key} @ {arch} added twice",
                 self.path.display()
             )));
         }
         if s.entries.len() as u64 >= MAX_KERNELS {
             return Err(Error::Invalid(format!(
-                "{}: more than {MAX_KERNELS} kernels",
+                "{}: more than {MAX_KERNELS} code objects",
                 self.path.display()
             )));
         }
@@ -214,7 +215,7 @@ impl ArchiveWriter {
         let k = (key, arch.to_string());
         if s.entries.contains_key(&k) || s.aliases.contains_key(&k) {
             return Err(Error::Invalid(format!(
-                "{}: kernel {} @ {arch} added twice",
+                "{}: code object {} @ {arch} added twice",
                 self.path.display(),
                 k.0
             )));
@@ -303,7 +304,7 @@ impl ArchiveWriter {
         for ((k, a), of) in &aliases {
             if !entries.contains_key(&(k.clone(), of.clone())) {
                 return Err(Error::Invalid(format!(
-                    "{}: alias {k} @ {a} names {of}, which holds no kernel",
+                    "{}: alias {k} @ {a} names {of}, which holds no code object",
                     self.path.display()
                 )));
             }
@@ -322,7 +323,7 @@ impl ArchiveWriter {
             .map_err(|e| Error::io(&self.path, e.error))?;
         Ok(ArchiveSummary {
             path: self.path.clone(),
-            kernels: n as u64,
+            code_objects: n as u64,
             raw_bytes,
             file_size,
         })
