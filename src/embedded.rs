@@ -13,7 +13,7 @@ use crate::bundle::{self, BundleInfo};
 use crate::codeobj;
 use object::LittleEndian as LE;
 use object::elf;
-use object::read::elf::{FileHeader, SectionHeader};
+use object::read::elf::{FileHeader, ProgramHeader, SectionHeader};
 use serde::Serialize;
 
 /// More embedded objects than this in one file are not listed (a note says so).
@@ -82,6 +82,26 @@ impl Embedded {
     }
 }
 
+/// What a pack (or a wheel split) says, once per file, of the embedded objects it
+/// leaves where they are.
+pub fn stays_in_place(path: &str, found: &[Embedded]) -> String {
+    let mut targets: Vec<&str> = found
+        .iter()
+        .flat_map(|e| e.targets.iter().map(|t| t.arch.as_str()))
+        .collect();
+    targets.sort_by(|a, b| crate::natural::target_cmp(a, b));
+    targets.dedup();
+    format!(
+        "{path}: {} embedded in its data ({}) stay in place: the binary loads them \
+         itself, the HIP fat-binary wrapper does not reach them, so they are not packable",
+        match found.len() {
+            1 => "1 device-code object".to_string(),
+            n => format!("{n} device-code objects"),
+        },
+        targets.join(", ")
+    )
+}
+
 /// The data sections of an ELF or PE file worth searching (none for other files).
 pub fn data_ranges(data: &[u8]) -> Vec<Range> {
     if crate::elf::is_elf(data) {
@@ -142,11 +162,35 @@ fn elf_sections(data: &[u8]) -> Option<Vec<(String, u64, u64, bool)>> {
 }
 
 fn elf_ranges(data: &[u8]) -> Option<Vec<Range>> {
+    let sections = elf_sections(data)?;
+    if sections.is_empty() {
+        // No section headers (`llvm-objcopy --strip-sections`, `sstrip`): the loader
+        // and HIP still find the code through the segments, so do we.
+        return segment_ranges(data);
+    }
     Some(
-        elf_sections(data)?
+        sections
             .into_iter()
             .filter(|s| s.3 && s.2 > 0 && !HIP_SECTIONS.contains(&s.0.as_str()))
             .map(|s| (s.0, s.1, s.2))
+            .collect(),
+    )
+}
+
+/// The loaded, non-executable segments' file bytes, named `PT_LOAD[i]` by their
+/// program-header index.
+fn segment_ranges(data: &[u8]) -> Option<Vec<Range>> {
+    let hdr = elf::FileHeader64::<LE>::parse(data).ok()?;
+    let e = hdr.endian().ok()?;
+    let segments = hdr.program_headers(e, data).ok()?;
+    Some(
+        segments
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| {
+                p.p_type(e) == elf::PT_LOAD && p.p_flags(e) & elf::PF_X == 0 && p.p_filesz(e) > 0
+            })
+            .map(|(i, p)| (format!("PT_LOAD[{i}]"), p.p_offset(e), p.p_filesz(e)))
             .collect(),
     )
 }

@@ -383,7 +383,14 @@ fn one_file(
                     return out;
                 }
             };
-            from_bytes(&mut out, path, &map, opts, Some((&map, later)));
+            from_bytes(
+                &mut out,
+                path,
+                &map,
+                opts,
+                Some((&map, later)),
+                Some(&f.embedded),
+            );
             if follow_marker {
                 thin_members(&mut out, f, opts, later);
             }
@@ -407,7 +414,7 @@ fn thin_members(
         match crate::fsutil::map_file(p) {
             Ok(Some(map)) => {
                 let map = Arc::new(map);
-                from_bytes(out, &label, &map, opts, Some((&map, later)));
+                from_bytes(out, &label, &map, opts, Some((&map, later)), None);
             }
             Ok(None) => {}
             Err(e) => out.2.push(format!("{label}: {}: {e}", p.display())),
@@ -416,12 +423,15 @@ fn thin_members(
 }
 
 /// Kernels of one file's bytes: a raw code object, a fat ELF or a bundle file.
+/// `known`: the embedded objects the scan already found in these bytes (`None`:
+/// search them here).
 fn from_bytes(
     out: &mut FileRows,
     path: &str,
     data: &[u8],
     opts: &KernelsOptions,
     defer: Defer<'_>,
+    known: Option<&[crate::embedded::Embedded]>,
 ) {
     if codeobj::is_code_object(data) {
         let target = codeobj::read(data)
@@ -454,7 +464,7 @@ fn from_bytes(
             Ok(_) => {}
             Err(e) => out.2.push(format!("{path}: {e}")),
         }
-        from_embedded(out, path, data, opts, defer);
+        from_embedded(out, path, data, opts, defer, known);
     } else if crate::coff::is_pe(data) {
         let mut defer = defer;
         match crate::fatbin::read(data) {
@@ -465,7 +475,7 @@ fn from_bytes(
             Ok(None) => {}
             Err(e) => out.2.push(format!("{path}: {e}")),
         }
-        from_embedded(out, path, data, opts, defer);
+        from_embedded(out, path, data, opts, defer, known);
     } else if bundle::looks_like_bundle(data) {
         match bundle::walk_section(data) {
             Ok(bs) => from_bundles(out, path, data, &bs, opts, defer),
@@ -482,11 +492,20 @@ fn from_embedded(
     data: &[u8],
     opts: &KernelsOptions,
     mut defer: Defer<'_>,
+    known: Option<&[crate::embedded::Embedded]>,
 ) {
-    let (found, note) = crate::embedded::find(data, &crate::embedded::data_ranges(data));
-    if let Some(n) = note {
-        out.2.push(format!("{path}: {n}"));
-    }
+    let searched;
+    let found = match known {
+        Some(k) => k,
+        None => {
+            let (f, note) = crate::embedded::find(data, &crate::embedded::data_ranges(data));
+            if let Some(n) = note {
+                out.2.push(format!("{path}: {n}"));
+            }
+            searched = f;
+            &searched[..]
+        }
+    };
     for e in found {
         let label = e.label(path);
         match &e.bundle {
@@ -549,7 +568,7 @@ fn from_static_archive(
         if elf::is_elf(bytes) || bundle::looks_like_bundle(bytes) {
             let member = format!("{path}({name})");
             let defer = defer.as_mut().map(|(map, later)| (*map, &mut **later));
-            from_bytes(out, &member, bytes, opts, defer);
+            from_bytes(out, &member, bytes, opts, defer, None);
         }
     }
 }
@@ -591,7 +610,7 @@ fn one_member(w: &crate::wheel::Wheel, f: &FileReport, opts: &KernelsOptions) ->
             Err(e) => out.2.push(e.to_string()),
         }
     } else {
-        from_bytes(&mut out, path, &data, opts, None);
+        from_bytes(&mut out, path, &data, opts, None, Some(&f.embedded));
     }
     w.release(m);
     out

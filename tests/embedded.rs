@@ -223,3 +223,285 @@ fn deep_finds_device_code_in_any_file() {
     assert_eq!(f["embedded"][0]["offset"], 1001);
     assert_eq!(f["embedded"][0]["stored_size"], co.len() as u64);
 }
+
+/// The (target, name) of every kernel `kernels --json` lists for a file.
+fn kernel_set(p: &Path) -> BTreeSet<(String, String)> {
+    let o = kpack(&["kernels", p.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    kernel_rows(&j)
+        .into_iter()
+        .map(|(_, t, n)| (t, n))
+        .collect()
+}
+
+/// #29 "tolerant, not lax": layouts the loaders and binutils accept are read. A
+/// library whose section headers are gone (`llvm-objcopy --strip-sections`; ld.so
+/// loads it, HIP registers its code through the segments) has its bundles found in
+/// its loaded segments, listed, and named as not packable; an object with more
+/// sections than `e_shnum` holds (extended numbering, SHN_XINDEX) is read in full.
+#[test]
+fn binaries_without_section_headers_or_with_extended_numbering_are_read() {
+    for t in ["llvm-objcopy-19", "readelf", "as"] {
+        assert!(tool(t).is_some(), "{t} is needed (.ci/run installs it)");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let lib = fixtures().join("libvadd.so");
+    let bare = tmp.path().join("libbare.so");
+    run(
+        "llvm-objcopy-19",
+        &[
+            "--strip-sections",
+            lib.to_str().unwrap(),
+            bare.to_str().unwrap(),
+        ],
+    );
+    let h = run("readelf", &["-h", bare.to_str().unwrap()]);
+    assert!(h.contains("Number of section headers:         0"), "{h}");
+    let o = kpack(&["scan", bare.to_str().unwrap(), "--json"]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    validate_json("scan", &j);
+    let f = &j["files"][0];
+    assert_eq!(f["kind"], "embedded_code", "{f}");
+    assert!(
+        f["embedded"][0]["section"]
+            .as_str()
+            .unwrap()
+            .starts_with("PT_LOAD["),
+        "{f}"
+    );
+    let problems = f["problems"].to_string();
+    assert!(problems.contains("no section headers"), "{problems}");
+    // The same kernels as the library with its headers.
+    let want = kernel_set(&lib);
+    assert!(!want.is_empty());
+    assert_eq!(kernel_set(&bare), want);
+
+    // 66,000 sections: e_shnum 0, the count in section 0 (readelf: "0 (660..)").
+    let s = tmp.path().join("many.s");
+    let mut asm = format!(
+        ".section .hip_fatbin,\"a\",@progbits\n.p2align 12\nfb:\n.incbin \"{}\"\n\
+         .section .hipFatBinSegment,\"aw\",@progbits\n.p2align 3\n\
+         .long 0x48495046\n.long 1\n.quad fb\n.quad 0\n",
+        fixtures().join("kernels.hipfb").display()
+    );
+    for i in 0..66_000 {
+        asm.push_str(&format!(".section .s{i},\"a\",@progbits\n.byte 0\n"));
+    }
+    std::fs::write(&s, asm).unwrap();
+    let obj = tmp.path().join("many.o");
+    run("as", &["-o", obj.to_str().unwrap(), s.to_str().unwrap()]);
+    let h = run("readelf", &["-h", obj.to_str().unwrap()]);
+    assert!(
+        h.contains("Number of section headers:         0 (660"),
+        "{h}"
+    );
+    let o = kpack(&["scan", obj.to_str().unwrap(), "--json"]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let f = &j["files"][0];
+    assert_eq!(f["kind"], "fat_binary", "{f}");
+    let targets: Vec<&str> = f["bundles"][0]["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["arch"].as_str().unwrap())
+        .collect();
+    // What the bundler lists in the bundle incbin'd into .hip_fatbin.
+    if let Some(bundler) = tool("clang-offload-bundler-19") {
+        let listed = run(
+            bundler.to_str().unwrap(),
+            &[
+                "--list",
+                "--type=o",
+                &format!("--input={}", fixtures().join("kernels.hipfb").display()),
+            ],
+        );
+        let mut want: Vec<String> = listed
+            .lines()
+            .filter(|l| l.contains("amdgcn"))
+            .map(|l| l.rsplit("--").next().unwrap().to_string())
+            .collect();
+        let mut got: Vec<String> = targets.iter().map(|s| s.to_string()).collect();
+        want.sort();
+        got.sort();
+        assert_eq!(got, want);
+    }
+    let k = kernel_set(&obj);
+    assert!(!k.is_empty());
+}
+
+/// #29: PE images are searched like ELF ones: a DLL linked by lld-link-19 with a code
+/// object in `.rdata` and an offload bundle in a section of its own (as Windows AOT
+/// kernel libraries ship them) lists both, byte for byte where the linker put them,
+/// with the kernels llvm-readelf reads in the blobs.
+#[test]
+fn a_dll_with_device_code_in_its_data_lists_it() {
+    for t in ["clang-19", "lld-link-19", "llvm-readelf-19"] {
+        assert!(tool(t).is_some(), "{t} is needed (.ci/run installs it)");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let (co, bundle) = (
+        fixtures().join("vadd-gfx90a.co"),
+        fixtures().join("kernels.hipfb"),
+    );
+    let asm = format!(
+        ".section .rdata,\"dr\"\n.p2align 4\n.globl co_blob\nco_blob:\n.incbin \"{}\"\n\
+         .section .aotk,\"dr\"\n.p2align 4\n.globl bundle_blob\nbundle_blob:\n.incbin \"{}\"\n",
+        co.display(),
+        bundle.display()
+    );
+    std::fs::write(tmp.path().join("blobs.s"), asm).unwrap();
+    std::fs::write(
+        tmp.path().join("dll.c"),
+        "int __declspec(dllexport) kpack_embed(void) { return 7; }\n",
+    )
+    .unwrap();
+    let cc = |src: &str, obj: &str| {
+        let o = Command::new("clang-19")
+            .args(["--target=x86_64-pc-windows-msvc", "-c", src, "-o", obj])
+            .current_dir(tmp.path())
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    cc("blobs.s", "blobs.obj");
+    cc("dll.c", "dll.obj");
+    let o = Command::new("lld-link-19")
+        .args([
+            "/dll",
+            "/noentry",
+            "/Brepro",
+            "dll.obj",
+            "blobs.obj",
+            "/out:libembed.dll",
+        ])
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let dll = tmp.path().join("libembed.dll");
+    let o = kpack(&["scan", dll.to_str().unwrap(), "--json"]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    validate_json("scan", &j);
+    let f = &j["files"][0];
+    assert_eq!(f["kind"], "embedded_code", "{f}");
+    assert_eq!(f["container"], "pe", "{f}");
+    let emb = f["embedded"].as_array().unwrap();
+    assert_eq!(emb.len(), 2, "{f}");
+    let data = std::fs::read(&dll).unwrap();
+    let at = |e: &serde_json::Value| {
+        let off = e["offset"].as_u64().unwrap() as usize;
+        let n = e["stored_size"].as_u64().unwrap() as usize;
+        data[off..off + n].to_vec()
+    };
+    assert_eq!(emb[0]["section"], ".rdata");
+    assert_eq!(emb[0]["format"], "code_object");
+    assert_eq!(at(&emb[0]), std::fs::read(&co).unwrap());
+    assert_eq!(emb[1]["section"], ".aotk");
+    assert_eq!(emb[1]["format"], "bundle");
+    let b = std::fs::read(&bundle).unwrap();
+    assert_eq!(at(&emb[1]), b[..at(&emb[1]).len()]);
+    // Kernels: llvm-readelf's notes of the code object.
+    let got: BTreeSet<String> = kernel_rows(&{
+        let o = kpack(&["kernels", dll.to_str().unwrap(), "--json"]);
+        serde_json::from_slice(&o.stdout).unwrap()
+    })
+    .into_iter()
+    .filter(|(p, _, _)| p == "libembed.dll@.rdata[0]")
+    .map(|(_, _, n)| n)
+    .collect();
+    assert_eq!(got, note_kernels(&co));
+}
+
+/// #29 item 1, where it was seen: embedded device code inside a wheel's member is
+/// found when the wheel is read in place, and `kernels` lists it (the same rows as
+/// the library outside the wheel, named by its member path).
+#[test]
+fn embedded_code_in_a_wheel_member_is_found() {
+    let Some(py) = tool("python3") else {
+        panic!("python3 is needed (.ci/run installs it)");
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let whl = tmp.path().join("aot-1.0-py3-none-linux_x86_64.whl");
+    let o = Command::new(py)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/make-test-wheel.py"))
+        .arg(&whl)
+        .args([
+            "--name",
+            "aot",
+            "--version",
+            "1.0",
+            "--tag",
+            "py3-none-linux_x86_64",
+        ])
+        .arg(format!(
+            "aot/libembed.so@755={}",
+            fixtures().join("libembed.so").display()
+        ))
+        .arg(format!(
+            "aot/libvadd.so@755={}",
+            fixtures().join("libvadd.so").display()
+        ))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = kpack(&["scan", whl.to_str().unwrap(), "--json"]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    validate_json("scan", &j);
+    let f = j["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"] == "aot/libembed.so")
+        .unwrap();
+    assert_eq!(f["kind"], "embedded_code", "{f}");
+    assert_eq!(f["embedded"].as_array().unwrap().len(), 2, "{f}");
+    let o = kpack(&["kernels", whl.to_str().unwrap(), "--json"]);
+    let in_wheel: BTreeSet<(String, String, String)> =
+        kernel_rows(&serde_json::from_slice(&o.stdout).unwrap())
+            .into_iter()
+            .filter(|(p, _, _)| p.starts_with("aot/libembed.so"))
+            .collect();
+    let o = kpack(&[
+        "kernels",
+        fixtures().join("libembed.so").to_str().unwrap(),
+        "--json",
+    ]);
+    let alone: BTreeSet<(String, String, String)> =
+        kernel_rows(&serde_json::from_slice(&o.stdout).unwrap())
+            .into_iter()
+            .map(|(p, t, n)| (format!("aot/{p}"), t, n))
+            .collect();
+    assert!(!alone.is_empty());
+    assert_eq!(in_wheel, alone);
+    // wheel split leaves it in the host wheel as it was, and says so once.
+    let out = tmp.path().join("dist");
+    let o = kpack(&[
+        "wheel",
+        "split",
+        whl.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--device-package-prefix",
+        "aot-device",
+        "--overlay-root",
+        "aot",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let said = "aot/libembed.so: 2 device-code objects embedded in its data";
+    assert_eq!(stderr(&o).matches(said).count(), 1, "{}", stderr(&o));
+    let host = out.join(whl.file_name().unwrap());
+    let unzip = |w: &Path| {
+        let o = Command::new("python3")
+            .args(["-c", "import sys,zipfile; sys.stdout.buffer.write(zipfile.ZipFile(sys.argv[1]).read('aot/libembed.so'))"])
+            .arg(w)
+            .output()
+            .unwrap();
+        assert!(o.status.success());
+        o.stdout
+    };
+    assert_eq!(
+        unzip(&host),
+        std::fs::read(fixtures().join("libembed.so")).unwrap()
+    );
+}

@@ -101,12 +101,14 @@ fn print_text(out: &mut dyn Write, r: &WheelSplitReport) -> std::io::Result<()> 
     writeln!(out, "{} in, {} out", size(r.bytes_in), size(r.bytes_out))?;
     if r.bytes_out > r.bytes_in {
         // As pack explains it: the wheels hold the same code, stored differently.
-        writeln!(
-            out,
-            "the wheels together are larger than the input: bundles stored compressed \
-             (CCOB) compress less as one zstd frame per code object, and each wheel \
-             carries its own dist-info; --level max narrows the gap"
-        )?;
+        let why = if r.compressed_input {
+            "bundles stored compressed (CCOB) compress less as one zstd frame per code \
+             object, and each wheel carries its own dist-info; --level max narrows the gap"
+        } else {
+            "each wheel carries its own dist-info, RECORD and zip headers, which a small \
+             wheel feels most"
+        };
+        writeln!(out, "the wheels together are larger than the input: {why}")?;
     }
     Ok(())
 }

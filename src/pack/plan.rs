@@ -230,24 +230,7 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
         }
         if !f.embedded.is_empty() {
             // Once per file: what stays where it is, and why.
-            let mut targets: Vec<&str> = f
-                .embedded
-                .iter()
-                .flat_map(|e| e.targets.iter().map(|t| t.arch.as_str()))
-                .collect();
-            targets.sort_by(|a, b| crate::natural::target_cmp(a, b));
-            targets.dedup();
-            warnings.push(format!(
-                "{}: {} embedded in its data ({}) stay in place: the binary loads them \
-                 itself, the HIP fat-binary wrapper does not reach them, so they are not \
-                 packable",
-                f.path,
-                match f.embedded.len() {
-                    1 => "1 device-code object".to_string(),
-                    n => format!("{n} device-code objects"),
-                },
-                targets.join(", ")
-            ));
+            warnings.push(crate::embedded::stays_in_place(&f.path, &f.embedded));
         }
         let damaged = damaged_paths.contains(f.path.as_str());
         let pb = match f.kind {

@@ -444,6 +444,14 @@ pub fn find_embedded(r: &mut FileReport, data: &[u8], deep: bool) {
     if found.is_empty() {
         return;
     }
+    if found.iter().any(|e| e.section.starts_with("PT_LOAD[")) {
+        r.problems.push(
+            "unsupported: no section headers (as `llvm-objcopy --strip-sections` leaves a \
+             binary): its device code, found in the loaded segments, is listed but cannot \
+             be packed"
+                .into(),
+        );
+    }
     if r.kind == FileKind::Opaque {
         r.kind = FileKind::EmbeddedCode;
     }
@@ -566,7 +574,8 @@ pub fn classify_bytes(r: &mut FileReport, data: &[u8], is_db: bool) {
                     r.wrappers = pe.wrappers;
                     r.problems.extend(pe.problems);
                 }
-                Ok(_) => {}
+                // A PE image without HIP code (it may still hold embedded code).
+                Ok(_) => r.container = Some("pe"),
                 Err(e) => r.problems.push(e.to_string()),
             }
         }

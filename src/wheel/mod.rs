@@ -352,7 +352,7 @@ pub fn scan_wheel(
         bytes: files.iter().map(|m| m.size).sum(),
     });
     let work = |m: &&Member| -> FileReport {
-        let r = inspect_member(&w, m, handlers, &spill);
+        let r = inspect_member(&w, m, handlers, &spill, opts.deep);
         w.release(m);
         sink.event(ScanEvent::Inspected(Box::new(r.clone())));
         sink.event(ScanEvent::FileDone {
@@ -369,8 +369,15 @@ pub fn scan_wheel(
     Ok(report)
 }
 
-/// Classify one member (what `scan` does for a file).
-pub fn inspect_member(w: &Wheel, m: &Member, handlers: &[Database], spill: &Path) -> FileReport {
+/// Classify one member (what `scan` does for a file), embedded device code
+/// included (`deep`: searched in every byte).
+pub fn inspect_member(
+    w: &Wheel,
+    m: &Member,
+    handlers: &[Database],
+    spill: &Path,
+    deep: bool,
+) -> FileReport {
     let mut r = FileReport::new(m.name.clone(), FileKind::Opaque, m.size, m.permissions());
     r.stored_size = Some(m.compressed_size);
     if m.is_symlink() {
@@ -399,7 +406,7 @@ pub fn inspect_member(w: &Wheel, m: &Member, handlers: &[Database], spill: &Path
             return r;
         }
     };
-    if head.is_empty() || !scan::worth_mapping(&head) {
+    if head.is_empty() || !(deep || scan::worth_mapping(&head)) {
         // Still prove the member reads (size and CRC) so a damaged wheel shows.
         if let Err(e) = std::io::copy(&mut m.reader(w.bytes()), &mut std::io::sink()) {
             r.problems.push(e.to_string());
@@ -407,7 +414,10 @@ pub fn inspect_member(w: &Wheel, m: &Member, handlers: &[Database], spill: &Path
         return r;
     }
     match w.contents(m, spill) {
-        Ok(c) => scan::classify_bytes(&mut r, &c, db.is_some()),
+        Ok(c) => {
+            scan::classify_bytes(&mut r, &c, db.is_some());
+            scan::find_embedded(&mut r, &c, deep);
+        }
         Err(e) => r.problems.push(e.to_string()),
     }
     r

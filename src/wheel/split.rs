@@ -170,6 +170,10 @@ pub struct WheelSplitReport {
     pub bytes_out: u64,
     /// Things worth telling.
     pub warnings: Vec<String>,
+    /// Whether any bundle of the input was stored compressed (CCOB): why the output
+    /// can be larger.
+    #[serde(skip)]
+    pub compressed_input: bool,
 }
 
 /// What becomes of one member.
@@ -203,6 +207,7 @@ struct Ctx<'a> {
     sink: &'a dyn EventSink<PackEvent>,
     skipped: Mutex<(u64, u64)>,
     warnings: Mutex<Vec<String>>,
+    compressed_input: std::sync::atomic::AtomicBool,
 }
 
 /// Split `input` into `out` (created if needed). See the module text.
@@ -339,6 +344,7 @@ fn split_wheel_into(
         sink,
         skipped: Mutex::new((0, 0)),
         warnings: Mutex::new(Vec::new()),
+        compressed_input: std::sync::atomic::AtomicBool::new(false),
     };
     let members: Vec<(usize, &Member)> = wheel.index.members.iter().enumerate().collect();
     sink.event(PackEvent::Started {
@@ -364,6 +370,7 @@ fn split_wheel_into(
     crate::parallel::on_threads(opts.threads, run)??;
     let results = results.into_inner().unwrap_or_default();
     let mut warnings = ctx.warnings.into_inner().unwrap_or_default();
+    let compressed_input = ctx.compressed_input.into_inner();
     let (skipped_kernels, skipped_databases) = ctx.skipped.into_inner().unwrap_or_default();
     let writers = ctx.writers.into_inner().unwrap_or_default();
     let group = ctx.group.clone();
@@ -575,6 +582,7 @@ fn split_wheel_into(
         bytes_in: std::fs::metadata(input).map(|m| m.len()).unwrap_or(0),
         bytes_out,
         warnings,
+        compressed_input,
     })
 }
 
@@ -685,6 +693,10 @@ impl Ctx<'_> {
         }
         self.phase(worker, m, Phase::Rewrite);
         let data = w.contents(m, self.stage)?;
+        let (found, _) = crate::embedded::find(&data, &crate::embedded::data_ranges(&data));
+        if !found.is_empty() {
+            self.warn(crate::embedded::stays_in_place(&m.name, &found));
+        }
         // Which fat binaries are split: ELF executables and shared libraries (not
         // objects or -fgpu-rdc ones), and PE images (.pyd, .dll).
         let splittable = if pe {
@@ -794,6 +806,10 @@ impl Ctx<'_> {
         let sec = fat.section;
         let span_offset = (sec.as_ptr() as usize - data.as_ptr() as usize) as u64;
         for b in &fat.bundles {
+            if b.compression != crate::bundle::Compression::None {
+                self.compressed_input
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+            }
             let un = b
                 .uncompressed(sec, 1 << 34)
                 .map_err(|e| ctx(e.to_string()))?;
