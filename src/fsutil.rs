@@ -118,6 +118,16 @@ pub fn map_open_file(file: &File) -> std::io::Result<memmap2::Mmap> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn temporaries_are_told_from_outputs_named_like_them() {
+        assert!(is_temporary(".kpack-tui-wheel-123-abc"));
+        assert!(is_temporary(".kpack-tui-split-place-77-dist"));
+        assert!(!is_temporary(".kpack-tui-split-blas_lib.json"));
+        assert!(!is_temporary(".kpack-tui-split-blas-lib.json"));
+        assert!(!is_temporary("kpack-tui-wheel-123-abc"));
+        assert!(!is_temporary(".kpack-tui-123"));
+    }
     use std::os::unix::fs::MetadataExt;
 
     #[test]
@@ -351,6 +361,29 @@ pub fn stage_dir(dir: &Path, kind: &str) -> Result<tempfile::TempDir> {
         .map_err(|e| Error::io(dir, e))
 }
 
+/// The staging directory of an output set placed into `out` by [`crate::place`]:
+/// beside `out` (so that switching `out` leaves every run's stage alone), or inside
+/// it when its parent is not writable or is another file system (a mount point).
+/// What killed runs left in either place is removed first; returns those paths too.
+pub fn stage_for(out: &Path, kind: &str) -> Result<(tempfile::TempDir, Vec<PathBuf>)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut removed = remove_stale(out, kind);
+    let abs = std::path::absolute(out).map_err(|e| Error::io(out, e))?;
+    if let Some(parent) = abs.parent() {
+        let dev = |p: &Path| std::fs::metadata(p).map(|m| m.dev()).ok();
+        if dev(parent).is_some() && dev(parent) == dev(out) {
+            removed.extend(remove_stale(parent, kind));
+            if let Ok(t) = tempfile::Builder::new()
+                .prefix(&stage_prefix(kind))
+                .tempdir_in(parent)
+            {
+                return Ok((t, removed));
+            }
+        }
+    }
+    Ok((stage_dir(out, kind)?, removed))
+}
+
 /// Whether `name` is a temporary of `kind` made by a process that no longer runs.
 pub fn is_stale(name: &str, kind: &str) -> bool {
     let Some(rest) = name.strip_prefix(&format!(".kpack-tui-{kind}-")) else {
@@ -360,6 +393,20 @@ pub fn is_stale(name: &str, kind: &str) -> bool {
         return false;
     };
     pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Whether `name` is a temporary of any kind ([`stage_prefix`]: `.kpack-tui-<kind>-<pid>-…`),
+/// live or stale. Outputs named `.kpack-tui-…` without a pid (split's records of
+/// what it left to other shards) are not.
+pub fn is_temporary(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix(".kpack-tui-") else {
+        return false;
+    };
+    let parts: Vec<&str> = rest.split('-').collect();
+    parts.len() > 2
+        && parts[1..parts.len() - 1]
+            .iter()
+            .any(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// Remove what killed runs left in `dir` for `kind` (files or directories named by

@@ -47,6 +47,7 @@ pub mod occupancy;
 pub mod pack;
 pub mod parallel;
 pub mod phc;
+pub mod place;
 pub mod scan;
 pub mod trace;
 pub mod wheel;

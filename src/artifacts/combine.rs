@@ -208,6 +208,10 @@ pub struct CombineReport {
     pub code_objects: u64,
     /// Bytes written.
     pub bytes_out: u64,
+    /// Things worth telling (outputs placed one by one where one switch was not
+    /// possible).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// An artifact directory name: `(component, None)` for `<c>_generic`, `(component,
@@ -676,8 +680,7 @@ fn combine_into(shards: &[PathBuf], out: &Path, opts: &CombineOptions) -> Result
     super::check_free(out, &names, opts.force)?;
     // What a killed run left is removed (CombineReport has no warnings channel:
     // the removal is silent, as the stage it replaces would have been).
-    let _ = crate::fsutil::remove_stale(out, "combine");
-    let stage = crate::fsutil::stage_dir(out, "combine")?;
+    let (stage, _) = crate::fsutil::stage_for(out, "combine")?;
     let st = stage.path().to_path_buf();
     let mut artifacts = Vec::new();
     let mut bytes_out = 0;
@@ -723,7 +726,9 @@ fn combine_into(shards: &[PathBuf], out: &Path, opts: &CombineOptions) -> Result
         &st,
         &plans.iter().map(|p| p.name.clone()).collect::<Vec<_>>(),
     )?;
-    super::place(&st, out, &names)?;
+    let warnings: Vec<String> = super::place(&st, out, (&names, &[], &[]), "combine", opts.force)?
+        .into_iter()
+        .collect();
     Ok(CombineReport {
         shards: shards.to_vec(),
         output: out.to_path_buf(),
@@ -734,6 +739,7 @@ fn combine_into(shards: &[PathBuf], out: &Path, opts: &CombineOptions) -> Result
         archives,
         code_objects: kernels,
         bytes_out,
+        warnings,
     })
 }
 

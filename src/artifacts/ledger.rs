@@ -5,7 +5,7 @@
 //! archive, byte-identical, and that every ledger was made for the host binaries
 //! present (an artifact from another build is a ledger that does not know them).
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::kpack::ledger::{Ledger, LedgerArchive, LedgerBinary, LedgerFile, Selection};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -77,21 +77,18 @@ pub struct LeftToOthers {
     pub left: Vec<String>,
 }
 
-/// Record (or, with nothing left out, remove the record of) what this split left to
-/// other shards, written atomically.
+/// Write into `dir` the record of what this split left to other shards; `None`
+/// (nothing written) when nothing was left out. Returns the file's name.
 pub(super) fn write_left(
-    out: &Path,
+    dir: &Path,
     ap: &str,
     gpu_targets: Option<&[String]>,
     left: &[String],
-) -> Result<()> {
-    let path = left_path(out, ap);
+) -> Result<Option<String>> {
     if left.is_empty() {
-        return match std::fs::remove_file(&path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(&path, e)),
-            _ => Ok(()),
-        };
+        return Ok(None);
     }
+    let path = left_path(dir, ap);
     let l = LeftToOthers {
         schema: "kpack-tui.split-left/1".into(),
         artifact_prefix: ap.into(),
@@ -100,7 +97,8 @@ pub(super) fn write_left(
     };
     let mut json = serde_json::to_vec_pretty(&l).unwrap_or_default();
     json.push(b'\n');
-    crate::fsutil::write_atomic(&path, &json, None)
+    crate::fsutil::write_atomic(&path, &json, None)?;
+    Ok(path.file_name().map(|n| n.to_string_lossy().into_owned()))
 }
 
 /// The records of what splits left to other shards under `dir`.

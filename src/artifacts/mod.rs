@@ -31,20 +31,29 @@ pub(crate) fn check_free(out: &Path, names: &[String], force: bool) -> Result<()
     Ok(())
 }
 
-/// Move the staged artifacts `names` from `stage` into `out`, replacing what is
-/// there only now, after everything was written and checked.
-pub(crate) fn place(stage: &Path, out: &Path, names: &[String]) -> Result<()> {
-    for n in names {
-        let dst = out.join(n);
-        if let Ok(m) = std::fs::symlink_metadata(&dst) {
-            let r = if m.is_dir() {
-                std::fs::remove_dir_all(&dst)
-            } else {
-                std::fs::remove_file(&dst)
-            };
-            r.map_err(|e| Error::io(&dst, e))?;
-        }
-        std::fs::rename(stage.join(n), &dst).map_err(|e| Error::io(&dst, e))?;
-    }
-    Ok(())
+/// Move the staged artifacts `names` (and the staged `records`, always replaced)
+/// from `stage` into `out` in one switch ([`crate::place`]), refusing artifacts that
+/// appeared meanwhile unless `force`; `gone` are entries the new set drops. Returns
+/// a warning when the switch could not be made in one step.
+pub(crate) fn place(
+    stage: &Path,
+    out: &Path,
+    (names, records, gone): (&[String], &[String], &[String]),
+    kind: &str,
+    force: bool,
+) -> Result<Option<String>> {
+    let staged: Vec<String> = names.iter().chain(records).cloned().collect();
+    let change = crate::place::Change {
+        staged: &staged,
+        gone,
+        guarded: names,
+        replace: force,
+    };
+    Ok(match crate::place::place_set(stage, out, &change, kind)? {
+        crate::place::Placed::Atomic => None,
+        crate::place::Placed::OneByOne(why) => Some(format!(
+            "{}: outputs placed one by one, not in one switch ({why})",
+            out.display()
+        )),
+    })
 }

@@ -381,13 +381,13 @@ pub fn split(
         .chain(artifact_prefixes.keys().map(|t| format!("{ap}_{t}")))
         .collect();
     super::check_free(out, &names, opts.force)?;
-    for p in crate::fsutil::remove_stale(out, "split") {
+    let (stage, stale) = crate::fsutil::stage_for(out, "split")?;
+    for p in stale {
         sink.event(PackEvent::Warning(format!(
             "removed {} left by an interrupted run",
             p.display()
         )));
     }
-    let stage = crate::fsutil::stage_dir(out, "split")?;
     let st = &stage.path().to_path_buf();
 
     let total_bytes: u64 = jobs
@@ -556,11 +556,21 @@ pub fn split(
         artifacts.push(a);
     }
 
-    // Into place: replaced artifacts go only now, after everything was written.
+    // Into place, in one switch with the record of what other shards build: replaced
+    // artifacts go only now, after everything was written.
     sink.event(PackEvent::Finishing("renaming into place"));
-    super::place(st, out, &names)?;
+    let record = super::ledger::write_left(st, ap, opts.gpu_targets.as_deref(), &left)?;
+    let left_name = super::ledger::left_path(Path::new(""), ap)
+        .display()
+        .to_string();
+    let (records, gone) = match record {
+        Some(r) => (vec![r], Vec::new()),
+        None => (Vec::new(), vec![left_name]),
+    };
+    if let Some(w) = super::place(st, out, (&names, &records, &gone), "split", opts.force)? {
+        sink.event(PackEvent::Warning(w));
+    }
     drop(stage);
-    super::ledger::write_left(out, ap, opts.gpu_targets.as_deref(), &left)?;
     Ok(SplitReport {
         artifact_dir: artifact_dir.to_path_buf(),
         output: out.to_path_buf(),

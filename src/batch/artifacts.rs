@@ -94,6 +94,9 @@ pub fn combine(
         eprintln!("combining {} shard(s)…", shards.len());
     }
     let report = combine_shards(shards, output, opts)?;
+    for w in &report.warnings {
+        eprintln!("warning: {w}");
+    }
     if how.json {
         print_json("kpack-tui.combine/2", &report)?;
     } else {

@@ -597,12 +597,25 @@ pub fn execute_pack(
     }
     sink.event(PackEvent::Finishing("renaming into place"));
     let placed = if out.exists() && opts.force && ledger_in(out).is_some() {
-        let old = parent.join(format!("{prefix}{}-old", std::process::id()));
-        std::fs::rename(out, &old)
-            .and_then(|()| std::fs::rename(&stage, out))
-            .map(|()| {
-                let _ = std::fs::remove_dir_all(&old);
-            })
+        // One exchange: OUT is the old output or the new one, never absent; the old
+        // one, now at the stage's name, goes after (or with the next run, if killed).
+        match crate::place::exchange(&stage, out) {
+            Ok(()) => {
+                let _ = std::fs::remove_dir_all(&stage);
+                Ok(())
+            }
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOSYS)) => {
+                // A file system without RENAME_EXCHANGE: two renames (a killed run is
+                // put back by the next, see `clean_stale`).
+                let old = parent.join(format!("{prefix}{}-old", std::process::id()));
+                std::fs::rename(out, &old)
+                    .and_then(|()| std::fs::rename(&stage, out))
+                    .map(|()| {
+                        let _ = std::fs::remove_dir_all(&old);
+                    })
+            }
+            Err(e) => Err(e),
+        }
     } else {
         // rename(2) replaces only an empty directory: another pack that finished
         // first keeps its output.

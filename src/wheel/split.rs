@@ -324,13 +324,13 @@ fn split_wheel_into(
             input.display()
         )));
     }
-    for p in crate::fsutil::remove_stale(out, "wheel") {
+    let (stage, stale) = crate::fsutil::stage_for(out, "wheel")?;
+    for p in stale {
         sink.event(PackEvent::Warning(format!(
             "removed {} left by an interrupted run",
             p.display()
         )));
     }
-    let stage = crate::fsutil::stage_dir(out, "wheel")?;
     let ctx = Ctx {
         wheel: &wheel,
         opts,
@@ -530,11 +530,25 @@ fn split_wheel_into(
         return Err(Error::Cancelled);
     }
     sink.event(PackEvent::Finishing("renaming into place"));
-    let mut bytes_out = 0;
-    for n in &names {
-        let from = stage.path().join(n);
-        bytes_out += std::fs::metadata(&from).map(|m| m.len()).unwrap_or(0);
-        std::fs::rename(&from, out.join(n)).map_err(|e| Error::io(out.join(n), e))?;
+    let bytes_out = names
+        .iter()
+        .map(|n| std::fs::metadata(stage.path().join(n)).map_or(0, |m| m.len()))
+        .sum();
+    // The host wheel and its device wheels appear together, in one switch: never a
+    // new host wheel beside old device wheels.
+    let change = crate::place::Change {
+        staged: &names,
+        gone: &[],
+        guarded: &names,
+        replace: opts.force,
+    };
+    if let crate::place::Placed::OneByOne(why) =
+        crate::place::place_set(stage.path(), out, &change, "wheel")?
+    {
+        warnings.push(format!(
+            "{}: wheels placed one by one, not in one switch ({why})",
+            out.display()
+        ));
     }
     let host = WheelOut {
         file: input_name.clone(),
