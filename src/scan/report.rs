@@ -337,6 +337,22 @@ impl FileReport {
         FileReport::new(name.to_string(), FileKind::Opaque, size, 0o644)
     }
 
+    /// Raw device code stored in this file (what [`Totals::device_raw`] counts of
+    /// it): its bundles' code objects, the file itself for a code object, an
+    /// archive's code objects (TOC aliases once).
+    pub fn device_raw(&self) -> u64 {
+        let bundled: u64 = self
+            .all_bundles()
+            .flat_map(|b| &b.targets)
+            .map(|t| t.size)
+            .sum();
+        let own = match self.kind {
+            FileKind::CodeObject if self.arch.is_some() => self.size,
+            _ => 0,
+        };
+        bundled + own + self.kpack.as_ref().map_or(0, |k| k.raw_bytes)
+    }
+
     /// Bundles stored in this file: its own and its archive members' (a thin
     /// archive's members are other files, not counted here).
     pub fn all_bundles(&self) -> impl Iterator<Item = &BundleReport> {

@@ -55,8 +55,10 @@ pub struct Node {
     pub parent: Option<usize>,
     /// Bytes below (hard links and symlinks counted zero).
     pub size: u64,
-    /// Device bytes below.
+    /// Fat-binary section bytes below (what a pack takes out).
     pub device: u64,
+    /// Raw device code below (code-object bytes, archives included).
+    pub raw: u64,
     /// Device code inside kernel-database files below (Tensile `.co`/`.hsaco`,
     /// bundled database libraries), counted apart from `device`.
     pub db_device: u64,
@@ -122,6 +124,7 @@ impl Tree {
             parent: None,
             size: 0,
             device: 0,
+            raw: 0,
             db_device: 0,
         }];
         let mut dirs: BTreeMap<String, usize> = BTreeMap::new();
@@ -144,6 +147,7 @@ impl Tree {
                             parent: Some(parent),
                             size: 0,
                             device: 0,
+                            raw: 0,
                             db_device: 0,
                         });
                         let n = nodes.len() - 1;
@@ -160,6 +164,7 @@ impl Tree {
                 (0, 0)
             };
             let db_device = if counted { db_device(f) } else { 0 };
+            let raw = if counted { f.device_raw() } else { 0 };
             nodes.push(Node {
                 name: parts[parts.len() - 1].to_string(),
                 file: Some(i),
@@ -167,6 +172,7 @@ impl Tree {
                 parent: Some(parent),
                 size,
                 device,
+                raw,
                 db_device,
             });
             let n = nodes.len() - 1;
@@ -175,6 +181,7 @@ impl Tree {
             while let Some(x) = p {
                 nodes[x].size += size;
                 nodes[x].device += device;
+                nodes[x].raw += raw;
                 nodes[x].db_device += db_device;
                 p = nodes[x].parent;
             }

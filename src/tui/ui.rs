@@ -385,15 +385,15 @@ fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     let title = if app.partial {
         let (done, total) = app.progress;
         format!(
-            " scanning {done}/{total} · {} so far · fatbin {} ",
+            " scanning {done}/{total} · {} so far · device {} ",
             crate::text::count(t.entries, "entry", "entries"),
-            size(t.fatbin_bytes)
+            size(t.device_raw)
         )
     } else {
         let damaged = report.files.iter().filter(|f| f.is_damaged()).count() as u64;
         // With a filter, the totals are the matching files'.
         let (entries, bytes, device) = if app.filter.is_empty() {
-            (t.entries, t.bytes, t.fatbin_bytes)
+            (t.entries, t.bytes, t.device_raw)
         } else {
             let f = app.filter.to_lowercase();
             report
@@ -405,12 +405,12 @@ fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                     (
                         n + 1,
                         b + if counted { x.size } else { 0 },
-                        d + if counted { x.fatbin_bytes } else { 0 },
+                        d + if counted { x.device_raw() } else { 0 },
                     )
                 })
         };
         format!(
-            " {}{} · {} · fatbin {}{} ",
+            " {}{} · {} · device {}{} ",
             if app.filter.is_empty() {
                 ""
             } else {
@@ -457,6 +457,7 @@ fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                         crate::text::count(n.children.len() as u64, "entry", "entries"),
                         size(n.size)
                     )),
+                    Line::from(format!("device code {} raw", size(n.raw))),
                     Line::from(format!(
                         "fatbin {} ({:.0}%)",
                         size(n.device),
