@@ -84,7 +84,9 @@ pub fn map_file(path: &Path) -> std::io::Result<Option<memmap2::Mmap>> {
     if file.metadata()?.len() == 0 {
         return Ok(None);
     }
-    map_open_file(&file).map(Some)
+    let map = map_open_file(&file)?;
+    crate::mapped::note(&map, path);
+    Ok(Some(map))
 }
 
 /// Tell the kernel this process no longer needs the pages of `len` bytes at

@@ -42,6 +42,7 @@ pub mod fuzzing;
 pub mod kerneldb;
 pub mod kernels;
 pub mod kpack;
+pub mod mapped;
 pub mod natural;
 pub mod occupancy;
 pub mod pack;

@@ -4,6 +4,7 @@
 mod batch;
 mod cli;
 mod demo;
+mod sigbus;
 mod text;
 mod tui;
 
@@ -15,6 +16,7 @@ use std::io::{self, IsTerminal, Write};
 use std::path::Path;
 
 fn main() {
+    sigbus::install();
     let cli = Cli::parse_args();
     let code = match run(cli) {
         Ok(code) => code,

@@ -7,6 +7,7 @@ mod common;
 
 use common::*;
 use std::path::Path;
+use std::process::Command;
 
 fn refused(args: &[&str], says: &str) {
     let o = kpack(args);
@@ -724,4 +725,63 @@ os.close(os.open("f", os.O_WRONLY | os.O_CREAT, dir_fd=fd))
     assert!(!e.contains("--copy-damaged"), "{e}");
     assert!(e.lines().all(|l| l.len() < 600), "{e}");
     assert!(!out.exists());
+}
+
+/// #27 item 12: a file that shrinks while it is mapped (another process truncates
+/// it) faulted with SIGBUS, exit 135 and no word. The fault is now named: the file,
+/// what happened, status 2; a pack it stops leaves no output, and the next pack
+/// removes its stage. (The suite's hook truncates the test's own copy right after it
+/// is mapped: the worst moment, without a race.)
+#[test]
+fn an_input_that_shrinks_while_mapped_is_named_instead_of_a_bare_sigbus() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("tree");
+    std::fs::create_dir_all(tree.join("lib")).unwrap();
+    for f in ["libvadd.so", "libzkern.so"] {
+        std::fs::copy(fixtures().join(f), tree.join("lib").join(f)).unwrap();
+    }
+    let victim = tree.join("lib/libzkern.so");
+    let run = |hook: &str, args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_kpack-tui"))
+            .args(args)
+            .env("KPACK_TUI_TEST_SHRINK_MAPPED", hook)
+            .output()
+            .unwrap()
+    };
+    let said = format!(
+        "kpack-tui: error: {}: the file changed while being read (it shrank while mapped); \
+         nothing was written",
+        victim.display()
+    );
+    // Scan: the file given alone.
+    let v = victim.to_str().unwrap();
+    let o = run(v, &["scan", v, "--no-tui"]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(stderr(&o).contains(&said), "{}", stderr(&o));
+    // Pack: shrunk when the pack maps it (after the scan mapped it once).
+    std::fs::copy(fixtures().join("libzkern.so"), &victim).unwrap();
+    let out = tmp.path().join("out");
+    let (t, o_) = (tree.to_str().unwrap(), out.to_str().unwrap());
+    let o = run(
+        &format!("{v}@2"),
+        &["pack", t, "-o", o_, "--group", "g", "--all", "-j", "1"],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains(&said), "{}", stderr(&o));
+    assert!(!out.exists());
+    std::fs::copy(fixtures().join("libzkern.so"), &victim).unwrap();
+    let o = kpack(&["pack", t, "-o", o_, "--group", "g", "--all"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("left by an interrupted run"),
+        "{}",
+        stderr(&o)
+    );
+    let left: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("kpack-tmp"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }

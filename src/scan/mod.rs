@@ -407,6 +407,7 @@ pub fn inspect_file_with(
     }
     match map_open_file(&file) {
         Ok(map) => {
+            crate::mapped::note(&map, abs);
             classify_bytes(&mut r, &map, db.is_some());
             if r.kind == FileKind::Opaque && db.is_none() && map.starts_with(b"!<thin>\n") {
                 let names = elf::inspect_static_archive(&map).map(|a| a.thin);

@@ -424,7 +424,9 @@ fn with_terminal(body: impl FnOnce(&mut ratatui::DefaultTerminal) -> Result<()>)
         std::io::stdout(),
         ratatui::crossterm::event::EnableMouseCapture
     );
+    crate::sigbus::TUI_ACTIVE.store(true, std::sync::atomic::Ordering::Relaxed);
     let result = body(&mut terminal);
+    crate::sigbus::TUI_ACTIVE.store(false, std::sync::atomic::Ordering::Relaxed);
     let _ = ratatui::crossterm::execute!(
         std::io::stdout(),
         ratatui::crossterm::event::DisableMouseCapture

@@ -51,6 +51,7 @@ impl Archive {
             Bytes::Owned(Vec::new())
         } else {
             let m = crate::fsutil::map_open_file(&src.file).map_err(|e| Error::io(path, e))?;
+            crate::mapped::note(&m, path);
             let _ = m.advise(memmap2::Advice::Random);
             Bytes::Map(m)
         };
