@@ -785,3 +785,61 @@ fn an_input_that_shrinks_while_mapped_is_named_instead_of_a_bare_sigbus() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// #27 item 14, the loss: a file whose name is not UTF-8 beside one spelled with
+/// U+FFFD was silently dropped by pack and split (the sibling copied twice, "verify:
+/// sound"). Such a name is now said and the tree refused, nothing written, instead of
+/// being addressed by a spelling that names another file.
+#[test]
+fn a_name_that_is_not_utf8_is_refused_not_dropped() {
+    use std::os::unix::ffi::OsStrExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("tree");
+    std::fs::create_dir_all(tree.join("lib")).unwrap();
+    let raw = tree
+        .join("lib")
+        .join(std::ffi::OsStr::from_bytes(b"libv\xff.so"));
+    std::fs::copy(fixtures().join("libvadd.so"), &raw).unwrap();
+    std::fs::copy(
+        fixtures().join("libzkern.so"),
+        tree.join("lib/libv\u{fffd}.so"),
+    )
+    .unwrap();
+    let t = tree.to_str().unwrap();
+    let o = kpack(&["scan", t, "--no-tui"]);
+    assert!(
+        stdout(&o).contains("its name is not valid UTF-8 (lib/libv\\xff.so)"),
+        "{}",
+        stdout(&o)
+    );
+    let out = tmp.path().join("out");
+    let o = kpack(&[
+        "pack",
+        t,
+        "-o",
+        out.to_str().unwrap(),
+        "--group",
+        "g",
+        "--all",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("lib/libv\\xff.so"), "{}", stderr(&o));
+    assert!(!out.exists());
+    // split: the same tree as an artifact's prefix.
+    let art = tmp.path().join("art");
+    std::fs::create_dir_all(&art).unwrap();
+    std::fs::rename(&tree, art.join("stage")).unwrap();
+    std::fs::write(art.join("artifact_manifest.txt"), "stage\n").unwrap();
+    let split = tmp.path().join("split");
+    let o = kpack(&[
+        "split",
+        art.to_str().unwrap(),
+        "-o",
+        split.to_str().unwrap(),
+        "--artifact-prefix",
+        "x",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("not valid UTF-8"), "{}", stderr(&o));
+    assert!(!split.join("x_generic").exists());
+}

@@ -162,9 +162,9 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
         .collect();
     if !unreadable.is_empty() {
         return Err(Error::Invalid(format!(
-            "{} path(s) of the tree cannot be read, so nothing of them can be packed or \
-             copied (permissions, a directory nested past what the file system can name?); \
-             nothing written:\n  {}",
+            "{} path(s) of the tree cannot be read or named exactly, so nothing of them \
+             can be packed or copied (permissions, a directory nested past what the file \
+             system can name, a name that is not UTF-8?); nothing written:\n  {}",
             unreadable.len(),
             unreadable.join("\n  ")
         )));

@@ -47,6 +47,18 @@ struct Entry {
     meta: Metadata,
 }
 
+/// A path's bytes with those that are not UTF-8 escaped (`lib/x\xff.so`).
+fn escaped(p: &Path) -> String {
+    p.as_os_str()
+        .as_encoded_bytes()
+        .utf8_chunks()
+        .map(|c| {
+            let bad: String = c.invalid().iter().map(|b| format!("\\x{b:02x}")).collect();
+            format!("{}{bad}", c.valid())
+        })
+        .collect()
+}
+
 fn rel_string(p: &Path) -> String {
     p.components()
         .map(|c| c.as_os_str().to_string_lossy())
@@ -75,7 +87,24 @@ pub fn scan(
         {
             match item {
                 Ok(item) => {
-                    let rel = rel_string(item.path().strip_prefix(root).unwrap_or(item.path()));
+                    let rel_path = item.path().strip_prefix(root).unwrap_or(item.path());
+                    let rel = rel_string(rel_path);
+                    if rel_path.to_str().is_none() {
+                        // Reports, ledgers and archive keys name files by text: a
+                        // lossy spelling could name another file (or none), so such a
+                        // path is not addressed at all, and said.
+                        diagnostics.push(Diagnostic {
+                            path: rel,
+                            severity: Severity::Error,
+                            message: format!(
+                                "its name is not valid UTF-8 ({}): not read; kpack-tui \
+                                 does not address files by a name it cannot spell exactly",
+                                escaped(rel_path)
+                            ),
+                            unreadable: true,
+                        });
+                        continue;
+                    }
                     match item.metadata() {
                         Ok(meta) if meta.is_dir() => directories += 1,
                         Ok(meta) => {
