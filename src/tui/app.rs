@@ -369,6 +369,12 @@ pub struct App {
     pub family_cursor: usize,
     /// A note for the families view (why a key did nothing).
     pub families_note: Option<String>,
+    /// What the Explorer says of the last key that did nothing visible (Enter on a
+    /// file without a preview), until the next key.
+    pub explorer_note: Option<String>,
+    /// Views a drill-down came from (K, Enter on a fat binary or an archive): Esc or
+    /// Backspace returns to the last.
+    pub back: Vec<View>,
     /// Single targets present in the tree: every processor (all its variants) and
     /// every feature-flagged target ID, each packed on its own when on (and not
     /// already in a selected preset).
@@ -483,6 +489,8 @@ impl App {
             kernel_reverse: false,
             kernel_filter: String::new(),
             families_note: None,
+            explorer_note: None,
+            back: Vec::new(),
             kernel_entry: None,
             partial: false,
             archive_status: None,
@@ -745,6 +753,9 @@ impl App {
                     self.archive_status = None;
                     if !self.views.contains(&View::Inspector) {
                         self.views.push(View::Inspector);
+                    }
+                    if self.view != View::Inspector {
+                        self.back.push(self.view);
                     }
                     self.view = View::Inspector;
                 }

@@ -36,9 +36,8 @@ impl App {
                     .map(|t| t.2);
                 if let Some(v) = hit {
                     self.view = v;
-                    if v == View::Kernels {
-                        self.want_kernels(String::new(), false);
-                    }
+                    self.back.clear();
+                    self.entered_view();
                 }
             }
             MouseEventKind::Down(_) if inside(side) => self.side_focus = true,
@@ -160,14 +159,11 @@ impl App {
             return;
         }
         if self.help {
-            if matches!(
-                k.code,
-                KeyCode::Esc | KeyCode::Char('?') | KeyCode::Char('q')
-            ) {
-                self.help = false;
-            }
+            // Any key closes it, as it says, and does nothing else.
+            self.help = false;
             return;
         }
+        self.explorer_note = None;
         // In the Pack view Esc belongs to the view (cancel, back); in the dialog every
         // key but Tab is typing.
         let in_dialog = matches!(
@@ -207,17 +203,20 @@ impl App {
                 self.view = self.views[(i + 1) % self.views.len()];
                 self.side_scroll = 0;
                 self.side_focus = false;
+                self.back.clear();
+                self.entered_view();
             }
             KeyCode::BackTab if self.side_focus => self.side_focus = false,
             KeyCode::BackTab => {
-                self.view = self.views[(i + self.views.len() - 1) % self.views.len()]
+                self.view = self.views[(i + self.views.len() - 1) % self.views.len()];
+                self.back.clear();
+                self.entered_view();
             }
             KeyCode::Char(c @ '1'..='9') => {
                 if let Some(v) = self.views.get(c as usize - '1' as usize) {
+                    self.back.clear();
                     self.view = *v;
-                    if self.view == View::Kernels {
-                        self.want_kernels(String::new(), false);
-                    }
+                    self.entered_view();
                 }
             }
             KeyCode::Char('K') if self.view == View::Inspector => {
@@ -231,6 +230,7 @@ impl App {
                 if !self.views.contains(&View::Kernels) {
                     self.views.push(View::Kernels);
                 }
+                self.back.push(self.view);
                 self.view = View::Kernels;
             }
             KeyCode::Char(c @ ('x' | 'X')) if self.view == View::Inspector => {
@@ -276,13 +276,31 @@ impl App {
             KeyCode::PageUp => self.move_by(-(self.page as isize)),
             KeyCode::Home | KeyCode::Char('g') => self.move_by(-(1 << 30)),
             KeyCode::End | KeyCode::Char('G') => self.move_by(1 << 30),
-            KeyCode::Esc => {
-                if !self.filter.is_empty() {
-                    self.filter.clear();
-                    self.selected = 0;
+            // Esc: a filter first (the Kernels view's own in that view), then back to
+            // where a drill-down came from; Backspace goes back too.
+            KeyCode::Esc if self.view == View::Kernels && !self.kernel_filter.is_empty() => {
+                self.kernel_filter.clear();
+                self.kernel_cursor = 0;
+            }
+            KeyCode::Esc if self.view != View::Kernels && !self.filter.is_empty() => {
+                self.filter.clear();
+                self.selected = 0;
+            }
+            KeyCode::Esc | KeyCode::Backspace => {
+                if let Some(v) = self.back.pop() {
+                    self.view = v;
+                    self.side_scroll = 0;
                 }
             }
             _ => self.view_key(k),
+        }
+    }
+
+    /// A view reached by Tab, Shift-Tab, its digit or a click behaves the same: the
+    /// Kernels view keeps the list it shows (K's scope), or lists the whole tree.
+    pub(super) fn entered_view(&mut self) {
+        if self.view == View::Kernels {
+            self.want_kernels(String::new(), false);
         }
     }
 
@@ -368,6 +386,7 @@ impl App {
                 let path = tree.path(row.node);
                 self.kernel_entry = None;
                 self.want_kernels(path, true);
+                self.back.push(self.view);
                 self.view = View::Kernels;
             }
             // Enter toggles a folder; → and l only open it.
@@ -400,20 +419,57 @@ impl App {
             }
             KeyCode::Enter | KeyCode::Char('p') if node.file.is_some() => {
                 let path = tree.path(row.node);
-                let is_fat = node
+                let file = node
                     .file
-                    .and_then(|f| self.report.as_ref().map(|r| r.files[f].kind))
-                    == Some(kpack::scan::FileKind::FatBinary);
-                if is_fat {
-                    if self.preview.as_ref().is_none_or(|(p, _)| p != &path) {
-                        self.preview = None;
-                        self.requests.push(Request::Preview(path));
+                    .and_then(|f| self.report.as_ref().map(|r| &r.files[f]));
+                match file.map(no_preview) {
+                    Some(Some(why)) => self.explorer_note = Some(format!("{path}: {why}")),
+                    Some(None) => {
+                        if self.preview.as_ref().is_none_or(|(p, _)| p != &path) {
+                            self.preview = None;
+                            self.requests.push(Request::Preview(path));
+                        }
+                        self.side_scroll = 0;
+                        self.back.push(self.view);
+                        self.view = View::Preview;
                     }
-                    self.side_scroll = 0;
-                    self.view = View::Preview;
+                    None => {}
                 }
             }
             _ => {}
         }
     }
+}
+
+/// Why a file has no rewrite preview (`None`: it has one), said instead of a key that
+/// does nothing.
+fn no_preview(f: &kpack::scan::FileReport) -> Option<String> {
+    use kpack::scan::FileKind as K;
+    Some(match f.kind {
+        K::FatBinary if f.container == Some("ar") => {
+            "a static archive: pack copies it unchanged (its members keep their device \
+             code); K lists its kernels"
+                .into()
+        }
+        K::FatBinary if kpack::pack::packable(f) => return None,
+        K::FatBinary => {
+            "a fat binary pack cannot rewrite (see its detail); K lists its kernels".into()
+        }
+        K::HostOnlyBinary => {
+            "host-only already: its code is in the archives its marker names; K lists its \
+             kernels"
+                .into()
+        }
+        K::Symlink => format!(
+            "a symlink to {}: pack keeps it as it is",
+            f.target.as_deref().unwrap_or("?")
+        ),
+        K::Wheel => "a wheel: open it on its own (kpack-tui FILE.whl) to split it".into(),
+        K::Bundle | K::CodeObject | K::EmbeddedCode => {
+            "device code pack does not rewrite; K lists its kernels".into()
+        }
+        K::KernelDatabase => "a kernel-database file: pack moves it whole with its target".into(),
+        K::Kpack => return None,
+        K::Opaque | K::Other => "no device code: pack copies it unchanged".into(),
+    })
 }

@@ -16,6 +16,18 @@ pub(crate) fn help(frame: &mut Frame, app: &App, area: Rect) {
             ("Enter, p", "rewrite preview of a fat binary"),
             ("Enter", "on a .kpack: open it in the inspector"),
             ("K", "kernels of the selected file or folder"),
+            (
+                "Esc, Backspace",
+                "clear the filter; back from a drill-down view",
+            ),
+            (
+                "F H B C E",
+                "fat binary · host-only · bundle · code object · embedded code",
+            ),
+            (
+                "D K W @ ?",
+                "kernel database · archive · wheel · symlink · special file",
+            ),
             ("s, S", "sort: size, name, device share; S reverses"),
             (
                 "/",
@@ -73,6 +85,7 @@ pub(crate) fn help(frame: &mut Frame, app: &App, area: Rect) {
             ("x", "extract the selected code object (asks where)"),
             ("X", "extract every code object (asks where)"),
             ("v", "verify the archive (every frame decodes to its size)"),
+            ("Esc, Backspace", "back to the Explorer"),
         ]),
         View::Kernels => keys.extend([
             ("↑↓ j k, PgUp PgDn, g G", "move"),
@@ -81,10 +94,16 @@ pub(crate) fn help(frame: &mut Frame, app: &App, area: Rect) {
                 "sort: code size, VGPRs, SGPRs, LDS, scratch, spills, name, target; S reverses",
             ),
             ("/", "find kernels by name; Esc clears"),
+            ("a", "after K on an archive's entry: the whole archive"),
+            (
+                "Esc, Backspace",
+                "clear the search; else back to where K was pressed",
+            ),
         ]),
-        View::Preview => {
-            keys.extend([("↑↓ j k, PgUp PgDn, g G", "scroll (to the start, the end)")])
-        }
+        View::Preview => keys.extend([
+            ("↑↓ j k, PgUp PgDn, g G", "scroll (to the start, the end)"),
+            ("Esc, Backspace", "back to the Explorer"),
+        ]),
     }
     keys.extend([("?", "this help (any key closes)"), ("q, Ctrl-C", "quit")]);
     let key_w = keys

@@ -1841,3 +1841,83 @@ fn a_packed_trees_archived_targets_are_shown_preselected_and_kept() {
         r.verify_faults
     );
 }
+
+/// #30 (trial 20, 29, 26, 10, 14, 17): drill-downs go back with Esc or Backspace,
+/// Enter on a row without a preview says why (a static archive: copied unchanged),
+/// any key closes the help, Esc clears a Kernels search kept with Enter, and Tab into
+/// the Kernels view lists the tree as its digit does.
+#[test]
+fn drill_downs_go_back_and_keys_that_do_nothing_say_why() {
+    let mut app = scanned();
+    // K from the Explorer, Esc back.
+    select(&mut app, "librdc.so");
+    app.update(AppEvent::Key(KeyEvent::new(
+        KeyCode::Char('K'),
+        KeyModifiers::SHIFT,
+    )));
+    assert_eq!(app.view, View::Kernels);
+    key(&mut app, KeyCode::Esc);
+    assert_eq!(app.view, View::Explorer);
+    // Enter on a fat binary: its preview; Backspace back.
+    key(&mut app, KeyCode::Enter);
+    assert_eq!(app.view, View::Preview);
+    key(&mut app, KeyCode::Backspace);
+    assert_eq!(app.view, View::Explorer);
+    // Enter on a static archive: no preview, and the footer says why.
+    key(&mut app, KeyCode::Home);
+    select(&mut app, "libkern.a");
+    key(&mut app, KeyCode::Enter);
+    assert_eq!(app.view, View::Explorer);
+    let screen = format!("{}", render(&app, 160, 24).backend());
+    assert!(
+        screen.contains("lib/libkern.a: a static archive: pack copies it unchanged"),
+        "{screen}"
+    );
+    // The next key clears the note.
+    key(&mut app, KeyCode::Down);
+    let screen = format!("{}", render(&app, 160, 24).backend());
+    assert!(
+        !screen.contains("a static archive: pack copies"),
+        "{screen}"
+    );
+    // A symlink says what it points to.
+    select(&mut app, "libvadd.so");
+    key(&mut app, KeyCode::Enter);
+    assert!(
+        app.explorer_note
+            .as_deref()
+            .is_some_and(|n| n.contains("a symlink to libvadd.so.1")),
+        "{:?}",
+        app.explorer_note
+    );
+    // Any key closes the help, and does nothing else.
+    key(&mut app, KeyCode::Char('?'));
+    assert!(app.help);
+    let before = app.selected;
+    key(&mut app, KeyCode::Down);
+    assert!(!app.help);
+    assert_eq!(app.selected, before);
+    // Tab into the Kernels view asks for the tree's kernels, as its digit does.
+    app.requests.clear();
+    app.kernels = None;
+    app.kernels_loading = false; // K's read above never answered in this test
+    while app.view != View::Kernels {
+        key(&mut app, KeyCode::Tab);
+    }
+    assert!(
+        app.requests
+            .contains(&super::app::Request::Kernels(String::new())),
+        "{:?}",
+        app.requests
+    );
+    // A search kept with Enter is cleared by Esc; the next Esc goes nowhere (Tab
+    // is no drill-down).
+    key(&mut app, KeyCode::Char('/'));
+    key(&mut app, KeyCode::Char('v'));
+    key(&mut app, KeyCode::Enter);
+    assert_eq!(app.kernel_filter, "v");
+    key(&mut app, KeyCode::Esc);
+    assert_eq!(app.kernel_filter, "");
+    key(&mut app, KeyCode::Esc);
+    assert_eq!(app.view, View::Kernels);
+}

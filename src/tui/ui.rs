@@ -256,6 +256,9 @@ fn status(app: &App) -> String {
         return format!(" filter: {f}▏  Enter keep · Esc clear");
     }
     let hints = match app.view {
+        View::Explorer if app.explorer_note.is_some() => {
+            app.explorer_note.clone().unwrap_or_default()
+        }
         View::Explorer => format!(
             "↑↓/jk move · →/l open · ←/h close · Enter/p preview · s/S sort ({}{}) · / filter",
             app.sort.label(),
@@ -819,33 +822,56 @@ pub fn key_overlay(
     keys: &[(&str, &str)],
     key_w: usize,
 ) {
-    // As wide as the longest line (and the title), at most the terminal; lines
-    // that do not fit wrap.
-    let lines: Vec<String> = keys
+    // As wide as the longest line (and the title), at most the terminal; a
+    // description that does not fit wraps at a word, under its own column.
+    let widest = keys
         .iter()
-        .map(|(k, d)| format!(" {k:<key_w$}  {d}"))
-        .collect();
-    let content = lines
-        .iter()
-        .map(|l| l.chars().count())
+        .map(|(_, d)| key_w + 3 + d.chars().count())
         .chain([title.chars().count()])
         .max()
         .unwrap_or(0) as u16
         + 3;
-    let w = area.width.min(content);
+    let w = area.width.min(widest);
     let inner = w.saturating_sub(2).max(1) as usize;
-    let rows: usize = lines
-        .iter()
-        .map(|l| l.chars().count().div_ceil(inner).max(1))
-        .sum();
-    let h = (rows as u16 + 2).min(area.height);
+    let room = inner.saturating_sub(key_w + 3).max(8);
+    let mut lines: Vec<Line> = Vec::new();
+    for (k, d) in keys {
+        for (i, part) in wrap_words(d, room).into_iter().enumerate() {
+            let key = if i == 0 { *k } else { "" };
+            lines.push(Line::from(format!(" {key:<key_w$}  {part}")));
+        }
+    }
+    let h = (lines.len() as u16 + 2).min(area.height);
     let r = centered(area, w, h);
-    let lines: Vec<Line> = lines.into_iter().map(Line::from).collect();
     frame.render_widget(Clear, r);
     frame.render_widget(
-        Paragraph::new(lines)
-            .wrap(Wrap { trim: false })
-            .block(Block::bordered().title(title.to_string())),
+        Paragraph::new(lines).block(Block::bordered().title(title.to_string())),
         r,
     );
+}
+
+/// `text` cut into lines of at most `width` characters at spaces (a word longer
+/// than the width is cut).
+fn wrap_words(text: &str, width: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        let (n, w) = (line.chars().count(), word.chars().count());
+        if n > 0 && n + 1 + w > width {
+            out.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+        while line.chars().count() > width {
+            let head: String = line.chars().take(width).collect();
+            line = line.chars().skip(width).collect();
+            out.push(head);
+        }
+    }
+    if !line.is_empty() || out.is_empty() {
+        out.push(line);
+    }
+    out
 }
