@@ -331,6 +331,8 @@ pub enum PackState {
 pub struct App {
     /// What was opened.
     pub root: PathBuf,
+    /// Whether the root is one file (a binary, a wheel, an archive), read once.
+    pub root_is_file: bool,
     /// Views available.
     pub views: Vec<View>,
     /// Current view.
@@ -372,6 +374,8 @@ pub struct App {
     /// What the Explorer says of the last key that did nothing visible (Enter on a
     /// file without a preview), until the next key.
     pub explorer_note: Option<String>,
+    /// Why Enter did not start the pack (an empty field, nothing selected).
+    pub pack_note: Option<String>,
     /// Views a drill-down came from (K, Enter on a fat binary or an archive): Esc or
     /// Backspace returns to the last.
     pub back: Vec<View>,
@@ -439,6 +443,7 @@ impl App {
     /// A new app for a tree (scan pending) or an archive.
     pub fn new(root: PathBuf, archive: Option<ArchiveIndex>) -> App {
         let archive_at = archive.is_some().then(|| ArchiveAt::File(root.clone()));
+        let root_is_file = root.is_file();
         let views = if archive.is_some() {
             vec![View::Inspector]
         } else {
@@ -446,6 +451,7 @@ impl App {
         };
         App {
             root,
+            root_is_file,
             view: views[0],
             views,
             report: None,
@@ -490,6 +496,7 @@ impl App {
             kernel_filter: String::new(),
             families_note: None,
             explorer_note: None,
+            pack_note: None,
             back: Vec::new(),
             kernel_entry: None,
             partial: false,

@@ -126,6 +126,7 @@ impl App {
     }
 
     pub(super) fn pack_key(&mut self, k: KeyEvent) {
+        self.pack_note = None;
         match &mut self.pack {
             Some(PackState::Confirm {
                 settings,
@@ -144,6 +145,16 @@ impl App {
                     } else {
                         self.start_pack(s);
                     }
+                }
+                KeyCode::Enter => {
+                    // Said, not ignored.
+                    self.pack_note = Some(if settings.selection.is_empty() {
+                        "nothing selected: Esc back, Space on a family or target".into()
+                    } else if settings.group.is_empty() {
+                        "the group is empty: type its name (the first field)".into()
+                    } else {
+                        "the overlay root is empty: type the package directory (torch)".into()
+                    });
                 }
                 KeyCode::Esc => {
                     self.last_pack = Some(settings.clone());

@@ -80,8 +80,24 @@ pub(crate) fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     let mut title = match &app.kernel_entry {
         Some((key, arch)) => format!("{key} {arch}"),
         None if path.is_empty() && app.archive.is_some() => "the archive".to_string(),
+        // Opened on one file (a binary, a wheel): that file, not "the tree".
+        None if path.is_empty() && app.root_is_file => app.root.file_name().map_or_else(
+            || app.root.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        ),
         None if path.is_empty() => "the tree".to_string(),
         None => path.clone(),
+    };
+    // The code objects of what is shown: all of the read's, or, narrowed to an entry
+    // or a search, those the shown kernels come from.
+    let code_objects = if app.kernel_entry.is_none() && app.kernel_filter.is_empty() {
+        report.code_objects
+    } else {
+        shown
+            .iter()
+            .map(|k| (&k.path, &k.key, k.bundle, &k.target))
+            .collect::<std::collections::BTreeSet<_>>()
+            .len() as u64
     };
     if !app.kernel_filter.is_empty() {
         title = format!("{title} matching {:?}", app.kernel_filter);
@@ -92,8 +108,8 @@ pub(crate) fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                 "{} kernel{} in {} code object{} · {} of code · {} spilling · by {}",
                 shown.len(),
                 if shown.len() == 1 { "" } else { "s" },
-                report.code_objects,
-                if report.code_objects == 1 { "" } else { "s" },
+                code_objects,
+                if code_objects == 1 { "" } else { "s" },
                 size(code),
                 spilling,
                 kernel_sort_label(app.kernel_sort)

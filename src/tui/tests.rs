@@ -1921,3 +1921,32 @@ fn drill_downs_go_back_and_keys_that_do_nothing_say_why() {
     key(&mut app, KeyCode::Esc);
     assert_eq!(app.view, View::Kernels);
 }
+
+/// #30 (trial 11, 13): in the pack dialog the footer offers no key the fields
+/// swallow, and Enter with an empty group says what is missing instead of nothing.
+#[test]
+fn the_pack_dialog_says_why_enter_did_not_start() {
+    let mut app = scanned();
+    key(&mut app, KeyCode::Char('2'));
+    app.update(AppEvent::Key(KeyEvent::new(
+        KeyCode::Char('P'),
+        KeyModifiers::SHIFT,
+    )));
+    assert_eq!(app.view, View::Pack);
+    let screen = format!("{}", render(&app, 160, 30).backend());
+    assert!(!screen.contains("? help · q quit"), "{screen}");
+    // Empty the group (the first field), then Enter.
+    for _ in 0..40 {
+        key(&mut app, KeyCode::Backspace);
+    }
+    key(&mut app, KeyCode::Enter);
+    assert!(matches!(
+        app.pack,
+        Some(super::app::PackState::Confirm { .. })
+    ));
+    let screen = format!("{}", render(&app, 160, 30).backend());
+    assert!(
+        screen.contains("the group is empty: type its name"),
+        "{screen}"
+    );
+}

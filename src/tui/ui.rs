@@ -223,22 +223,27 @@ fn cut_line(line: Line<'static>, width: usize) -> Line<'static> {
 /// The status line cut to `width` columns so that its end (`? help · q quit`)
 /// always shows: the view's hints give way first, ending in `…`.
 fn fit_status(line: &str, width: usize) -> String {
-    const TAIL: &str = " · Tab view · ? help · q quit";
     let n = line.chars().count();
     if n <= width {
         return line.to_string();
     }
-    let Some(head) = line.strip_suffix(TAIL) else {
-        return line.chars().take(width).collect();
+    // The pack dialog's line ends in `Tab view` alone (its fields take every other key).
+    let (head, tail) = match [" · Tab view · ? help · q quit", " · Tab view"]
+        .into_iter()
+        .find_map(|t| line.strip_suffix(t).map(|h| (h, t)))
+    {
+        Some(x) => x,
+        None => return line.chars().take(width).collect(),
     };
-    let room = width.saturating_sub(TAIL.chars().count() + 1);
+    let tail_n = tail.chars().count();
+    let room = width.saturating_sub(tail_n + 1);
     let cut: String = head.chars().take(room).collect();
     // End the cut at a separator when there is one, so no hint is half shown.
     let cut = match cut.rfind(" · ") {
         Some(i) if i > 0 => cut[..i].to_string(),
         _ => cut,
     };
-    format!("{cut}…{TAIL}")
+    format!("{cut}…{tail}")
 }
 
 fn status(app: &App) -> String {
@@ -287,6 +292,7 @@ fn status(app: &App) -> String {
             None => "↑↓ move · x extract the selected code object · X extract all · v verify"
                 .to_string(),
         },
+        View::Pack if app.pack_note.is_some() => app.pack_note.clone().unwrap_or_default(),
         View::Pack => match &app.pack {
             Some(super::app::PackState::Confirm { settings, .. }) if settings.wheel => {
                 "type to edit · ↑↓ field · Enter split · Esc back".to_string()
@@ -298,9 +304,22 @@ fn status(app: &App) -> String {
             Some(super::app::PackState::Running(_)) => {
                 "Esc cancel (the output is left untouched)".to_string()
             }
+            Some(super::app::PackState::Replace(_)) => {
+                "y replace · n or Esc back to the dialog".to_string()
+            }
             _ => "Esc back".to_string(),
         },
     };
+    // In the dialog every key types into its field: no keys it would swallow.
+    if matches!(
+        (app.view, &app.pack),
+        (
+            View::Pack,
+            Some(super::app::PackState::Confirm { .. } | super::app::PackState::Replace(_))
+        )
+    ) {
+        return format!(" {hints} · Tab view");
+    }
     format!(" {hints} · Tab view · ? help · q quit")
 }
 
