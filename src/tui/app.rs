@@ -777,7 +777,10 @@ impl App {
                 }
             }
             AppEvent::PackDone(r) => self.pack = Some(PackState::Done(r)),
-            AppEvent::WheelDone(r) => self.pack = Some(PackState::WheelDone(r)),
+            AppEvent::WheelDone(r) => {
+                self.pack = Some(PackState::WheelDone(r));
+                self.side_scroll = 0;
+            }
             AppEvent::Plan(r) => {
                 self.planning = false;
                 self.plan = Some((self.selection(), *r));

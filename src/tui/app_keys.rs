@@ -106,7 +106,8 @@ impl App {
                         (self.kernel_cursor as isize + d).clamp(0, n as isize - 1) as usize;
                 }
             }
-            View::Pack => {}
+            // A result screen (a wheel split's list of wheels) scrolls.
+            View::Pack => self.scroll_side(d),
         }
     }
 

@@ -44,7 +44,7 @@ pub(crate) fn pack(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         }) if settings.wheel => {
             super::wheelsplit::confirm(frame, app, settings, (*field, *cursor), area, theme);
         }
-        Some(PackState::WheelDone(r)) => super::wheelsplit::done(frame, r, area, theme),
+        Some(PackState::WheelDone(r)) => super::wheelsplit::done(frame, app, r, area, theme),
         Some(PackState::Replace(s)) => {
             let what = if s.wheel {
                 "already holds files; wheels of the same names are replaced"

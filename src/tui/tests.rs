@@ -1178,6 +1178,20 @@ fn a_wheel_is_split_from_the_families_view() {
         "{screen}"
     );
     assert!(screen.contains("(gfx90a gfx90a:xnack+)"), "{screen}");
+    // #30 trial 9: in a short terminal the install line still shows (it comes before
+    // the list), and the list scrolls to its last wheel.
+    let screen = format!("{}", render(&app, 80, 12).backend());
+    assert!(
+        screen.contains("install: pip install --find-links"),
+        "{screen}"
+    );
+    assert!(screen.contains("more below"), "{screen}");
+    assert!(!screen.contains("torch_device_gfx90a-1.0"), "{screen}");
+    for _ in 0..10 {
+        key(&mut app, KeyCode::Down);
+    }
+    let screen = format!("{}", render(&app, 80, 12).backend());
+    assert!(screen.contains("torch_device_gfx90a-1.0"), "{screen}");
 }
 
 #[test]

@@ -137,7 +137,7 @@ pub fn draw(frame: &mut Frame, app: &App, theme: Theme) {
 /// A side pane that scrolls: its lines wrap, the app's `side_scroll` picks the
 /// first line shown (clamped to the end), a scrollbar shows when there is more, and
 /// the frame records the pane and how far it can scroll (for keys and the mouse).
-fn side_pane(
+pub(super) fn side_pane(
     frame: &mut Frame,
     app: &App,
     lines: Vec<Line<'static>>,

@@ -110,7 +110,13 @@ pub fn confirm(
 }
 
 /// The result screen.
-pub fn done(frame: &mut Frame, r: &Result<WheelSplitReport, String>, area: Rect, theme: Theme) {
+pub fn done(
+    frame: &mut Frame,
+    app: &super::app::App,
+    r: &Result<WheelSplitReport, String>,
+    area: Rect,
+    theme: Theme,
+) {
     let r = match r {
         Ok(r) => r,
         Err(e) => {
@@ -135,13 +141,24 @@ pub fn done(frame: &mut Frame, r: &Result<WheelSplitReport, String>, area: Rect,
             size(r.bytes_in),
             size(r.bytes_out)
         )),
-        Line::from(""),
-        Line::from(format!(
-            "host    {:>11}  {}",
-            size(r.host.bytes),
-            r.host.file
-        )),
     ];
+    // What to do next comes before the list, so it shows whatever the list's length.
+    if let Some(x) = r.extras.first() {
+        l.push(Line::from(format!(
+            "install: pip install --find-links {} '{}[{x}]'",
+            r.output.display(),
+            r.name.to_lowercase()
+        )));
+    }
+    for w in &r.warnings {
+        l.push(Line::from(Span::styled(w.clone(), theme.fg(Color::Yellow))));
+    }
+    l.push(Line::from(""));
+    l.push(Line::from(format!(
+        "host    {:>11}  {}",
+        size(r.host.bytes),
+        r.host.file
+    )));
     for d in &r.devices {
         let ts: Vec<&str> = d
             .archives
@@ -155,21 +172,12 @@ pub fn done(frame: &mut Frame, r: &Result<WheelSplitReport, String>, area: Rect,
             ts.join(" ")
         )));
     }
-    l.push(Line::from(""));
-    if let Some(x) = r.extras.first() {
-        l.push(Line::from(format!(
-            "install: pip install --find-links {} '{}[{x}]'",
-            r.output.display(),
-            r.name.to_lowercase()
-        )));
-    }
-    for w in &r.warnings {
-        l.push(Line::from(Span::styled(w.clone(), theme.fg(Color::Yellow))));
-    }
-    frame.render_widget(
-        Paragraph::new(l)
-            .wrap(Wrap { trim: false })
-            .block(Block::bordered().title(" wheels written ")),
+    // Scrolls (↑↓, PgUp/PgDn) with "more below" when the wheels do not fit.
+    super::ui::side_pane(
+        frame,
+        app,
+        l,
+        (Block::bordered().title(" wheels written "), true),
         area,
     );
 }
