@@ -8,7 +8,7 @@
 # Needs: the README's setup, hyperfine, zstd, clang-offload-bundler-19, objcopy, and
 # for the tuistart and phc sections tmux, hipcc and make
 # (apt-get install hyperfine zstd clang-19 binutils tmux hipcc make).
-# Sections: scan rewrite pack verify split kernels diff trace archive tui tuistart phc phc1.
+# Sections: scan rewrite pack verify split kernels diff trace archive tui tuistart phc phc1 cancel.
 # Rows of sections not rerun are kept from bench/work/results.jsonl; on a fresh checkout
 # (no results.jsonl) a partial run writes only its own rows: merge them into the committed
 # RESULTS.md by hand, or run every section. Work files go to bench/work/
@@ -20,7 +20,7 @@ work=$root/bench/work
 mkdir -p "$work"
 results=$work/results.jsonl
 sections=("$@")
-[ ${#sections[@]} -gt 0 ] || sections=(scan rewrite pack verify split wheel kernels diff trace archive tui tuistart phc phc1)
+[ ${#sections[@]} -gt 0 ] || sections=(scan rewrite pack verify split wheel kernels diff trace archive tui tuistart phc phc1 cancel)
 want() { local s; for s in "${sections[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 for t in hyperfine zstd clang-offload-bundler-19 objcopy python3 /usr/bin/time; do
   command -v "$t" >/dev/null || { echo "bench: missing $t" >&2; exit 1; }
@@ -38,7 +38,7 @@ record() { echo "$1" >> "$results.new"; }
 if [ -f "$results" ]; then
   python3 - "$results" "${sections[@]}" >> "$results.new" <<'PY'
 import json, sys
-keep = {"scan": "scan", "rewrite": "rewrite", "pack": "pack", "verify": "verify", "split": "split", "combine": "split", "kernels": "kernels", "find_kernel": "kernels", "diff": "diff", "trace": "trace", "archive_write": "archive", "archive_random_access": "archive", "tui": "tui", "phc": "phc", "phc1": "phc1", "tui_startup": "tuistart"}
+keep = {"scan": "scan", "rewrite": "rewrite", "pack": "pack", "verify": "verify", "split": "split", "combine": "split", "kernels": "kernels", "find_kernel": "kernels", "diff": "diff", "trace": "trace", "archive_write": "archive", "archive_random_access": "archive", "tui": "tui", "phc": "phc", "phc1": "phc1", "tui_startup": "tuistart", "cancel": "cancel"}
 rerun = set(sys.argv[2:])
 for line in open(sys.argv[1]):
     b = json.loads(line)
@@ -131,6 +131,15 @@ if want pack; then
   big_bytes=$(du -sb "$big" | cut -f1)
   rm -rf "$work/packed" "$work/packed2" "$work/device.bin"
   record "{\"bench\":\"pack\",\"tree_bytes\":$tree_bytes,\"device_bytes\":$dev_bytes,\"out_bytes\":$out_bytes,\"ours_s\":$ours,\"ref_s\":$ref,\"peak_rss_kb\":$rss1,\"big_tree_bytes\":$big_bytes,\"big_peak_rss_kb\":$rss2}"
+fi
+
+if want cancel; then
+  # Ctrl-C while the highest level compresses a tree's kernels (#32): how long until
+  # the process is gone, and that it left nothing.
+  ctree=$work/tree-${PACK_MB:-1100}
+  [ -d "$ctree" ] || "$root/target/release/examples/gen_tree" "$ctree" --size-mb "${PACK_MB:-1100}" --seed 2
+  echo "bench: Ctrl-C during pack --level max"
+  record "$(python3 "$root/bench/cancel.py" "$kp" "$ctree" "$work" "$RUNS")"
 fi
 
 if want verify; then

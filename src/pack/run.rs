@@ -693,7 +693,8 @@ fn run_stage(
             gfx_arch_family: unit.name.clone(),
             gfx_arches: unit.gfx_arches.clone(),
         };
-        let w = ArchiveWriter::create(&p, meta, opts.scheme, opts.level)?;
+        let w =
+            ArchiveWriter::create(&p, meta, opts.scheme, opts.level)?.cancelled_by(cancel.clone());
         for a in &unit.aliases {
             w.alias(&a.key, &a.arch, &a.of)?;
         }

@@ -421,6 +421,8 @@ pub struct App {
     pub side_focus: bool,
     /// Set by Esc during a pack: the loop cancels the core's token.
     pub cancel_pack: bool,
+    /// A cancel was asked of the running pack: said until it ends.
+    pub cancelling: bool,
     /// The Kernels view: the subtree shown, its kernels (sorted) once read.
     pub kernels: Option<(String, Result<kpack::kernels::KernelsReport, String>)>,
     /// Kernels are being read.
@@ -487,6 +489,7 @@ impl App {
             side_scroll: 0,
             side_focus: false,
             cancel_pack: false,
+            cancelling: false,
             layouts: std::collections::HashMap::new(),
             kernels: None,
             kernels_loading: false,
@@ -776,9 +779,13 @@ impl App {
                     p.tally.apply(e);
                 }
             }
-            AppEvent::PackDone(r) => self.pack = Some(PackState::Done(r)),
+            AppEvent::PackDone(r) => {
+                self.pack = Some(PackState::Done(r));
+                self.cancelling = false;
+            }
             AppEvent::WheelDone(r) => {
                 self.pack = Some(PackState::WheelDone(r));
+                self.cancelling = false;
                 self.side_scroll = 0;
             }
             AppEvent::Plan(r) => {

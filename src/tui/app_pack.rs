@@ -209,6 +209,7 @@ impl App {
             Some(PackState::Running(_)) => {
                 if k.code == KeyCode::Esc {
                     self.cancel_pack = true;
+                    self.cancelling = true;
                 }
             }
             Some(PackState::Done(_) | PackState::WheelDone(_)) | None => {

@@ -396,9 +396,13 @@ pub fn run_titled(
             }
             if app.quit {
                 // A running pack is cancelled and waited for, so that its staging
-                // directory is removed before we exit.
+                // directory is removed before we exit, saying so meanwhile; the exit
+                // status is then the cancelled one.
                 if app.packing() {
                     pack_cancel.cancel();
+                    app.cancelling = true;
+                    app.view = app::View::Pack;
+                    terminal.draw(|f| ui::draw(f, &app, theme))?;
                     let until = Instant::now() + Duration::from_secs(60);
                     while let Some(left) = until.checked_duration_since(Instant::now()) {
                         match rx.recv_timeout(left) {
@@ -406,6 +410,7 @@ pub fn run_titled(
                             Ok(_) => {}
                         }
                     }
+                    return Err(kpack::Error::Cancelled.into());
                 }
                 break;
             }

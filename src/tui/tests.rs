@@ -507,7 +507,11 @@ fn pack_dialog_live_panes_cancel_and_result() {
     assert!(!app.quit_asked && !app.quit);
     key(&mut app, KeyCode::Esc);
     assert!(app.cancel_pack, "Esc asks the core to cancel");
+    // Said at once, until the pack ends (#30 item 3).
+    let t = format!("{}", render(&app, 100, 24).backend());
+    assert!(t.contains("cancelling… removing what was staged"), "{t}");
     app.update(AppEvent::PackDone(Box::new(Err("cancelled".into()))));
+    assert!(!app.cancelling);
     let t = format!("{}", render(&app, 80, 24).backend());
     assert!(t.contains("pack cancelled: nothing was written"), "{t}");
     assert!(!t.contains("pack failed"), "{t}");

@@ -301,6 +301,9 @@ fn status(app: &App) -> String {
                 "type to edit · ↑↓ field · F2 layout · F3 archives · Enter start · Esc back"
                     .to_string()
             }
+            Some(super::app::PackState::Running(_)) if app.cancelling => {
+                "cancelling… removing what was staged; the output is left untouched".to_string()
+            }
             Some(super::app::PackState::Running(_)) => {
                 "Esc cancel (the output is left untouched)".to_string()
             }

@@ -789,7 +789,8 @@ impl Ctx<'_> {
                 Scheme::ZstdPerKernel,
                 self.opts.level,
             )?
-            .resolving(),
+            .resolving()
+            .cancelled_by(self.opts.cancel.clone()),
         );
         ws.insert(processor.to_string(), w.clone());
         Ok(w)

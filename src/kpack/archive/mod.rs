@@ -33,7 +33,9 @@ mod write;
 pub use extract::{extract_path, safe_arch, safe_relative_path};
 pub use index::{ReadAt, parse_index, parse_index_at, parse_index_file};
 pub use reader::{Archive, decompress_frame};
-pub use write::{ArchiveSummary, ArchiveWriter, archive_size, encode_kernel};
+pub use write::{
+    ArchiveSummary, ArchiveWriter, ENCODE_CHUNK, archive_size, encode_kernel, encode_kernel_until,
+};
 
 use serde::Serialize;
 use std::collections::BTreeMap;

@@ -469,3 +469,40 @@ fn aliases_share_a_frame_and_are_told_from_conflicting_ordinals() {
         );
     }
 }
+
+/// #32 / #30 item 3: a cancel is seen inside a kernel's compression, every
+/// [`ENCODE_CHUNK`] bytes, not only between kernels (one 50 MB kernel at level max
+/// took a minute to notice); the frame does not depend on whether anyone asked, and
+/// a context left with an unfinished frame compresses the next kernel cleanly.
+#[test]
+fn a_cancel_lands_within_one_chunk_of_a_kernel() {
+    let data: Vec<u8> = (0..4 * ENCODE_CHUNK)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let looks = std::cell::Cell::new(0);
+    let stopped = encode_kernel_until(&data, Scheme::ZstdPerKernel, 19, &|| {
+        looks.set(looks.get() + 1);
+        looks.get() > 1
+    })
+    .unwrap();
+    assert!(stopped.is_none());
+    assert_eq!(looks.get(), 2, "stopped at the second chunk");
+    let a = encode_kernel(&data, Scheme::ZstdPerKernel, 19).unwrap();
+    let b = encode_kernel_until(&data, Scheme::ZstdPerKernel, 19, &|| false)
+        .unwrap()
+        .unwrap();
+    assert_eq!(a, b);
+    assert_eq!(zstd::decode_all(&a[..]).unwrap(), data);
+    // A writer whose token is cancelled refuses to add, saying so.
+    let d = tempfile::tempdir().unwrap();
+    let cancel = crate::event::CancelToken::new();
+    let w = ArchiveWriter::create(&d.path().join("a.kpack"), meta(), Scheme::ZstdPerKernel, 3)
+        .unwrap()
+        .cancelled_by(cancel.clone());
+    w.add("lib/a.so#0", "gfx900", &data).unwrap();
+    cancel.cancel();
+    assert!(matches!(
+        w.add("lib/a.so#1", "gfx900", &data),
+        Err(crate::Error::Cancelled)
+    ));
+}
