@@ -157,6 +157,32 @@ fn file_in(root: &Path, rel: &str) -> PathBuf {
     }
 }
 
+/// The rewrite plan of `rel`: a file of the tree, or a member of the wheel `path`
+/// (read from the zip, as `wheel split` reads it).
+fn preview_plan(
+    path: &Path,
+    rel: &str,
+    marker: &kpack::kpack::Marker,
+) -> Result<kpack::elf::rewrite::RewritePlan, String> {
+    let plan = |bytes: &[u8]| {
+        kpack::elf::rewrite::plan_rewrite(bytes, marker)
+            .map(|r| r.plan)
+            .map_err(|e| e.to_string())
+    };
+    if path.is_file() && kpack::wheel::is_wheel_path(path) {
+        let w = kpack::wheel::Wheel::open(path).map_err(|e| e.to_string())?;
+        let m = w
+            .member(rel)
+            .ok_or_else(|| format!("{rel}: not a member of {}", path.display()))?;
+        let c = w
+            .contents(m, &std::env::temp_dir())
+            .map_err(|e| e.to_string())?;
+        return plan(&c);
+    }
+    let m = kpack::fsutil::map_file(path).map_err(|e| e.to_string())?;
+    plan(m.as_deref().unwrap_or_default())
+}
+
 /// Start the background work an app asked for.
 fn start(req: Request, root: &Path, tx: &Sender<AppEvent>, cancel: &kpack::event::CancelToken) {
     match req {
@@ -262,13 +288,7 @@ fn start(req: Request, root: &Path, tx: &Sender<AppEvent>, cancel: &kpack::event
                         "../".repeat(rel.matches('/').count())
                     )],
                 };
-                let r = kpack::fsutil::map_file(&path)
-                    .map_err(|e| e.to_string())
-                    .and_then(|m| {
-                        kpack::elf::rewrite::plan_rewrite(m.as_deref().unwrap_or_default(), &marker)
-                            .map(|r| r.plan)
-                            .map_err(|e| e.to_string())
-                    });
+                let r = preview_plan(&path, &rel, &marker);
                 let _ = tx.send(AppEvent::Preview(rel, Box::new(r)));
             });
         }

@@ -1968,3 +1968,27 @@ fn the_pack_dialog_says_why_enter_did_not_start() {
         "{screen}"
     );
 }
+
+/// #30 item 5 (trial 6): the rewrite preview of a fat binary inside a wheel reads the
+/// member from the zip ("not an ELF file" before): the plan is the one of the same
+/// library outside the wheel.
+#[test]
+fn the_preview_of_a_wheel_member_reads_it_from_the_zip() {
+    let tmp = tempfile::tempdir().unwrap();
+    let whl = fixture_wheel(tmp.path());
+    let marker = kpack::kpack::Marker {
+        kernel_name: "torch/lib/libkernels.so".into(),
+        kpack_search_paths: vec!["../../.kpack/preview_@GFXARCH@.kpack".into()],
+    };
+    let got = super::preview_plan(&whl, "torch/lib/libkernels.so", &marker).unwrap();
+    let lib = std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bin/libkernels.so"),
+    )
+    .unwrap();
+    let want = kpack::elf::rewrite::plan_rewrite(&lib, &marker)
+        .unwrap()
+        .plan;
+    assert_eq!(format!("{got:?}"), format!("{want:?}"));
+    let e = super::preview_plan(&whl, "torch/lib/nothere.so", &marker).unwrap_err();
+    assert!(e.contains("not a member"), "{e}");
+}
