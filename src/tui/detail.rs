@@ -52,7 +52,12 @@ pub fn file_detail(f: &FileReport, theme: Theme) -> Vec<Line<'static>> {
             (k, e) => format!(
                 "{}{}, {}",
                 k.name(),
-                e.map(|e| format!(" ({})", e.name())).unwrap_or_default(),
+                match (f.container, e) {
+                    (Some("ar"), _) => " (static archive)".to_string(),
+                    (Some("pe"), _) => " (PE image)".to_string(),
+                    (_, Some(e)) => format!(" ({})", e.name()),
+                    _ => String::new(),
+                },
                 size(f.size)
             ),
         }),
@@ -99,7 +104,23 @@ pub fn file_detail(f: &FileReport, theme: Theme) -> Vec<Line<'static>> {
             rule.describe()
         )));
     }
-    for b in f.all_bundles() {
+    // A static archive's bundles under their members' names (a thin archive's are
+    // other files of the tree, named too).
+    let own = f.bundles.iter().map(|b| (None, b));
+    let of_members = f.members.iter().flat_map(|m| {
+        let head = match &m.file {
+            Some(p) => format!("member {} (thin: the file {p})", m.name),
+            None => format!("member {} · {}", m.name, size(m.size)),
+        };
+        m.bundles
+            .iter()
+            .enumerate()
+            .map(move |(i, b)| ((i == 0).then(|| head.clone()), b))
+    });
+    for (member, b) in own.chain(of_members) {
+        if let Some(m) = member {
+            l.push(Line::from(Span::styled(m, theme.fg(Color::LightBlue))));
+        }
         let comp = b
             .ccob_version
             .map(|v| format!("{} v{v}", b.compression.name()))

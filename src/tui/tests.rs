@@ -1891,6 +1891,10 @@ fn drill_downs_go_back_and_keys_that_do_nothing_say_why() {
         screen.contains("lib/libkern.a: a static archive: pack copies it unchanged"),
         "{screen}"
     );
+    // Its detail says what it is and names its members (trial 26).
+    let screen = format!("{}", render(&app, 160, 48).backend());
+    assert!(screen.contains("fat_binary (static archive)"), "{screen}");
+    assert!(screen.contains("member saxpy_b.o"), "{screen}");
     // The next key clears the note.
     key(&mut app, KeyCode::Down);
     let screen = format!("{}", render(&app, 160, 24).backend());
