@@ -356,9 +356,19 @@ fn refusals_are_clear_and_leave_nothing_behind() {
     let mut b = lib.clone();
     b[5] = 2;
     check(&b, "big-endian");
+    // Read big-endian, the x86-64 number 0x3e is 0x3e00.
+    check(&b, "big-endian ELF (machine 15872): only little-endian");
     let mut b = lib.clone();
-    b[18] = 183; // aarch64
-    check(&b, "machine 183");
+    b[18] = 243; // RISC-V
+    check(
+        &b,
+        "unsupported: RISC-V (machine 243) host code (only x86-64, aarch64, ppc64le",
+    );
+    // An x86-64 library that says aarch64: its relocations are read as aarch64's, and
+    // R_X86_64_RELATIVE (8) is not one the wrapper may be set by there.
+    let mut b = lib.clone();
+    b[18] = 183;
+    check(&b, "pointer relocated by unsupported type 8");
     check(
         &std::fs::read(fixtures().join("vadd.o")).unwrap(),
         "relocatable object",

@@ -10,7 +10,8 @@
 //! 2. reads every `.hipFatBinSegment` wrapper at its address in that image (the HIP
 //!    constructor passes the address, so the section's `sh_addr` is the contract);
 //! 3. works out the pointer at wrapper + 8 as the loader sets it: the addend of the
-//!    `R_X86_64_RELATIVE` (or the symbol of an `R_X86_64_64`) found through
+//!    `R_X86_64_RELATIVE` (or the symbol of an `R_X86_64_64`; their aarch64 and
+//!    ppc64le equivalents on those hosts, `machine.rs`) found through
 //!    `DT_RELA`, a `DT_RELR` entry, or the stored value of a non-PIE executable;
 //! 4. decodes the marker at that address *in the mapped image* and compares it with
 //!    the one the section header shows.
@@ -18,6 +19,7 @@
 //! Any wrapper whose pointer does not reach a well-formed marker is a fault, with
 //! what moved.
 
+use super::machine::HostMachine;
 use super::rewrite::{ElfLayout, Section, Segment, parse_layout};
 use super::{MAGIC_HIPK, WRAPPER_SECTION, WRAPPER_SIZE};
 use crate::kpack::marker::{MARKER_SECTION, Marker};
@@ -25,8 +27,6 @@ use object::elf;
 
 const DT_RELR: u64 = 36;
 const DT_RELRSZ: u64 = 35;
-const R_X86_64_64: u32 = 1;
-const R_X86_64_RELATIVE: u32 = 8;
 /// The marker is a small MessagePack map; the runtime reads at most this much.
 const MARKER_READ: u64 = 64 * 1024;
 /// Faults listed for one binary at most (a hostile one could make every wrapper one).
@@ -92,7 +92,7 @@ impl Image<'_> {
 /// How the loader sets a wrapper's pointer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum PointerSource {
-    /// `R_X86_64_RELATIVE` or a resolved `R_X86_64_64`: base + this value.
+    /// A relative relocation or a resolved absolute one: base + this value.
     Relocated(u64),
     /// The stored value, used as it is (non-PIE executables, `DT_RELR` slots).
     Stored(u64),
@@ -184,11 +184,17 @@ fn dynamic(img: &Image<'_>, layout: &ElfLayout) -> Result<Dynamic, String> {
     Ok(d)
 }
 
-fn pointer_source(img: &Image<'_>, layout: &ElfLayout, dynm: &Dynamic, slot: u64) -> PointerSource {
+fn pointer_source(
+    img: &Image<'_>,
+    layout: &ElfLayout,
+    machine: HostMachine,
+    dynm: &Dynamic,
+    slot: u64,
+) -> PointerSource {
     if let Some(&(_, ty, sym, addend)) = dynm.rela.iter().rev().find(|r| r.0 == slot) {
         return match ty {
-            R_X86_64_RELATIVE => PointerSource::Relocated(addend as u64),
-            R_X86_64_64 => {
+            t if t == machine.relative() => PointerSource::Relocated(addend as u64),
+            t if t == machine.abs64() => {
                 let value = dynm.symtab.and_then(|s| {
                     let at = s.checked_add(u64::from(sym) * 24)?;
                     let shndx = img.read(at + 6, 2)?;
@@ -200,7 +206,8 @@ fn pointer_source(img: &Image<'_>, layout: &ElfLayout, dynm: &Dynamic, slot: u64
                 match value {
                     Some(v) => PointerSource::Relocated(v.wrapping_add(addend as u64)),
                     None => PointerSource::Unresolved(format!(
-                        "R_X86_64_64 against undefined symbol #{sym}"
+                        "{} against undefined symbol #{sym}",
+                        machine.relocation_name(t).unwrap_or("absolute relocation")
                     )),
                 }
             }
@@ -261,11 +268,11 @@ pub fn loaded_view(data: &[u8]) -> Result<Option<LoadedView>, String> {
     let Some(wsec) = layout.sections.iter().find(|s| s.name == WRAPPER_SECTION) else {
         return Ok(None);
     };
-    // Relocation numbers below are x86-64's; other host CPUs are not read this way
-    // yet (nothing here writes them).
-    if layout.e_machine != elf::EM_X86_64 {
+    // Another host CPU has relocation numbers of its own; the rewrite refuses it, so
+    // no marker of ours is in such a binary.
+    let Some(machine) = layout.machine else {
         return Ok(None);
-    }
+    };
     let img = Image {
         data,
         loads: layout
@@ -317,7 +324,7 @@ pub fn loaded_view(data: &[u8]) -> Result<Option<LoadedView>, String> {
                  would not look for an archive)"
             ));
         }
-        let pointer = match pointer_source(&img, &layout, &dynm, vaddr + 8) {
+        let pointer = match pointer_source(&img, &layout, machine, &dynm, vaddr + 8) {
             PointerSource::Relocated(p) | PointerSource::Stored(p) => p,
             PointerSource::Missing => {
                 view.faults.push(format!(

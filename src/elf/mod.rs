@@ -11,6 +11,7 @@
 //! bytes (usually an mmap) and reads headers, entry tables and wrappers only.
 
 pub mod loaded;
+pub mod machine;
 pub mod normalize;
 pub mod remark;
 pub mod rewrite;
@@ -38,11 +39,6 @@ pub const MAGIC_HIPK: u32 = 0x4B50_4948;
 pub const EM_AMDGPU: u16 = 224;
 /// Prefix of the per-target sections in `-fgpu-rdc` relocatable objects.
 pub const OBJECT_BUNDLE_PREFIX: &str = "__CLANG_OFFLOAD_BUNDLE__";
-
-const R_X86_64_RELATIVE: u32 = 8;
-const R_X86_64_64: u32 = 1;
-const R_AARCH64_RELATIVE: u32 = 1027;
-const R_AARCH64_ABS64: u32 = 257;
 
 /// What sort of ELF file this is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -342,6 +338,12 @@ pub fn inspect(data: &[u8]) -> FormatResult<ElfContent> {
     let marker = read_marker(data, endian, marker_sec, &mut problems);
     let host_only =
         span.nobits || marker.is_some() || wrappers.iter().any(|w| w.magic == WrapperMagic::Hipk);
+    if host_only {
+        // A `.hip_fatbin` with no whole page to remove stays PROGBITS after the
+        // rewrite (common on 64 KiB pages): its bytes are still in the file, but no
+        // wrapper reaches them any more; the code objects are the archives'.
+        bundles.clear();
+    }
     Ok(ElfContent::Fat(Box::new(FatBinary {
         elf_kind: kind,
         machine,
@@ -424,6 +426,7 @@ fn read_wrappers(
     // Relocation targets of each wrapper's pointer slot, indexed by slot offset.
     let mut reloc_targets: HashMap<u64, u64> = HashMap::new();
     let is_mips = header.is_mips64el(endian);
+    let machine = machine::HostMachine::of(header.e_machine(endian));
     for s in sections.iter() {
         let Ok(Some((relas, link))) = s.rela(endian, data) else {
             continue;
@@ -445,10 +448,11 @@ fn read_wrappers(
                 continue;
             };
             let addend = r.r_addend(endian) as u64;
-            let target = match r.r_type(endian, is_mips) {
-                R_X86_64_RELATIVE | R_AARCH64_RELATIVE => addend,
+            let r_type = r.r_type(endian, is_mips);
+            let target = match machine {
+                Some(m) if r_type == m.relative() => addend,
                 // Absolute: symbol value + addend (`__hip_fatbin + 0` in -fgpu-rdc links).
-                R_X86_64_64 | R_AARCH64_ABS64 => {
+                Some(m) if r_type == m.abs64() => {
                     let Some(sym) = symbols.as_ref().and_then(|t| {
                         t.symbol(object::SymbolIndex(r.r_sym(endian, is_mips) as usize))
                             .ok()

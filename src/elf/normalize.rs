@@ -15,7 +15,7 @@
 //! compliant: `p_vaddr == p_offset`. For non-PIE executables "compliant" is
 //! `p_vaddr == p_offset + load bias`, what the kernel actually computes.
 
-use super::rewrite::{ElfLayout, PAGE, PHENT, SHENT, parse_layout, wr_u64};
+use super::rewrite::{ElfLayout, PHENT, SHENT, parse_layout, wr_u64};
 use crate::elf::rewrite::RewriteError;
 use crate::kpack::marker::MARKER_SECTION;
 use serde::Serialize;
@@ -227,19 +227,20 @@ fn plan_remap(data: &[u8], lay: &ElfLayout) -> Result<Repair> {
     let size = end - first.sh_offset;
     // It must not share a page with any other segment (the moved one overlapped the
     // page of the data segment's .bss).
-    let page_lo = base / PAGE * PAGE;
-    let page_hi = (base + size).div_ceil(PAGE) * PAGE;
+    let page = lay.page;
+    let page_lo = base / page * page;
+    let page_hi = (base + size).div_ceil(page) * page;
     if lay.segments.iter().enumerate().any(|(i, p)| {
         i != li
             && p.p_type == PT_LOAD
             && p.p_memsz > 0
             && p.p_vaddr < page_hi
-            && page_lo < (p.p_vaddr + p.p_memsz).div_ceil(PAGE) * PAGE
+            && page_lo < (p.p_vaddr + p.p_memsz).div_ceil(page) * page
     }) {
         return no("its sections' addresses share a page with another segment");
     }
     let len = data.len() as u64;
-    let target = len.div_ceil(PAGE) * PAGE + base % PAGE;
+    let target = len.div_ceil(page) * page + base % page;
     let at = lay.e_phoff + li as u64 * PHENT;
     let mut patches = vec![
         (at + 8, target),
@@ -267,7 +268,7 @@ fn plan_remap(data: &[u8], lay: &ElfLayout) -> Result<Repair> {
             .find(|s| s.sh_type == 8 && s.sh_addr == p.p_vaddr && s.sh_size == p.p_memsz);
         if let Some(s) = held
             && s.sh_offset != p.p_offset
-            && s.sh_offset % PAGE == p.p_vaddr % PAGE
+            && s.sh_offset % page == p.p_vaddr % page
             && !lay
                 .segments
                 .iter()
@@ -307,7 +308,8 @@ pub fn plan_normalize(data: &[u8]) -> Result<Option<Repair>> {
     let len = data.len() as u64;
     // The hole is at most what was removed before the table; an offset far beyond
     // the file is not a strip's doing.
-    if target < len || target % PAGE != vaddr % PAGE || target - len > len.max(1 << 20) * 64 {
+    if target < len || target % lay.page != vaddr % lay.page || target - len > len.max(1 << 20) * 64
+    {
         return Err(RewriteError::Unsupported(format!(
             "the program-header segment cannot go back to offset {target:#x} (the file is \
              {len:#x} bytes): re-pack from the unstripped tree"

@@ -1,11 +1,10 @@
 //! The program and section headers of an ELF image, as plain numbers.
 
 use super::{Result, RewriteError, SHT_RELR, malformed};
+use crate::elf::machine::{HostMachine, MIN_PAGE};
 use object::elf;
 use serde::Serialize;
 
-/// The page size the layout is computed for (as the reference and x86-64 Linux).
-pub const PAGE: u64 = 4096;
 pub(crate) const PHENT: u64 = 56;
 pub(crate) const SHENT: u64 = 64;
 /// The section covering a relocated program-header table. Section-based tools see
@@ -147,6 +146,11 @@ pub struct ElfLayout {
     pub e_type: u16,
     /// `e_machine`.
     pub e_machine: u16,
+    /// The host machine, when it is one the rewrite handles.
+    pub machine: Option<HostMachine>,
+    /// The page size file offsets stay congruent to ([`HostMachine::page`]; 4 KiB
+    /// for machines not handled).
+    pub page: u64,
     /// `e_phoff`.
     pub e_phoff: u64,
     /// `e_shoff`.
@@ -189,7 +193,7 @@ pub(crate) fn range(data: &[u8], off: u64, len: u64, what: &str) -> Result<std::
     }
 }
 
-/// Parse the headers of an ELF64 little-endian x86-64 executable or shared object.
+/// Parse the headers of an ELF64 little-endian executable, shared object or object.
 pub fn parse_layout(data: &[u8]) -> Result<ElfLayout> {
     if !data.starts_with(b"\x7fELF") {
         return Err(RewriteError::NotElf);
@@ -200,7 +204,18 @@ pub fn parse_layout(data: &[u8]) -> Result<ElfLayout> {
     match (data[4], data[5]) {
         (2, 1) => {}
         (1, _) => return Err(RewriteError::Unsupported("32-bit ELF".into())),
-        (_, 2) => return Err(RewriteError::Unsupported("big-endian ELF".into())),
+        (_, 2) => {
+            let m = u16::from_be_bytes([data[18], data[19]]);
+            let name = match m {
+                elf::EM_PPC64 => "ppc64".to_string(),
+                elf::EM_AARCH64 => "aarch64_be".to_string(),
+                m => crate::elf::machine::machine_name(m),
+            };
+            return Err(RewriteError::Unsupported(format!(
+                "big-endian ELF ({name}): only little-endian {} fat binaries are rewritten",
+                crate::elf::machine::handled_list()
+            )));
+        }
         (c, d) => {
             return Err(RewriteError::Unsupported(format!(
                 "ELF class {c}, data encoding {d}"
@@ -277,7 +292,7 @@ pub fn parse_layout(data: &[u8]) -> Result<ElfLayout> {
         })
         .collect();
     // Bound every offset, address and size here, so that no later sum can overflow:
-    // addresses stay in the 47-bit x86-64 user space, file ranges inside the file.
+    // addresses stay in the 47-bit user space (x86-64's; aarch64 and ppc64le have 48), file ranges inside the file.
     const ADDR_LIMIT: u64 = 1 << 47;
     let len = data.len() as u64;
     for (i, p) in segments.iter().enumerate() {
@@ -340,9 +355,20 @@ pub fn parse_layout(data: &[u8]) -> Result<ElfLayout> {
             s.name = String::from_utf8_lossy(&bytes[..end]).into_owned();
         }
     }
+    let machine = HostMachine::of(e_machine);
+    let page = machine.map_or(MIN_PAGE, |m| {
+        m.page(
+            segments
+                .iter()
+                .filter(|p| p.p_type == elf::PT_LOAD)
+                .map(|p| p.p_align),
+        )
+    });
     Ok(ElfLayout {
         e_type,
         e_machine,
+        machine,
+        page,
         e_phoff,
         e_shoff,
         e_shstrndx,

@@ -9,7 +9,8 @@
 //!    data never moves);
 //! 2. points every `.hipFatBinSegment` wrapper at the marker (RELA addend for PIE
 //!    executables and shared libraries, converting a symbol-based `R_X86_64_64` to
-//!    `R_X86_64_RELATIVE`; the stored pointer for non-PIE executables, never zeroed),
+//!    `R_X86_64_RELATIVE` (their aarch64 and ppc64le equivalents on those hosts:
+//!    `machine.rs`); the stored pointer for non-PIE executables, never zeroed),
 //!    writes magic `HIPK` and stores in the reserved field the index of the bundle the
 //!    wrapper pointed to (its co_index; `-fgpu-rdc` wrappers share one);
 //! 3. checks that no relocation still targets `.hip_fatbin`;
@@ -32,18 +33,17 @@ mod layout;
 mod room;
 mod verify;
 
-pub use layout::{ElfLayout, PAGE, PHDRS_SECTION, Section, Segment, parse_layout};
+pub use layout::{ElfLayout, PHDRS_SECTION, Section, Segment, parse_layout};
 pub(crate) use layout::{PHENT, SHENT, range, rd_u32, rd_u64, wr_u64};
 pub use verify::{structural_faults, verify_rewritten};
 
 use layout::{wr_u16, wr_u32};
 
-const R_X86_64_64: u32 = 1;
-const R_X86_64_RELATIVE: u32 = 8;
 const DT_RELR: u64 = 36;
 const SHT_RELR: u32 = 19;
 
 use crate::bundle;
+use crate::elf::machine::MIN_PAGE;
 use crate::elf::{FATBIN_SECTION, MAGIC_HIPF, MAGIC_HIPK, WRAPPER_SECTION, WRAPPER_SIZE};
 use crate::error::FormatError;
 use crate::kpack::marker::{MARKER_SECTION, Marker};
@@ -102,6 +102,10 @@ pub struct WrapperChange {
 /// The rewrite, computed: what changes, and the bytes to write.
 #[derive(Debug, Clone, Serialize)]
 pub struct RewritePlan {
+    /// The host CPU.
+    pub machine: crate::elf::machine::HostMachine,
+    /// The page size the file is laid out for (whole pages of it are removed).
+    pub page: u64,
     /// Input size.
     pub input_size: u64,
     /// Output size.
@@ -179,12 +183,14 @@ pub fn plan_rewrite(data: &[u8], marker: &Marker) -> Result<Rewritten> {
 /// [`plan_rewrite`] with the program-header table placed as `phdrs` says.
 pub fn plan_rewrite_with(data: &[u8], marker: &Marker, phdrs: PhdrLayout) -> Result<Rewritten> {
     let lay = parse_layout(data)?;
-    if lay.e_machine != elf::EM_X86_64 {
+    let Some(machine) = lay.machine else {
         return Err(RewriteError::Unsupported(format!(
-            "machine {} (only x86-64 relocations are handled)",
-            lay.e_machine
+            "{} host code (only {} fat binaries are rewritten)",
+            crate::elf::machine::machine_name(lay.e_machine),
+            crate::elf::machine::handled_list()
         )));
-    }
+    };
+    let (relative, abs64, page) = (machine.relative(), machine.abs64(), lay.page);
     let kind_ok = matches!(lay.e_type, elf::ET_EXEC | elf::ET_DYN);
     if !kind_ok {
         return Err(RewriteError::Unsupported(match lay.e_type {
@@ -275,7 +281,7 @@ pub fn plan_rewrite_with(data: &[u8], marker: &Marker, phdrs: PhdrLayout) -> Res
                 symtab: s.sh_link,
             };
             let _ = si;
-            if slot.r_type == R_X86_64_RELATIVE && (fb_lo..fb_hi).contains(&(slot.addend as u64)) {
+            if slot.r_type == relative && (fb_lo..fb_hi).contains(&(slot.addend as u64)) {
                 fatbin_refs.push((r_offset, slot.addend as u64));
             }
             relas.insert(r_offset, slot);
@@ -321,10 +327,8 @@ pub fn plan_rewrite_with(data: &[u8], marker: &Marker, phdrs: PhdrLayout) -> Res
         let slot_vaddr = seg_sec.sh_addr + (i * WRAPPER_SIZE) as u64 + 8;
         let (target, via) = if lay.e_type == elf::ET_DYN {
             match relas.get(&slot_vaddr) {
-                Some(r) if r.r_type == R_X86_64_RELATIVE && r.sym == 0 => {
-                    (r.addend as u64, "rela-relative")
-                }
-                Some(r) if r.r_type == R_X86_64_64 => {
+                Some(r) if r.r_type == relative && r.sym == 0 => (r.addend as u64, "rela-relative"),
+                Some(r) if r.r_type == abs64 => {
                     let v = symbol_value(r.symtab, r.sym).ok_or_else(|| {
                         RewriteError::Refused(format!(
                             "wrapper {i}: relocation symbol {} cannot be read",
@@ -395,12 +399,12 @@ pub fn plan_rewrite_with(data: &[u8], marker: &Marker, phdrs: PhdrLayout) -> Res
             "{FATBIN_SECTION} offset does not match its segment's mapping"
         )));
     }
-    let a = round_up(v, PAGE);
-    let e = (v + s) / PAGE * PAGE;
+    let a = round_up(v, page);
+    let e = (v + s) / page * page;
     let mut removed = e.saturating_sub(a);
-    if removed > 0 && (v + s) % PAGE == 0 {
+    if removed > 0 && (v + s) % page == 0 {
         // Keep one page: otherwise the hole and the tail share a file offset.
-        removed -= PAGE;
+        removed -= page;
     }
     let a_off = o + (a.min(v + s) - v);
     let cut = a_off..a_off + removed;
@@ -444,7 +448,11 @@ pub fn plan_rewrite_with(data: &[u8], marker: &Marker, phdrs: PhdrLayout) -> Res
                     && x.sh_size > 0
                     && (t.p_offset..merged_end).contains(&shift(x.sh_offset))
             });
-            if t.p_vaddr < v && v - t.p_vaddr <= t.p_filesz && !shadows_nobits {
+            // On 64 KiB pages a device range that starts inside a page would need a
+            // prefix piece, and its NOBITS section would then span two segments (which
+            // eu-elflint and BFD reject): the merged shape is the lesser evil there.
+            let prefix_needed = v < a && page > MIN_PAGE;
+            if t.p_vaddr < v && v - t.p_vaddr <= t.p_filesz && (!shadows_nobits || prefix_needed) {
                 // What precedes the device code keeps its bytes; the device range
                 // becomes the zero-filled end of the same segment, as `.bss` ends a
                 // data segment: a shape every tool lays out again as it was (a
@@ -466,12 +474,24 @@ pub fn plan_rewrite_with(data: &[u8], marker: &Marker, phdrs: PhdrLayout) -> Res
                 segs.push(mk(a, a_off, 0, v + s - a));
             }
             if v + s < t.mem_end() && o + s < t.file_end() {
-                segs.push(mk(
+                let mut tail = mk(
                     v + s,
                     o + s - removed,
                     t.file_end() - (o + s),
                     t.mem_end() - (v + s),
-                ));
+                );
+                // A tail that holds no code (`.eh_frame` after the device code in the
+                // one R+X segment of aarch64's and ppc64le's GNU ld) is not executable.
+                let code_in_tail = lay.sections.iter().any(|x| {
+                    x.sh_flags & u64::from(elf::SHF_EXECINSTR) != 0
+                        && x.sh_size > 0
+                        && x.sh_addr < tail.mem_end()
+                        && tail.p_vaddr < x.sh_addr + x.sh_size
+                });
+                if !code_in_tail {
+                    tail.p_flags &= !elf::PF_X;
+                }
+                segs.push(tail);
             } else if v + s < t.mem_end() {
                 // Only zero-initialised memory follows: extend the hole over it.
                 if let Some(h) = segs.last_mut() {
@@ -483,11 +503,11 @@ pub fn plan_rewrite_with(data: &[u8], marker: &Marker, phdrs: PhdrLayout) -> Res
         let mut q = *p;
         q.p_offset = shift(q.p_offset);
         if q.p_type == elf::PT_LOAD
-            && q.p_align > PAGE
+            && q.p_align > page
             && (q.p_vaddr.wrapping_sub(q.p_offset)) % q.p_align != 0
         {
             // Removing whole pages keeps page congruence, not larger alignments.
-            q.p_align = PAGE;
+            q.p_align = page;
         }
         segs.push(q);
     }
@@ -495,7 +515,7 @@ pub fn plan_rewrite_with(data: &[u8], marker: &Marker, phdrs: PhdrLayout) -> Res
         .iter()
         .rposition(|p| p.p_type == elf::PT_LOAD)
         .unwrap_or(segs.len() - 1);
-    let mut new_vaddr = round_up(lay.load_end(), PAGE);
+    let mut new_vaddr = round_up(lay.load_end(), page);
     let marker_bytes = marker.encode();
     let n_phdr = segs.len() as u64 + 1;
     // Room for the table where it is? Up to the first content after it.
@@ -537,7 +557,7 @@ pub fn plan_rewrite_with(data: &[u8], marker: &Marker, phdrs: PhdrLayout) -> Res
             // A relocated pointer into the block would dangle.
             let rela_ok = !relas
                 .values()
-                .any(|x| x.r_type == R_X86_64_RELATIVE && r.holds_vaddr(x.addend as u64));
+                .any(|x| x.r_type == relative && r.holds_vaddr(x.addend as u64));
             dyn_ok && rela_ok
         })
     };
@@ -557,10 +577,10 @@ pub fn plan_rewrite_with(data: &[u8], marker: &Marker, phdrs: PhdrLayout) -> Res
         .map_or(0, |p| p.p_vaddr.wrapping_sub(p.p_offset));
     let normalise = !fits_in_place
         && lay.segments.iter().any(|p| p.p_type == elf::PT_INTERP)
-        && bias % PAGE == 0
+        && bias % page == 0
         && bias < 1 << 47;
     if normalise {
-        let off = round_up(data.len() as u64 - removed, PAGE);
+        let off = round_up(data.len() as u64 - removed, page);
         new_vaddr = new_vaddr.max(off + bias);
     }
 
@@ -573,7 +593,7 @@ pub fn plan_rewrite_with(data: &[u8], marker: &Marker, phdrs: PhdrLayout) -> Res
     let base_len = data.len() as u64 - removed;
     let marker_len = marker_bytes.len() as u64;
     let block_at = room.as_ref().map(|r| {
-        new_vaddr = round_up(lay.load_end(), PAGE) + base_len % PAGE;
+        new_vaddr = round_up(lay.load_end(), page) + base_len % page;
         let pad = (r.start % 64 + 64 - base_len % 64) % 64;
         base_len + if pad == 0 { 64 } else { pad }
     });
@@ -583,7 +603,7 @@ pub fn plan_rewrite_with(data: &[u8], marker: &Marker, phdrs: PhdrLayout) -> Res
     // --- Output image: the input without the removed pages, then the patches at
     // their shifted offsets (one copy of the bytes kept; removed pages never read).
     let marker_vaddr = new_vaddr + table_bytes + block_gap + block_len;
-    let mut out = Vec::with_capacity(data.len() - removed as usize + 3 * PAGE as usize);
+    let mut out = Vec::with_capacity(data.len() - removed as usize + 3 * page as usize);
     out.extend_from_slice(&data[..cut.start as usize]);
     out.extend_from_slice(&data[cut.end as usize..]);
     let at = |off: usize| shift(off as u64) as usize;
@@ -594,11 +614,7 @@ pub fn plan_rewrite_with(data: &[u8], marker: &Marker, phdrs: PhdrLayout) -> Res
         wr_u64(&mut out, at(w + 8), marker_vaddr);
         wr_u32(&mut out, at(w + 16), *co_index);
         if let Some(r) = relas.get(slot_vaddr) {
-            wr_u64(
-                &mut out,
-                at(r.entry_offset + 8),
-                u64::from(R_X86_64_RELATIVE),
-            );
+            wr_u64(&mut out, at(r.entry_offset + 8), u64::from(relative));
             wr_u64(&mut out, at(r.entry_offset + 16), marker_vaddr);
         }
         changes.push(WrapperChange {
@@ -613,7 +629,7 @@ pub fn plan_rewrite_with(data: &[u8], marker: &Marker, phdrs: PhdrLayout) -> Res
         .as_ref()
         .map(|r| out[r.start as usize..r.end as usize].to_vec());
     if block.is_none() {
-        out.resize(round_up(out.len() as u64, PAGE) as usize, 0);
+        out.resize(round_up(out.len() as u64, page) as usize, 0);
     }
     let before_pad = out.len() as u64;
     if normalise {
@@ -636,7 +652,7 @@ pub fn plan_rewrite_with(data: &[u8], marker: &Marker, phdrs: PhdrLayout) -> Res
         p_paddr: new_vaddr,
         p_filesz: table_bytes + block_gap + block_len + marker_len,
         p_memsz: table_bytes + block_gap + block_len + marker_len,
-        p_align: PAGE,
+        p_align: page,
     };
     segs.insert(last_load + 1, new_load);
     let e_phoff = if fits_in_place { phoff } else { new_off };
@@ -680,7 +696,7 @@ pub fn plan_rewrite_with(data: &[u8], marker: &Marker, phdrs: PhdrLayout) -> Res
             };
             let mut c = segs[hi].p_offset;
             while taken(c) {
-                c += PAGE;
+                c += page;
             }
             segs[hi].p_offset = c;
             if v == a {
@@ -823,6 +839,8 @@ pub fn plan_rewrite_with(data: &[u8], marker: &Marker, phdrs: PhdrLayout) -> Res
     }
     let after = parse_layout(&out)?;
     let plan = RewritePlan {
+        machine,
+        page,
         input_size: data.len() as u64,
         output_size: out.len() as u64,
         bytes_removed: removed,

@@ -31,8 +31,13 @@ const MOVABLE_TAGS: [u64; 10] = [
     elf::DT_VERNEED as u64,
     elf::DT_VERDEF as u64,
 ];
+/// `DT_LOPROC`: an address on both machines that define it, ppc64le's
+/// `DT_PPC64_GLINK` (its PLT call stubs, in `.text`) and x86-64's `DT_X86_64_PLT`
+/// (the IBT PLT); aarch64 defines no tag here.
+const DT_PPC64_GLINK: u64 = 0x7000_0000;
 /// Dynamic tags whose value is an address that must not lie in the moved block.
-const FIXED_TAGS: [u64; 8] = [
+const FIXED_TAGS: [u64; 9] = [
+    DT_PPC64_GLINK,
     elf::DT_PLTGOT as u64,
     elf::DT_INIT as u64,
     elf::DT_FINI as u64,

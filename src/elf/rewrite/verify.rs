@@ -1,8 +1,6 @@
 //! Checks of a rewritten image: structural faults, and the result against its input.
 
-use super::{
-    ElfLayout, PAGE, PHENT, R_X86_64_RELATIVE, Section, Segment, parse_layout, rd_u32, rd_u64,
-};
+use super::{ElfLayout, PHENT, Section, Segment, parse_layout, rd_u32, rd_u64};
 use crate::elf::{FATBIN_SECTION, MAGIC_HIPK, WRAPPER_SECTION, WRAPPER_SIZE};
 use crate::kpack::marker::{MARKER_SECTION, Marker};
 use object::elf;
@@ -21,10 +19,10 @@ pub fn structural_faults(data: &[u8]) -> Vec<String> {
         .filter(|p| p.p_type == elf::PT_LOAD)
         .collect();
     for (i, p) in loads.iter().enumerate() {
-        if p.p_offset % PAGE != p.p_vaddr % PAGE {
+        if p.p_offset % lay.page != p.p_vaddr % lay.page {
             f.push(format!(
-                "LOAD {i} at {:#x}: offset {:#x} not congruent with its address",
-                p.p_vaddr, p.p_offset
+                "LOAD {i} at {:#x}: offset {:#x} not congruent with its address modulo the {:#x} page",
+                p.p_vaddr, p.p_offset, lay.page
             ));
         }
         if p.p_align > 1 && (p.p_vaddr.wrapping_sub(p.p_offset)) % p.p_align != 0 {
@@ -172,7 +170,13 @@ pub fn verify_rewritten(
             faults.push(format!("section {} disappeared", s.name));
             continue;
         };
-        if flags_of_load(&a, s) != flags_of_load(&b, t) {
+        let (was, is) = (flags_of_load(&a, s), flags_of_load(&b, t));
+        // Data that shared one R+X segment with the code (aarch64's and ppc64le's GNU
+        // ld lay text, tables and `.eh_frame` out so) may lose execute permission
+        // when it moves beside the marker or ends up in the tail piece.
+        let not_code = s.sh_flags & u64::from(elf::SHF_EXECINSTR) == 0;
+        let lost_only_x = not_code && was.zip(is).is_some_and(|(w, i)| w & !elf::PF_X == i);
+        if was != is && !lost_only_x {
             faults.push(format!("section {} changed segment permissions", s.name));
         }
         if t.sh_type != s.sh_type || t.sh_size != s.sh_size {
@@ -239,13 +243,14 @@ pub fn verify_rewritten(
         faults.push(format!("bundle {k} is referenced by no wrapper"));
     }
     let fb = b.sections.iter().find(|s| s.name == FATBIN_SECTION);
+    let relative = b.machine.map(|m| m.relative());
     for s in b.sections.iter().filter(|s| s.sh_type == elf::SHT_RELA) {
         let Some(r) = output.get(s.sh_offset as usize..(s.sh_offset + s.sh_size) as usize) else {
             continue;
         };
         for e in r.chunks_exact(24) {
             let (off, typ, add) = (rd_u64(e, 0), rd_u32(e, 8), rd_u64(e, 16));
-            if typ == R_X86_64_RELATIVE {
+            if Some(typ) == relative {
                 if let Some(fb) = fb
                     && (fb.sh_addr..fb.sh_addr + fb.sh_size).contains(&add)
                 {
