@@ -55,8 +55,12 @@ pub fn count(n: u64, one: &str, many: &str) -> String {
 pub fn rewrite_plan(out: &mut dyn Write, binary: &Path, p: &RewritePlan) -> std::io::Result<()> {
     writeln!(
         out,
-        "{}: {} -> {} ({} of .hip_fatbin removed, {} bundles; marker {} at {:#x}{})",
+        "{}{}: {} -> {} ({} of .hip_fatbin removed, {} bundles; marker {} at {:#x}{})",
         binary.display(),
+        match p.machine {
+            kpack::elf::machine::HostMachine::X86_64 => String::new(),
+            m => format!(" ({m}, {} pages)", size(p.page)),
+        },
         size(p.input_size),
         size(p.output_size),
         size(p.bytes_removed),

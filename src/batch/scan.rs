@@ -202,7 +202,10 @@ pub fn print_file(out: &mut dyn Write, f: &FileReport) -> io::Result<()> {
     let what = match (f.kind, f.elf_kind, f.container) {
         (_, _, Some("ar")) => format!("{} (static archive)", f.kind.name()),
         (_, _, Some("pe")) => format!("{} (PE image)", f.kind.name()),
-        (k, Some(e), _) => format!("{} ({})", k.name(), e.name()),
+        (k, Some(e), _) => match f.other_machine() {
+            Some(m) => format!("{} ({}, {m})", k.name(), e.name()),
+            None => format!("{} ({})", k.name(), e.name()),
+        },
         (k, None, _) => k.name().to_string(),
     };
     write!(out, "{}: {what}, {}", f.path, size(f.size))?;

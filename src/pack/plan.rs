@@ -46,6 +46,13 @@ pub(crate) fn rewritable(f: &FileReport) -> bool {
         && f.hard_link_of.is_none()
 }
 
+/// The name of an ELF binary's host CPU when the rewrite does not handle it.
+fn other_host(f: &FileReport) -> Option<String> {
+    f.machine
+        .filter(|&m| crate::elf::machine::HostMachine::of(m).is_none())
+        .map(crate::elf::machine::machine_name)
+}
+
 /// The marker a binary at `rel` gets: per target, the one pattern
 /// `../.kpack/<group>_@GFXARCH@.kpack` (the same whatever is installed); per family,
 /// one search path per archive written.
@@ -242,6 +249,19 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
                 copied.push(CopiedFile {
                     path: f.path.clone(),
                     reason: "damaged (--copy-damaged): copied with its device code".into(),
+                });
+                continue;
+            }
+            FileKind::FatBinary if rewritable(f) && other_host(f).is_some() => {
+                let why = format!(
+                    "{} host code: only {} fat binaries are rewritten; copied with its device code",
+                    other_host(f).unwrap_or_default(),
+                    crate::elf::machine::handled_list()
+                );
+                warnings.push(format!("{}: {why}", f.path));
+                copied.push(CopiedFile {
+                    path: f.path.clone(),
+                    reason: why,
                 });
                 continue;
             }

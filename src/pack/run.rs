@@ -343,16 +343,14 @@ impl Worker<'_> {
                 ))
             })?
         } else {
-            match crate::fatbin::rewrite_host_only(data, &marker) {
-                Ok(bytes) => bytes,
-                Err(e) => {
-                    self.warn(format!(
-                        "{}: not packed, copied with its device code: {e}",
-                        f.path
-                    ));
-                    return self.copy(src, dst, meta);
-                }
-            }
+            // The plan has its code objects in the archives already: a binary the
+            // rewrite refuses stops the pack (nothing is placed), with the reason.
+            crate::fatbin::rewrite_host_only(data, &marker).map_err(|e| {
+                Error::Invalid(format!(
+                    "{}: cannot be rewritten host-only: {e}; nothing was written",
+                    f.path
+                ))
+            })?
         };
         self.sink.event(PackEvent::Phase {
             worker,

@@ -169,6 +169,13 @@ pub struct FileReport {
     /// ELF type, for ELF binaries.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub elf_kind: Option<ElfKind>,
+    /// The host CPU (`e_machine`) of a fat or host-only ELF binary, serialised as its
+    /// name (`x86-64`, `aarch64`, `ppc64le`, or another machine's).
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "serialize_machine"
+    )]
+    pub machine: Option<u16>,
     /// `pe` for PE images, `ar` for static archives.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub container: Option<&'static str>,
@@ -299,7 +306,21 @@ fn is_zero(v: &u64) -> bool {
     *v == 0
 }
 
+fn serialize_machine<S: serde::Serializer>(m: &Option<u16>, s: S) -> Result<S::Ok, S::Error> {
+    match m {
+        Some(m) => s.serialize_str(&crate::elf::machine::machine_name(*m)),
+        None => s.serialize_none(),
+    }
+}
+
 impl FileReport {
+    /// The host CPU's name when it is not x86-64 (what listings add to the ELF kind).
+    pub fn other_machine(&self) -> Option<String> {
+        self.machine
+            .filter(|&m| m != object::elf::EM_X86_64)
+            .map(crate::elf::machine::machine_name)
+    }
+
     /// A report with only the basics filled in (the rest empty).
     pub fn new(path: String, kind: FileKind, size: u64, mode: u32) -> Self {
         FileReport {
@@ -308,6 +329,7 @@ impl FileReport {
             size,
             mode,
             elf_kind: None,
+            machine: None,
             container: None,
             fatbin_bytes: 0,
             host_bytes: None,
@@ -386,6 +408,7 @@ impl FileReport {
             FileKind::FatBinary
         };
         self.elf_kind = Some(fat.elf_kind);
+        self.machine = Some(fat.machine);
         self.fatbin_bytes = fat.fatbin_bytes;
         self.host_bytes = Some(self.size.saturating_sub(fat.fatbin_bytes));
         self.bundles = fat.bundles.iter().map(BundleReport::from_info).collect();

@@ -55,7 +55,10 @@ pub fn file_detail(f: &FileReport, theme: Theme) -> Vec<Line<'static>> {
                 match (f.container, e) {
                     (Some("ar"), _) => " (static archive)".to_string(),
                     (Some("pe"), _) => " (PE image)".to_string(),
-                    (_, Some(e)) => format!(" ({})", e.name()),
+                    (_, Some(e)) => match f.other_machine() {
+                        Some(m) => format!(" ({}, {m})", e.name()),
+                        None => format!(" ({})", e.name()),
+                    },
                     _ => String::new(),
                 },
                 size(f.size)
