@@ -107,6 +107,19 @@ if want rewrite; then
   rss=$(peak_rss_kb "$kp" rewrite "$big" -o "$work/big80.rw.so" --search-path x)
   record "{\"bench\":\"rewrite\",\"input_bytes\":$(stat -c %s "$big"),\"output_bytes\":$(stat -c %s "$work/big80.rw.so"),\"bundles\":14,\"ours_s\":$ours,\"ref_s\":$ref,\"peak_rss_kb\":$rss}"
   rm -f "$work/big80.rw.so" "$work/big80.cp.so"
+  # The same library linked for aarch64 (64 KiB pages): the same one read, one write.
+  if command -v aarch64-linux-gnu-gcc >/dev/null; then
+    echo "bench: rewrite of the same binary linked for aarch64 vs cp"
+    arm=$work/big80-aarch64.so
+    [ -f "$arm" ] || KPACK_GEN_CC=aarch64-linux-gnu-gcc \
+      "$root/target/release/examples/gen_tree" --single "$arm" --tus 14 --size-mb 100
+    hyperfine -N --warmup 1 --runs "$RUNS" --export-json "$work/hf-rewrite-arm.json" \
+      "$kp rewrite $arm -o $work/arm.rw.so --search-path ../.kpack/bench_@GFXARCH@.kpack" "cp $arm $work/arm.cp.so" > "$work/hf-rewrite-arm.log"
+    read -r ours ref <<< "$(median "$work/hf-rewrite-arm.json")"
+    rss=$(peak_rss_kb "$kp" rewrite "$arm" -o "$work/arm.rw.so" --search-path x)
+    record "{\"bench\":\"rewrite:aarch64\",\"input_bytes\":$(stat -c %s "$arm"),\"output_bytes\":$(stat -c %s "$work/arm.rw.so"),\"bundles\":14,\"ours_s\":$ours,\"ref_s\":$ref,\"peak_rss_kb\":$rss}"
+    rm -f "$work/arm.rw.so" "$work/arm.cp.so"
+  fi
 fi
 
 if want pack; then

@@ -15,7 +15,8 @@
 //! lightly mutated, so that every object differs and compresses like code does
 //! (about 3-4x with zstd -3), rather than one file copied N times. Fat binaries are
 //! linked for real by `cc` (shared libraries and PIE executables) from a `.incbin` of
-//! their bundles, one bundle and one `.hipFatBinSegment` wrapper per translation
+//! their bundles (by `$KPACK_GEN_CC` when set: a cross compiler gives the same
+//! binaries for another host CPU), one bundle and one `.hipFatBinSegment` wrapper per translation
 //! unit, some bundles compressed (CCOB v2 zstd) and most not. Around them: `.so`
 //! version symlinks, rocBLAS-style kernel databases, many small text files and a
 //! few large data files.
@@ -38,6 +39,12 @@ struct BinarySpec {
     seed: u64,
     /// The translation unit whose device code differs from the first build.
     changed_tu: Option<usize>,
+}
+
+/// The C compiler that links the binaries: `cc`, or `$KPACK_GEN_CC` (a cross
+/// compiler such as `aarch64-linux-gnu-gcc`: the same binaries for another host CPU).
+fn linker() -> String {
+    std::env::var("KPACK_GEN_CC").unwrap_or_else(|_| "cc".into())
 }
 
 fn build_binary(pool: &Pool, out: &Path, spec: &BinarySpec, work: &Path) {
@@ -99,7 +106,8 @@ fn build_binary(pool: &Pool, out: &Path, spec: &BinarySpec, work: &Path) {
     std::fs::write(dir.join("host.c"), c).unwrap();
     let dest = out.join(&spec.rel);
     std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
-    let mut cmd = Command::new("cc");
+    let cc = linker();
+    let mut cmd = Command::new(&cc);
     cmd.current_dir(&dir)
         .args([
             "-O1",
@@ -115,8 +123,8 @@ fn build_binary(pool: &Pool, out: &Path, spec: &BinarySpec, work: &Path) {
     } else {
         cmd.arg("-shared");
     }
-    let st = cmd.status().expect("run cc");
-    assert!(st.success(), "cc failed for {}", spec.rel);
+    let st = cmd.status().expect("run the C compiler");
+    assert!(st.success(), "{cc} failed for {}", spec.rel);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -376,3 +376,45 @@ pub fn kernel_rows(j: &serde_json::Value) -> Vec<(String, String, String)> {
     rows.sort();
     rows
 }
+
+/// The rocm-bootstrap wheel the host wheel requires: from `$KPACK_WHEELHOUSE`
+/// (`.ci/run` downloads it there), else downloaded with pip; `None` (skip) outside
+/// CI when neither works.
+pub fn bootstrap_wheel(dir: &Path) -> Option<()> {
+    if let Some(house) = std::env::var_os("KPACK_WHEELHOUSE") {
+        for e in std::fs::read_dir(&house).unwrap() {
+            let p = e.unwrap().path();
+            if p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("rocm_bootstrap-0.3.0")
+            {
+                std::fs::copy(&p, dir.join(p.file_name().unwrap())).unwrap();
+                return Some(());
+            }
+        }
+    }
+    let o = Command::new("python3")
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "rocm-bootstrap==0.3.0",
+            "-d",
+        ])
+        .arg(dir)
+        .output()
+        .ok()?;
+    if !o.status.success() {
+        assert!(
+            !in_ci(),
+            "rocm-bootstrap==0.3.0: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        eprintln!("note: rocm-bootstrap not available; skipping the pip test");
+        return None;
+    }
+    Some(())
+}
