@@ -824,3 +824,91 @@ fn other_host_cpus_are_refused_by_name() {
     );
     assert!(!out.exists());
 }
+
+/// An aarch64 library linked for 16 KiB pages (`-z max-page-size=16384`, as for
+/// Apple-silicon-class kernels), built here from the fixture sources: the rewrite
+/// removes whole 16 KiB pages (more than 64 KiB pages would allow), every PT_LOAD
+/// stays congruent modulo 16 KiB, and it loads byte-exact under qemu.
+#[test]
+fn sixteen_kib_pages_on_aarch64_are_kept() {
+    let m = MACHINES[0];
+    if !tools(m) || tool("clang++-19").is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let lib = tmp.path().join("tree/lib/libbulk.so");
+    std::fs::create_dir_all(lib.parent().unwrap()).unwrap();
+    let mut objects = Vec::new();
+    for src in [
+        here.join("tests/fixtures/src/vadd.hip"),
+        here.join("tests/cross/src/bulk.hip"),
+    ] {
+        let o = tmp
+            .path()
+            .join(format!("{}.o", src.file_stem().unwrap().to_string_lossy()));
+        let out = Command::new("clang++-19")
+            .args([
+                "-x",
+                "hip",
+                "--target=aarch64-linux-gnu",
+                "--rocm-path=/usr",
+            ])
+            .arg("--rocm-device-lib-path=/usr/lib/x86_64-linux-gnu/amdgcn/bitcode")
+            .args([
+                "-O2",
+                "-g0",
+                "-fPIC",
+                "--offload-arch=gfx900",
+                "--offload-arch=gfx90a:xnack+",
+                "-c",
+            ])
+            .arg(&src)
+            .arg("-o")
+            .arg(&o)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        objects.push(o);
+    }
+    let out = Command::new(m.tool("gcc"))
+        .args([
+            "-shared",
+            "-Wl,--build-id=none",
+            "-Wl,-z,max-page-size=16384",
+        ])
+        .args(["-Wl,-z,common-page-size=16384"])
+        .args(&objects)
+        .arg(format!("-L{}", stub(m).display()))
+        .arg("-l:libamdhip64.so.5")
+        .arg("-o")
+        .arg(&lib)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        loads(&lib).iter().all(|l| l.2 == 0x4000),
+        "{:?}",
+        loads(&lib)
+    );
+
+    let o = kpack(&["preview", lib.to_str().unwrap(), "--json"]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["page"], 16384, "{j}");
+    let removed = j["bytes_removed"].as_u64().unwrap();
+    assert!(
+        removed.is_multiple_of(16384) && removed > whole_pages(&lib),
+        "{removed}"
+    );
+
+    let packed = tmp.path().join("packed");
+    let o = pack_rocm(&tmp.path().join("tree"), &packed, &["--all"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for (off, vaddr, _) in loads(&packed.join("lib/libbulk.so")) {
+        assert_eq!(off % 0x4000, vaddr % 0x4000);
+    }
+    elflint_clean(&packed.join("lib/libbulk.so"));
+    let want = bundler_code_objects(&lib, tmp.path());
+    let (got, lines) = load(m, &packed.join("lib/libbulk.so"), &LIB_TARGETS, tmp.path());
+    assert_eq!(got, want, "{lines}");
+}
