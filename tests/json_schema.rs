@@ -167,6 +167,9 @@ fn every_json_output_follows_its_schema() {
     for f in ["libvadd.so", "app_nopie", "app_pie"] {
         json("preview", &["preview", &bin(f)]);
     }
+    for f in ["libkpe.dll", "kpe.exe", "libkpez.dll"] {
+        json("preview-pe", &["preview", &bin(f)]);
+    }
     let traces = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/traces");
     for f in ["phc-make-j2.trace", "hipcc-2obj-4arch.trace"] {
         json("trace", &["trace", &traces.join(f).to_string_lossy()]);
@@ -289,4 +292,41 @@ fn schemas_reject_what_they_should() {
     let mut wrong = ok.clone();
     wrong["proved"] = serde_json::json!("many");
     assert!(!v.is_valid(&wrong));
+}
+
+/// Every `kpack-tui.<name>/<version>` id the source writes has its schema file, and
+/// that file names the same version (the README promises a schema for every `--json`).
+#[test]
+fn every_schema_id_in_the_source_has_a_schema_file() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let id = regex::Regex::new(r#""kpack-tui\.([a-z-]+)/([0-9]+)""#).unwrap();
+    let mut ids = std::collections::BTreeSet::new();
+    for e in walkdir::WalkDir::new(root.join("src")) {
+        let e = e.unwrap();
+        if e.path().extension().is_none_or(|x| x != "rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(e.path()).unwrap();
+        for c in id.captures_iter(&text) {
+            ids.insert((c[1].to_string(), c[2].to_string()));
+        }
+    }
+    assert!(ids.len() >= 18, "{ids:?}");
+    let mut missing = Vec::new();
+    for (name, version) in &ids {
+        let p = root.join(format!("docs/schema/{name}.schema.json"));
+        let Ok(bytes) = std::fs::read(&p) else {
+            missing.push(format!("{name}: no {}", p.display()));
+            continue;
+        };
+        let s: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        let want = format!("kpack-tui.{name}/{version}");
+        if s["properties"]["schema"]["const"] != want.as_str() {
+            missing.push(format!(
+                "{name}: the schema file names {}",
+                s["properties"]["schema"]["const"]
+            ));
+        }
+    }
+    assert!(missing.is_empty(), "{missing:#?}");
 }
