@@ -63,6 +63,16 @@ fn run(cli: Cli) -> Result<i32> {
     }
     let common = cli.effective_common();
     match cli.command {
+        // A compile trace is shown as `kpack-tui PATH` shows it (the help says so).
+        Some(Command::Scan {
+            path, csv: None, ..
+        }) if is_trace(&path) => {
+            if wants_tui(&common) {
+                tui::run_timeline(path, false)?;
+                return Ok(EXIT_OK);
+            }
+            batch::trace::run(&path, false, None, &common.output())
+        }
         Some(Command::Scan {
             path, csv: None, ..
         }) => run_scan(&path, &common),

@@ -365,3 +365,25 @@ fn options_may_come_before_the_command() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("not both"), "{}", stderr(&o));
 }
+
+/// `scan` is "the same as `kpack-tui PATH`", compile traces too (#28 item 6: it
+/// called a trace an opaque file).
+#[test]
+fn scan_of_a_trace_is_what_the_bare_path_shows() {
+    let t = fixtures()
+        .parent()
+        .unwrap()
+        .join("traces/phc-make-j2.trace");
+    let t = t.to_str().unwrap();
+    for extra in [&["--no-tui"][..], &["--json"][..]] {
+        let bare = kpack(&[&[t][..], extra].concat());
+        let scan = kpack(&[&["scan", t][..], extra].concat());
+        assert!(
+            bare.status.success() && scan.status.success(),
+            "{}",
+            stderr(&scan)
+        );
+        assert_eq!(stdout(&scan), stdout(&bare), "{extra:?}");
+        assert!(stdout(&scan).contains("ninja log") || stdout(&scan).contains("kpack-tui.trace/1"));
+    }
+}
