@@ -65,6 +65,29 @@ pub fn rewrite_host_only(data: &[u8], marker: &Marker) -> Result<Vec<u8>, String
         .map_err(|e| e.to_string())
 }
 
+/// The host-only rewrite of a fat binary, computed (nothing written): what changes,
+/// in the terms of its container.
+#[derive(Debug, Clone)]
+pub enum Plan {
+    /// An ELF binary's plan: program headers and sections before and after.
+    Elf(Box<elf::rewrite::RewritePlan>),
+    /// A PE image's plan: the raw data removed, the `.kpackrf` section, the wrappers.
+    Pe(Box<crate::coff::rewrite::PeRewritePlan>),
+}
+
+/// The plan of [`rewrite_host_only`] (the preview of the CLI and the TUI), or why
+/// the binary cannot be rewritten.
+pub fn plan_host_only(data: &[u8], marker: &Marker) -> Result<Plan, String> {
+    if crate::coff::is_pe(data) && !elf::is_elf(data) {
+        return crate::coff::rewrite::plan_rewrite(data, marker)
+            .map(|r| Plan::Pe(Box::new(r.plan)))
+            .map_err(|e| e.to_string());
+    }
+    elf::rewrite::plan_rewrite(data, marker)
+        .map(|r| Plan::Elf(Box::new(r.plan)))
+        .map_err(|e| e.to_string())
+}
+
 /// A host-only ELF or PE binary pointed at other archives (its marker replaced): the
 /// new bytes, or why not.
 pub fn replace_marker(data: &[u8], marker: &Marker) -> Result<Vec<u8>, String> {

@@ -146,6 +146,38 @@ pub fn rewrite_plan(out: &mut dyn Write, binary: &Path, p: &RewritePlan) -> std:
     Ok(())
 }
 
+/// Print a PE image's rewrite plan.
+pub fn pe_rewrite_plan(
+    out: &mut dyn Write,
+    binary: &Path,
+    p: &kpack::coff::rewrite::PeRewritePlan,
+) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "{}: {} -> {} ({} of .hip_fat raw data removed; the section keeps its virtual size)",
+        binary.display(),
+        size(p.input_size),
+        size(p.output_size),
+        size(p.removed)
+    )?;
+    writeln!(
+        out,
+        "  marker: section .kpackrf at RVA {:#x} (file {:#x}, {} bytes): kernel_name {:?}, search paths {:?}",
+        p.marker_rva,
+        p.marker_offset,
+        p.marker_len,
+        p.marker.kernel_name,
+        p.marker.kpack_search_paths
+    )?;
+    for (i, (rva, b)) in p.wrappers.iter().enumerate() {
+        writeln!(
+            out,
+            "  wrapper {i} at RVA {rva:#x}: HIPF -> HIPK, pointer -> marker, co_index {b}"
+        )?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -38,37 +38,6 @@ fn pe(
     }
 }
 
-fn print_pe_plan(
-    out: &mut dyn Write,
-    binary: &Path,
-    p: &kpack::coff::rewrite::PeRewritePlan,
-) -> std::io::Result<()> {
-    writeln!(
-        out,
-        "{}: {} -> {} ({} of .hip_fat raw data removed; the section keeps its virtual size)",
-        binary.display(),
-        size(p.input_size),
-        size(p.output_size),
-        size(p.removed)
-    )?;
-    writeln!(
-        out,
-        "  marker: section .kpackrf at RVA {:#x} (file {:#x}, {} bytes): kernel_name {:?}, search paths {:?}",
-        p.marker_rva,
-        p.marker_offset,
-        p.marker_len,
-        p.marker.kernel_name,
-        p.marker.kpack_search_paths
-    )?;
-    for (i, (rva, b)) in p.wrappers.iter().enumerate() {
-        writeln!(
-            out,
-            "  wrapper {i} at RVA {rva:#x}: HIPF -> HIPK, pointer -> marker, co_index {b}"
-        )?;
-    }
-    Ok(())
-}
-
 /// Print the plan of a rewrite.
 pub fn preview(binary: &Path, marker: &Marker, json: bool, out: &mut dyn Write) -> Result<i32> {
     let data = kpack::fsutil::read_input(binary)
@@ -81,7 +50,7 @@ pub fn preview(binary: &Path, marker: &Marker, json: bool, out: &mut dyn Write) 
         if json {
             super::write_json(out, "kpack-tui.preview-pe/1", &r.plan)?;
         } else {
-            print_pe_plan(out, binary, &r.plan)?;
+            crate::text::pe_rewrite_plan(out, binary, &r.plan)?;
         }
         return Ok(EXIT_OK);
     }

@@ -2,7 +2,6 @@
 //! threads and comes back as [`AppEvent`]s.
 
 use super::tree::{Row, Sort, Tree};
-use kpack::elf::rewrite::RewritePlan;
 use kpack::family::{Family, PRESETS};
 use kpack::kpack::archive::ArchiveIndex;
 use kpack::scan::TreeReport;
@@ -26,7 +25,7 @@ pub enum AppEvent {
     /// The entries inspected so far, while the scan runs (built off the UI thread).
     Partial(Box<(TreeReport, Tree)>),
     /// A rewrite preview finished.
-    Preview(String, Box<Result<RewritePlan, String>>),
+    Preview(String, Box<Result<kpack::fatbin::Plan, String>>),
     /// An archive was opened from the explorer (relative path, its index).
     ArchiveOpened(String, Box<Result<ArchiveIndex, String>>),
     /// An archive extract or verify finished: the message to show.
@@ -393,7 +392,7 @@ pub struct App {
     /// Row selected in the inspector.
     pub archive_cursor: usize,
     /// Preview result, for the path it was computed for.
-    pub preview: Option<(String, Result<RewritePlan, String>)>,
+    pub preview: Option<(String, Result<kpack::fatbin::Plan, String>)>,
     /// Preview scroll.
     /// Background requests to start.
     pub requests: Vec<Request>,

@@ -163,12 +163,9 @@ fn preview_plan(
     path: &Path,
     rel: &str,
     marker: &kpack::kpack::Marker,
-) -> Result<kpack::elf::rewrite::RewritePlan, String> {
-    let plan = |bytes: &[u8]| {
-        kpack::elf::rewrite::plan_rewrite(bytes, marker)
-            .map(|r| r.plan)
-            .map_err(|e| e.to_string())
-    };
+) -> Result<kpack::fatbin::Plan, String> {
+    // ELF or PE, as the CLI's preview: one dispatch for both.
+    let plan = |bytes: &[u8]| kpack::fatbin::plan_host_only(bytes, marker);
     if path.is_file() && kpack::wheel::is_wheel_path(path) {
         let w = kpack::wheel::Wheel::open(path).map_err(|e| e.to_string())?;
         let m = w

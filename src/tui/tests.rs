@@ -238,9 +238,7 @@ fn preview_view_shows_the_core_plan() {
         kernel_name: rel.clone(),
         kpack_search_paths: vec!["../.kpack/x.kpack".into()],
     };
-    let plan = kpack::elf::rewrite::plan_rewrite(&data, &marker)
-        .map(|r| r.plan)
-        .map_err(|e| e.to_string());
+    let plan = kpack::fatbin::plan_host_only(&data, &marker);
     app.update(AppEvent::Preview(rel, Box::new(plan)));
     let t = render(&app, 160, 48);
     let text = format!("{}", t.backend());
@@ -1600,6 +1598,7 @@ fn panes_scroll_to_their_end_and_the_mouse_hits_what_it_points_at() {
     let plan = kpack::elf::rewrite::plan_rewrite(&bytes, &marker)
         .unwrap()
         .plan;
+    let plan = kpack::fatbin::Plan::Elf(Box::new(plan));
     app.update(AppEvent::Preview("bin/vadd_app".into(), Box::new(Ok(plan))));
     app.view = View::Preview;
     let screen = format!("{}", render(&app, 80, 24).backend());
@@ -1992,7 +1991,37 @@ fn the_preview_of_a_wheel_member_reads_it_from_the_zip() {
     let want = kpack::elf::rewrite::plan_rewrite(&lib, &marker)
         .unwrap()
         .plan;
+    let kpack::fatbin::Plan::Elf(got) = got else {
+        panic!("an ELF plan: {got:?}")
+    };
     assert_eq!(format!("{got:?}"), format!("{want:?}"));
     let e = super::preview_plan(&whl, "torch/lib/nothere.so", &marker).unwrap_err();
     assert!(e.contains("not a member"), "{e}");
+}
+
+/// #30 item 5 for PE images, #28 item 2: the TUI's rewrite preview of a DLL is the
+/// PE plan the CLI's `preview` prints (it said "not an ELF file"), drawn in the pane.
+#[test]
+fn the_preview_of_a_dll_is_the_pe_plan() {
+    let dll = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bin/libkpe.dll");
+    let marker = kpack::kpack::Marker {
+        kernel_name: "libkpe.dll".into(),
+        kpack_search_paths: vec![".kpack/preview_@GFXARCH@.kpack".into()],
+    };
+    let got = super::preview_plan(&dll, "libkpe.dll", &marker).unwrap();
+    let want = kpack::coff::rewrite::plan_rewrite(&std::fs::read(&dll).unwrap(), &marker)
+        .unwrap()
+        .plan;
+    let kpack::fatbin::Plan::Pe(p) = &got else {
+        panic!("a PE plan: {got:?}")
+    };
+    assert_eq!(format!("{p:?}"), format!("{want:?}"));
+    let mut app = scanned();
+    app.update(AppEvent::Preview("libkpe.dll".into(), Box::new(Ok(got))));
+    app.view = View::Preview;
+    let t = render(&app, 160, 48);
+    let text = format!("{}", t.backend());
+    assert!(text.contains("of .hip_fat raw data removed"), "{text}");
+    assert!(text.contains("marker: section .kpackrf at RVA"), "{text}");
+    assert!(text.contains("wrapper 0 at RVA"), "{text}");
 }

@@ -808,7 +808,11 @@ fn preview(frame: &mut Frame, app: &App, area: Rect) {
         Some((path, Err(e))) => format!("{path}: {e}"),
         Some((path, Ok(plan))) => {
             let mut buf = Vec::new();
-            let _ = crate::text::rewrite_plan(&mut buf, std::path::Path::new(path), plan);
+            let path = std::path::Path::new(path);
+            let _ = match plan {
+                kpack::fatbin::Plan::Elf(p) => crate::text::rewrite_plan(&mut buf, path, p),
+                kpack::fatbin::Plan::Pe(p) => crate::text::pe_rewrite_plan(&mut buf, path, p),
+            };
             String::from_utf8_lossy(&buf).into_owned()
         }
     };
