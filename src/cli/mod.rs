@@ -634,7 +634,7 @@ pub struct PackArgs {
     /// Kernel compression in the archives.
     #[arg(long, value_enum, default_value_t = CompressionArg::Zstd)]
     pub compression: CompressionArg,
-    /// zstd level: 1-22, or `max` (level 19 with a window as large as each kernel;
+    /// zstd level: 1-22, or `max` (22 with long-distance matching and a window as large as each kernel;
     /// slower, for bundles that were stored compressed).
     #[arg(long, alias = "compression-level", default_value = "3", value_parser = parse_level)]
     pub level: i32,

@@ -54,8 +54,16 @@ pub const MAX_KERNEL_SIZE: u64 = 4 << 30;
 pub const MAX_TOC_SIZE: u64 = 1 << 30;
 /// Default zstd level.
 pub const DEFAULT_LEVEL: i32 = 3;
-/// The level `--level max` stands for: zstd 19 with a window as large as each kernel.
-pub const LEVEL_MAX: i32 = 19;
+/// The level `--level max` stands for: zstd's highest (22), with long-distance
+/// matching and a window as large as each kernel (up to the largest window the
+/// reference C++ reader accepts without being told: 2^27 bytes).
+pub const LEVEL_MAX: i32 = 22;
+/// From this level on (zstd's "ultra" range begins at 20; 19 is the highest ordinary
+/// level) the window is fitted to each kernel instead of zstd's default for the level.
+pub const LEVEL_FIT_WINDOW: i32 = 19;
+/// The largest window log a frame may use: what `ZSTD_decompressDCtx` accepts by
+/// default (`ZSTD_WINDOWLOG_LIMIT_DEFAULT`), as the reference runtime calls it.
+pub const MAX_WINDOW_LOG: u32 = 27;
 
 /// How kernels are stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -506,3 +506,44 @@ fn a_cancel_lands_within_one_chunk_of_a_kernel() {
         Err(crate::Error::Cancelled)
     ));
 }
+
+/// `--level max` is zstd's highest level with long-distance matching and a window
+/// fitted to the kernel, never larger than a default decoder accepts (#28 item 6: it
+/// was level 19): its frames name a window of at most 2^27 and decode with zstd's
+/// default limits. (On code objects of a few MiB levels 19-22 give frames within
+/// bytes of each other once the window fits; the difference is the guarantee.)
+#[test]
+fn level_max_is_the_real_maximum_within_the_readers_window() {
+    use crate::kpack::archive::write::encode_kernel;
+    // 3 MiB: a 64 KiB block of pseudo-random bytes repeated with small changes, the
+    // shape of many similar kernels in one code object.
+    let mut block = vec![0u8; 64 << 10];
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for b in &mut block {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+    let mut data = Vec::new();
+    for i in 0..48u8 {
+        let mut b = block.clone();
+        b[usize::from(i) * 97] ^= i;
+        data.extend_from_slice(&b);
+    }
+    let max = encode_kernel(&data, Scheme::ZstdPerKernel, LEVEL_MAX).unwrap();
+    let l3 = encode_kernel(&data, Scheme::ZstdPerKernel, 3).unwrap();
+    assert!(max.len() < l3.len(), "{} vs {}", max.len(), l3.len());
+    let mut d = zstd::bulk::Decompressor::new().unwrap();
+    assert_eq!(d.decompress(&max, data.len()).unwrap(), data);
+    // The frame header's window: fitted to the 3 MiB kernel (2^22 ≥ 3 MiB), within 2^27.
+    let params = zstd::zstd_safe::get_frame_content_size(&max).unwrap();
+    assert_eq!(params, Some(data.len() as u64));
+    let desc = max[4];
+    let single_segment = desc & 0x20 != 0;
+    if !single_segment {
+        let window_log = 10 + u32::from(max[5] >> 3);
+        assert!((22..=MAX_WINDOW_LOG).contains(&window_log), "{window_log}");
+    }
+    assert_eq!(LEVEL_MAX, zstd::zstd_safe::max_c_level());
+}

@@ -59,12 +59,17 @@ pub fn encode_kernel_until(
                 // change (zstd refuses them mid-frame).
                 c.reset(zstd::zstd_safe::ResetDirective::SessionOnly)
                     .map_err(zerr)?;
-                if level >= LEVEL_MAX {
+                if level >= LEVEL_FIT_WINDOW {
                     // The window spans the whole kernel (one frame per kernel still;
                     // one-shot decoders need no window buffer).
-                    let w = (usize::BITS - data.len().max(1 << 10).leading_zeros()).clamp(10, 27);
+                    let w = (usize::BITS - data.len().max(1 << 10).leading_zeros())
+                        .clamp(10, MAX_WINDOW_LOG);
                     c.set_parameter(CParameter::WindowLog(w)).map_err(zerr)?;
                 }
+                // Long-distance matching at the highest level only (it changes the
+                // frames, not what a decoder needs).
+                c.set_parameter(CParameter::EnableLongDistanceMatching(level >= LEVEL_MAX))
+                    .map_err(zerr)?;
                 let out = Vec::with_capacity(zstd::zstd_safe::compress_bound(data.len()));
                 let mut enc = zstd::stream::write::Encoder::with_context(out, c);
                 enc.set_pledged_src_size(Some(data.len() as u64))?;
