@@ -264,6 +264,11 @@ pub struct PackSettings {
     pub overlay: String,
     /// Replace a previous output (asked for when it exists).
     pub force: bool,
+    /// Code for targets outside the selection: stop before writing (the CLI's
+    /// default), or leave it out and report it (F4 switches).
+    pub unassigned: kpack::pack::Unassigned,
+    /// Copy damaged fat binaries with their device code instead of refusing (F5).
+    pub copy_damaged: bool,
 }
 
 impl PackSettings {

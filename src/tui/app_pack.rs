@@ -30,6 +30,8 @@ impl App {
                 wheel: true,
                 overlay: self.overlay_guess(),
                 force: false,
+                unassigned: kpack::pack::Unassigned::Error,
+                copy_damaged: false,
             },
             None => PackSettings {
                 group: "rocm".into(),
@@ -41,6 +43,8 @@ impl App {
                 wheel: false,
                 overlay: String::new(),
                 force: false,
+                unassigned: kpack::pack::Unassigned::Error,
+                copy_damaged: false,
             },
         };
         // Edits of an earlier opening are kept (the selection is today's).
@@ -173,6 +177,14 @@ impl App {
                 }
                 KeyCode::F(2) if !settings.wheel => settings.split = !settings.split,
                 KeyCode::F(3) if !settings.wheel => settings.per_family = !settings.per_family,
+                KeyCode::F(4) if !settings.wheel => {
+                    use kpack::pack::Unassigned as U;
+                    settings.unassigned = match settings.unassigned {
+                        U::Error => U::Drop,
+                        U::Drop => U::Error,
+                    };
+                }
+                KeyCode::F(5) if !settings.wheel => settings.copy_damaged = !settings.copy_damaged,
                 _ => match settings.field_mut(*field) {
                     Some(text) => {
                         super::textedit::edit(text, cursor, k);
@@ -210,6 +222,22 @@ impl App {
                 if k.code == KeyCode::Esc {
                     self.cancel_pack = true;
                     self.cancelling = true;
+                }
+            }
+            // A refused pack goes back to its dialog, where the option it asks for is.
+            Some(PackState::Done(r))
+                if r.as_ref().as_ref().is_err_and(|e| e != "cancelled")
+                    && matches!(k.code, KeyCode::Esc | KeyCode::Enter) =>
+            {
+                if let Some(settings) = self.last_pack.take() {
+                    let cursor = settings.group.chars().count();
+                    self.pack = Some(PackState::Confirm {
+                        settings,
+                        field: 0,
+                        cursor,
+                    });
+                } else {
+                    self.view = View::Families;
                 }
             }
             Some(PackState::Done(_) | PackState::WheelDone(_)) | None => {

@@ -76,6 +76,10 @@ pub(crate) fn help(frame: &mut Frame, app: &App, area: Rect) {
                 "F2, F3",
                 "layout combined/split, archives per target/family (trees)",
             ),
+            (
+                "F4, F5",
+                "code for targets not selected: stop (default) or drop; damaged fat binaries: stop (default) or copy (trees)",
+            ),
             ("Enter", "start"),
             ("Esc", "back; while running: cancel cleanly"),
         ]),

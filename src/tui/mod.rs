@@ -123,13 +123,28 @@ fn run_pack(
     if s.per_family {
         opts.archive_per = kpack::pack::ArchivePer::Family;
     }
-    opts.unassigned = kpack::pack::Unassigned::Drop;
+    opts.unassigned = s.unassigned;
+    opts.copy_damaged = s.copy_damaged;
     opts.level = s.level;
     opts.force = s.force;
     let out = PathBuf::from(&s.output);
-    let plan = kpack::pack::plan_pack(root, &out, &opts).map_err(|e| e.to_string())?;
+    let plan = kpack::pack::plan_pack(root, &out, &opts).map_err(|e| in_dialog_terms(&e))?;
     kpack::pack::execute_pack(plan, root, &out, &opts, &PackForward(tx.clone()), cancel)
-        .map_err(|e| e.to_string())
+        .map_err(|e| in_dialog_terms(&e))
+}
+
+/// A refusal of the core, with the CLI flags it advises named as the dialog's keys
+/// (the advice has to be one the user can follow here).
+fn in_dialog_terms(e: &kpack::Error) -> String {
+    e.to_string()
+        .replace(
+            "select them (--family, --target, --all) or pass --unassigned drop",
+            "select them in the Architectures view (Space), or press F4 in the dialog to drop them",
+        )
+        .replace(
+            "pass --copy-damaged to copy them as they are",
+            "press F5 in the dialog to copy them as they are",
+        )
 }
 
 /// Split the open wheel as the dialog set it (targets: the families view's picks).

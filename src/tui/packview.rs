@@ -25,8 +25,17 @@ pub(crate) fn field_line(
             super::textedit::with_cursor(text, cursor)
         )),
         Some(text) => Line::from(format!("{mark} {label} {text}")),
-        None if field == i => Line::from(format!("{mark} {label} - {} +  (←/→)", s.level)),
-        None => Line::from(format!("{mark} {label} {}", s.level)),
+        None if field == i => Line::from(format!("{mark} {label} - {} +  (←/→)", level(s.level))),
+        None => Line::from(format!("{mark} {label} {}", level(s.level))),
+    }
+}
+
+/// A zstd level as the dialog shows it: the highest is `max` (as `--level max`).
+fn level(l: i32) -> String {
+    if l >= kpack::kpack::archive::LEVEL_MAX {
+        format!("{l} (max: long-distance matching, a window per kernel)")
+    } else {
+        l.to_string()
     }
 }
 
@@ -111,10 +120,27 @@ pub(crate) fn pack(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                     }
                 )),
                 f(2, "zstd level"),
+                Line::from(format!(
+                    "  other code {}",
+                    match settings.unassigned {
+                        kpack::pack::Unassigned::Error => {
+                            "stop: code for targets not selected stops the pack (F4: drop it)"
+                        }
+                        kpack::pack::Unassigned::Drop => {
+                            "drop: code for targets not selected is left out and reported (F4)"
+                        }
+                    }
+                )),
+                Line::from(format!(
+                    "  damaged    {}",
+                    if settings.copy_damaged {
+                        "copied with their device code (F5)"
+                    } else {
+                        "stop the pack (F5: copy them as they are)"
+                    }
+                )),
                 Line::from(""),
-                Line::from(
-                    "Enter starts; code for archs outside these families is dropped and reported.",
-                ),
+                Line::from("Enter starts: written to a staging directory, verified, then placed."),
             ];
             let w = area.width.min(90);
             let h = area.height.min(lines.len() as u16 + 2);
@@ -211,8 +237,12 @@ pub(crate) fn pack(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             } else {
                 " pack failed: nothing was written "
             };
+            let mut text = e.to_string();
+            if e != "cancelled" {
+                text.push_str("\n\nEnter or Esc: back to the dialog");
+            }
             frame.render_widget(
-                Paragraph::new(e)
+                Paragraph::new(text)
                     .wrap(Wrap { trim: false })
                     .block(Block::bordered().title(title)),
                 area,

@@ -23,6 +23,9 @@ fn demo_settings(out: &Path, families: &[&str]) -> super::app::PackSettings {
         wheel: false,
         overlay: String::new(),
         force: false,
+        // These tests pack subsets of the demo on purpose.
+        unassigned: kpack::pack::Unassigned::Drop,
+        copy_damaged: false,
     }
 }
 
@@ -830,6 +833,8 @@ fn pack_dialog_chooses_archives_per_target_or_family() {
         wheel: false,
         overlay: String::new(),
         force: false,
+        unassigned: kpack::pack::Unassigned::Drop,
+        copy_damaged: false,
     };
     let (tx, _rx) = std::sync::mpsc::channel();
     let r = super::run_pack(&demo(), &settings, &tx, &kpack::event::CancelToken::new()).unwrap();
@@ -2024,4 +2029,69 @@ fn the_preview_of_a_dll_is_the_pe_plan() {
     assert!(text.contains("of .hip_fat raw data removed"), "{text}");
     assert!(text.contains("marker: section .kpackrf at RVA"), "{text}");
     assert!(text.contains("wrapper 0 at RVA"), "{text}");
+}
+
+/// #30 item 2 and trial 12: the dialog packs with the CLI's safe default (code for
+/// targets not selected stops the pack), F4 drops it instead and F5 copies damaged
+/// binaries; a refusal says which key to press and Enter goes back to the dialog.
+#[test]
+fn the_dialog_stops_on_unselected_code_by_default_and_f4_drops_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut app = scanned();
+    key(&mut app, KeyCode::Char('2'));
+    key(&mut app, KeyCode::Char('P'));
+    if let Some(super::app::PackState::Confirm { settings: s, .. }) = &mut app.pack {
+        assert_eq!(s.unassigned, kpack::pack::Unassigned::Error);
+        assert!(!s.copy_damaged);
+        s.output = tmp.path().join("out").display().to_string();
+        // One family of the two the demo needs.
+        s.selection.families = vec!["gfx103X".into()];
+    }
+    let t = format!("{}", render(&app, 100, 30).backend());
+    assert!(
+        t.contains("stop: code for targets not selected stops the pack (F4: drop it)"),
+        "{t}"
+    );
+    assert!(
+        t.contains("stop the pack (F5: copy them as they are)"),
+        "{t}"
+    );
+    key(&mut app, KeyCode::Enter);
+    let Some(super::app::Request::Pack(s)) = app.requests.pop() else {
+        panic!("no pack request")
+    };
+    // The real pack refuses: the demo has gfx9 code, which nothing selects; the
+    // advice names the dialog's key, not a CLI flag.
+    let (tx, _rx) = std::sync::mpsc::channel();
+    let e = super::run_pack(&demo(), &s, &tx, &kpack::event::CancelToken::new()).unwrap_err();
+    assert!(e.contains("press F4 in the dialog to drop them"), "{e}");
+    assert!(!e.contains("--unassigned"), "{e}");
+    assert!(!tmp.path().join("out").exists());
+    app.update(AppEvent::PackDone(Box::new(Err(e))));
+    let t = format!("{}", render(&app, 100, 30).backend());
+    assert!(t.contains("Enter or Esc: back to the dialog"), "{t}");
+    key(&mut app, KeyCode::Enter);
+    assert!(matches!(
+        app.pack,
+        Some(super::app::PackState::Confirm { .. })
+    ));
+    key(&mut app, KeyCode::F(4));
+    key(&mut app, KeyCode::F(5));
+    let t = format!("{}", render(&app, 100, 30).backend());
+    assert!(
+        t.contains("drop: code for targets not selected is left out and reported"),
+        "{t}"
+    );
+    assert!(t.contains("copied with their device code (F5)"), "{t}");
+    key(&mut app, KeyCode::Enter);
+    let Some(super::app::Request::Pack(s)) = app.requests.pop() else {
+        panic!("no pack request")
+    };
+    assert_eq!(s.unassigned, kpack::pack::Unassigned::Drop);
+    assert!(s.copy_damaged);
+    let r = super::run_pack(&demo(), &s, &tx, &kpack::event::CancelToken::new()).unwrap();
+    assert!(
+        !r.plan.unassigned.is_empty(),
+        "the dropped targets are reported"
+    );
 }

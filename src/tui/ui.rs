@@ -298,7 +298,7 @@ fn status(app: &App) -> String {
                 "type to edit · ↑↓ field · Enter split · Esc back".to_string()
             }
             Some(super::app::PackState::Confirm { .. }) => {
-                "type to edit · ↑↓ field · F2 layout · F3 archives · Enter start · Esc back"
+                "type to edit · ↑↓ field · F2 layout · F3 archives · F4 other code · F5 damaged · Enter start · Esc back"
                     .to_string()
             }
             Some(super::app::PackState::Running(_)) if app.cancelling => {
