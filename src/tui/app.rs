@@ -35,7 +35,7 @@ pub enum AppEvent {
     /// The kernels under a relative path were read.
     Kernels(String, Box<Result<kpack::kernels::KernelsReport, String>>),
     /// The core's pack plan for the selected families finished.
-    Plan(Box<Result<kpack::pack::PackPlan, String>>),
+    Plan(Selection, Box<Result<kpack::pack::PackPlan, String>>),
     /// Progress of a running pack.
     Pack(kpack::pack::PackEvent),
     /// The pack finished (or failed, or was cancelled).
@@ -330,6 +330,10 @@ pub enum PackState {
     /// A wheel split finished.
     WheelDone(Box<Result<kpack::wheel::split::WheelSplitReport, String>>),
 }
+
+/// Device code up to which the Architectures view computes the exact pack plan by
+/// itself (the core compresses it all, as `pack --dry-run`, in well under a second).
+pub const AUTO_PLAN_BYTES: u64 = 8 << 20;
 
 /// The whole UI state.
 pub struct App {
@@ -715,6 +719,36 @@ impl App {
         if explorer_input && self.view == View::Explorer {
             self.want_layout();
         }
+        if self.view == View::Families {
+            self.want_plan();
+        }
+    }
+
+    /// On a tree whose device code the core compresses whole in a moment (at most
+    /// [`AUTO_PLAN_BYTES`]), the exact pack plan of the current selection is asked
+    /// for as soon as the Architectures view shows it, instead of a guess (#30 item 7).
+    fn want_plan(&mut self) {
+        let Some(r) = &self.report else { return };
+        if self.planning
+            || self.partial
+            || r.wheel.is_some()
+            || r.totals.device_raw > AUTO_PLAN_BYTES
+        {
+            return;
+        }
+        let sel = self.selection();
+        if sel.is_empty() || self.plan.as_ref().is_some_and(|(s, _)| *s == sel) {
+            return;
+        }
+        self.planning = true;
+        self.requests.push(Request::Plan(sel));
+    }
+
+    /// Whether the Architectures view shows the exact plan instead of a guess.
+    pub fn plans_automatically(&self) -> bool {
+        self.report
+            .as_ref()
+            .is_some_and(|r| r.wheel.is_none() && r.totals.device_raw <= AUTO_PLAN_BYTES)
     }
 
     pub(super) fn update_inner(&mut self, ev: AppEvent) {
@@ -792,9 +826,11 @@ impl App {
                 self.cancelling = false;
                 self.side_scroll = 0;
             }
-            AppEvent::Plan(r) => {
+            // The plan is for the selection it was asked for (the user may have
+            // changed it meanwhile: then it is not shown as the current one's).
+            AppEvent::Plan(sel, r) => {
                 self.planning = false;
-                self.plan = Some((self.selection(), *r));
+                self.plan = Some((sel, *r));
             }
         }
     }

@@ -88,7 +88,9 @@ fn plan(root: &Path, selection: &app::Selection) -> Result<kpack::pack::PackPlan
     if kpack::wheel::is_wheel_path(root) {
         return Err(WHEEL_PACK.into());
     }
-    let mut opts = selection.options("preview")?;
+    // The dialog's default group, so that the plan is the one of `pack --dry-run
+    // --group rocm` with these families (archive names are in the ledger's size).
+    let mut opts = selection.options("rocm")?;
     opts.unassigned = kpack::pack::Unassigned::Drop;
     opts.verify = false;
     opts.copy_damaged = true;
@@ -215,7 +217,8 @@ fn start(req: Request, root: &Path, tx: &Sender<AppEvent>, cancel: &kpack::event
         Request::Plan(selection) => {
             let (root, tx) = (root.to_path_buf(), tx.clone());
             std::thread::spawn(move || {
-                let _ = tx.send(AppEvent::Plan(Box::new(plan(&root, &selection))));
+                let r = plan(&root, &selection);
+                let _ = tx.send(AppEvent::Plan(selection, Box::new(r)));
             });
         }
         Request::Extract(at, which, dest) => {

@@ -712,26 +712,29 @@ fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     // (bench/), so the range is shown; `e` computes the real figure.
     let raw: u64 = per_family.iter().sum();
     let (lo, hi) = (raw / 4, raw * 2 / 5);
-    l.push(Line::from(Span::styled(
-        "projected output: a guess (zstd keeps 25-40% of code)",
-        Style::new().add_modifier(Modifier::BOLD),
-    )));
-    l.push(Line::from(format!("host-only tree  ≈{}", size(host_tree))));
-    for (f, b) in picks.iter().zip(&per_family) {
+    // A small tree gets the exact plan at once (below), not a guess.
+    if !app.plans_automatically() {
+        l.push(Line::from(Span::styled(
+            "projected output: a guess (zstd keeps 25-40% of code)",
+            Style::new().add_modifier(Modifier::BOLD),
+        )));
+        l.push(Line::from(format!("host-only tree  ≈{}", size(host_tree))));
+        for (f, b) in picks.iter().zip(&per_family) {
+            l.push(Line::from(format!(
+                "{:<15} {}–{} ({} raw)",
+                f.name(),
+                size(b / 4),
+                size(b * 2 / 5),
+                size(*b)
+            )));
+        }
         l.push(Line::from(format!(
-            "{:<15} {}–{} ({} raw)",
-            f.name(),
-            size(b / 4),
-            size(b * 2 / 5),
-            size(*b)
+            "total           {}–{} of {}",
+            size(host_tree + lo),
+            size(host_tree + hi),
+            size(report.totals.bytes),
         )));
     }
-    l.push(Line::from(format!(
-        "total           {}–{} of {}",
-        size(host_tree + lo),
-        size(host_tree + hi),
-        size(report.totals.bytes),
-    )));
     if !unassigned.is_empty() {
         l.push(Line::from(Span::styled(
             format!("unassigned: {}", unassigned.join(" ")),
@@ -759,7 +762,7 @@ fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                     String::new()
                 };
                 l.push(Line::from(format!(
-                    "{:<14} {:>5} {:<12} {:>11} raw {approx}{:>11}{note}",
+                    "{:<14}{:>4} {:<12} {:>10} → {approx}{}{note}",
                     f.name,
                     f.code_objects,
                     if f.code_objects == 1 {
