@@ -202,6 +202,31 @@ impl Selection {
             .join(" ")
     }
 
+    /// Whether it takes code for `arch` (a target ID), as the core's options do.
+    pub fn takes(&self, arch: &str) -> bool {
+        self.families
+            .iter()
+            .any(|f| kpack::family::Family::parse(f).is_ok_and(|f| f.contains(arch)))
+            || self
+                .targets
+                .iter()
+                .any(|t| Pick::Target(t.clone()).takes(arch))
+    }
+
+    /// The targets of `report` with code (in binaries or in the archives host-only
+    /// binaries reach) that it does not take, with their code objects: what a pack
+    /// with it drops, or refuses to.
+    pub fn left_out(&self, report: &kpack::scan::TreeReport) -> Vec<(String, u64)> {
+        let mut v: Vec<(String, u64)> = report
+            .arch_totals
+            .iter()
+            .filter(|(a, t)| t.code_objects + t.archived_code_objects > 0 && !self.takes(a))
+            .map(|(a, t)| (a.clone(), t.code_objects + t.archived_code_objects))
+            .collect();
+        v.sort_by(|a, b| kpack::natural::target_cmp(&a.0, &b.0));
+        v
+    }
+
     /// The core's options for it.
     pub fn options(&self, group: &str) -> Result<kpack::pack::PackOptions, String> {
         let families = if self.families.is_empty() {

@@ -131,6 +131,23 @@ pub(crate) fn pack(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                         }
                     }
                 )),
+                match app.report.as_ref().map(|r| settings.selection.left_out(r)) {
+                    Some(out) if !out.is_empty() => Line::from(Span::styled(
+                        format!(
+                            "  left out   {} (code objects): {}",
+                            out.iter()
+                                .map(|(a, n)| format!("{a} ({n})"))
+                                .collect::<Vec<_>>()
+                                .join(", "),
+                            match settings.unassigned {
+                                kpack::pack::Unassigned::Error => "the pack stops",
+                                kpack::pack::Unassigned::Drop => "dropped",
+                            },
+                        ),
+                        theme.fg(Color::LightRed),
+                    )),
+                    _ => Line::from("  (every target with code is selected)"),
+                },
                 Line::from(format!(
                     "  damaged    {}",
                     if settings.copy_damaged {
@@ -143,11 +160,16 @@ pub(crate) fn pack(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                 Line::from("Enter starts: written to a staging directory, verified, then placed."),
             ];
             let w = area.width.min(90);
-            let h = area.height.min(lines.len() as u16 + 2);
+            // Long lines (what is left out) wrap: the box is as high as they make it.
+            let inner = usize::from(w.saturating_sub(2)).max(1);
+            let rows: usize = lines.iter().map(|l| l.width().max(1).div_ceil(inner)).sum();
+            let h = area.height.min(rows as u16 + 2);
             let r = centered(area, w, h);
             frame.render_widget(Clear, r);
             frame.render_widget(
-                Paragraph::new(lines).block(Block::bordered().title(" confirm ")),
+                Paragraph::new(lines)
+                    .wrap(Wrap { trim: false })
+                    .block(Block::bordered().title(" confirm ")),
                 r,
             );
         }

@@ -2080,6 +2080,13 @@ fn the_dialog_stops_on_unselected_code_by_default_and_f4_drops_it() {
         t.contains("stop the pack (F5: copy them as they are)"),
         "{t}"
     );
+    // What the selection leaves out is listed, per target, before Enter.
+    assert!(
+        t.contains(
+            "left out   gfx900 (9), gfx906 (5), gfx908 (2), gfx90a:xnack+ (2) (code objects)"
+        ) && t.contains("pack stops"),
+        "{t}"
+    );
     key(&mut app, KeyCode::Enter);
     let Some(super::app::Request::Pack(s)) = app.requests.pop() else {
         panic!("no pack request")
@@ -2107,6 +2114,11 @@ fn the_dialog_stops_on_unselected_code_by_default_and_f4_drops_it() {
         "{t}"
     );
     assert!(t.contains("copied with their device code (F5)"), "{t}");
+    assert!(
+        t.contains("gfx90a:xnack+ (2) (code objects):") && t.contains("│dropped"),
+        "{t}"
+    );
+    assert!(!t.contains("pack stops"), "{t}");
     key(&mut app, KeyCode::Enter);
     let Some(super::app::Request::Pack(s)) = app.requests.pop() else {
         panic!("no pack request")
