@@ -119,7 +119,7 @@ keys q
 # Archive inspector on an archive from that pack.
 archive=$(find "$work/big.packed/.kpack" -type f -name '*.kpack' | sort | head -1)
 start "cd $(dirname "$archive") &&" "$kp" "$(basename "$archive")"
-wait_for "kernels"
+wait_for "code objects"
 keys Down Down Down
 shot inspector
 
