@@ -387,3 +387,27 @@ fn scan_of_a_trace_is_what_the_bare_path_shows() {
         assert!(stdout(&scan).contains("ninja log") || stdout(&scan).contains("kpack-tui.trace/1"));
     }
 }
+
+/// A reader that went away (`kpack-tui … --json | head -1`) is not an error: the
+/// JSON writers kept the I/O error's kind, so `preview --json` said "Broken pipe".
+#[test]
+fn a_closed_pipe_on_stdout_is_not_an_error() {
+    let lib = fixtures().join("libvadd.so");
+    for args in [
+        vec!["preview", lib.to_str().unwrap(), "--json"],
+        vec!["preview", lib.to_str().unwrap(), "--no-tui"],
+        vec!["scan", lib.to_str().unwrap(), "--json"],
+    ] {
+        // The read end is closed before the program starts: its first write fails.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_kpack-tui"))
+            .args(&args)
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
+        assert!(o.stderr.is_empty(), "{args:?}: {}", stderr(&o));
+    }
+}

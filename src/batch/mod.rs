@@ -51,8 +51,13 @@ pub fn write_json<T: serde::Serialize>(
     schema: &'static str,
     value: &T,
 ) -> io::Result<()> {
-    serde_json::to_writer_pretty(&mut *out, &Versioned { schema, value })
-        .map_err(io::Error::other)?;
+    // An I/O failure keeps its kind (a closed pipe under `| head` is not an error).
+    serde_json::to_writer_pretty(&mut *out, &Versioned { schema, value }).map_err(|e| {
+        match e.io_error_kind() {
+            Some(kind) => io::Error::new(kind, e),
+            None => io::Error::other(e),
+        }
+    })?;
     writeln!(out)
 }
 
