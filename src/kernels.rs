@@ -715,7 +715,7 @@ pub fn list_kernels_scanned(
         let abs = if single {
             root.to_path_buf()
         } else {
-            root.join(&f.path)
+            root.join(crate::relpath::to_path(&f.path))
         };
         let mut later = Vec::new();
         let rows = one_file(&abs, f, single, opts, &mut later);

@@ -13,6 +13,7 @@
 //! | [`embedded`] | device code linked into a binary's data outside `.hip_fatbin` (loaded by the library itself) |
 //! | [`fatbin`] | fat binaries whatever the container (ELF or PE): bundles and the host-only rewrite |
 //! | [`kpack`] | the `.rocm_kpack_ref` marker |
+//! | [`relpath`] | relative paths carried as exact text (names that are not UTF-8 escaped) |
 //! | [`scan`] | walking an install tree and classifying every file |
 //! | [`phc`] | the parallel per-arch HIP compile launcher and its jobserver client |
 //! | [`pack`] | packing a tree: archives, host-only rewrites, the ledger, `verify` |
@@ -49,6 +50,7 @@ pub mod pack;
 pub mod parallel;
 pub mod phc;
 pub mod place;
+pub mod relpath;
 pub mod scan;
 pub mod trace;
 pub mod wheel;

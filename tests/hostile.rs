@@ -791,40 +791,97 @@ fn an_input_that_shrinks_while_mapped_is_named_instead_of_a_bare_sigbus() {
 /// sound"). Such a name is now said and the tree refused, nothing written, instead of
 /// being addressed by a spelling that names another file.
 #[test]
-fn a_name_that_is_not_utf8_is_refused_not_dropped() {
+fn names_that_are_not_utf8_are_packed_and_split_under_their_own_bytes() {
     use std::os::unix::ffi::OsStrExt;
+    let os = |b: &[u8]| std::ffi::OsStr::from_bytes(b).to_owned();
     let tmp = tempfile::tempdir().unwrap();
     let tree = tmp.path().join("tree");
     std::fs::create_dir_all(tree.join("lib")).unwrap();
-    let raw = tree
-        .join("lib")
-        .join(std::ffi::OsStr::from_bytes(b"libv\xff.so"));
+    // Two names whose lossy spellings are the same file, and a directory that is
+    // not UTF-8 either: each must come out under its own bytes.
+    let raw = tree.join("lib").join(os(b"libv\xff.so"));
     std::fs::copy(fixtures().join("libvadd.so"), &raw).unwrap();
     std::fs::copy(
         fixtures().join("libzkern.so"),
         tree.join("lib/libv\u{fffd}.so"),
     )
     .unwrap();
+    let odd_dir = tree.join(os(b"share\xfe"));
+    std::fs::create_dir_all(&odd_dir).unwrap();
+    std::fs::write(odd_dir.join(os(b"notes\x80.txt")), b"plain").unwrap();
+    std::os::unix::fs::symlink(os(b"libv\xff.so"), tree.join("lib/libv.so")).unwrap();
+    let before = tree_hashes(&tree);
     let t = tree.to_str().unwrap();
-    let o = kpack(&["scan", t, "--no-tui"]);
-    assert!(
-        stdout(&o).contains("its name is not valid UTF-8 (lib/libv\\xff.so)"),
-        "{}",
-        stdout(&o)
-    );
+    let o = kpack(&["scan", t, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let kinds: std::collections::BTreeMap<String, String> = j["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["path"].as_str().unwrap().into(),
+                f["kind"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(kinds["lib/libv\\xff.so"], "fat_binary", "{kinds:?}");
+    assert_eq!(kinds["lib/libv\u{fffd}.so"], "fat_binary", "{kinds:?}");
+    assert_eq!(kinds["share\\xfe/notes\\x80.txt"], "opaque", "{kinds:?}");
     let out = tmp.path().join("out");
+    let o = kpack(&["pack", t, "-o", s(&out), "--group", "g", "--all"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(tree_hashes(&tree), before, "the input changed");
+    let o = kpack(&["verify", s(&out)]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    // Each binary under its own name, host-only, naming itself exactly.
+    for name in [os(b"libv\xff.so"), os("libv\u{fffd}.so".as_bytes())] {
+        let p = out.join("lib").join(&name);
+        let r = kpack::scan::inspect_file(&p, "x", p.metadata().unwrap().len(), 0);
+        assert_eq!(r.kind, kpack::scan::FileKind::HostOnlyBinary, "{name:?}");
+        let want = kpack::relpath::encode(Path::new("lib").join(&name).as_path()).unwrap();
+        assert_eq!(r.marker.unwrap().kernel_name, want);
+    }
+    assert_eq!(
+        std::fs::read(out.join(os(b"share\xfe")).join(os(b"notes\x80.txt"))).unwrap(),
+        b"plain"
+    );
+    assert_eq!(
+        std::fs::read_link(out.join("lib/libv.so")).unwrap(),
+        Path::new(&os(b"libv\xff.so"))
+    );
+    // extract --all writes the kernel under the binary's own bytes.
+    let x = tmp.path().join("x");
     let o = kpack(&[
-        "pack",
-        t,
-        "-o",
-        out.to_str().unwrap(),
-        "--group",
-        "g",
+        "extract",
+        s(&out.join(".kpack/g_gfx900.kpack")),
         "--all",
+        "-o",
+        s(&x),
     ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        x.join("lib")
+            .join(os(b"libv\xff.so#0"))
+            .join("gfx900.hsaco")
+            .is_file()
+    );
+    // The ledger names them by their exact spelling.
+    let l = ledger(&out);
+    assert!(l.binaries.iter().any(|b| b.path == "lib/libv\\xff.so"));
+    // A valid name that reads like the escaped spelling is refused, not confused.
+    std::fs::write(tree.join("lib/libv\\xff.txt"), b"x").unwrap();
+    let out2 = tmp.path().join("out2");
+    let o = kpack(&["pack", t, "-o", s(&out2), "--group", "g", "--all"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("lib/libv\\xff.so"), "{}", stderr(&o));
-    assert!(!out.exists());
+    assert!(
+        stderr(&o).contains("could name another file"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!out2.exists());
+    std::fs::remove_file(tree.join("lib/libv\\xff.txt")).unwrap();
     // split: the same tree as an artifact's prefix.
     let art = tmp.path().join("art");
     std::fs::create_dir_all(&art).unwrap();
@@ -839,7 +896,16 @@ fn a_name_that_is_not_utf8_is_refused_not_dropped() {
         "--artifact-prefix",
         "x",
     ]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    assert!(stderr(&o).contains("not valid UTF-8"), "{}", stderr(&o));
-    assert!(!split.join("x_generic").exists());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let g = split.join("x_generic/stage");
+    for name in [os(b"libv\xff.so"), os("libv\u{fffd}.so".as_bytes())] {
+        let p = g.join("lib").join(&name);
+        let r = kpack::scan::inspect_file(&p, "x", p.metadata().unwrap().len(), 0);
+        assert_eq!(r.kind, kpack::scan::FileKind::HostOnlyBinary, "{name:?}");
+    }
+    assert!(
+        g.join(os(b"share\xfe"))
+            .join(os(b"notes\x80.txt"))
+            .is_file()
+    );
 }

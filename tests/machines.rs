@@ -480,6 +480,11 @@ fn rewrite_and_preview_of_each_machine() {
         assert!(o.status.success(), "{}", stderr(&o));
         let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_eq!(j["bytes_removed"], whole_pages(&lib), "{}: {j}", m.name);
+        // Named as scan names it (one spelling per machine across every --json).
+        let s = kpack(&["scan", lib.to_str().unwrap(), "--json"]);
+        let s: serde_json::Value = serde_json::from_slice(&s.stdout).unwrap();
+        assert_eq!(j["machine"], s["files"][0]["machine"], "{j}");
+        assert_eq!(j["machine"], m.name, "{j}");
         // The executable's device code covers no whole 64 KiB page: nothing is
         // removed, the wrappers still go to the marker.
         let app = m.fixture("app_pie");

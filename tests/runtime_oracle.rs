@@ -80,7 +80,9 @@ fn load_all(exe: &Path, root: &Path, original: &BTreeMap<(String, u32, String), 
         }
         // PE images (packed like ELF ones) are loaded by the Windows loader under
         // Wine in tests/pe.rs; this driver reads ELF.
-        if std::fs::read(root.join(&b.path)).is_ok_and(|d| d.starts_with(b"MZ")) {
+        if std::fs::read(root.join(kpack::relpath::to_path(&b.path)))
+            .is_ok_and(|d| d.starts_with(b"MZ"))
+        {
             continue;
         }
         let out = tempfile::tempdir().unwrap();
@@ -90,7 +92,7 @@ fn load_all(exe: &Path, root: &Path, original: &BTreeMap<(String, u32, String), 
             .map(|t| format!("amdgcn-amd-amdhsa--{t}"))
             .collect();
         let o = Command::new(exe)
-            .arg(root.join(&b.path))
+            .arg(root.join(kpack::relpath::to_path(&b.path)))
             .arg(out.path())
             .args(&isas)
             .output()
@@ -164,6 +166,43 @@ fn every_kernel_of_packed_trees_loads_byte_exact_through_the_reference_runtime()
     pack(&fx_tree, &fx, "gfx90X,gfx103X");
     let fx_original = fat_code_objects(&fx_tree);
     assert!(load_all(&exe, &fx, &fx_original) >= 8);
+}
+
+#[test]
+fn binaries_whose_names_are_not_utf8_load_every_kernel_after_a_pack() {
+    use std::os::unix::ffi::OsStrExt;
+    let Some(exe) = driver() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("tree");
+    let odd = tree.join(std::ffi::OsStr::from_bytes(b"lib\xfe"));
+    std::fs::create_dir_all(&odd).unwrap();
+    // Two names with one lossy spelling, each a different library.
+    std::fs::copy(
+        fixtures().join("libvadd.so"),
+        odd.join(std::ffi::OsStr::from_bytes(b"libv\xff.so")),
+    )
+    .unwrap();
+    std::fs::copy(fixtures().join("libzkern.so"), odd.join("libv\u{fffd}.so")).unwrap();
+    let original = fat_code_objects(&tree);
+    let names: std::collections::BTreeSet<&str> =
+        original.keys().map(|(p, _, _)| p.as_str()).collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    let packed = tmp.path().join("packed");
+    pack(&tree, &packed, "gfx90X,gfx103X");
+    let n = load_all(&exe, &packed, &original);
+    let promised: usize = ledger(&packed)
+        .binaries
+        .iter()
+        .map(|b| b.kernels.len())
+        .sum();
+    assert_eq!(n, promised);
+    let loaded: std::collections::BTreeSet<&str> = ledger(&packed)
+        .binaries
+        .iter()
+        .filter(|b| !b.kernels.is_empty())
+        .map(|b| names.get(b.path.as_str()).copied().unwrap_or("?"))
+        .collect();
+    assert_eq!(loaded, names);
 }
 
 /// Load every kernel in `expected` ((path, bundle, target) → bytes, paths relative

@@ -22,6 +22,7 @@ use super::manifest::{MANIFEST, manifest_text, read_manifest};
 use crate::error::{Error, Result};
 use crate::fsutil;
 use crate::kpack::archive::Archive;
+use crate::relpath::to_path;
 use crate::scan::{self, FileKind};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -253,9 +254,10 @@ fn walk(root: &Path) -> Result<BTreeMap<String, Entry>> {
         let rel = e
             .path()
             .strip_prefix(root)
-            .map_err(|_| Error::Invalid(format!("{}: outside its root", e.path().display())))?
-            .to_string_lossy()
-            .replace('\\', "/");
+            .map_err(|_| Error::Invalid(format!("{}: outside its root", e.path().display())))?;
+        // Exact text (bytes that are not UTF-8 escaped), never a lossy spelling.
+        let rel = crate::relpath::encode(rel)
+            .map_err(|why| Error::Invalid(format!("{}: {why}", e.path().display())))?;
         let ft = e.file_type();
         let entry = if ft.is_symlink() {
             Entry::Symlink(std::fs::read_link(e.path()).map_err(|err| Error::io(e.path(), err))?)
@@ -367,7 +369,7 @@ fn compare(
                     None,
                 ),
                 (Entry::File(_), Some(Entry::File(_))) => {
-                    let (pa, pb) = (base.join(rel), dir.join(rel));
+                    let (pa, pb) = (base.join(to_path(rel)), dir.join(to_path(rel)));
                     let Some(at) = first_difference(&pa, &pb)? else {
                         continue;
                     };
@@ -412,7 +414,7 @@ fn copy_tree(src: &Path, dst: &Path, entries: &BTreeMap<String, Entry>) -> Resul
         if rel == MANIFEST {
             continue; // written by the caller
         }
-        let (s, d) = (src.join(rel), dst.join(rel));
+        let (s, d) = (src.join(to_path(rel)), dst.join(to_path(rel)));
         // A symlink placed by one artifact of the group must not lead another's files
         // out of the output: every existing directory on the way is a real one.
         let dir = if matches!(e, Entry::Dir) {
@@ -760,7 +762,7 @@ fn check_output(stage: &Path, names: &[String]) -> Result<(u64, u64)> {
             if !matches!(e, Entry::File(_)) {
                 continue;
             }
-            let p = root.join(&rel);
+            let p = root.join(to_path(&rel));
             let size = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
             let r = scan::inspect_file(&p, &rel, size, 0);
             if let (FileKind::HostOnlyBinary, Some(m)) = (r.kind, &r.marker) {
@@ -795,7 +797,7 @@ fn check_output(stage: &Path, names: &[String]) -> Result<(u64, u64)> {
             if !matches!(e, Entry::File(_)) || !rel.ends_with(".kpack") {
                 continue;
             }
-            let a = Archive::open(&root.join(&rel))?;
+            let a = Archive::open(&root.join(to_path(&rel)))?;
             let where_ = format!("{n}/{rel}");
             let faults = a.verify();
             if !faults.is_empty() {

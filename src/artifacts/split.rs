@@ -635,12 +635,19 @@ impl Ctx<'_> {
 
     fn process(&self, worker: usize, j: &FileJob) -> Result<()> {
         let f = &j.report;
-        let src = self.src.join(&j.prefix).join(&f.path);
+        let src = self
+            .src
+            .join(&j.prefix)
+            .join(crate::relpath::to_path(&f.path));
         let artifact = match &j.job {
             Job::Database(t) => format!("{}_{}", self.ap, self.unit(t)),
             _ => format!("{}_generic", self.ap),
         };
-        let dst = self.stage.join(&artifact).join(&j.prefix).join(&f.path);
+        let dst = self
+            .stage
+            .join(&artifact)
+            .join(&j.prefix)
+            .join(crate::relpath::to_path(&f.path));
         if let Some(parent) = dst.parent() {
             std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
         }

@@ -142,7 +142,7 @@ pub(super) fn read_side(root: &Path, opts: &DiffOptions) -> Result<Side> {
         let abs = if root_is_file {
             root.to_path_buf()
         } else {
-            root.join(&f.path)
+            root.join(crate::relpath::to_path(&f.path))
         };
         match f.kind {
             FileKind::Kpack => inv.archive(&f.path, &abs, None),
@@ -221,7 +221,7 @@ impl Side {
         if self.root_is_file {
             self.root.clone()
         } else {
-            self.root.join(&f.path)
+            self.root.join(crate::relpath::to_path(&f.path))
         }
     }
 }

@@ -35,8 +35,9 @@ pub const MIN_PAGE: u64 = 4096;
 pub const MAX_PAGE: u64 = 65536;
 
 /// A host CPU whose fat binaries kpack-tui rewrites (64-bit, little-endian ELF).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
+///
+/// Serialised as [`HostMachine::name`] (`x86-64`), as `scan --json` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum HostMachine {
     /// `EM_X86_64`.
     X86_64,
@@ -44,6 +45,12 @@ pub enum HostMachine {
     Aarch64,
     /// `EM_PPC64` in little-endian (ELFv2): ppc64le.
     Ppc64le,
+}
+
+impl Serialize for HostMachine {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
 }
 
 impl HostMachine {

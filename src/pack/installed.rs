@@ -124,7 +124,7 @@ impl Installed {
 
     /// Where the file at install path `path` (from overlay `i`) really is.
     pub fn real(&self, i: usize, path: &str) -> PathBuf {
-        self.dirs[i].join(path)
+        self.dirs[i].join(crate::relpath::to_path(path))
     }
 
     /// Every ledger the overlays carry, merged; their paths relative to the root.

@@ -202,7 +202,7 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
         if damaged_paths.contains(f.path.as_str()) {
             continue;
         }
-        match Archive::open(&tree.join(&f.path)) {
+        match Archive::open(&tree.join(crate::relpath::to_path(&f.path))) {
             Ok(a) => {
                 inputs.insert(f.path.clone(), a);
             }
@@ -703,7 +703,7 @@ pub fn estimate(plan: &mut PackPlan, tree: &Path, opts: &PackOptions) {
         .enumerate()
         .map(|(i, path)| {
             let pb = &plan.binaries_planned[*path];
-            let Ok(Some(map)) = fsutil::map_file(&tree.join(path)) else {
+            let Ok(Some(map)) = fsutil::map_file(&tree.join(crate::relpath::to_path(path))) else {
                 return (0, Vec::new());
             };
             let marker = marker_for(path, &opts.group, plan.archive_per, &units);

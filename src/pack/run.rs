@@ -212,6 +212,7 @@ impl Worker<'_> {
     }
 
     fn dest(&self, rel: &str, db_family: Option<Option<usize>>) -> Option<PathBuf> {
+        let rel = crate::relpath::to_path(rel);
         match (self.opts.layout, db_family) {
             (Layout::Combined, _) => Some(self.stage.join(rel)),
             (Layout::Split, Some(Some(i))) => {
@@ -257,7 +258,7 @@ impl Worker<'_> {
         {
             return Ok(());
         }
-        let src = self.tree.join(&f.path);
+        let src = self.tree.join(crate::relpath::to_path(&f.path));
         let db = database_unit(f, &self.plan.unit_of);
         let Some(dst) = self.dest(&f.path, db) else {
             self.warn(format!(

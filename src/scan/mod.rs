@@ -47,23 +47,15 @@ struct Entry {
     meta: Metadata,
 }
 
-/// A path's bytes with those that are not UTF-8 escaped (`lib/x\xff.so`).
-fn escaped(p: &Path) -> String {
-    p.as_os_str()
-        .as_encoded_bytes()
-        .utf8_chunks()
-        .map(|c| {
-            let bad: String = c.invalid().iter().map(|b| format!("\\x{b:02x}")).collect();
-            format!("{}{bad}", c.valid())
-        })
-        .collect()
-}
-
+/// A relative path's exact text ([`crate::relpath`]), or its lossy spelling when it
+/// cannot have one (only for messages: such a file is refused, never addressed).
 fn rel_string(p: &Path) -> String {
-    p.components()
-        .map(|c| c.as_os_str().to_string_lossy())
-        .collect::<Vec<_>>()
-        .join("/")
+    crate::relpath::encode(p).unwrap_or_else(|_| {
+        p.components()
+            .map(|c| c.as_os_str().to_string_lossy())
+            .collect::<Vec<_>>()
+            .join("/")
+    })
 }
 
 /// Scan a directory tree, or a single file.
@@ -88,23 +80,21 @@ pub fn scan(
             match item {
                 Ok(item) => {
                     let rel_path = item.path().strip_prefix(root).unwrap_or(item.path());
-                    let rel = rel_string(rel_path);
-                    if rel_path.to_str().is_none() {
-                        // Reports, ledgers and archive keys name files by text: a
-                        // lossy spelling could name another file (or none), so such a
-                        // path is not addressed at all, and said.
-                        diagnostics.push(Diagnostic {
-                            path: rel,
-                            severity: Severity::Error,
-                            message: format!(
-                                "its name is not valid UTF-8 ({}): not read; kpack-tui \
-                                 does not address files by a name it cannot spell exactly",
-                                escaped(rel_path)
-                            ),
-                            unreadable: true,
-                        });
-                        continue;
-                    }
+                    // Reports, ledgers and archive keys name files by text: a name
+                    // that is not UTF-8 is carried escaped, exactly; one that cannot
+                    // be told from such a spelling is not addressed at all, and said.
+                    let rel = match crate::relpath::encode(rel_path) {
+                        Ok(rel) => rel,
+                        Err(why) => {
+                            diagnostics.push(Diagnostic {
+                                path: rel_string(rel_path),
+                                severity: Severity::Error,
+                                message: format!("{why}; not read"),
+                                unreadable: true,
+                            });
+                            continue;
+                        }
+                    };
                     match item.metadata() {
                         Ok(meta) if meta.is_dir() => directories += 1,
                         Ok(meta) => {
@@ -144,10 +134,9 @@ pub fn scan(
             }
         }
     } else {
-        let name = root.file_name().map_or_else(
-            || root.display().to_string(),
-            |n| n.to_string_lossy().into_owned(),
-        );
+        let name = root
+            .file_name()
+            .map_or_else(|| root.display().to_string(), |n| rel_string(Path::new(n)));
         let meta = std::fs::symlink_metadata(root).map_err(|e| Error::io(root, e))?;
         entries.push(Entry {
             rel: name,
@@ -343,7 +332,13 @@ fn inspect_entry(
     if ft.is_symlink() {
         let mut r = FileReport::new(e.rel.clone(), FileKind::Symlink, e.meta.len(), mode);
         match std::fs::read_link(&e.abs) {
-            Ok(t) => r.target = Some(t.to_string_lossy().into_owned()),
+            Ok(t) => {
+                let b = t.as_os_str().as_encoded_bytes();
+                r.target = Some(
+                    crate::relpath::encode_bytes(b)
+                        .unwrap_or_else(|_| String::from_utf8_lossy(b).into_owned()),
+                )
+            }
             Err(err) => r.problems.push(format!("cannot read link: {err}")),
         }
         return r;

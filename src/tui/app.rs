@@ -820,7 +820,7 @@ impl App {
                         } else if self.root.is_file() {
                             ArchiveAt::File(self.root.clone())
                         } else {
-                            ArchiveAt::File(self.root.join(&rel))
+                            ArchiveAt::File(self.root.join(kpack::relpath::to_path(&rel)))
                         });
                     self.archive_cursor = 0;
                     self.archive_status = None;

@@ -168,7 +168,7 @@ fn run_wheel_split(
 /// The file a relative path names: under the tree, or the opened file itself.
 fn file_in(root: &Path, rel: &str) -> PathBuf {
     if root.is_dir() {
-        root.join(rel)
+        root.join(kpack::relpath::to_path(rel))
     } else {
         root.to_path_buf()
     }

@@ -87,20 +87,16 @@ pub fn tree_hashes(root: &Path) -> std::collections::BTreeMap<String, (Vec<u8>, 
         let bytes = if meta.file_type().is_symlink() {
             std::fs::read_link(e.path())
                 .unwrap()
-                .to_string_lossy()
-                .as_bytes()
+                .as_os_str()
+                .as_encoded_bytes()
                 .to_vec()
         } else if meta.is_file() {
             std::fs::read(e.path()).unwrap()
         } else {
             Vec::new()
         };
-        let rel = e
-            .path()
-            .strip_prefix(root)
-            .unwrap()
-            .to_string_lossy()
-            .into_owned();
+        // Exact names: two that differ in bytes that are not UTF-8 stay two.
+        let rel = kpack::relpath::encode(e.path().strip_prefix(root).unwrap()).unwrap();
         m.insert(rel, (bytes, meta.mode(), meta.mtime()));
     }
     m
@@ -116,7 +112,7 @@ pub fn fat_code_objects(tree: &Path) -> std::collections::BTreeMap<(String, u32,
     for f in report.files.iter().filter(|f| {
         f.kind == FileKind::FatBinary && f.hard_link_of.is_none() && f.container.is_none()
     }) {
-        let data = std::fs::read(tree.join(&f.path)).unwrap();
+        let data = std::fs::read(tree.join(kpack::relpath::to_path(&f.path))).unwrap();
         let Ok(ElfContent::Fat(fat)) = elf::inspect(&data) else {
             continue;
         };

@@ -18,12 +18,12 @@ pub fn extract_path(root: &Path, k: &KernelEntry) -> std::result::Result<PathBuf
     let arch = safe_arch(&k.arch).map_err(|e| format!("key {:?}: {e}", k.key))?;
     let tu = k.key.rsplit_once('#').map_or("0", |(_, n)| n);
     let mut dir = rel;
-    let name = format!(
-        "{}#{tu}",
-        dir.file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    );
+    // The name's own bytes (it may not be UTF-8), then `#<tu>`.
+    let mut name = dir
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
+    name.push(format!("#{tu}"));
     dir.set_file_name(name);
     Ok(root.join(dir).join(format!("{arch}.hsaco")))
 }
@@ -117,28 +117,30 @@ impl Archive {
 }
 
 /// Check that an archive key names a path that stays inside a directory: relative,
-/// no `..`, no empty components, no NUL, no backslash.
+/// no `..`, no empty components, no NUL, no backslash. A key spelling a name that
+/// is not UTF-8 ([`crate::relpath`]: `lib/libv\xff.so#0`) is checked, and
+/// returned, as the bytes it stands for.
 pub fn safe_relative_path(key: &str) -> std::result::Result<PathBuf, String> {
     let path = key.rsplit_once('#').map_or(key, |(p, _)| p);
     if path.is_empty() {
         return Err("empty path".into());
     }
-    if path.contains('\0') {
+    let bytes = crate::relpath::decode(path);
+    if bytes.contains(&0) {
         return Err("path contains NUL".into());
     }
-    if path.starts_with('/') {
+    if bytes.starts_with(b"/") {
         return Err("absolute path".into());
     }
-    if path.contains('\\') {
+    if bytes.contains(&b'\\') {
         return Err("path contains a backslash".into());
     }
-    let mut out = PathBuf::new();
-    for c in path.split('/') {
+    for c in bytes.split(|&b| b == b'/') {
         match c {
-            "" | "." => return Err(format!("path has an empty or '.' component: {path:?}")),
-            ".." => return Err(format!("path escapes with '..': {path:?}")),
-            c => out.push(c),
+            b"" | b"." => return Err(format!("path has an empty or '.' component: {path:?}")),
+            b".." => return Err(format!("path escapes with '..': {path:?}")),
+            _ => {}
         }
     }
-    Ok(out)
+    Ok(crate::relpath::to_path(path))
 }

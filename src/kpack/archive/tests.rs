@@ -160,8 +160,19 @@ fn path_safety() {
         "#0",
         "a\\b#0",
         "./a#0",
+        // Escaped spellings are checked as the bytes they stand for.
+        "\\x2e\\x2e/x\\xff#0",
+        "a\\x00\\xff#0",
+        "\\x2fetc\\xff#0",
+        "a\\\\b\\xff#0",
     ] {
         assert!(safe_relative_path(bad).is_err(), "{bad:?}");
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let p = safe_relative_path("lib/v\\xff.so#0").unwrap();
+        assert_eq!(p.as_os_str().as_bytes(), b"lib/v\xff.so");
     }
 }
 

@@ -200,7 +200,7 @@ impl ArchiveWriter {
         data: &[u8],
         metadata: BTreeMap<String, String>,
     ) -> Result<u64> {
-        let key = key.replace('\\', "/");
+        let key = normal_key(key);
         let tu_ok = key
             .rsplit_once('#')
             .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
@@ -256,7 +256,7 @@ impl ArchiveWriter {
     /// no byte stored twice; see [`crate::kpack::alias`]). `of` must be added by the
     /// time [`finish`](Self::finish) runs.
     pub fn alias(&self, key: &str, arch: &str, of: &str) -> Result<()> {
-        let key = key.replace('\\', "/");
+        let key = normal_key(key);
         if arch.is_empty() || arch.contains(['/', '\\', '\0']) {
             return Err(Error::Invalid(format!("arch {arch:?} is not a target ID")));
         }
@@ -516,5 +516,15 @@ pub(crate) fn encode_toc(
             }
         }
         t
+    }
+}
+
+/// A key with Windows separators turned into `/`, except in the exact spelling of
+/// a name that is not UTF-8 ([`crate::relpath`]), whose backslashes are escapes.
+fn normal_key(key: &str) -> String {
+    if crate::relpath::is_escaped(key) {
+        key.to_string()
+    } else {
+        key.replace('\\', "/")
     }
 }
