@@ -78,6 +78,23 @@ pub fn open_regular(path: &Path) -> std::io::Result<File> {
     Ok(file)
 }
 
+/// Open a file a scan read, as [`open_regular`] does, and check that it is the very
+/// inode the scan saw when that is known (`identity`, device and inode): a file or a
+/// directory on its path swapped after the scan is not taken for it
+/// (`ErrorKind::Other`, "another file now").
+pub fn open_scanned(
+    path: &Path,
+    identity: Option<(u64, u64)>,
+) -> std::io::Result<(File, std::fs::Metadata)> {
+    use std::os::unix::fs::MetadataExt;
+    let file = open_regular(path)?;
+    let meta = file.metadata()?;
+    if identity.is_some_and(|id| id != (meta.dev(), meta.ino())) {
+        return Err(std::io::Error::other("another file now"));
+    }
+    Ok((file, meta))
+}
+
 /// Open a regular file as [`open_regular`] does and map it (`None` when empty).
 pub fn map_file(path: &Path) -> std::io::Result<Option<memmap2::Mmap>> {
     let file = open_regular(path)?;

@@ -302,6 +302,34 @@ fn pack_does_not_follow_a_file_swapped_for_a_symlink_after_the_scan() {
     assert!(!out.exists(), "no output");
 }
 
+/// Item 6, the rest: a directory on a file's path swapped for a symlink to a
+/// directory outside the tree after the scan. `O_NOFOLLOW` guards only the last
+/// component; the file opened must be the inode the scan read.
+#[test]
+fn pack_does_not_follow_a_directory_swapped_for_a_symlink_after_the_scan() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = many_binaries(tmp.path());
+    std::fs::create_dir_all(tree.join("zz")).unwrap();
+    std::fs::write(tree.join("zz/data.txt"), b"inside\n").unwrap();
+    let outside = tmp.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("data.txt"), b"outside the tree\n").unwrap();
+    let out = tmp.path().join("out");
+    let (mut child, mut err, seen) = pack_under_way(&tree, &out);
+    std::fs::rename(tree.join("zz"), tmp.path().join("zz-moved")).unwrap();
+    std::os::unix::fs::symlink(&outside, tree.join("zz")).unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    let text = format!("{seen}{rest}");
+    assert_eq!(status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("zz/data.txt: no longer the regular file the scan saw (another file now)"),
+        "{text}"
+    );
+    assert!(!out.exists(), "no output");
+}
+
 /// Item 13: a TOC key (or arch) longer than 65535 bytes is listed, not a panic
 /// ("Formatting argument out of range", exit 101): the archive listing and `kernels`.
 #[test]

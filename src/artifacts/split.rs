@@ -672,12 +672,12 @@ impl Ctx<'_> {
             Job::Copy => {
                 self.phase(worker, j, Phase::Copy);
                 self.count(None, false);
-                copy(&src, &dst)?
+                copy(&src, &dst, f.identity)?
             }
             Job::Database(t) => {
                 self.phase(worker, j, Phase::Copy);
                 self.count(Some(self.unit(t)), true);
-                let n = copy(&src, &dst)?;
+                let n = copy(&src, &dst, f.identity)?;
                 let data =
                     crate::kpack::ledger::sha256_file(&dst).map_err(|e| Error::io(&dst, e))?;
                 if let Ok(mut l) = self.db_files.lock() {
@@ -723,15 +723,18 @@ impl Ctx<'_> {
         src: &Path,
         dst: &Path,
     ) -> Result<u64> {
-        let meta = std::fs::metadata(src).map_err(|e| Error::io(src, e))?;
         if !self.rewrite {
             // No archive is written at all (no device code kept): the binary stays.
-            return copy(src, dst);
+            return copy(src, dst, j.report.identity);
         }
         self.phase(worker, j, Phase::Rewrite);
-        let map = fsutil::map_file(src)
-            .map_err(|e| Error::io(src, e))?
-            .ok_or_else(|| Error::Invalid(format!("{}: empty", src.display())))?;
+        let (file, meta) =
+            fsutil::open_scanned(src, j.report.identity).map_err(|e| changed(src, e))?;
+        if meta.len() == 0 {
+            return Err(Error::Invalid(format!("{}: empty", src.display())));
+        }
+        let map = fsutil::map_open_file(&file).map_err(|e| Error::io(src, e))?;
+        crate::mapped::note(&map, src);
         let data: &[u8] = &map;
         let marker = marker_for(self.ap, &j.prefix, &j.report.path);
         let rewritten = crate::fatbin::rewrite_host_only(data, &marker)
@@ -813,9 +816,22 @@ impl Ctx<'_> {
     }
 }
 
-fn copy(src: &Path, dst: &Path) -> Result<u64> {
-    let meta = std::fs::metadata(src).map_err(|e| Error::io(src, e))?;
-    let n = std::fs::copy(src, dst).map_err(|e| Error::io(src, e))?;
+/// Copy a regular input file the scan read (`identity`): not through a symlink, and
+/// only the very file the scan saw.
+fn copy(src: &Path, dst: &Path, identity: Option<(u64, u64)>) -> Result<u64> {
+    let (mut from, meta) = fsutil::open_scanned(src, identity).map_err(|e| changed(src, e))?;
+    let mut to = std::fs::File::create_new(dst).map_err(|e| Error::io(dst, e))?;
+    let n = std::io::copy(&mut from, &mut to).map_err(|e| {
+        if matches!(
+            e.raw_os_error(),
+            Some(libc::ENOSPC | libc::EDQUOT | libc::EFBIG)
+        ) {
+            Error::io(dst, e)
+        } else {
+            Error::io(src, e)
+        }
+    })?;
+    drop(to);
     std::fs::set_permissions(dst, meta.permissions()).map_err(|e| Error::io(dst, e))?;
     if let (Ok(f), Ok(m)) = (
         std::fs::File::options().write(true).open(dst),
@@ -824,6 +840,13 @@ fn copy(src: &Path, dst: &Path) -> Result<u64> {
         let _ = f.set_times(std::fs::FileTimes::new().set_modified(m));
     }
     Ok(n)
+}
+
+fn changed(src: &Path, e: std::io::Error) -> Error {
+    Error::Invalid(format!(
+        "{}: no longer the regular file the scan saw ({e}); not read (changed while splitting?)",
+        src.display()
+    ))
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ use crate::kpack::resolve::Loader;
 use crate::scan::{FileKind, FileReport};
 use rayon::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -227,12 +228,8 @@ impl Worker<'_> {
     /// is still the file `meta` describes (a file swapped for a symlink or another
     /// file after the scan is not followed out of the tree).
     fn copy(&self, src: &Path, dst: &Path, meta: &std::fs::Metadata) -> Result<u64> {
-        use std::os::unix::fs::MetadataExt;
-        let mut from = fsutil::open_regular(src).map_err(|e| changed(src, e))?;
-        let now = from.metadata().map_err(|e| Error::io(src, e))?;
-        if (now.dev(), now.ino()) != (meta.dev(), meta.ino()) {
-            return Err(changed(src, std::io::Error::other("another file now")));
-        }
+        let (mut from, _) = fsutil::open_scanned(src, Some((meta.dev(), meta.ino())))
+            .map_err(|e| changed(src, e))?;
         let mut to = std::fs::File::create_new(dst).map_err(|e| Error::io(dst, e))?;
         // A full disk is the output's problem, not the source file's.
         let n = std::io::copy(&mut from, &mut to).map_err(|e| {
@@ -285,10 +282,11 @@ impl Worker<'_> {
             }
             _ if f.hard_link_of.is_some() => {} // second pass
             _ => {
-                // The file as it is now, not through a symlink swapped in after the scan.
-                let meta = fsutil::open_regular(&src)
-                    .and_then(|f| f.metadata())
-                    .map_err(|e| changed(&src, e))?;
+                // The file as it is now, not through a symlink swapped in after the
+                // scan, and the very file the scan read: a directory on its path
+                // swapped for a symlink leads to another inode.
+                let (_, meta) =
+                    fsutil::open_scanned(&src, f.identity).map_err(|e| changed(&src, e))?;
                 let out = if let Some(pb) = self.plan.binaries_planned.get(&f.path) {
                     self.pack_binary(worker, f, pb, &src, &dst, &meta)?
                 } else {
@@ -324,9 +322,17 @@ impl Worker<'_> {
             path: f.path.clone(),
             phase: Phase::Rewrite,
         });
-        let map = fsutil::map_file(src)
-            .map_err(|e| Error::io(src, e))?
-            .ok_or_else(|| Error::Invalid(format!("{}: empty", f.path)))?;
+        // Mapped from a fresh open that must still be the file `meta` describes.
+        let map = {
+            let (file, now) = fsutil::open_scanned(src, Some((meta.dev(), meta.ino())))
+                .map_err(|e| changed(src, e))?;
+            if now.len() == 0 {
+                return Err(Error::Invalid(format!("{}: empty", f.path)));
+            }
+            let map = fsutil::map_open_file(&file).map_err(|e| Error::io(src, e))?;
+            crate::mapped::note(&map, src);
+            map
+        };
         let data: &[u8] = &map;
         let marker = marker_for(
             &f.path,

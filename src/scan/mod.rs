@@ -186,6 +186,8 @@ pub fn scan(
             }
             None => inspect_entry(e, handlers, opts.deep, boundary),
         };
+        let mut r = r;
+        r.identity = Some((e.meta.dev(), e.meta.ino()));
         sink.event(ScanEvent::Inspected(Box::new(r.clone())));
         if e.meta.file_type().is_file() && link_of[i].is_none() {
             sink.event(ScanEvent::FileDone {

@@ -223,6 +223,11 @@ pub struct FileReport {
     /// For a hard link seen before: the first path with the same inode.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hard_link_of: Option<String>,
+    /// The (device, inode) the scan read, for operations that open the file again
+    /// later: a file (or a directory on its path) swapped after the scan is not
+    /// taken for it. `None` for files not on a file system (wheel members).
+    #[serde(skip)]
+    pub identity: Option<(u64, u64)>,
     /// `fifo`, `socket`, `char_device`, `block_device` for kind `other`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub file_type: Option<&'static str>,
@@ -345,6 +350,7 @@ impl FileReport {
             arch: None,
             target: None,
             hard_link_of: None,
+            identity: None,
             file_type: None,
             kpack: None,
             wheel: None,
