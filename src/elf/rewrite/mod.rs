@@ -417,6 +417,21 @@ pub fn plan_rewrite_with(data: &[u8], marker: &Marker, phdrs: PhdrLayout) -> Res
                 )));
             }
         }
+        // A section sharing the removed bytes would name other bytes afterwards
+        // (and could reach the marker, which re-pointing needs last).
+        for (i, x) in lay.sections.iter().enumerate() {
+            if i != fb_idx
+                && x.sh_type != elf::SHT_NULL
+                && x.file_size() > 0
+                && x.sh_offset < cut.end
+                && cut.start < x.sh_offset + x.file_size()
+            {
+                return Err(RewriteError::Refused(format!(
+                    "section {} overlaps the bytes of {FATBIN_SECTION}",
+                    x.name
+                )));
+            }
+        }
     }
     let shift = |off: u64| {
         if removed > 0 && off >= cut.end {
