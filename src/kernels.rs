@@ -391,6 +391,10 @@ fn one_file(
                 Some((&map, later)),
                 Some(&f.embedded),
             );
+            // The map lives on while its compressed bundles wait for the second
+            // pass: what this pass touched (headers, tables, data searched) leaves
+            // the resident set now, or every binary of the tree would stay in it.
+            crate::fsutil::release_range(&map, 0, map.len());
             if follow_marker {
                 thin_members(&mut out, f, opts, later);
             }
@@ -415,6 +419,7 @@ fn thin_members(
             Ok(Some(map)) => {
                 let map = Arc::new(map);
                 from_bytes(out, &label, &map, opts, Some((&map, later)), None);
+                crate::fsutil::release_range(&map, 0, map.len());
             }
             Ok(None) => {}
             Err(e) => out.2.push(format!("{label}: {}: {e}", p.display())),

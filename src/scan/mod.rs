@@ -413,7 +413,7 @@ pub fn inspect_file_with(
     if db.is_none() && crate::zip::is_zip(&head[..n]) && rel.ends_with(".whl") {
         r.kind = FileKind::Wheel;
         match crate::wheel::Wheel::open(abs) {
-            Ok(w) => r.wheel = Some(w.info),
+            Ok(w) => r.wheel = Some(Box::new(w.info)),
             Err(e) => r.problems.push(e.to_string()),
         }
         return r;
@@ -426,7 +426,7 @@ pub fn inspect_file_with(
         // mapping them (a mapped frame walk faults in far more than the lengths).
         r.kind = FileKind::Kpack;
         match crate::kpack::archive::parse_index_file(&file) {
-            Ok(idx) => r.kpack = Some(kpack_summary(idx)),
+            Ok(idx) => r.kpack = Some(Box::new(kpack_summary(idx))),
             Err(e) => r.problems.push(e.to_string()),
         }
         return r;
@@ -579,7 +579,7 @@ pub fn classify_bytes(r: &mut FileReport, data: &[u8], is_db: bool) {
     } else if data.starts_with(KPACK_MAGIC) {
         r.kind = FileKind::Kpack;
         match crate::kpack::archive::parse_index(data) {
-            Ok(idx) => r.kpack = Some(kpack_summary(idx)),
+            Ok(idx) => r.kpack = Some(Box::new(kpack_summary(idx))),
             Err(e) => r.problems.push(e.to_string()),
         }
     } else if coff::is_pe(data) && data.len() >= 0x40 {

@@ -231,12 +231,13 @@ pub struct FileReport {
     /// `fifo`, `socket`, `char_device`, `block_device` for kind `other`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub file_type: Option<&'static str>,
-    /// Summary of a `.kpack` archive.
+    /// Summary of a `.kpack` archive (boxed, as the other rare parts: a tree of
+    /// 40,000 reports holds them all).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub kpack: Option<KpackSummary>,
+    pub kpack: Option<Box<KpackSummary>>,
     /// Identity of a Python wheel.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub wheel: Option<crate::wheel::WheelInfo>,
+    pub wheel: Option<Box<crate::wheel::WheelInfo>>,
     /// For a member of a scanned wheel: the bytes it occupies in the zip.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stored_size: Option<u64>,

@@ -27,7 +27,15 @@ pub struct Archive {
     pub(crate) bytes: Bytes,
     /// Header and TOC.
     pub index: ArchiveIndex,
+    /// Stored bytes handed out since the map's pages were last released.
+    touched: std::sync::atomic::AtomicU64,
 }
+
+/// Stored bytes read from an archive's map before all of its pages leave the
+/// resident set again: however many frames a reader goes through, in whatever order
+/// and on however many threads, an archive holds at most about this much (plus the
+/// pages the kernel maps around the last faults) instead of every frame it read.
+const RELEASE_EVERY: u64 = 32 << 20;
 
 impl std::fmt::Debug for Archive {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -59,6 +67,7 @@ impl Archive {
             path: path.to_path_buf(),
             bytes,
             index,
+            touched: Default::default(),
         })
     }
 
@@ -69,6 +78,7 @@ impl Archive {
             path: path.to_path_buf(),
             bytes: Bytes::Owned(data),
             index,
+            touched: Default::default(),
         })
     }
 
@@ -93,6 +103,15 @@ impl Archive {
     /// The stored bytes of a kernel (a zstd frame, or the raw kernel).
     pub fn stored(&self, e: &KernelEntry) -> &[u8] {
         if let Bytes::Map(m) = &self.bytes {
+            use std::sync::atomic::Ordering;
+            let t = self.touched.fetch_add(e.compressed_size, Ordering::Relaxed);
+            if t.saturating_add(e.compressed_size) > RELEASE_EVERY {
+                // Frames released one by one stay mapped where the kernel maps pages
+                // around a fault (the neighbours of the next frame read): drop them
+                // all. A frame another thread is reading is read back from the file.
+                self.touched.store(0, Ordering::Relaxed);
+                crate::fsutil::release_range(m, 0, m.len());
+            }
             // One sequential read of this frame rather than a fault per page.
             let _ = m.advise_range(
                 memmap2::Advice::WillNeed,
