@@ -124,6 +124,45 @@ for r in rows:
         unit = "job" if r['view'].startswith('timeline') else "file"
         print(f"| TUI frame | {r['view']} at {r['size']} on a {r['files']:,}-{unit} model "
               f"| {r['ours_ms']:.2f} ms | | | < 10 ms | |")
+
+scale = [r for r in rows if r["bench"] == "scale"]
+if scale:
+    print()
+    print("## Scale (#32)")
+    print()
+    print("`bench/run.sh scale`: each command on a 1 GiB and an 8 GiB generated tree in one run "
+          f"(median of {scale[0]['run']['runs']} runs; peak RSS of the process). Goals: peak RSS ≤ 200 MiB on both, "
+          "8 GiB RSS ≤ 1.2 × 1 GiB, seconds per GiB at 8 GiB ≤ 1.1 × at 1 GiB.")
+    print()
+    trees = sorted({r["tree_mb"] for r in scale})
+    head = " | ".join(f"{mb // 1024} GiB: s (s/GiB) | RSS" for mb in trees)
+    print(f"| command | {head} | RSS 8/1 | s/GiB 8/1 |")
+    print("|---|" + "---|---|" * len(trees) + "---|---|")
+    for cmd in ["limit", "scan", "pack", "verify", "kernels", "diff", "split", "combine"]:
+        by = {r["tree_mb"]: r for r in scale if r["cmd"] == cmd}
+        if not by:
+            continue
+        cells, per, mem = [], {}, {}
+        for mb in trees:
+            r = by.get(mb)
+            if not r:
+                cells.append(" | ")
+                continue
+            gib = r["tree_bytes"] / (1 << 30)
+            per[mb] = r["run"]["s"] / gib
+            mem[mb] = r["run"]["rss_kb"]
+            cells.append(f"{r['run']['s']:.2f} ({per[mb]:.2f}) | {size(mem[mb] * 1024)}")
+        lo, hi = trees[0], trees[-1]
+        rr = f"{mem[hi] / mem[lo]:.2f}" if lo in mem and hi in mem and cmd != "limit" else ""
+        tr = f"{per[hi] / per[lo]:.2f}" if lo in per and hi in per else ""
+        name = "limit: cp -a + zstd -3 -T2" if cmd == "limit" else cmd
+        print(f"| {name} | {' | '.join(cells)} | {rr} | {tr} |")
+    for r in rows:
+        if r["bench"] == "scale_cancel":
+            print()
+            print(f"Ctrl-C during `pack --level max` of the {size(r['tree_bytes'])} tree, 2 s into packing: "
+                  f"{r['median_s']:.2f} s to exit (worst {r['max_s']:.2f} s of {r['runs']}); exit 130 and nothing left: "
+                  f"{'yes' if r['clean'] else 'NO'}.")
 print()
 print("Notes:")
 print("- The zstd-per-kernel layout has no frame offset table: opening an archive reads one")

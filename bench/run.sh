@@ -8,7 +8,8 @@
 # Needs: the README's setup, hyperfine, zstd, clang-offload-bundler-19, objcopy, and
 # for the tuistart and phc sections tmux, hipcc and make
 # (apt-get install hyperfine zstd clang-19 binutils tmux hipcc make).
-# Sections: scan rewrite pack verify split kernels diff trace archive tui tuistart phc phc1 cancel.
+# Sections: scan rewrite pack verify split kernels diff trace archive tui tuistart phc phc1 cancel,
+# and scale (not in the default set: 1 GiB and 8 GiB trees, ~20 GB of disk, ~30 min).
 # Rows of sections not rerun are kept from bench/work/results.jsonl; on a fresh checkout
 # (no results.jsonl) a partial run writes only its own rows: merge them into the committed
 # RESULTS.md by hand, or run every section. Work files go to bench/work/
@@ -38,7 +39,7 @@ record() { echo "$1" >> "$results.new"; }
 if [ -f "$results" ]; then
   python3 - "$results" "${sections[@]}" >> "$results.new" <<'PY'
 import json, sys
-keep = {"scan": "scan", "rewrite": "rewrite", "pack": "pack", "verify": "verify", "split": "split", "combine": "split", "kernels": "kernels", "find_kernel": "kernels", "diff": "diff", "trace": "trace", "archive_write": "archive", "archive_random_access": "archive", "tui": "tui", "phc": "phc", "phc1": "phc1", "tui_startup": "tuistart", "cancel": "cancel"}
+keep = {"scan": "scan", "rewrite": "rewrite", "pack": "pack", "verify": "verify", "split": "split", "combine": "split", "kernels": "kernels", "find_kernel": "kernels", "diff": "diff", "trace": "trace", "archive_write": "archive", "archive_random_access": "archive", "tui": "tui", "phc": "phc", "phc1": "phc1", "tui_startup": "tuistart", "cancel": "cancel", "scale": "scale", "scale_cancel": "scale"}
 rerun = set(sys.argv[2:])
 for line in open(sys.argv[1]):
     b = json.loads(line)
@@ -404,6 +405,52 @@ if want phc1; then
     > "$work/hf-phc1.log"
   read -r ours ref ours_rdc ref_rdc <<< "$(median "$work/hf-phc1.json")"
   record "{\"bench\":\"phc1\",\"archs\":4,\"ours_s\":$ours,\"ref_s\":$ref,\"ours_rdc_s\":$ours_rdc,\"ref_rdc_s\":$ref_rdc}"
+fi
+
+if want scale; then
+  # #32: every long command on a 1 GiB and an 8 GiB generated tree (cached), one
+  # after the other in this run: seconds per GiB and the process's peak RSS, next to
+  # the limit measured on the same tree (cp -a of the tree + zstd -3 -T2 over its
+  # code objects), and Ctrl-C latency of `pack --level max` on the 8 GiB tree.
+  SRUNS=${SCALE_RUNS:-3}
+  m() { python3 "$root/bench/measure.py" "$SRUNS" "$@"; }
+  for spec in "1024 1" "8192 2"; do
+    read -r mb seed <<< "$spec"
+    t=$work/scale-$mb
+    [ -d "$t" ] || "$root/target/release/examples/gen_tree" "$t" --size-mb "$mb" --seed "$seed"
+    [ -d "$t.art" ] || { mkdir -p "$t.art/stage" && cp -al "$t/." "$t.art/stage/" && echo stage > "$t.art/artifact_manifest.txt"; }
+    bytes=$(du -sb "$t" | cut -f1)
+    files=$(find "$t" -type f | wc -l)
+    o=$work/scale-out
+    rm -rf "$o"; mkdir -p "$o"
+    echo "bench: scale, $mb MiB tree ($files files): the limit"
+    dev=$("$root/target/release/examples/device_bytes" "$t" "$o/device.bin")
+    ref=$(m --prepare "rm -rf $o/cpa $o/device.zst" -- sh -c "cp -a $t $o/cpa && zstd -3 -T2 -q -f $o/device.bin -o $o/device.zst")
+    rm -rf "$o/cpa" "$o/device.zst" "$o/device.bin"
+    row() { record "{\"bench\":\"scale\",\"cmd\":\"$1\",\"tree_mb\":$mb,\"tree_bytes\":$bytes,\"files\":$files,\"device_bytes\":$dev,\"run\":$2}"; }
+    row limit "$ref"
+    echo "bench: scale, $mb MiB tree: scan, pack, verify, kernels, diff, split, combine"
+    row scan "$(m -- "$kp" scan "$t" --no-tui --json)"
+    row pack "$(m --prepare "rm -rf $o/packed" -- "$kp" pack "$t" -o "$o/packed" --group bench --all)"
+    row verify "$(m -- "$kp" verify "$o/packed" --no-tui)"
+    row kernels "$(m -- "$kp" kernels "$t" --json)"
+    row diff "$(m -- "$kp" diff "$t" "$o/packed" --no-tui)"
+    sp=(--artifact-prefix bench --split-databases all)
+    row split "$(m --prepare "rm -rf $o/split" -- "$kp" split "$t.art" -o "$o/split" "${sp[@]}")"
+    # Two shards (even and odd targets) combined again.
+    read -r half1 half2 <<< "$("$kp" scan "$t" --no-tui --json | python3 -c '
+import json,sys
+a=sorted({t.split(":")[0] for t in json.load(sys.stdin)["archs"]})
+print(",".join(a[0::2]), ",".join(a[1::2]))')"
+    "$kp" split "$t.art" -o "$o/shards/a" "${sp[@]}" --gpu-targets "$half1" > /dev/null
+    "$kp" split "$t.art" -o "$o/shards/b" "${sp[@]}" --gpu-targets "$half2" > /dev/null
+    row combine "$(m --prepare "rm -rf $o/combined" -- "$kp" combine "$o/shards/a" "$o/shards/b" -o "$o/combined")"
+    if [ "$mb" = 8192 ]; then
+      echo "bench: scale, Ctrl-C during pack --level max of the $mb MiB tree"
+      record "$(python3 "$root/bench/cancel.py" "$kp" "$t" "$work" "$SRUNS" | sed 's/"bench": "cancel"/"bench": "scale_cancel"/')"
+    fi
+    rm -rf "$o"
+  done
 fi
 
 mv "$results.new" "$results"
