@@ -281,6 +281,17 @@ fn a_repair_keeps_owner_mode_and_attributes_and_refuses_hard_links() {
     if !attr {
         eprintln!("note: this filesystem takes no user xattrs; the attribute part is not checked");
     }
+    // A file capability (what `setcap cap_net_bind_service+ep` writes: a VFS
+    // revision-2 header with the effective flag, then permitted/inheritable words).
+    // A chown after it would clear it, as the kernel does for set-id bits.
+    let mut cap = 0x0200_0001u32.to_le_bytes().to_vec();
+    for word in [1u32 << 10, 0, 0, 0] {
+        cap.extend_from_slice(&word.to_le_bytes());
+    }
+    let caps = root_user && xattr::set(&path, "security.capability", &cap).is_ok();
+    if !caps {
+        eprintln!("note: not root or no security xattrs here; the capability part is not checked");
+    }
     std::fs::hard_link(out.join(linked), tmp.path().join("second-name")).unwrap();
     let linked_before = std::fs::read(out.join(linked)).unwrap();
 
@@ -310,6 +321,17 @@ fn a_repair_keeps_owner_mode_and_attributes_and_refuses_hard_links() {
             Some(&b"kept"[..])
         );
     }
+    if caps {
+        assert_eq!(
+            xattr::get(&path, "security.capability").unwrap(),
+            Some(cap),
+            "the file capability survives the repair"
+        );
+    }
+    assert!(
+        !in_ci() || (root_user && caps),
+        "CI runs as root: owner and capabilities must be checked"
+    );
     let data = std::fs::read(&path).unwrap();
     assert_eq!(
         kpack::elf::normalize::check(&data).unwrap(),
