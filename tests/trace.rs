@@ -12,6 +12,43 @@ fn fixture() -> PathBuf {
         .join("tests/fixtures/traces/hipcc-2obj-4arch.trace")
 }
 
+/// The fixture's steps as the log has them: (start ms, end ms, name). The expected
+/// figures below are computed from these, not taken from our output.
+fn steps() -> Vec<(i64, i64, String)> {
+    std::fs::read_to_string(fixture())
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            (
+                f[0].parse().unwrap(),
+                f[1].parse().unwrap(),
+                f[3].to_string(),
+            )
+        })
+        .collect()
+}
+
+/// Milliseconds during which exactly `n` steps ran, for every `n` seen (a sweep
+/// over the start and end points).
+fn time_at_parallelism(steps: &[(i64, i64, String)]) -> std::collections::BTreeMap<usize, i64> {
+    let mut points: Vec<(i64, i32)> = steps
+        .iter()
+        .flat_map(|(s, e, _)| [(*s, 1), (*e, -1)])
+        .collect();
+    points.sort();
+    let mut at = std::collections::BTreeMap::new();
+    let (mut running, mut last) = (0i32, points[0].0);
+    for (t, d) in points {
+        *at.entry(running as usize).or_insert(0) += t - last;
+        running += d;
+        last = t;
+    }
+    at.retain(|_, ms| *ms > 0);
+    at
+}
+
 #[test]
 fn recorded_trace_analysis_json() {
     let o = kpack(&["trace", fixture().to_str().unwrap(), "--json"]);
@@ -19,20 +56,67 @@ fn recorded_trace_analysis_json() {
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     let b = &v["builds"][0];
     assert_eq!(v["builds"].as_array().unwrap().len(), 1);
-    assert_eq!(b["jobs"], 13);
-    assert!(b["wall_ms"].as_i64().unwrap() > 0);
-    assert!(
-        b["peak_parallelism"].as_u64().unwrap() >= 4,
-        "device compiles ran in parallel"
-    );
+    // Exact figures, computed from the log's lines.
+    let steps = steps();
+    let first = steps.iter().map(|s| s.0).min().unwrap();
+    let last = steps.iter().map(|s| s.1).max().unwrap();
+    let dur = |s: &(i64, i64, String)| s.1 - s.0;
+    assert_eq!(b["jobs"], steps.len() as u64);
+    assert_eq!(b["wall_ms"], last - first);
+    assert_eq!(b["job_ms"], steps.iter().map(dur).sum::<i64>());
+    let at = time_at_parallelism(&steps);
+    assert_eq!(b["peak_parallelism"], *at.keys().max().unwrap() as u64);
+    let reported: std::collections::BTreeMap<usize, i64> = b["time_at_parallelism"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.parse().unwrap(), v.as_i64().unwrap()))
+        .filter(|(_, ms)| *ms > 0)
+        .collect();
+    assert_eq!(reported, at);
     assert!(b["critical_path_ms"].as_i64().unwrap() <= b["wall_ms"].as_i64().unwrap());
-    let per_arch = b["per_arch"].as_object().unwrap();
-    assert_eq!(
-        per_arch.keys().cloned().collect::<Vec<_>>(),
-        vec!["gfx1030", "gfx900", "gfx906", "gfx908"]
-    );
-    assert!(per_arch.values().all(|t| t.as_i64().unwrap() > 0));
-    assert_eq!(b["objects"].as_array().unwrap().len(), 2);
+    // Per arch: the device steps `object::gfxNNN` summed.
+    let mut per_arch = std::collections::BTreeMap::new();
+    for s in &steps {
+        if let Some((_, arch)) = s.2.split_once("::")
+            && arch.starts_with("gfx")
+        {
+            *per_arch.entry(arch.to_string()).or_insert(0) += dur(s);
+        }
+    }
+    let reported: std::collections::BTreeMap<String, i64> = b["per_arch"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_i64().unwrap()))
+        .collect();
+    assert_eq!(reported, per_arch);
+    // Per object: its device steps, its bundle step and its host compile.
+    let objects = b["objects"].as_array().unwrap();
+    assert_eq!(objects.len(), 2);
+    for o in objects {
+        let name = o["object"].as_str().unwrap();
+        let of = |suffix: &str| {
+            steps
+                .iter()
+                .filter(|s| s.2 == format!("{name}{suffix}"))
+                .map(dur)
+                .sum::<i64>()
+        };
+        let device: Vec<i64> = steps
+            .iter()
+            .filter(|s| s.2.starts_with(&format!("{name}::gfx")))
+            .map(dur)
+            .collect();
+        assert_eq!(o["device_total_ms"], device.iter().sum::<i64>(), "{name}");
+        assert_eq!(
+            o["slowest_device_ms"],
+            *device.iter().max().unwrap(),
+            "{name}"
+        );
+        assert_eq!(o["bundle_ms"], of("::bundle"), "{name}");
+        assert_eq!(o["host_ms"], of(""), "{name}");
+    }
     // The same analysis is what `kpack-tui FILE --no-tui` prints.
     let o = kpack(&[fixture().to_str().unwrap(), "--no-tui"]);
     assert!(
@@ -94,9 +178,27 @@ fn chrome_export_matches_the_trace_event_schema() {
             assert!(ea <= sb || eb <= sa, "overlap in lane {}", a["tid"]);
         }
     }
-    // Round trip through a JSON parser is exact.
-    let again: Value = serde_json::from_str(&serde_json::to_string(&v).unwrap()).unwrap();
-    assert_eq!(again, v);
+    // One slice per step of the log, at its own time (microseconds from the first
+    // start) and of its own length.
+    let steps = steps();
+    let first = steps.iter().map(|s| s.0).min().unwrap();
+    let mut want: Vec<(String, i64, i64)> = steps
+        .iter()
+        .map(|(s, e, n)| (n.clone(), (s - first) * 1000, (e - s) * 1000))
+        .collect();
+    let mut got: Vec<(String, i64, i64)> = complete
+        .iter()
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap().to_string(),
+                e["ts"].as_i64().unwrap(),
+                e["dur"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    want.sort();
+    got.sort();
+    assert_eq!(got, want);
 }
 
 #[test]
