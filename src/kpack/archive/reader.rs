@@ -269,3 +269,22 @@ pub fn decompress_frame(frame: &[u8], size: u64) -> FormatResult<Vec<u8>> {
     decode_stream(frame, size, |b| out.extend_from_slice(b))?;
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_decoder_out_of_memory_is_not_called_a_corrupt_frame() {
+        // zstd's wording when an allocation fails (#27 item 24: it was reported as
+        // "corrupt zstd frame" under a memory limit).
+        let e = frame_error(&"Allocation error : not enough memory");
+        assert!(
+            e.to_string()
+                .contains("not enough memory to decode the zstd frame"),
+            "{e}"
+        );
+        let e = frame_error(&"Unknown frame descriptor");
+        assert!(e.to_string().contains("corrupt zstd frame"), "{e}");
+    }
+}
