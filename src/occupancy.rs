@@ -171,6 +171,27 @@ pub fn occupancy(target: &str, kernel: &Kernel) -> Option<Occupancy> {
     })
 }
 
+/// Why [`occupancy`] gives no hint for `kernel` on `target` (`None` when it gives
+/// one): what the detail view says instead of a number.
+pub fn why_unknown(target: &str, kernel: &Kernel) -> Option<&'static str> {
+    if occupancy(target, kernel).is_some() {
+        return None;
+    }
+    let Some(g) = generation(base_processor(target)) else {
+        return Some("no register-file figures for this target");
+    };
+    Some(if !matches!(kernel.wavefront_size, Some(32 | 64)) {
+        "the code object records no wavefront size"
+    } else if kernel.vgpr.is_none() {
+        "the code object records no VGPR count"
+    } else if g.unified_agprs && kernel.agpr.unwrap_or(0) > 0 {
+        // docs/occupancy.md: whether .vgpr_count includes the AGPRs is not certain.
+        "withheld: the kernel uses AGPRs, and whether its VGPR count includes them is not recorded"
+    } else {
+        "the code object records no SGPR count"
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -272,5 +293,31 @@ mod tests {
         assert_eq!(occupancy("gfx1200", &k(8, None, 8, 0, 64, 32)), None);
         assert_eq!(occupancy("gfx90a", &k(8, Some(32), 8, 0, 64, 64)), None);
         assert_eq!(occupancy("gfx900", &Kernel::default()), None);
+    }
+
+    #[test]
+    fn a_missing_hint_says_why() {
+        // Trial 35: a gfx942 kernel using AGPRs said "not known for this target".
+        let agprs = k(64, Some(16), 32, 0, 256, 64);
+        assert_eq!(occupancy("gfx942", &agprs), None);
+        assert!(
+            why_unknown("gfx942", &agprs)
+                .unwrap()
+                .contains("uses AGPRs")
+        );
+        assert_eq!(
+            why_unknown("gfx9999", &agprs),
+            Some("no register-file figures for this target")
+        );
+        let plain = k(64, None, 32, 0, 256, 64);
+        assert_eq!(why_unknown("gfx942", &plain), None);
+        let no_wave = Kernel {
+            wavefront_size: None,
+            ..plain
+        };
+        assert_eq!(
+            why_unknown("gfx942", &no_wave),
+            Some("the code object records no wavefront size")
+        );
     }
 }

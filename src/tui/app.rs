@@ -81,7 +81,12 @@ impl View {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Request {
     /// Compute the rewrite preview of this relative path.
-    Preview(String),
+    Preview {
+        /// The file.
+        path: String,
+        /// The group its marker would name (the pack dialog's).
+        group: String,
+    },
     /// Read the sections and segments of this relative path.
     Layout(String),
     /// List the kernels under this relative path (`""`: the whole tree).
@@ -267,6 +272,9 @@ impl Pick {
         }
     }
 }
+
+/// The pack dialog's group until the user changes it (what the CLI's examples use).
+pub const DEFAULT_GROUP: &str = "rocm";
 
 /// What the confirm dialog sets.
 #[derive(Debug, Clone, PartialEq, Eq)]

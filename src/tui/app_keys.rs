@@ -428,7 +428,14 @@ impl App {
                     Some(None) => {
                         if self.preview.as_ref().is_none_or(|(p, _)| p != &path) {
                             self.preview = None;
-                            self.requests.push(Request::Preview(path));
+                            let group = match &self.pack {
+                                Some(
+                                    PackState::Confirm { settings, .. }
+                                    | PackState::Replace(settings),
+                                ) if !settings.group.is_empty() => settings.group.clone(),
+                                _ => super::app::DEFAULT_GROUP.to_string(),
+                            };
+                            self.requests.push(Request::Preview { path, group });
                         }
                         self.side_scroll = 0;
                         self.back.push(self.view);

@@ -34,7 +34,7 @@ impl App {
                 copy_damaged: false,
             },
             None => PackSettings {
-                group: "rocm".into(),
+                group: super::app::DEFAULT_GROUP.into(),
                 selection,
                 split: false,
                 per_family: false,

@@ -232,7 +232,10 @@ pub(crate) fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                     }
                 )),
                 Line::from(match r.occupancy {
-                    None => "occupancy: not known for this target".to_string(),
+                    None => format!(
+                        "occupancy: no hint ({})",
+                        kpack::occupancy::why_unknown(&r.target, k).unwrap_or("not known")
+                    ),
                     Some(o) => format!(
                         "occupancy {} of {} waves per SIMD: VGPRs allow {}{}{}",
                         o.waves,

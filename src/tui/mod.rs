@@ -90,7 +90,7 @@ fn plan(root: &Path, selection: &app::Selection) -> Result<kpack::pack::PackPlan
     }
     // The dialog's default group, so that the plan is the one of `pack --dry-run
     // --group rocm` with these families (archive names are in the ledger's size).
-    let mut opts = selection.options("rocm")?;
+    let mut opts = selection.options(app::DEFAULT_GROUP)?;
     opts.unassigned = kpack::pack::Unassigned::Drop;
     opts.verify = false;
     opts.copy_damaged = true;
@@ -292,14 +292,16 @@ fn start(req: Request, root: &Path, tx: &Sender<AppEvent>, cancel: &kpack::event
                 let _ = tx.send(AppEvent::Layout(rel, Box::new(r)));
             });
         }
-        Request::Preview(rel) => {
+        Request::Preview { path: rel, group } => {
             let path = file_in(root, &rel);
             let tx = tx.clone();
             std::thread::spawn(move || {
                 let marker = kpack::kpack::Marker {
                     kernel_name: rel.clone(),
+                    // What a pack with the dialog's group writes (the preview shows
+                    // the marker it would get).
                     kpack_search_paths: vec![format!(
-                        "{}.kpack/preview_@GFXARCH@.kpack",
+                        "{}.kpack/{group}_@GFXARCH@.kpack",
                         "../".repeat(rel.matches('/').count())
                     )],
                 };

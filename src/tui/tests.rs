@@ -251,10 +251,13 @@ fn preview_view_shows_the_core_plan() {
     key(&mut app, KeyCode::Enter);
     assert_eq!(app.view, View::Preview);
     let req = app.requests.pop().expect("a preview request");
-    let super::app::Request::Preview(rel) = req else {
+    let super::app::Request::Preview { path: rel, group } = req else {
         panic!("not a preview request")
     };
     assert_eq!(rel, "bin/vadd_app");
+    // The marker shown names the pack dialog's default group (trial 36: it said
+    // "preview", a group no pack uses).
+    assert_eq!(group, "rocm");
     let data = std::fs::read(demo().join(&rel)).unwrap();
     let marker = kpack::kpack::Marker {
         kernel_name: rel.clone(),
