@@ -423,6 +423,9 @@ impl DiffView {
 
 /// Draw the view.
 pub fn draw(frame: &mut Frame, v: &DiffView, theme: Theme) {
+    if super::ui::too_small(frame) {
+        return;
+    }
     let area = frame.area();
     let [head, tabs, body, foot] = Layout::vertical([
         Constraint::Length(4),

@@ -602,11 +602,10 @@ pub fn dur(ms: i64) -> String {
 
 /// Draw the timeline.
 pub fn draw(frame: &mut Frame, t: &Timeline, theme: Theme) {
-    let area = frame.area();
-    if area.width < 20 || area.height < 6 {
-        frame.render_widget(Paragraph::new("window too small"), area);
+    if super::ui::too_small(frame) {
         return;
     }
+    let area = frame.area();
     let [head, body, detail, status] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Min(3),

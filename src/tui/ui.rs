@@ -71,11 +71,30 @@ fn marker(k: FileKind) -> char {
 }
 
 /// Draw the whole screen.
-pub fn draw(frame: &mut Frame, app: &App, theme: Theme) {
+/// The smallest terminal the views are laid out for: below it names are cut to a
+/// few characters and tabs vanish without a sign (trial 37), so the screen says so.
+pub const MIN_SIZE: (u16, u16) = (50, 12);
+
+/// Say that the terminal is too small, instead of a view that cannot be read: true
+/// when it did (the caller draws nothing else). Resizing redraws as usual.
+pub fn too_small(frame: &mut Frame) -> bool {
     let area = frame.area();
-    if area.width < 2 || area.height < 3 {
+    if area.width >= MIN_SIZE.0 && area.height >= MIN_SIZE.1 {
+        return false;
+    }
+    let text = format!(
+        "terminal {}x{} is too small: kpack-tui needs {}x{}. Resize it, or q to quit.",
+        area.width, area.height, MIN_SIZE.0, MIN_SIZE.1
+    );
+    frame.render_widget(Paragraph::new(text).wrap(Wrap { trim: true }), area);
+    true
+}
+
+pub fn draw(frame: &mut Frame, app: &App, theme: Theme) {
+    if too_small(frame) {
         return;
     }
+    let area = frame.area();
     let [top, body, bottom] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Min(1),
