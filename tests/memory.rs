@@ -4,29 +4,6 @@
 mod common;
 use common::*;
 use std::path::Path;
-use std::process::Command;
-
-/// Peak RSS in KiB of `kpack-tui ARGS` (GNU time), and its exit status.
-fn peak_rss_kib(args: &[&str]) -> (u64, Option<i32>) {
-    let time = tool("time").map(|_| "/usr/bin/time");
-    let Some(time) = time else {
-        return (0, None);
-    };
-    let o = Command::new(time)
-        .args(["-f", "%M"])
-        .arg(env!("CARGO_BIN_EXE_kpack-tui"))
-        .args(args)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    let rss = err
-        .lines()
-        .last()
-        .and_then(|l| l.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no peak RSS from GNU time: {err}"));
-    eprintln!("kpack-tui {}: peak RSS {} KiB", args.join(" "), rss);
-    (rss, o.status.code())
-}
 
 /// An archive of `n` incompressible frames of `each` bytes (random: zstd stores
 /// them, so the file holds every byte).
@@ -55,9 +32,6 @@ fn write_archive(p: &Path, n: usize, each: usize) -> u64 {
 
 #[test]
 fn reading_every_frame_of_a_large_archive_keeps_a_window_of_it_resident() {
-    if tool("time").is_none() {
-        return;
-    }
     let tmp = tempfile::tempdir().unwrap();
     let a = tmp.path().join("big.kpack");
     // 160 MiB in 16,384 frames of 10 KiB: pages around each frame read stay mapped
@@ -67,8 +41,10 @@ fn reading_every_frame_of_a_large_archive_keeps_a_window_of_it_resident() {
     let bytes = write_archive(&a, 16 << 10, 10 << 10);
     assert!(bytes > 160 << 20, "{bytes}");
     let a = a.to_str().unwrap();
-    let (rss, code) = peak_rss_kib(&["verify", a, "--no-tui"]);
-    assert_eq!(code, Some(0), "verify of a sound archive");
+    let Some((o, rss)) = kpack_peak_rss(&["verify", a, "--no-tui"]) else {
+        return;
+    };
+    assert_eq!(o.status.code(), Some(0), "verify: {}", stderr(&o));
     assert!(
         rss < 80 << 10,
         "verify of a {} MiB archive peaked at {} MiB",
@@ -77,8 +53,11 @@ fn reading_every_frame_of_a_large_archive_keeps_a_window_of_it_resident() {
     );
     // extract --all reads every frame too (and writes each one out).
     let out = tmp.path().join("out");
-    let (rss, code) = peak_rss_kib(&["extract", a, "--all", "-o", out.to_str().unwrap()]);
-    assert_eq!(code, Some(0), "extract --all");
+    let Some((o, rss)) = kpack_peak_rss(&["extract", a, "--all", "-o", out.to_str().unwrap()])
+    else {
+        return;
+    };
+    assert_eq!(o.status.code(), Some(0), "extract --all: {}", stderr(&o));
     assert_eq!(
         std::fs::read_dir(out.join("lib")).unwrap().count(),
         16 << 10

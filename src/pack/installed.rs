@@ -42,10 +42,8 @@ impl Installed {
         // By install path, a later overlay's file over an earlier one's (sorted in
         // place: a map keyed by a copy of every path took as much memory again as
         // the reports themselves on a tree of 40,000 files).
-        files.sort_by(|a, b| a.1.path.cmp(&b.1.path).then(a.0.cmp(&b.0)));
-        files.reverse();
-        files.dedup_by(|later, kept| later.1.path == kept.1.path);
-        files.reverse();
+        files.sort_by(|a, b| a.1.path.cmp(&b.1.path).then(b.0.cmp(&a.0)));
+        files.dedup_by(|earlier, kept| earlier.1.path == kept.1.path);
         files.shrink_to_fit();
         Ok(Installed {
             root: root.to_path_buf(),

@@ -41,6 +41,31 @@ pub fn tool(name: &str) -> Option<PathBuf> {
     found
 }
 
+/// Run the kpack-tui binary under GNU time: its output (time's line removed from
+/// stderr) and its peak RSS in KiB. `None` where GNU time is missing (a failure in CI).
+#[allow(dead_code)]
+pub fn kpack_peak_rss(args: &[&str]) -> Option<(Output, u64)> {
+    let time = tool("time")?;
+    let mut o = Command::new(time)
+        .args(["-f", "%M"])
+        .arg(env!("CARGO_BIN_EXE_kpack-tui"))
+        .args(args)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    let (rest, last) = err
+        .trim_end()
+        .rsplit_once('\n')
+        .unwrap_or(("", err.trim_end()));
+    let rss = last
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("no peak RSS from GNU time: {err}"));
+    o.stderr = rest.as_bytes().to_vec();
+    eprintln!("kpack-tui {}: peak RSS {rss} KiB", args.join(" "));
+    Some((o, rss))
+}
+
 /// Run the kpack-tui binary.
 pub fn kpack(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_kpack-tui"))
