@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Print rocm-bootstrap's packaging tables as the JSON kept in data/rocm-bootstrap.json.
+"""Print rocm-bootstrap's packaging tables as the JSON kept in crates/kpack/data/rocm-bootstrap.json.
 
 `wheel split` reads that file (bundle keys, target -> sub-family -> family chains,
 display names, owners). CI installs rocm-bootstrap from PyPI and compares:
 
-    python3 scripts/rocm-bootstrap-table.py | diff - data/rocm-bootstrap.json
+    python3 scripts/rocm-bootstrap-table.py | diff - crates/kpack/data/rocm-bootstrap.json
 
 Only the package's public API is used.
 """

@@ -4,9 +4,11 @@
 mod batch;
 mod cli;
 mod demo;
+mod phc_launch;
 mod sigbus;
 mod text;
 mod tui;
+mod version;
 
 use anyhow::{Context, Result};
 use batch::{EXIT_ERROR, EXIT_FINDINGS, EXIT_OK};
@@ -235,7 +237,7 @@ fn run(cli: Cli) -> Result<i32> {
             batch::trace::run(&file, export.is_some(), output.as_deref(), &common.output())
         }
         Some(Command::Phc { command }) => {
-            Ok(kpack::phc::main(command, &kpack::phc::Env::from_process()))
+            Ok(phc_launch::main(command, &kpack::phc::Env::from_process()))
         }
         Some(Command::BenchFrames {
             files,

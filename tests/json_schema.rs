@@ -301,7 +301,8 @@ fn every_schema_id_in_the_source_has_a_schema_file() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let id = regex::Regex::new(r#""kpack-tui\.([a-z-]+)/([0-9]+)""#).unwrap();
     let mut ids = std::collections::BTreeSet::new();
-    for e in walkdir::WalkDir::new(root.join("src")) {
+    let sources = [root.join("src"), root.join("crates/kpack/src")];
+    for e in sources.iter().flat_map(walkdir::WalkDir::new) {
         let e = e.unwrap();
         if e.path().extension().is_none_or(|x| x != "rs") {
             continue;

@@ -64,7 +64,7 @@ fn problems(tool: &str, args: &[&str], file: &Path) -> Vec<String> {
         })
         .map(|l| l.replace(file.to_str().unwrap(), "FILE"))
         // Section numbers differ: the sections moved beside the marker are numbered
-        // last (src/elf/rewrite/room.rs).
+        // last (crates/kpack/src/elf/rewrite/room.rs).
         .map(|l| section_number().replace_all(&l, "[N]").into_owned())
         .collect();
     v.sort();

@@ -12,6 +12,18 @@ pub mod scan;
 pub mod trace;
 pub mod wheel;
 
+/// Cancel `token` on SIGINT or SIGTERM: the operation stops at its next check,
+/// removes what it staged, and returns [`kpack::Error::Cancelled`]. A second signal
+/// exits at once (status 130), for an operation that does not check often enough.
+pub fn cancel_on_signals(token: &kpack::event::CancelToken) -> std::io::Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    for sig in [SIGINT, SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(sig, 130, token.flag())?;
+        signal_hook::flag::register(sig, token.flag())?;
+    }
+    Ok(())
+}
+
 use std::io::{self, Write};
 
 /// Exit status: success.

@@ -97,7 +97,7 @@ pub fn run(
     // the scan cancels too instead of killing the process half-way.
     let cancel = CancelToken::new();
     if !dry_run {
-        cancel.cancel_on_signals()?;
+        super::cancel_on_signals(&cancel)?;
     }
     let mut plan = pack::plan_pack(tree, output, opts)?;
     if cancel.is_cancelled() {

@@ -12,7 +12,7 @@ use std::path::Path;
 /// `kpack-tui wheel split`.
 pub fn split(wheel: &Path, output: &Path, opts: &WheelSplitOptions, how: &Output) -> Result<i32> {
     // Ctrl-C stops the split cleanly: the stage is removed, the output is as it was.
-    opts.cancel.cancel_on_signals()?;
+    super::cancel_on_signals(&opts.cancel)?;
     let progress = PackProgress::new("splitting");
     let report = split_wheel(wheel, output, opts, &progress);
     progress.clear();

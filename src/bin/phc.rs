@@ -1,17 +1,21 @@
-//! `phc <compiler> <args…>`: the parallel HIP compile launcher (see `kpack::phc`).
+//! `phc <compiler> <args…>`: the parallel HIP compile launcher (see `kpack::phc` and `phc_launch`).
 
 use std::io::Write;
 use std::os::unix::process::CommandExt;
 
 #[path = "../cli/generate.rs"]
 mod generate;
+#[path = "../phc_launch.rs"]
+mod phc_launch;
+#[path = "../version.rs"]
+mod version;
 
 /// phc's command line as clap sees it, for its completions and man page only: phc
-/// itself reads its arguments as a compiler command (`kpack::phc::main`).
+/// itself reads its arguments as a compiler command (`phc_launch::main`).
 fn command() -> clap::Command {
     use clap::{Arg, ValueHint};
     clap::Command::new("phc")
-        .version(kpack::VERSION)
+        .version(version::VERSION)
         .about("Parallel per-architecture HIP compiles under the make jobserver")
         .long_about(
             "Splits a multi-arch HIP compile (-c with two or more --offload-arch) into \
@@ -63,7 +67,7 @@ fn main() {
         .map(|a| a.to_str().map(str::to_string))
         .collect::<Option<Vec<String>>>()
     {
-        Some(argv) => std::process::exit(kpack::phc::main(argv, &env)),
+        Some(argv) => std::process::exit(phc_launch::main(argv, &env)),
         None => {
             // A non-UTF-8 argument: phc cannot reason about it, so run the command as is.
             let mut cmd: Vec<std::ffi::OsString> = raw;

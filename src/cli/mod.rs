@@ -17,7 +17,7 @@ use std::path::PathBuf;
 #[derive(Debug, Parser)]
 #[command(
     name = "kpack-tui",
-    version = kpack::VERSION,
+    version = crate::version::VERSION,
     override_usage = "kpack-tui [OPTIONS] [PATH] [NEW]\n       kpack-tui [OPTIONS] <COMMAND>"
 )]
 pub struct Cli {

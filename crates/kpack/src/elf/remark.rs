@@ -136,7 +136,7 @@ mod tests {
 
     fn fixture(name: &str) -> Vec<u8> {
         std::fs::read(format!(
-            "{}/tests/fixtures/bin/{name}",
+            "{}/../../tests/fixtures/bin/{name}",
             env!("CARGO_MANIFEST_DIR")
         ))
         .unwrap()

@@ -1,6 +1,6 @@
 //! rocm-bootstrap's packaging hierarchy (`workflows.md` §4.2): every target's chain
 //! target → sub-family → family of bundle keys, their display names and LLVM
-//! generics. Kept as data in `data/rocm-bootstrap.json`, written by
+//! generics. Kept as data in `crates/kpack/data/rocm-bootstrap.json`, written by
 //! `scripts/rocm-bootstrap-table.py` from the PyPI package; CI regenerates it from
 //! `rocm-bootstrap==0.3.0` and fails on any drift.
 //!

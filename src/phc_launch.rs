@@ -1,28 +1,16 @@
-//! phc: a compiler launcher that splits one multi-arch HIP compile into a device
-//! compile per arch, run in parallel under a make jobserver, then bundles the code
-//! objects with the driver's own `clang-offload-bundler` and runs the host compile with
-//! the bundle embedded (with `-fgpu-rdc`: the host compile runs beside the device
-//! compiles and the bundler writes the object last, see `rdc_bundle`). The object is
-//! byte-identical to the plain command's. Behind ROCm's Perl `hipcc`, the steps run
-//! the clang command hipcc itself runs (read from the probe, see
-//! [`probe::hipcc_command`]), saving a Perl start per step.
-//!
-//! Spec: `shared/spec/phc-and-traces.md` §1-3. Layout: [`args`] reads command lines,
-//! [`probe`] reads the driver's `-###` plan, [`jobserver`] is the token client,
-//! [`trace`] writes `PHC_NINJA_TRACE`. This module schedules and runs.
+//! The phc launcher: runs one compile as [`kpack::phc`] plans it. A process of its
+//! own (it `exec`s, forwards signals, exits with its children's status), so it lives
+//! with the binaries (`kpack-tui phc` and `phc`), not in the library.
 //!
 //! Exit paths: pass-through and serial fallback `exec` the original command (exact
 //! status, signals, tty); a failing device compile exits with its status; the host
 //! compile's status is phc's; INT/TERM/HUP are forwarded to the children, every token
 //! is returned, the temp directory is removed and the signal is re-raised.
 
-pub mod args;
-pub mod jobserver;
-pub mod probe;
-pub mod trace;
-
-use args::CompileLine;
-use jobserver::{Pool, Source, Take, Token};
+use kpack::phc::args::{self, CompileLine};
+use kpack::phc::jobserver::{self, Pool, Take, Token};
+use kpack::phc::trace::{Stamp, TraceFile};
+use kpack::phc::{Env, probe};
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::Write;
@@ -32,51 +20,6 @@ use std::process::{Command, ExitStatus, Output, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
-use trace::{Stamp, TraceFile};
-
-/// phc's environment, read once.
-#[derive(Debug, Clone, Default)]
-pub struct Env {
-    /// `PHC_COMPILER`, inserted as `cmd[0]` when non-empty.
-    pub compiler: Option<String>,
-    /// `PHC_NINJA_TRACE`.
-    pub trace: Option<PathBuf>,
-    /// `PHC_DEBUG` set and not `0`: one line per decision (the plan in summary).
-    pub debug: bool,
-    /// `PHC_DEBUG=2` or more: also the driver's whole `-###` plan.
-    pub debug_plan: bool,
-    /// `PHC_JOBSERVER` not set to empty or `0`.
-    pub jobserver: bool,
-    /// `MAKEFLAGS` or, when that is empty, `CARGO_MAKEFLAGS`.
-    pub makeflags: String,
-    /// `PHC_JOBS`: device compiles at once without a jobserver (default: the cores).
-    pub jobs: Option<usize>,
-}
-
-impl Env {
-    /// Read the process environment.
-    pub fn from_process() -> Env {
-        let var = |k: &str| std::env::var(k).ok();
-        let non_empty = |v: Option<String>| v.filter(|s| !s.is_empty());
-        Env {
-            compiler: non_empty(var("PHC_COMPILER")),
-            trace: non_empty(var("PHC_NINJA_TRACE")).map(PathBuf::from),
-            debug: var("PHC_DEBUG").is_some_and(|v| !v.is_empty() && v != "0"),
-            debug_plan: var("PHC_DEBUG")
-                .and_then(|v| v.trim().parse::<u32>().ok())
-                .is_some_and(|l| l >= 2),
-            jobserver: var("PHC_JOBSERVER").is_none_or(|v| !v.is_empty() && v != "0"),
-            makeflags: jobserver::flags(
-                var("MAKEFLAGS").as_deref(),
-                var("CARGO_MAKEFLAGS").as_deref(),
-            ),
-            jobs: var("PHC_JOBS")
-                .and_then(|v| v.trim().parse().ok())
-                .filter(|&n: &usize| n > 0),
-        }
-    }
-}
-
 const USAGE: &str = "usage: phc <compiler> <args...>   (or PHC_COMPILER=<compiler> phc <args...>)\n\
        phc --generate complete-bash|complete-zsh|complete-fish|complete-powershell|man\n\
 Splits a multi-arch HIP compile (-c with two or more --offload-arch) into parallel\n\
@@ -91,7 +34,7 @@ pub fn main(argv: Vec<String>, env: &Env) -> i32 {
         return 0;
     }
     if argv.len() == 1 && matches!(argv[0].as_str(), "--version" | "-V") {
-        println!("phc (kpack-tui) {}", crate::VERSION);
+        println!("phc (kpack-tui) {}", crate::version::VERSION);
         return 0;
     }
     let mut cmd = argv;
@@ -878,13 +821,4 @@ fn choose_cuid(
          cuid-named symbols may differ from the plain command's)"
     ));
     (Some(p), false)
-}
-
-/// Where phc's source of tokens is, for reports.
-pub fn describe(source: &Source) -> String {
-    match source {
-        Source::Fifo(p) => format!("fifo {p}"),
-        Source::Fds(r, w) => format!("descriptors {r},{w}"),
-        Source::Local(n) => format!("{n} local slots"),
-    }
 }

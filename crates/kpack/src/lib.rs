@@ -23,6 +23,7 @@
 //! | [`zip`] | zip archives: a checked central-directory reader and a deterministic writer |
 //! | [`wheel`] | Python wheels: identity, contents, and the split into host and device wheels |
 //! | [`kerneldb`] | kernel-database handlers (Tensile, MIOpen, CK, AOTriton, hipkernelprovider, RocJitsu) |
+#![deny(missing_docs)]
 #![deny(clippy::unwrap_used, clippy::panic)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::panic))]
 
@@ -57,12 +58,3 @@ pub mod wheel;
 pub mod zip;
 
 pub use error::{Error, FormatError, Result};
-
-/// The version `--version` prints: the package version and the git revision the
-/// binaries were built from (`unknown` outside a git checkout).
-pub const VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (git ",
-    env!("KPACK_GIT_REV"),
-    ")"
-);

@@ -74,15 +74,9 @@ impl CancelToken {
         self.0.load(Ordering::Relaxed)
     }
 
-    /// Cancel on SIGINT or SIGTERM: the operation stops at its next check, removes
-    /// what it staged, and returns [`crate::Error::Cancelled`]. A second signal exits
-    /// at once (status 130), for an operation that does not check often enough.
-    pub fn cancel_on_signals(&self) -> std::io::Result<()> {
-        use signal_hook::consts::{SIGINT, SIGTERM};
-        for sig in [SIGINT, SIGTERM] {
-            signal_hook::flag::register_conditional_shutdown(sig, 130, self.0.clone())?;
-            signal_hook::flag::register(sig, self.0.clone())?;
-        }
-        Ok(())
+    /// The flag itself, for a signal handler to set (the binaries cancel on SIGINT
+    /// and SIGTERM this way; the library installs no handler of its own).
+    pub fn flag(&self) -> Arc<AtomicBool> {
+        self.0.clone()
     }
 }

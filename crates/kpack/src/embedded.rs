@@ -414,7 +414,7 @@ mod tests {
     fn fixture(name: &str) -> Vec<u8> {
         std::fs::read(
             Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("tests/fixtures/bin")
+                .join("../../tests/fixtures/bin")
                 .join(name),
         )
         .unwrap()

@@ -318,7 +318,7 @@ mod tests {
 
     fn fixture(name: &str) -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/fixtures/bin")
+            .join("../../tests/fixtures/bin")
             .join(name)
     }
 
