@@ -78,7 +78,7 @@ fn fixture_kinds_and_shapes() {
     assert_eq!(h.fatbin_bytes, 0);
     // PE DLL (clang-19 + lld-link): its .hip_fat bundle, listed like an ELF one.
     let dll = get("kfat.dll");
-    assert_eq!(dll.container, Some("pe"));
+    assert_eq!(dll.container, Some(kpack::scan::Container::Pe));
     assert_eq!(dll.bundles.len(), 1);
     let dll_archs: Vec<&str> = dll.bundles[0]
         .targets

@@ -200,8 +200,7 @@ fn print_diagnostics(out: &mut dyn Write, r: &TreeReport) -> io::Result<()> {
 /// Print one file with its bundles, wrappers and marker.
 pub fn print_file(out: &mut dyn Write, f: &FileReport) -> io::Result<()> {
     let what = match (f.kind, f.elf_kind, f.container) {
-        (_, _, Some("ar")) => format!("{} (static archive)", f.kind.name()),
-        (_, _, Some("pe")) => format!("{} (PE image)", f.kind.name()),
+        (_, _, Some(c)) => format!("{} ({})", f.kind.name(), c.describe()),
         (k, Some(e), _) => match f.other_machine() {
             Some(m) => format!("{} ({}, {m})", k.name(), e.name()),
             None => format!("{} ({})", k.name(), e.name()),

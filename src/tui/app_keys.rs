@@ -454,7 +454,7 @@ impl App {
 fn no_preview(f: &kpack::scan::FileReport) -> Option<String> {
     use kpack::scan::FileKind as K;
     Some(match f.kind {
-        K::FatBinary if f.container == Some("ar") => {
+        K::FatBinary if f.container == Some(kpack::scan::Container::Ar) => {
             "a static archive: pack copies it unchanged (its members keep their device \
              code); K lists its kernels"
                 .into()

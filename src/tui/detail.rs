@@ -53,8 +53,7 @@ pub fn file_detail(f: &FileReport, theme: Theme) -> Vec<Line<'static>> {
                 "{}{}, {}",
                 k.name(),
                 match (f.container, e) {
-                    (Some("ar"), _) => " (static archive)".to_string(),
-                    (Some("pe"), _) => " (PE image)".to_string(),
+                    (Some(c), _) => format!(" ({})", c.describe()),
                     (_, Some(e)) => match f.other_machine() {
                         Some(m) => format!(" ({}, {m})", e.name()),
                         None => format!(" ({})", e.name()),

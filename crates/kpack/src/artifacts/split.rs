@@ -297,7 +297,7 @@ pub fn split(
                         "{p}/{}: {} kept whole in the generic artifact (only ELF executables \
                          and shared libraries are split)",
                         f.path,
-                        src.container.unwrap_or("fat binary")
+                        src.container.map_or("fat binary", |c| c.describe())
                     ));
                     Job::Copy
                 }

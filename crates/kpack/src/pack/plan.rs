@@ -18,23 +18,31 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// Where a kernel-database file goes in the split layout: `None` for files that are
-/// not arch-specific (they stay generic), `Some(Some(i))` for unit `i`, `Some(None)`
-/// for an arch nothing selected takes.
-pub(crate) fn database_unit(
-    f: &FileReport,
-    unit_of: &BTreeMap<String, usize>,
-) -> Option<Option<usize>> {
-    if f.kind != FileKind::KernelDatabase {
-        return None;
+/// Where a file goes in the split layout, by what it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// Not arch-specific: the generic tree.
+    Generic,
+    /// A kernel-database file of a selected arch: that unit's overlay.
+    Unit(usize),
+    /// A kernel-database file of an arch nothing selected takes: left out.
+    Unselected,
+}
+
+/// Where `f` goes in the split layout (see [`Place`]).
+pub(crate) fn place_of(f: &FileReport, unit_of: &BTreeMap<String, usize>) -> Place {
+    match f.arch.as_deref() {
+        Some(a) if f.kind == FileKind::KernelDatabase => unit_of
+            .get(a)
+            .map_or(Place::Unselected, |&i| Place::Unit(i)),
+        _ => Place::Generic,
     }
-    f.arch.as_deref().map(|a| unit_of.get(a).copied())
 }
 
 /// Whether a scanned fat file can be rewritten host-only.
 pub(crate) fn rewritable(f: &FileReport) -> bool {
     // PE images (DLLs and EXEs) are rewritten by the PE transform.
-    if f.container == Some("pe") {
+    if f.container == Some(crate::scan::Container::Pe) {
         return f.hard_link_of.is_none();
     }
     f.container.is_none()
@@ -421,9 +429,9 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
     let mut kernels: Vec<Vec<PlannedKernel>> = vec![Vec::new(); n];
     let mut db_files = vec![0u64; n];
     for f in &report.files {
-        match database_unit(f, &units.of) {
-            Some(Some(i)) => db_files[i] += 1,
-            Some(None) if opts.layout == Layout::Split => {
+        match place_of(f, &units.of) {
+            Place::Unit(i) => db_files[i] += 1,
+            Place::Unselected if opts.layout == Layout::Split => {
                 *unassigned
                     .entry(format!(
                         "{} (kernel database)",
@@ -780,7 +788,7 @@ pub fn estimate(plan: &mut PackPlan, tree: &Path, opts: &PackOptions) {
             plan.binaries_planned.contains_key(&f.path)
                 || plan.consumed_archives.contains(&f.path)
                 || f.path == LEDGER_PATH
-                || (opts.layout == Layout::Split && database_unit(f, &plan.unit_of) == Some(None))
+                || (opts.layout == Layout::Split && place_of(f, &plan.unit_of) == Place::Unselected)
         })
         .map(|f| f.size)
         .sum();

@@ -3,7 +3,7 @@
 //! archive, the binary written host-only; every other file copied; then archives and
 //! the ledger are written, the result verified and renamed into place.
 
-use super::plan::{database_unit, ledger_in, marker_for};
+use super::plan::{Place, ledger_in, marker_for, place_of};
 use super::record::ledger_of;
 use super::{
     Growth, KernelFrom, Layout, PackEvent, PackOptions, PackPlan, PackReport, Phase, PlannedBinary,
@@ -212,15 +212,16 @@ impl Worker<'_> {
         }
     }
 
-    fn dest(&self, rel: &str, db_family: Option<Option<usize>>) -> Option<PathBuf> {
+    /// Where `rel` is staged; `None` for a file left out.
+    fn dest(&self, rel: &str, place: Place) -> Option<PathBuf> {
         let rel = crate::relpath::to_path(rel);
-        match (self.opts.layout, db_family) {
+        match (self.opts.layout, place) {
             (Layout::Combined, _) => Some(self.stage.join(rel)),
-            (Layout::Split, Some(Some(i))) => {
+            (Layout::Split, Place::Unit(i)) => {
                 Some(self.stage.join(&self.plan.units[i].name).join(rel))
             }
-            (Layout::Split, Some(None)) => None,
-            (Layout::Split, None) => Some(self.stage.join("generic").join(rel)),
+            (Layout::Split, Place::Unselected) => None,
+            (Layout::Split, Place::Generic) => Some(self.stage.join("generic").join(rel)),
         }
     }
 
@@ -256,7 +257,7 @@ impl Worker<'_> {
             return Ok(());
         }
         let src = self.tree.join(crate::relpath::to_path(&f.path));
-        let db = database_unit(f, &self.plan.unit_of);
+        let db = place_of(f, &self.plan.unit_of);
         let Some(dst) = self.dest(&f.path, db) else {
             self.warn(format!(
                 "{}: kernel database for {} left out (no selected family)",
@@ -775,8 +776,8 @@ fn run_stage(
     for f in report.files.iter().filter(|f| f.hard_link_of.is_some()) {
         let first = f.hard_link_of.as_deref().unwrap_or_default();
         let (Some(a), Some(b)) = (
-            w.dest(first, database_unit(f, &plan.unit_of)),
-            w.dest(&f.path, database_unit(f, &plan.unit_of)),
+            w.dest(first, place_of(f, &plan.unit_of)),
+            w.dest(&f.path, place_of(f, &plan.unit_of)),
         ) else {
             continue;
         };

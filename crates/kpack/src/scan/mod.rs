@@ -540,7 +540,7 @@ pub fn classify_bytes(r: &mut FileReport, data: &[u8], is_db: bool) {
             Ok(ar) => {
                 r.problems.extend(ar.problems);
                 if !ar.members.is_empty() && !is_db {
-                    r.container = Some("ar");
+                    r.container = Some(Container::Ar);
                     r.kind = if ar.members.iter().all(|m| m.fat.host_only) {
                         FileKind::HostOnlyBinary
                     } else {
@@ -588,7 +588,7 @@ pub fn classify_bytes(r: &mut FileReport, data: &[u8], is_db: bool) {
         if data.get(lfanew..lfanew + 4) == Some(b"PE\0\0") {
             match coff::inspect(data) {
                 Ok(Some(pe)) if !is_db => {
-                    r.container = Some("pe");
+                    r.container = Some(Container::Pe);
                     r.kind = if pe.host_only {
                         FileKind::HostOnlyBinary
                     } else {
@@ -602,7 +602,7 @@ pub fn classify_bytes(r: &mut FileReport, data: &[u8], is_db: bool) {
                     r.problems.extend(pe.problems);
                 }
                 // A PE image without HIP code (it may still hold embedded code).
-                Ok(_) => r.container = Some("pe"),
+                Ok(_) => r.container = Some(Container::Pe),
                 Err(e) => r.problems.push(e.to_string()),
             }
         }

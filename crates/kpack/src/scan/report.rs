@@ -155,6 +155,26 @@ pub struct MemberReport {
     pub resolved: Option<std::path::PathBuf>,
 }
 
+/// A binary's container when it is not a plain ELF file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Container {
+    /// A PE/COFF image (DLL or EXE) with a `.hip_fat` section.
+    Pe,
+    /// A static archive (`ar`, thin or not) of objects.
+    Ar,
+}
+
+impl Container {
+    /// How reports name it: `PE image`, `static archive`.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Container::Pe => "PE image",
+            Container::Ar => "static archive",
+        }
+    }
+}
+
 /// One entry of the tree.
 #[derive(Debug, Clone, Serialize)]
 pub struct FileReport {
@@ -176,9 +196,9 @@ pub struct FileReport {
         serialize_with = "serialize_machine"
     )]
     pub machine: Option<u16>,
-    /// `pe` for PE images, `ar` for static archives.
+    /// The container when it is not a plain ELF file: a PE image or a static archive.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub container: Option<&'static str>,
+    pub container: Option<Container>,
     /// Bytes of the file's `.hip_fatbin` section (the whole file for bundle and
     /// code-object files): what a pack takes out of it.
     #[serde(skip_serializing_if = "is_zero")]

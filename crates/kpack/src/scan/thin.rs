@@ -59,7 +59,7 @@ pub fn resolve(r: &mut FileReport, names: &[String], abs: &Path, boundary: Optio
         ));
     }
     if r.members.iter().any(|m| m.file.is_some()) {
-        r.container = Some("ar");
+        r.container = Some(super::Container::Ar);
         r.kind = FileKind::FatBinary;
     }
 }
