@@ -835,10 +835,7 @@ impl App {
                     if !self.views.contains(&View::Inspector) {
                         self.views.push(View::Inspector);
                     }
-                    if self.view != View::Inspector {
-                        self.back.push(self.view);
-                    }
-                    self.view = View::Inspector;
+                    self.drill_into(View::Inspector);
                 }
                 Err(e) => self.families_note = Some(format!("{rel}: {e}")),
             },

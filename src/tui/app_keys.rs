@@ -23,7 +23,8 @@ impl App {
                 if inside(side) || self.view == View::Preview {
                     self.scroll_side(d);
                 } else {
-                    self.move_by(d);
+                    // Over the list the list moves, wherever the keyboard focus is.
+                    self.move_list(d);
                 }
             }
             MouseEventKind::Down(_) if m.row == 0 => {
@@ -35,9 +36,7 @@ impl App {
                     .find(|(a, b, _)| m.column >= *a && m.column < *b)
                     .map(|t| t.2);
                 if let Some(v) = hit {
-                    self.view = v;
-                    self.back.clear();
-                    self.entered_view();
+                    self.switch_view(v);
                 }
             }
             MouseEventKind::Down(_) if inside(side) => self.side_focus = true,
@@ -73,11 +72,17 @@ impl App {
         self.side_scroll = (self.side_scroll as isize + d).clamp(0, max.max(0)) as u16;
     }
 
+    /// Move by `d`: the focused side pane scrolls, otherwise the view's list moves.
     pub(super) fn move_by(&mut self, d: isize) {
         if self.side_focus && matches!(self.view, View::Explorer | View::Families) {
             self.scroll_side(d);
             return;
         }
+        self.move_list(d);
+    }
+
+    /// Move the view's list (or scroll the views that are one pane) by `d`.
+    pub(super) fn move_list(&mut self, d: isize) {
         match self.view {
             View::Explorer => {
                 let n = self.rows().len();
@@ -191,33 +196,19 @@ impl App {
             KeyCode::Char('q') if self.packing() => self.quit_asked = true,
             KeyCode::Char('q') => self.quit = true,
             KeyCode::Char('?') => self.help = true,
-            // Tab: into the side pane when it overflows (the detail, the plan), then
-            // on to the next view; Shift-Tab back out, then to the previous view.
-            KeyCode::Tab
-                if matches!(self.view, View::Explorer | View::Families)
-                    && !self.side_focus
-                    && self.drawn.side_max.get() > 0 =>
-            {
-                self.side_focus = true;
-            }
-            KeyCode::Tab => {
-                self.view = self.views[(i + 1) % self.views.len()];
-                self.side_scroll = 0;
-                self.side_focus = false;
-                self.back.clear();
-                self.entered_view();
-            }
-            KeyCode::BackTab if self.side_focus => self.side_focus = false,
+            // Tab always switches view; the side pane's focus has its own keys (w,
+            // or l/→ on a file; w, h/← or Esc back), so Tab never means two things.
+            KeyCode::Tab => self.switch_view(self.views[(i + 1) % self.views.len()]),
             KeyCode::BackTab => {
-                self.view = self.views[(i + self.views.len() - 1) % self.views.len()];
-                self.back.clear();
-                self.entered_view();
+                self.switch_view(self.views[(i + self.views.len() - 1) % self.views.len()]);
+            }
+            KeyCode::Char('w') if self.has_side_pane() => self.side_focus = !self.side_focus,
+            KeyCode::Esc | KeyCode::Left | KeyCode::Char('h') if self.side_focus => {
+                self.side_focus = false;
             }
             KeyCode::Char(c @ '1'..='9') => {
                 if let Some(v) = self.views.get(c as usize - '1' as usize) {
-                    self.back.clear();
-                    self.view = *v;
-                    self.entered_view();
+                    self.switch_view(*v);
                 }
             }
             KeyCode::Char('K') if self.view == View::Inspector => {
@@ -231,8 +222,7 @@ impl App {
                 if !self.views.contains(&View::Kernels) {
                     self.views.push(View::Kernels);
                 }
-                self.back.push(self.view);
-                self.view = View::Kernels;
+                self.drill_into(View::Kernels);
             }
             KeyCode::Char(c @ ('x' | 'X')) if self.view == View::Inspector => {
                 let (Some(a), Some(at)) = (&self.archive, &self.archive_at) else {
@@ -291,10 +281,36 @@ impl App {
                 if let Some(v) = self.back.pop() {
                     self.view = v;
                     self.side_scroll = 0;
+                    self.side_focus = false;
                 }
             }
             _ => self.view_key(k),
         }
+    }
+
+    /// Whether the view has a side pane the focus can move into.
+    pub(super) fn has_side_pane(&self) -> bool {
+        matches!(self.view, View::Explorer | View::Families)
+    }
+
+    /// Drill down into view `v` (K, Enter): Esc or Backspace comes back here.
+    pub(super) fn drill_into(&mut self, v: View) {
+        if self.view != v {
+            self.back.push(self.view);
+        }
+        self.view = v;
+        self.side_scroll = 0;
+        self.side_focus = false;
+    }
+
+    /// Go to view `v` by Tab, Shift-Tab, its digit or a click: a fresh start there
+    /// (no focus or scroll carried over from the view left, no way back).
+    pub(super) fn switch_view(&mut self, v: View) {
+        self.view = v;
+        self.side_scroll = 0;
+        self.side_focus = false;
+        self.back.clear();
+        self.entered_view();
     }
 
     /// A view reached by Tab, Shift-Tab, its digit or a click behaves the same: the
@@ -387,8 +403,7 @@ impl App {
                 let path = tree.path(row.node);
                 self.kernel_entry = None;
                 self.want_kernels(path, true);
-                self.back.push(self.view);
-                self.view = View::Kernels;
+                self.drill_into(View::Kernels);
             }
             // Enter toggles a folder; → and l only open it.
             KeyCode::Enter if node.file.is_none() && !self.expanded.insert(row.node) => {
@@ -397,6 +412,8 @@ impl App {
             KeyCode::Enter | KeyCode::Right | KeyCode::Char('l') if node.file.is_none() => {
                 self.expanded.insert(row.node);
             }
+            // On a file, → and l go into its detail (as yazi's and gitui's panes do).
+            KeyCode::Right | KeyCode::Char('l') => self.side_focus = true,
             KeyCode::Left | KeyCode::Char('h') => {
                 if node.file.is_none() && self.expanded.remove(&row.node) {
                     return;
@@ -437,9 +454,7 @@ impl App {
                             };
                             self.requests.push(Request::Preview { path, group });
                         }
-                        self.side_scroll = 0;
-                        self.back.push(self.view);
-                        self.view = View::Preview;
+                        self.drill_into(View::Preview);
                     }
                     None => {}
                 }

@@ -65,6 +65,7 @@ impl App {
             self.views.push(View::Pack);
         }
         self.view = View::Pack;
+        self.side_focus = false;
     }
 
     /// Where a pack or split writes by default: `name` in the current directory

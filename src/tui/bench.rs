@@ -4,7 +4,8 @@
 
 use super::app::{App, AppEvent};
 use super::timeline::{self, Timeline};
-use super::ui::{self, Theme};
+use super::ui;
+use super::widgets::Theme;
 use anyhow::Result;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;

@@ -1,7 +1,7 @@
 //! The explorer's detail of one file: kind, sizes, bundles per TU and targets,
 //! wrappers, marker, problems; an ELF binary's segments and sections.
 
-use super::ui::Theme;
+use super::widgets::Theme;
 use crate::text::size;
 use kpack::scan::{FileKind, FileReport};
 use ratatui::style::{Color, Modifier};

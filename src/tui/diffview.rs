@@ -4,7 +4,7 @@
 //! drills down (a file → its targets → their kernels; a target → its kernels),
 //! Backspace goes back up, `?` lists the keys.
 
-use super::ui::Theme;
+use super::widgets::Theme;
 use crate::text::{signed, size};
 use kpack::diff::{Change, DiffReport};
 use ratatui::Frame;
@@ -423,7 +423,7 @@ impl DiffView {
 
 /// Draw the view.
 pub fn draw(frame: &mut Frame, v: &DiffView, theme: Theme) {
-    if super::ui::too_small(frame) {
+    if super::widgets::too_small(frame) {
         return;
     }
     let area = frame.area();
@@ -557,7 +557,7 @@ pub fn draw(frame: &mut Frame, v: &DiffView, theme: Theme) {
             .collect();
         let w = area.width.min(90);
         let h = area.height.min(lines.len() as u16 + 2);
-        let r = super::ui::centered(area, w, h);
+        let r = super::widgets::centered(area, w, h);
         frame.render_widget(ratatui::widgets::Clear, r);
         frame.render_widget(
             Paragraph::new(lines).block(Block::bordered().title(" keys (any key closes) ")),

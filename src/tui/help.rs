@@ -34,8 +34,8 @@ pub(crate) fn help(frame: &mut Frame, app: &App, area: Rect) {
                 "filter by path, target (gfx942) or class (fat_binary); Esc clears",
             ),
             (
-                "Tab / Shift-Tab",
-                "into an overflowing detail (arrows scroll it), back",
+                "w, → l on a file",
+                "into the detail (arrows scroll it); w, ← h or Esc back",
             ),
             ("Shift-↑↓, Shift-PgUp/PgDn", "scroll the detail"),
             (
@@ -53,10 +53,7 @@ pub(crate) fn help(frame: &mut Frame, app: &App, area: Rect) {
         ]),
         View::Families => keys.extend([
             ("↑↓ j k", "move"),
-            (
-                "Tab / Shift-Tab",
-                "into an overflowing plan (arrows scroll it), back",
-            ),
+            ("w", "into the plan (arrows scroll it); w or Esc back"),
             ("Shift-↑↓, Shift-PgUp/PgDn", "scroll the plan"),
             (
                 "Space, Enter",
@@ -115,7 +112,7 @@ pub(crate) fn help(frame: &mut Frame, app: &App, area: Rect) {
         .map(|(k, _)| k.chars().count())
         .max()
         .unwrap_or(8);
-    super::ui::key_overlay(
+    super::widgets::key_overlay(
         frame,
         area,
         &format!(" keys: {} ", app.view.title()),

@@ -2,7 +2,7 @@
 //! prompt.
 
 use super::app::App;
-use super::ui::{Theme, centered};
+use super::widgets::{Theme, centered, middle_cut};
 use crate::text::size;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -99,19 +99,4 @@ pub(crate) fn inspector(frame: &mut Frame, app: &App, area: Rect, theme: Theme) 
             r,
         );
     }
-}
-
-/// `s` cut to `w` characters in the middle (`torch/lib/…/libtorch_hip.so#3`).
-pub(crate) fn middle_cut(s: &str, w: usize) -> String {
-    let n = s.chars().count();
-    if n <= w {
-        return s.to_string();
-    }
-    let keep = w.saturating_sub(1);
-    // The end (the file name, the TU) matters more than the start.
-    let head = keep * 2 / 5;
-    let tail = keep - head;
-    let a: String = s.chars().take(head).collect();
-    let b: String = s.chars().skip(n - tail).collect();
-    format!("{a}…{b}")
 }

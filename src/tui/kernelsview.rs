@@ -2,7 +2,7 @@
 //! registers, LDS, scratch, spills and occupancy; per-target totals.
 
 use super::app::App;
-use super::ui::Theme;
+use super::widgets::Theme;
 use crate::text::size;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};

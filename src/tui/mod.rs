@@ -7,10 +7,13 @@ mod app_pack;
 pub mod bench;
 pub mod detail;
 pub mod diffview;
+mod explorerview;
+mod familiesview;
 pub mod help;
 pub mod inspector;
 pub mod kernelsview;
 pub mod packview;
+mod previewview;
 pub mod textedit;
 pub mod timeline;
 pub mod timeline_find;
@@ -18,6 +21,7 @@ mod timeline_panes;
 pub mod tree;
 pub mod ui;
 pub mod wheelsplit;
+pub mod widgets;
 
 #[cfg(test)]
 mod tests;
@@ -411,7 +415,7 @@ pub fn run_titled(
             }
         }
     });
-    let theme = ui::Theme::from_env();
+    let theme = widgets::Theme::from_env();
     let mut pack_cancel = kpack::event::CancelToken::new();
     with_terminal(|terminal| {
         loop {
@@ -480,7 +484,7 @@ fn with_terminal(body: impl FnOnce(&mut ratatui::DefaultTerminal) -> Result<()>)
 /// The diff view on a computed comparison.
 pub fn run_diff(report: kpack::diff::DiffReport) -> Result<()> {
     let mut v = diffview::DiffView::new(report);
-    let theme = ui::Theme::from_env();
+    let theme = widgets::Theme::from_env();
     with_terminal(|terminal| {
         while !v.quit {
             terminal.draw(|f| diffview::draw(f, &v, theme))?;
@@ -533,7 +537,7 @@ pub fn run_timeline(path: PathBuf, follow: bool) -> Result<()> {
         }
     });
     let mut t = Timeline::new(path, kpack::trace::Trace::default(), follow);
-    let theme = ui::Theme::from_env();
+    let theme = widgets::Theme::from_env();
     with_terminal(|terminal| {
         let mut last = Instant::now();
         while !t.quit {

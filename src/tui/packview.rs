@@ -2,7 +2,7 @@
 //! panes of a running pack and its result.
 
 use super::app::App;
-use super::ui::{Theme, centered};
+use super::widgets::{Theme, centered};
 use crate::text::size;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};

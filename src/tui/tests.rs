@@ -2,7 +2,8 @@
 //! tree; key handling driven with synthetic keys.
 
 use super::app::{App, AppEvent, View};
-use super::ui::{self, Theme};
+use super::ui;
+use super::widgets::Theme;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -346,7 +347,7 @@ fn inspector_extract_and_verify_requests() {
         a.kernel(&a.index.kernels[0]).unwrap().as_ref()
     );
     assert_eq!(
-        super::inspector::middle_cut("torch/lib/libtorch_hip.so#3", 15),
+        super::widgets::middle_cut("torch/lib/libtorch_hip.so#3", 15),
         "torch…_hip.so#3"
     );
 }
@@ -623,7 +624,7 @@ fn pack_result_screen_from_a_real_pack() {
 
 mod timeline_views {
     use super::super::timeline::{self, Timeline, TimelineEvent};
-    use super::super::ui::Theme;
+    use super::super::widgets::Theme;
     use ratatui::Terminal;
     use ratatui::backend::TestBackend;
     use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -1698,12 +1699,31 @@ fn panes_scroll_to_their_end_and_the_mouse_hits_what_it_points_at() {
     }
     assert_eq!(app.side_scroll, app.drawn.side_max.get());
     assert_eq!(selected(&app), "librdc.so", "the tree did not move");
+    // Trial 18: with the detail focused by a click, the wheel over the list moves
+    // the list, and a click on a tab leaves the focus behind.
+    mouse(
+        &mut app,
+        MouseEventKind::Down(MouseButton::Left),
+        side.x + 2,
+        side.y + 2,
+    );
+    assert!(app.side_focus);
+    let list = app.drawn.list.get();
+    mouse(&mut app, MouseEventKind::ScrollUp, list.x + 2, list.y + 1);
+    assert_ne!(
+        selected(&app),
+        "librdc.so",
+        "the list moved under the wheel"
+    );
+    mouse(&mut app, MouseEventKind::ScrollDown, list.x + 2, list.y + 1);
+    assert_eq!(selected(&app), "librdc.so");
 
     // A click on a tab switches view; a click in the families list picks that row.
     let t = format!("{}", render(&app, 100, 30).backend());
     let x = t.lines().next().unwrap().find("2:Architectures").unwrap() as u16;
     mouse(&mut app, MouseEventKind::Down(MouseButton::Left), x + 2, 0);
     assert_eq!(app.view, View::Families);
+    assert!(!app.side_focus, "the focus stayed in the Explorer");
     render(&app, 100, 30);
     let list = app.drawn.list.get();
     mouse(
@@ -1715,11 +1735,12 @@ fn panes_scroll_to_their_end_and_the_mouse_hits_what_it_points_at() {
     assert_eq!(app.family_cursor, 2);
 }
 
-/// Issue #19 item 5: Tab moves the focus into an overflowing side pane (the arrows
-/// then scroll it, to its end), Shift-Tab back to the list; then Tab goes on to the
-/// next view as before.
+/// Issue #19 item 5, trials 18 and 19: `w` (or → on a file) moves the focus into the
+/// side pane (the arrows then scroll it, to its end), and `w`/←/Esc back to the
+/// list. The focus shows in the border (thick), not over the pane's title. Tab
+/// always switches view, whatever the row, and the focus does not follow.
 #[test]
-fn tab_focuses_an_overflowing_detail() {
+fn w_focuses_the_detail_and_tab_always_switches_view() {
     let mut app = scanned();
     select(&mut app, "librdc.so");
     let layout =
@@ -1729,11 +1750,15 @@ fn tab_focuses_an_overflowing_detail() {
     render(&app, 100, 14);
     assert!(app.drawn.side_max.get() > 0);
     let sel = app.selected;
-    key(&mut app, KeyCode::Tab);
+    key(&mut app, KeyCode::Char('w'));
     assert!(app.side_focus);
     assert_eq!(app.view, View::Explorer);
     let screen = format!("{}", render(&app, 100, 14).backend());
-    assert!(screen.contains("focus"), "{screen}");
+    assert!(
+        screen.contains("┏ detail "),
+        "thick border, title kept:\n{screen}"
+    );
+    assert!(screen.contains("back to the list"), "{screen}");
     for _ in 0..100 {
         key(&mut app, KeyCode::Down);
     }
@@ -1743,14 +1768,28 @@ fn tab_focuses_an_overflowing_detail() {
         "scrolled to the end"
     );
     assert_eq!(app.selected, sel, "the tree did not move");
-    key(&mut app, KeyCode::BackTab);
+    key(&mut app, KeyCode::Esc);
+    assert!(!app.side_focus);
+    let screen = format!("{}", render(&app, 100, 14).backend());
+    assert!(screen.contains("┌ detail "), "{screen}");
+    key(&mut app, KeyCode::Right);
+    assert!(app.side_focus, "→ on a file goes into its detail");
+    key(&mut app, KeyCode::Left);
     assert!(!app.side_focus);
     key(&mut app, KeyCode::Down);
     assert_ne!(app.selected, sel);
-    key(&mut app, KeyCode::Tab);
+
+    // One Tab reaches the next view from a file whose detail overflows, and the
+    // focus stays behind.
+    key(&mut app, KeyCode::Up);
     render(&app, 100, 14);
+    key(&mut app, KeyCode::Char('w'));
     key(&mut app, KeyCode::Tab);
     assert_eq!(app.view, View::Families);
+    assert!(!app.side_focus, "focus does not leak into the next view");
+    key(&mut app, KeyCode::Char('1'));
+    assert_eq!(app.view, View::Explorer);
+    assert!(!app.side_focus);
 }
 
 /// Issue #19 item 9: the inspector lists bundle indices in number order (`#2`

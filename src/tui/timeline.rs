@@ -7,7 +7,7 @@
 //! ([`kpack::trace::follow::Follower`]) and arrives as [`TimelineEvent::Update`].
 //! Drawing looks at visible cells only: one binary search per lane and column.
 
-use super::ui::Theme;
+use super::widgets::Theme;
 use kpack::trace::analysis::{self, BuildAnalysis};
 use kpack::trace::{Build, Job, JobKind, Trace};
 use ratatui::Frame;
@@ -602,7 +602,7 @@ pub fn dur(ms: i64) -> String {
 
 /// Draw the timeline.
 pub fn draw(frame: &mut Frame, t: &Timeline, theme: Theme) {
-    if super::ui::too_small(frame) {
+    if super::widgets::too_small(frame) {
         return;
     }
     let area = frame.area();

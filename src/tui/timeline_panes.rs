@@ -1,7 +1,7 @@
 //! The timeline's panes: the summary, the selected job's detail, the key help.
 
 use super::timeline::*;
-use super::ui::Theme;
+use super::widgets::Theme;
 use kpack::trace::JobKind;
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -161,5 +161,5 @@ pub(crate) fn help(frame: &mut Frame, area: Rect) {
         ("?", "this help"),
         ("q", "quit"),
     ];
-    super::ui::key_overlay(frame, area, " Timeline keys ", &keys, 16);
+    super::widgets::key_overlay(frame, area, " Timeline keys ", &keys, 16);
 }

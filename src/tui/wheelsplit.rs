@@ -3,7 +3,7 @@
 //! result screen listing the wheels written. The live panes are the pack's.
 
 use super::app::{App, PackSettings};
-use super::ui::Theme;
+use super::widgets::Theme;
 use crate::text::size;
 use kpack::wheel::bootstrap::dist_name;
 use kpack::wheel::split::{WheelProjection, WheelSplitReport, project};
@@ -101,7 +101,7 @@ pub fn confirm(
     ));
     let w = area.width.min(100);
     let h = area.height.min(lines.len() as u16 + 2);
-    let r = super::ui::centered(area, w, h);
+    let r = super::widgets::centered(area, w, h);
     frame.render_widget(Clear, r);
     frame.render_widget(
         Paragraph::new(lines).block(Block::bordered().title(" split wheel ")),
@@ -173,11 +173,12 @@ pub fn done(
         )));
     }
     // Scrolls (↑↓, PgUp/PgDn) with "more below" when the wheels do not fit.
-    super::ui::side_pane(
+    super::widgets::side_pane(
         frame,
         app,
         l,
         (Block::bordered().title(" wheels written "), true),
         area,
+        theme,
     );
 }

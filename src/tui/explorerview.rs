@@ -1,0 +1,197 @@
+//! The Explorer: the tree, its totals, and the selected entry's detail.
+
+use super::app::App;
+use super::widgets::*;
+use crate::text::size;
+use kpack::scan::FileKind;
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Color;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Gauge, Paragraph};
+
+pub(crate) fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
+    let (Some(report), Some(tree)) = (&app.report, &app.tree) else {
+        let (done, total) = app.progress;
+        let ratio = if total == 0 {
+            0.0
+        } else {
+            (done as f64 / total as f64).clamp(0.0, 1.0)
+        };
+        let g = Gauge::default()
+            .block(Block::bordered().title(" scanning "))
+            .gauge_style(theme.fg(Color::LightCyan))
+            .ratio(ratio)
+            .label(format!("{done} / {total} files"));
+        let h = area.height.min(3);
+        frame.render_widget(g, Rect { height: h, ..area });
+        return;
+    };
+    let wide = area.width >= 100;
+    let [left, right] = Layout::horizontal(if wide {
+        [Constraint::Percentage(55), Constraint::Percentage(45)]
+    } else {
+        [Constraint::Percentage(60), Constraint::Percentage(40)]
+    })
+    .areas(area);
+    let rows = app.rows();
+    let inner_h = left.height.saturating_sub(2) as usize;
+    let scroll = if app.selected >= app.scroll + inner_h.max(1) {
+        app.selected + 1 - inner_h.max(1)
+    } else {
+        app.scroll.min(app.selected)
+    };
+    let width = left.width.saturating_sub(2) as usize;
+    app.drawn.list.set(Rect {
+        x: left.x + 1,
+        y: left.y + 1,
+        width: left.width.saturating_sub(2),
+        height: left.height.saturating_sub(2),
+    });
+    app.drawn.list_first.set(scroll);
+    let mut lines = Vec::new();
+    for (i, r) in rows.iter().enumerate().skip(scroll).take(inner_h) {
+        let n = &tree.nodes[r.node];
+        let (mark, style) = match n.file {
+            Some(f) if report.files[f].is_damaged() => ('!', theme.fg(Color::LightRed)),
+            Some(f) => (
+                marker(report.files[f].kind),
+                theme.kind(report.files[f].kind),
+            ),
+            None => (
+                if app.expanded.contains(&r.node) || !app.filter.is_empty() {
+                    '▾'
+                } else {
+                    '▸'
+                },
+                theme.fg(Color::LightBlue),
+            ),
+        };
+        let right = if n.device > 0 {
+            format!(
+                "{:>10} {:>3.0}%",
+                size(n.size),
+                n.device as f64 * 100.0 / n.size.max(1) as f64
+            )
+        } else {
+            format!("{:>10}     ", size(n.size))
+        };
+        let left_text = format!("{}{} {}", "  ".repeat(r.depth), mark, n.name);
+        let room = width.saturating_sub(right.chars().count() + 1);
+        let shown: String = left_text.chars().take(room).collect();
+        let pad = width.saturating_sub(shown.chars().count() + right.chars().count());
+        let mut line = Line::from(vec![
+            Span::styled(shown, style),
+            Span::raw(" ".repeat(pad)),
+            Span::raw(right),
+        ]);
+        if i == app.selected {
+            line = line.style(theme.selected());
+        }
+        lines.push(line);
+    }
+    let t = &report.totals;
+    let title = if app.partial {
+        let (done, total) = app.progress;
+        format!(
+            " scanning {done}/{total} · {} so far · device {} ",
+            crate::text::count(t.entries, "entry", "entries"),
+            size(t.device_raw)
+        )
+    } else {
+        let damaged = report.files.iter().filter(|f| f.is_damaged()).count() as u64;
+        // With a filter, the totals are the matching files'.
+        let (entries, bytes, device) = if app.filter.is_empty() {
+            (t.entries, t.bytes, t.device_raw)
+        } else {
+            let f = app.filter.to_lowercase();
+            report
+                .files
+                .iter()
+                .filter(|x| super::tree::matches_filter(x, &f))
+                .fold((0, 0, 0), |(n, b, d), x| {
+                    let counted = x.hard_link_of.is_none() && x.kind != FileKind::Symlink;
+                    (
+                        n + 1,
+                        b + if counted { x.size } else { 0 },
+                        d + if counted { x.device_raw() } else { 0 },
+                    )
+                })
+        };
+        format!(
+            " {}{} · {} · device {}{} ",
+            if app.filter.is_empty() {
+                ""
+            } else {
+                "matching: "
+            },
+            crate::text::count(entries, "entry", "entries"),
+            size(bytes),
+            size(device),
+            if damaged > 0 {
+                format!(" · ! {}", crate::text::count(damaged, "damaged", "damaged"))
+            } else {
+                String::new()
+            }
+        )
+    };
+    frame.render_widget(
+        Paragraph::new(lines).block(Block::bordered().title(title)),
+        left,
+    );
+    let detail_lines = match rows.get(app.selected).and_then(|r| tree.nodes[r.node].file) {
+        Some(f) => {
+            let mut l = super::detail::file_detail(&report.files[f], theme);
+            if let Some(Ok(layout)) = app.layouts.get(&report.files[f].path) {
+                // Segment rows are cut at the pane's edge, not wrapped into each
+                // other; the last line (the sections, a flowing list) wraps.
+                let w = right.width.saturating_sub(2) as usize;
+                let ll = super::detail::layout_lines(layout, theme);
+                let n = ll.len();
+                l.extend(
+                    ll.into_iter()
+                        .enumerate()
+                        .map(|(i, x)| if i + 1 < n { cut_line(x, w) } else { x }),
+                );
+            }
+            l
+        }
+        None => match rows.get(app.selected) {
+            Some(r) => {
+                let n = &tree.nodes[r.node];
+                vec![
+                    Line::from(Span::styled(tree.path(r.node), theme.fg(Color::LightBlue))),
+                    Line::from(format!(
+                        "{}, {}",
+                        crate::text::count(n.children.len() as u64, "entry", "entries"),
+                        size(n.size)
+                    )),
+                    Line::from(format!("device code {} raw", size(n.raw))),
+                    Line::from(format!(
+                        "fatbin {} ({:.0}%)",
+                        size(n.device),
+                        n.device as f64 * 100.0 / n.size.max(1) as f64
+                    )),
+                ]
+                .into_iter()
+                .chain((n.db_device > 0).then(|| {
+                    Line::from(format!(
+                        "kernel-database device code {} ({:.0}%)",
+                        size(n.db_device),
+                        n.db_device as f64 * 100.0 / n.size.max(1) as f64
+                    ))
+                }))
+                .collect()
+            }
+            None => vec![Line::from("empty tree")],
+        },
+    };
+    side_pane(
+        frame,
+        app,
+        detail_lines,
+        (Block::bordered().title(" detail "), true),
+        right,
+        theme,
+    );
+}
