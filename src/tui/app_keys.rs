@@ -151,7 +151,12 @@ impl App {
                 KeyCode::Enter => self.filtering = false,
                 KeyCode::Esc => {
                     self.filtering = false;
-                    filter.clear();
+                    if self.view == View::Kernels {
+                        filter.clear();
+                    } else {
+                        self.clear_filter();
+                        return;
+                    }
                 }
                 KeyCode::Backspace => {
                     filter.pop();
@@ -274,8 +279,7 @@ impl App {
                 self.kernel_cursor = 0;
             }
             KeyCode::Esc if self.view != View::Kernels && !self.filter.is_empty() => {
-                self.filter.clear();
-                self.selected = 0;
+                self.clear_filter();
             }
             KeyCode::Esc | KeyCode::Backspace => {
                 if let Some(v) = self.back.pop() {
@@ -285,6 +289,26 @@ impl App {
                 }
             }
             _ => self.view_key(k),
+        }
+    }
+
+    /// Clear the Explorer's filter, staying on the entry selected (its folders open
+    /// so that it shows), not on the first row (trial 30).
+    pub(super) fn clear_filter(&mut self) {
+        let node = self.rows().get(self.selected).map(|r| r.node);
+        self.filter.clear();
+        self.selected = 0;
+        self.scroll = 0;
+        let (Some(node), Some(tree)) = (node, &self.tree) else {
+            return;
+        };
+        let mut up = tree.nodes[node].parent;
+        while let Some(p) = up {
+            self.expanded.insert(p);
+            up = tree.nodes[p].parent;
+        }
+        if let Some(i) = self.rows().iter().position(|r| r.node == node) {
+            self.selected = i;
         }
     }
 

@@ -135,8 +135,19 @@ pub(crate) fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             }
         )
     };
+    // The order and the filter always show under the list (trial 30), whatever the
+    // footer has room for.
+    let mut status = format!(" sort: {} ", app.sort.describe(app.sort_reverse));
+    if !app.filter.is_empty() {
+        status.push_str(&format!("· filter {:?} ", app.filter));
+    }
+    let status = middle_cut(&status, width.saturating_sub(1));
     frame.render_widget(
-        Paragraph::new(lines).block(Block::bordered().title(title)),
+        Paragraph::new(lines).block(
+            Block::bordered()
+                .title(title)
+                .title_bottom(Line::styled(status, theme.fg(Color::Gray))),
+        ),
         left,
     );
     let detail_lines = match rows.get(app.selected).and_then(|r| tree.nodes[r.node].file) {

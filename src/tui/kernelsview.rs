@@ -2,7 +2,7 @@
 //! registers, LDS, scratch, spills and occupancy; per-target totals.
 
 use super::app::App;
-use super::widgets::Theme;
+use super::widgets::{Theme, end_cut, middle_cut};
 use crate::text::size;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -22,6 +22,28 @@ pub(crate) fn kernel_sort_label(s: kpack::kernels::SortBy) -> &'static str {
         Name => "name",
         Target => "target",
     }
+}
+
+/// The header of the column a sort orders by.
+fn sort_column(s: kpack::kernels::SortBy) -> &'static str {
+    use kpack::kernels::SortBy::*;
+    match s {
+        Size => "code",
+        Vgpr => "vgpr",
+        Sgpr => "sgpr",
+        Lds => "lds",
+        Scratch => "scratch",
+        Spills => "spills",
+        Name => "kernel",
+        Target => "target",
+    }
+}
+
+/// The direction the rows are in: ▼ largest (or last) first, ▲ smallest (or A) first.
+fn sort_arrow(s: kpack::kernels::SortBy, reverse: bool) -> char {
+    use kpack::kernels::SortBy::*;
+    let ascending = matches!(s, Name | Target);
+    if ascending != reverse { '▲' } else { '▼' }
 }
 
 /// The kernels of the selected subtree: a table, per-target totals, the selected
@@ -53,10 +75,12 @@ pub(crate) fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         }
         Some((p, Ok(r))) => (p, r),
     };
+    // A short terminal keeps the table and drops the kernel's detail.
+    let detail_h = if area.height >= 16 { 6 } else { 0 };
     let [head, list, detail] = Layout::vertical([
         Constraint::Length(4),
         Constraint::Min(3),
-        Constraint::Length(6),
+        Constraint::Length(detail_h),
     ])
     .areas(area);
     // Narrow terminals drop the AGPR and location columns (the detail shows them).
@@ -105,14 +129,15 @@ pub(crate) fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     frame.render_widget(
         Paragraph::new(vec![
             Line::from(format!(
-                "{} kernel{} in {} code object{} · {} of code · {} spilling · by {}",
+                "{} kernel{} in {} code object{} · {} of code · {} spilling · by {} {}",
                 shown.len(),
                 if shown.len() == 1 { "" } else { "s" },
                 code_objects,
                 if code_objects == 1 { "" } else { "s" },
                 size(code),
                 spilling,
-                kernel_sort_label(app.kernel_sort)
+                kernel_sort_label(app.kernel_sort),
+                sort_arrow(app.kernel_sort, app.kernel_reverse)
             )),
             Line::from(Span::styled(targets.join(" · "), theme.fg(Color::Gray))),
         ])
@@ -130,48 +155,114 @@ pub(crate) fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     });
     app.drawn.list_first.set(start);
     let opt = |v: Option<u64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
-    let rows: Vec<Row> = shown
+    // Numbers right-aligned, as the CLI prints them.
+    let num = |s: String| Cell::from(Line::from(s).right_aligned());
+    let page: Vec<_> = shown
         .iter()
         .enumerate()
         .skip(start)
         .take(rows_h.max(1))
-        .map(|(i, r)| {
+        .collect();
+    let where_of = |r: &kpack::kernels::KernelRow| match (&r.key, r.bundle) {
+        (Some(key), _) => key.clone(),
+        (None, Some(b)) => format!("{}#{b}", r.path),
+        _ => r.path.clone(),
+    };
+    // The sorted column says so, with its direction.
+    let sorted = sort_column(app.kernel_sort);
+    let arrow = sort_arrow(app.kernel_sort, app.kernel_reverse);
+    let mut heads: Vec<&str> = vec!["code", "vgpr"];
+    if wide {
+        heads.push("agpr");
+    }
+    heads.extend(["sgpr", "lds", "scratch", "spills", "waves", "target"]);
+    // Each row's values for those columns, as shown.
+    let values: Vec<Vec<String>> = page
+        .iter()
+        .map(|(_, r)| {
             let k = &r.kernel;
             let spills = k.spills().unwrap_or(0);
-            let where_ = match (&r.key, r.bundle) {
-                (Some(key), _) => key.clone(),
-                (None, Some(b)) => format!("{}#{b}", r.path),
-                _ => r.path.clone(),
-            };
-            let mut cells = vec![
-                Cell::from(k.code_size.map_or_else(|| "-".into(), size)),
-                Cell::from(opt(k.vgpr)),
-            ];
+            let mut v = vec![k.code_size.map_or_else(|| "-".into(), size), opt(k.vgpr)];
             if wide {
-                cells.push(Cell::from(opt(k.agpr)));
+                v.push(opt(k.agpr));
             }
-            cells.extend([
-                Cell::from(opt(k.sgpr)),
-                Cell::from(opt(k.lds)),
-                Cell::from(opt(k.scratch)).style(if k.scratch.unwrap_or(0) > 0 {
-                    theme.fg(Color::Yellow)
+            v.extend([
+                opt(k.sgpr),
+                opt(k.lds),
+                opt(k.scratch),
+                // `!` marks spilling kernels without colours too, as the CLI does.
+                if spills > 0 {
+                    format!("{spills}!")
                 } else {
-                    Style::new()
-                }),
-                Cell::from(opt(k.spills())).style(if spills > 0 {
-                    theme.fg(Color::LightRed)
-                } else {
-                    Style::new()
-                }),
-                Cell::from(
-                    r.occupancy
-                        .map_or_else(|| "-".into(), |o| format!("{}/{}", o.waves, o.max_waves)),
-                ),
-                Cell::from(r.target.clone()),
-                Cell::from(k.display_name().to_string()),
+                    opt(k.spills())
+                },
+                r.occupancy
+                    .map_or_else(|| "-".into(), |o| format!("{}/{}", o.waves, o.max_waves)),
+                r.target.clone(),
             ]);
+            v
+        })
+        .collect();
+    // Columns as wide as their header (with the arrow) or their widest value on the
+    // page; the name takes what is left, the location at most a third of it.
+    let cols: Vec<(String, u16)> = heads
+        .iter()
+        .enumerate()
+        .map(|(c, h)| {
+            let h = if *h == sorted {
+                format!("{h}{arrow}")
+            } else {
+                h.to_string()
+            };
+            let w = values
+                .iter()
+                .map(|v| v[c].chars().count())
+                .chain([h.chars().count()])
+                .max()
+                .unwrap_or(1);
+            (h, w as u16)
+        })
+        .collect();
+    let fixed: u16 = cols.iter().map(|c| c.1 + 1).sum();
+    let left = list.width.saturating_sub(2 + fixed);
+    let where_w = if wide {
+        let longest = page
+            .iter()
+            .map(|(_, r)| where_of(r).chars().count())
+            .max()
+            .unwrap_or(5) as u16;
+        longest.clamp(5, (left / 3).max(5))
+    } else {
+        0
+    };
+    let name_w = left.saturating_sub(if wide { where_w + 1 } else { 0 });
+    let (scratch_c, spills_c, target_c) = (cols.len() - 5, cols.len() - 4, cols.len() - 1);
+    let rows: Vec<Row> = page
+        .iter()
+        .zip(values)
+        .map(|(&(i, r), vals)| {
+            let k = &r.kernel;
+            let mut cells: Vec<Cell> = vals
+                .into_iter()
+                .enumerate()
+                .map(|(c, v)| {
+                    let style = if c == scratch_c && k.scratch.unwrap_or(0) > 0 {
+                        theme.fg(Color::Yellow)
+                    } else if c == spills_c && k.spills().unwrap_or(0) > 0 {
+                        theme.fg(Color::LightRed)
+                    } else {
+                        Style::new()
+                    };
+                    if c == target_c {
+                        Cell::from(v)
+                    } else {
+                        num(v).style(style)
+                    }
+                })
+                .collect();
+            cells.push(Cell::from(end_cut(k.display_name(), name_w as usize)));
             if wide {
-                cells.push(Cell::from(where_));
+                cells.push(Cell::from(middle_cut(&where_of(r), where_w as usize)));
             }
             let mut row = Row::new(cells);
             if i == app.kernel_cursor {
@@ -180,32 +271,37 @@ pub(crate) fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             row
         })
         .collect();
-    let mut widths = vec![Constraint::Length(10), Constraint::Length(5)];
-    let mut header = vec!["code", "vgpr"];
+    let mut widths: Vec<Constraint> = cols.iter().map(|c| Constraint::Length(c.1)).collect();
+    widths.push(Constraint::Min(name_w.min(12)));
+    let mut header: Vec<String> = cols.iter().map(|c| c.0.clone()).collect();
+    header.push(if sorted == "kernel" {
+        format!("kernel{arrow}")
+    } else {
+        "kernel".into()
+    });
     if wide {
-        widths.push(Constraint::Length(5));
-        header.push("agpr");
+        widths.push(Constraint::Length(where_w));
+        header.push("where".into());
     }
-    widths.extend([
-        Constraint::Length(5),
-        Constraint::Length(6),
-        Constraint::Length(7),
-        Constraint::Length(6),
-        Constraint::Length(5),
-        Constraint::Length(14),
-        Constraint::Fill(2),
-    ]);
-    header.extend([
-        "sgpr", "lds", "scratch", "spills", "waves", "target", "kernel",
-    ]);
-    if wide {
-        widths.push(Constraint::Fill(1));
-        header.push("where");
-    }
+    let header: Vec<Cell> = header
+        .into_iter()
+        .enumerate()
+        .map(|(c, h)| {
+            // Number columns' headers sit over their numbers.
+            if c < target_c {
+                Cell::from(Line::from(h).right_aligned())
+            } else {
+                Cell::from(h)
+            }
+        })
+        .collect();
     let table = Table::new(rows, widths)
         .header(Row::new(header).style(Style::new().add_modifier(Modifier::BOLD)))
         .block(Block::bordered());
     frame.render_widget(table, list);
+    if detail.height == 0 {
+        return;
+    }
     let lines = match shown.get(app.kernel_cursor) {
         None => vec![Line::from("no kernels")],
         Some(r) => {

@@ -293,6 +293,32 @@ fn help_overlay_and_filter() {
         .collect();
     assert_eq!(names, vec!["lib", "librdc.so"]);
     insta::assert_snapshot!("filter_80x24", render(&app, 80, 24).backend());
+    // Trial 30: Esc clears the filter and stays on the entry selected, opening the
+    // folders it is in (rocblas/library is closed without the filter).
+    let name = |app: &App| {
+        app.tree.as_ref().unwrap().nodes[app.rows()[app.selected].node]
+            .name
+            .clone()
+    };
+    key(&mut app, KeyCode::Char('/'));
+    key(&mut app, KeyCode::Backspace);
+    key(&mut app, KeyCode::Backspace);
+    key(&mut app, KeyCode::Backspace);
+    for c in "Kernels.so-000-gfx900".chars() {
+        key(&mut app, KeyCode::Char(c));
+    }
+    key(&mut app, KeyCode::Enter);
+    select(&mut app, "Kernels.so-000-gfx900.hsaco");
+    key(&mut app, KeyCode::Esc);
+    assert!(app.filter.is_empty());
+    assert_eq!(name(&app), "Kernels.so-000-gfx900.hsaco");
+    assert!(app.rows().len() > 3, "the whole tree shows again");
+    // The same from the prompt, while typing.
+    select(&mut app, "librdc.so");
+    key(&mut app, KeyCode::Char('/'));
+    key(&mut app, KeyCode::Char('r'));
+    key(&mut app, KeyCode::Esc);
+    assert!(app.filter.is_empty());
 }
 
 #[test]

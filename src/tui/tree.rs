@@ -32,6 +32,16 @@ impl Sort {
             Sort::DeviceShare => Sort::Size,
         }
     }
+    /// The order as the list's status shows it, with its direction.
+    pub fn describe(self, reverse: bool) -> String {
+        let dir = match (self, reverse) {
+            (Sort::Name, false) => "A→Z",
+            (Sort::Name, true) => "Z→A",
+            (_, false) => "largest first",
+            (_, true) => "smallest first",
+        };
+        format!("{}, {dir}", self.label())
+    }
     /// Shown in the status bar.
     pub fn label(self) -> &'static str {
         match self {

@@ -120,11 +120,10 @@ fn status(app: &App) -> String {
         View::Explorer if app.explorer_note.is_some() => {
             app.explorer_note.clone().unwrap_or_default()
         }
-        View::Explorer => format!(
-            "↑↓/jk move · →/l open · ←/h close · Enter/p preview · s/S sort ({}{}) · / filter",
-            app.sort.label(),
-            if app.sort_reverse { ", reversed" } else { "" }
-        ),
+        // Ranked by use: what a narrow footer cuts is the least needed (the sort and
+        // the filter show under the list).
+        View::Explorer => "Enter/p preview · K kernels · / filter · s/S sort · ↑↓ move · →← open/close · w detail"
+            .to_string(),
         View::Families => app.families_note.clone().unwrap_or_else(|| {
             if app.report.as_ref().is_some_and(|r| r.wheel.is_some()) {
                 "↑↓ move · Space toggle · P split the wheel".to_string()

@@ -264,3 +264,13 @@ pub(crate) fn middle_cut(s: &str, w: usize) -> String {
     let b: String = s.chars().skip(n - tail).collect();
     format!("{a}…{b}")
 }
+
+/// `s` cut to `w` characters at its end, with `…` when something was cut.
+pub(crate) fn end_cut(s: &str, w: usize) -> String {
+    if s.chars().count() <= w {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(w.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
