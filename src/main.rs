@@ -281,8 +281,11 @@ fn run(cli: Cli) -> Result<i32> {
             }
             if is_kpack(&path) {
                 if wants_tui(&common) {
-                    let a = kpack::kpack::Archive::open(&path)?;
-                    tui::run(path, Some(a.index))?;
+                    // A damaged archive opens too, with the reason in its pane.
+                    let a = kpack::kpack::Archive::open(&path)
+                        .map(|a| a.index)
+                        .map_err(|e| e.to_string());
+                    tui::run(path, Some(a))?;
                     return Ok(EXIT_OK);
                 }
                 return with_stdout(|out| batch::archive::inspect(&path, common.json, out));

@@ -229,3 +229,39 @@ fn mouse_scrolling_and_the_inspector_in_a_real_terminal() {
         tm.keys(&["Escape", "q"]);
     }
 }
+
+/// Trial 28: a `.kpack` that cannot be read opens the UI as a damaged wheel does (the
+/// reason in a pane, `!` lists it, q quits with 0) instead of failing before it.
+#[test]
+fn a_damaged_archive_opens_on_its_reason_in_a_real_terminal() {
+    if tool("tmux").is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let seed = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/kpack/zstd.kpack"),
+    )
+    .unwrap();
+    let bad = tmp.path().join("bad.kpack");
+    std::fs::write(&bad, &seed[..400]).unwrap();
+    // What the batch side says of it (exit 1 or 2, the reason on stderr).
+    let o = kpack(&["verify", bad.to_str().unwrap()]);
+    assert!(!o.status.success());
+    for (w, h) in [(80u16, 24u16), (160, 48)] {
+        let tm = Tmux::start(
+            &format!("badkp{w}"),
+            &format!("{}; echo EXIT=$?", bad.display()),
+            w,
+            h,
+        );
+        let s = tm.wait_for("cannot be read");
+        assert!(s.contains("┌ error"), "{s}");
+        assert!(s.contains("truncated"), "{s}");
+        assert!(s.lines().next().unwrap().contains("!1"), "{s}");
+        tm.keys(&["!"]);
+        tm.wait_for("messages: 1 error(s)");
+        tm.keys(&["Escape"]);
+        tm.keys(&["q"]);
+        tm.wait_for("EXIT=0");
+    }
+}

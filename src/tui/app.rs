@@ -1,6 +1,7 @@
 //! The UI's state and how input changes it. No I/O here: work runs on background
 //! threads and comes back as [`AppEvent`]s.
 
+use super::messages::Level;
 use super::tree::{Row, Sort, Tree};
 use kpack::family::{Family, PRESETS};
 use kpack::kpack::archive::ArchiveIndex;
@@ -28,8 +29,8 @@ pub enum AppEvent {
     Preview(String, Box<Result<kpack::fatbin::Plan, String>>),
     /// An archive was opened from the explorer (relative path, its index).
     ArchiveOpened(String, Box<Result<ArchiveIndex, String>>),
-    /// An archive extract or verify finished: the message to show.
-    ArchiveDone(String),
+    /// An archive extract or verify finished: what it did, or what went wrong.
+    ArchiveDone(Result<String, String>),
     /// An ELF binary's sections and segments were read.
     Layout(String, Box<Result<kpack::elf::rewrite::ElfLayout, String>>),
     /// The kernels under a relative path were read.
@@ -480,9 +481,26 @@ pub struct App {
     pub kernel_entry: Option<(String, String)>,
     /// Sections and segments of ELF files, read in the background on selection.
     pub layouts: std::collections::HashMap<String, Result<kpack::elf::rewrite::ElfLayout, String>>,
+    /// Every problem and operation outcome of the session (`!` shows them whole).
+    pub log: super::messages::Log,
 }
 
 impl App {
+    /// The app for a `.kpack` that cannot be read: the inspector's tab, the reason in
+    /// the error pane and the log, and q quits.
+    pub fn unreadable_archive(root: PathBuf, error: String) -> App {
+        let mut app = App::new(root, None);
+        app.views = vec![View::Inspector];
+        app.view = View::Inspector;
+        // The reader's error names the file already.
+        app.log.push(Level::Error, "", &error);
+        app.error = Some(format!(
+            "{error}\n\nThis archive cannot be read. `kpack-tui verify {}` says the same; q quits.",
+            app.root.display()
+        ));
+        app
+    }
+
     /// A new app for a tree (scan pending) or an archive.
     pub fn new(root: PathBuf, archive: Option<ArchiveIndex>) -> App {
         let archive_at = archive.is_some().then(|| ArchiveAt::File(root.clone()));
@@ -532,6 +550,7 @@ impl App {
             cancel_pack: false,
             cancelling: false,
             layouts: std::collections::HashMap::new(),
+            log: Default::default(),
             kernels: None,
             kernels_loading: false,
             kernel_cursor: 0,
@@ -799,16 +818,40 @@ impl App {
             }
             AppEvent::ScanDone(r) => match *r {
                 Ok(report) => {
+                    for d in &report.diagnostics {
+                        self.log.push(d.severity.into(), &d.path, &d.message);
+                    }
                     let tree = Tree::build(&report);
                     self.show(report, tree);
                     self.partial = false;
                 }
-                Err(e) => self.error = Some(e),
+                Err(e) => {
+                    self.log.push(Level::Error, "scan", &e);
+                    self.error = Some(e);
+                }
             },
-            AppEvent::Preview(path, r) => self.preview = Some((path, *r)),
+            AppEvent::Preview(path, r) => {
+                if let Err(e) = &*r {
+                    self.log.push(Level::Error, format!("preview of {path}"), e);
+                }
+                self.preview = Some((path, *r));
+            }
             AppEvent::Kernels(path, r) => {
                 self.kernels_loading = false;
                 let mut r = *r;
+                let about = if path.is_empty() {
+                    "kernels".to_string()
+                } else {
+                    format!("kernels of {path}")
+                };
+                match &r {
+                    Ok(rep) => {
+                        for d in &rep.diagnostics {
+                            self.log.push(Level::Warning, &about, d);
+                        }
+                    }
+                    Err(e) => self.log.push(Level::Error, &about, e),
+                }
                 if let Ok(rep) = &mut r {
                     kpack::kernels::sort_rows(&mut rep.kernels, self.kernel_sort);
                     if self.kernel_reverse {
@@ -818,7 +861,19 @@ impl App {
                 self.kernels = Some((path, r));
                 self.kernel_cursor = 0;
             }
-            AppEvent::ArchiveDone(msg) => self.archive_status = Some(msg),
+            AppEvent::ArchiveDone(r) => {
+                let about = self
+                    .archive_at
+                    .as_ref()
+                    .map(|a| a.file_name())
+                    .unwrap_or_default();
+                let (level, msg) = match r {
+                    Ok(m) => (Level::Info, m),
+                    Err(m) => (Level::Error, m),
+                };
+                self.log.push(level, about, &msg);
+                self.archive_status = Some(msg);
+            }
             AppEvent::ArchiveOpened(rel, r) => match *r {
                 Ok(idx) => {
                     self.archive = Some(natural_order(idx));
@@ -837,9 +892,18 @@ impl App {
                     }
                     self.drill_into(View::Inspector);
                 }
-                Err(e) => self.families_note = Some(format!("{rel}: {e}")),
+                Err(e) => {
+                    // Said where Enter was pressed, and kept in the log.
+                    self.log.push(Level::Error, &rel, &e);
+                    self.explorer_note = Some(format!("{rel}: {e} (! lists every message)"));
+                    self.families_note = Some(format!("{rel}: {e}"));
+                }
             },
             AppEvent::Layout(path, r) => {
+                if let Err(e) = &*r {
+                    self.log
+                        .push(Level::Warning, &path, format!("sections: {e}"));
+                }
                 self.layouts.insert(path, *r);
             }
             AppEvent::Pack(e) => {
@@ -848,10 +912,31 @@ impl App {
                 }
             }
             AppEvent::PackDone(r) => {
+                match &*r {
+                    Ok(rep) => {
+                        for w in &rep.warnings {
+                            self.log.push(Level::Warning, "pack", w);
+                        }
+                        for f in &rep.verify_faults {
+                            self.log.push(Level::Error, "pack verify", f);
+                        }
+                        self.log.push(Level::Info, "pack", "finished");
+                    }
+                    Err(e) => self.log.push(Level::Error, "pack", e),
+                }
                 self.pack = Some(PackState::Done(r));
                 self.cancelling = false;
             }
             AppEvent::WheelDone(r) => {
+                match &*r {
+                    Ok(rep) => {
+                        for w in &rep.warnings {
+                            self.log.push(Level::Warning, "wheel split", w);
+                        }
+                        self.log.push(Level::Info, "wheel split", "finished");
+                    }
+                    Err(e) => self.log.push(Level::Error, "wheel split", e),
+                }
                 self.pack = Some(PackState::WheelDone(r));
                 self.cancelling = false;
                 self.side_scroll = 0;
@@ -860,6 +945,9 @@ impl App {
             // changed it meanwhile: then it is not shown as the current one's).
             AppEvent::Plan(sel, r) => {
                 self.planning = false;
+                if let Err(e) = &*r {
+                    self.log.push(Level::Error, "plan", e);
+                }
                 self.plan = Some((sel, *r));
             }
         }

@@ -121,6 +121,19 @@ impl App {
             self.quit = true;
             return;
         }
+        if self.log.open {
+            match k.code {
+                KeyCode::Esc | KeyCode::Char('!' | 'q') | KeyCode::Backspace => self.log.toggle(),
+                KeyCode::Down | KeyCode::Char('j') => self.log.scroll_by(1),
+                KeyCode::Up | KeyCode::Char('k') => self.log.scroll_by(-1),
+                KeyCode::PageDown | KeyCode::Char(' ') => self.log.scroll_by(10),
+                KeyCode::PageUp => self.log.scroll_by(-10),
+                KeyCode::Home | KeyCode::Char('g') => self.log.scroll_by(-(1 << 20)),
+                KeyCode::End | KeyCode::Char('G') => self.log.scroll_by(1 << 20),
+                _ => {}
+            }
+            return;
+        }
         if let Some((which, dest, cursor)) = &mut self.extract_prompt {
             match k.code {
                 KeyCode::Enter if !dest.is_empty() => {
@@ -201,6 +214,7 @@ impl App {
             KeyCode::Char('q') if self.packing() => self.quit_asked = true,
             KeyCode::Char('q') => self.quit = true,
             KeyCode::Char('?') => self.help = true,
+            KeyCode::Char('!') => self.log.toggle(),
             // Tab always switches view; the side pane's focus has its own keys (w,
             // or l/→ on a file; w, h/← or Esc back), so Tab never means two things.
             KeyCode::Tab => self.switch_view(self.views[(i + 1) % self.views.len()]),

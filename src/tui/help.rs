@@ -106,7 +106,11 @@ pub(crate) fn help(frame: &mut Frame, app: &App, area: Rect) {
             ("Esc, Backspace", "back to the Explorer"),
         ]),
     }
-    keys.extend([("?", "this help (any key closes)"), ("q, Ctrl-C", "quit")]);
+    keys.extend([
+        ("!", "the session's messages, whole"),
+        ("?", "this help (any key closes)"),
+        ("q, Ctrl-C", "quit"),
+    ]);
     let key_w = keys
         .iter()
         .map(|(k, _)| k.chars().count())

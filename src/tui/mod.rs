@@ -12,6 +12,7 @@ mod familiesview;
 pub mod help;
 pub mod inspector;
 pub mod kernelsview;
+pub mod messages;
 pub mod packview;
 mod previewview;
 pub mod textedit;
@@ -238,7 +239,7 @@ fn start(req: Request, root: &Path, tx: &Sender<AppEvent>, cancel: &kpack::event
                         })
                     })
                     .map(|n| format!("extracted {n} code object(s) to {}", dest.display()))
-                    .unwrap_or_else(|e| format!("extract failed: {e}"));
+                    .map_err(|e| format!("extract failed: {e}"));
                 let _ = tx.send(AppEvent::ArchiveDone(msg));
             });
         }
@@ -247,10 +248,10 @@ fn start(req: Request, root: &Path, tx: &Sender<AppEvent>, cancel: &kpack::event
             std::thread::spawn(move || {
                 let msg = match at.open().map(|a| a.verify()) {
                     Ok(f) if f.is_empty() => {
-                        "verify: sound (every frame decodes to its size)".into()
+                        Ok("verify: sound (every frame decodes to its size)".into())
                     }
-                    Ok(f) => format!("verify: {} fault(s): {}", f.len(), f.join("; ")),
-                    Err(e) => format!("verify: {e}"),
+                    Ok(f) => Err(format!("verify: {} fault(s): {}", f.len(), f.join("; "))),
+                    Err(e) => Err(format!("verify: {e}")),
                 };
                 let _ = tx.send(AppEvent::ArchiveDone(msg));
             });
@@ -316,8 +317,12 @@ fn start(req: Request, root: &Path, tx: &Sender<AppEvent>, cancel: &kpack::event
     }
 }
 
+/// An archive the UI opens: its index, or why it cannot be read (shown in the UI,
+/// as a damaged wheel is, rather than before it).
+pub type OpenedArchive = Result<kpack::kpack::archive::ArchiveIndex, String>;
+
 /// Open the UI on a tree or file (a `.kpack` opens the inspector).
-pub fn run(path: PathBuf, archive: Option<kpack::kpack::archive::ArchiveIndex>) -> Result<()> {
+pub fn run(path: PathBuf, archive: Option<OpenedArchive>) -> Result<()> {
     run_titled(path, archive, None)
 }
 
@@ -325,13 +330,18 @@ pub fn run(path: PathBuf, archive: Option<kpack::kpack::archive::ArchiveIndex>) 
 /// `demo`).
 pub fn run_titled(
     path: PathBuf,
-    archive: Option<kpack::kpack::archive::ArchiveIndex>,
+    archive: Option<OpenedArchive>,
     title: Option<String>,
 ) -> Result<()> {
     let (tx, rx) = channel::<AppEvent>();
-    let mut app = App::new(path.clone(), archive);
+    let is_archive = archive.is_some();
+    let mut app = match archive {
+        Some(Err(e)) => App::unreadable_archive(path.clone(), e),
+        Some(Ok(index)) => App::new(path.clone(), Some(index)),
+        None => App::new(path.clone(), None),
+    };
     app.title = title;
-    if app.archive.is_none() {
+    if !is_archive {
         let tx2 = tx.clone();
         let p = path.clone();
         std::thread::spawn(move || {

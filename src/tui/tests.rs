@@ -358,7 +358,7 @@ fn inspector_extract_and_verify_requests() {
         ]
     );
     assert_eq!(app.archive_status.as_deref(), Some("verifying…"));
-    app.update(AppEvent::ArchiveDone("verify: sound".into()));
+    app.update(AppEvent::ArchiveDone(Ok("verify: sound".into())));
     let screen = format!("{:?}", render(&app, 80, 24).backend());
     assert!(screen.contains("verify: sound"), "{screen}");
     // What the background thread does for `x`: the core's extract, one file.
@@ -442,6 +442,8 @@ fn tiny_terminals_never_panic() {
     );
     let screen = format!("{}", render(&app, 50, 12).backend());
     assert!(!screen.contains("too small"), "{screen}");
+    key(&mut app, KeyCode::Esc); // the help may cover a 12-line screen
+    let screen = format!("{}", render(&app, 50, 12).backend());
     assert!(screen.contains("kpack-tui"), "{screen}");
 }
 
@@ -2208,4 +2210,120 @@ fn the_dialog_stops_on_unselected_code_by_default_and_f4_drops_it() {
         !r.plan.unassigned.is_empty(),
         "the dropped targets are reported"
     );
+}
+
+/// The inner text of the box whose top border starts with `┌{title}`, its lines
+/// joined and every blank and border removed (wrapping moves words between lines).
+fn boxed_text(screen: &str, title: &str) -> String {
+    let lines: Vec<Vec<char>> = screen
+        .lines()
+        .map(|l| l.trim_matches('"').chars().collect())
+        .collect();
+    let top = format!("┌{title}");
+    let (row, col) = lines
+        .iter()
+        .enumerate()
+        .find_map(|(i, l)| {
+            let s: String = l.iter().collect();
+            s.find(&top).map(|b| (i, s[..b].chars().count()))
+        })
+        .unwrap_or_else(|| panic!("no box {title:?}:\n{screen}"));
+    let right = col
+        + lines[row][col..]
+            .iter()
+            .position(|c| *c == '┐')
+            .expect("box top ends");
+    lines[row + 1..]
+        .iter()
+        .take_while(|l| l.get(col) != Some(&'└'))
+        .flat_map(|l| l[col + 1..right.min(l.len())].to_vec())
+        .filter(|c| !c.is_whitespace())
+        .collect()
+}
+
+/// Trials 27 and 28: every problem of the scan and of the operations run is in the
+/// log (`!`), whole; the tab bar counts them; Enter on a damaged archive says why
+/// where it was pressed; an archive that cannot be read opens the UI with the reason
+/// instead of failing before it.
+#[test]
+fn the_message_log_shows_every_problem_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = tmp.path().join("t");
+    std::fs::create_dir_all(tree.join("lib")).unwrap();
+    let fat = std::fs::read(demo().join("lib/libvadd.so.1.0")).unwrap();
+    std::fs::write(tree.join("lib/trunc.so"), &fat[..fat.len() / 2]).unwrap();
+    std::fs::write(tree.join("lib/ok.so"), &fat).unwrap();
+    let kp =
+        std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/kpack/zstd.kpack"))
+            .unwrap();
+    std::fs::write(tree.join("bad.kpack"), &kp[..kp.len() - 7]).unwrap();
+    let report = kpack::scan::scan(
+        &tree,
+        &kpack::scan::ScanOptions {
+            threads: 1,
+            ..Default::default()
+        },
+        &kpack::event::NoEvents,
+    )
+    .unwrap();
+    // What the scan itself says is wrong: the two damaged files at least.
+    let expected: Vec<(String, String)> = report
+        .diagnostics
+        .iter()
+        .map(|d| (d.path.clone(), d.message.clone()))
+        .collect();
+    assert!(
+        expected.iter().any(|d| d.0 == "bad.kpack")
+            && expected.iter().any(|d| d.0 == "lib/trunc.so"),
+        "{expected:?}"
+    );
+    let mut app = App::new(tree.clone(), None);
+    app.update(AppEvent::ScanDone(Box::new(Ok(report))));
+    let screen = format!("{}", render(&app, 100, 30).backend());
+    let count = format!("!{}", expected.len());
+    assert!(screen.lines().next().unwrap().contains(&count), "{screen}");
+
+    // Enter on the damaged archive: the reader's error, where Enter was pressed.
+    select(&mut app, "bad.kpack");
+    app.requests.clear();
+    key(&mut app, KeyCode::Enter);
+    assert_eq!(
+        app.requests,
+        vec![super::app::Request::OpenArchive("bad.kpack".into())]
+    );
+    let err = kpack::kpack::Archive::open(&tree.join("bad.kpack"))
+        .map(|a| a.index)
+        .map_err(|e| e.to_string());
+    let why = err.clone().unwrap_err();
+    app.update(AppEvent::ArchiveOpened("bad.kpack".into(), Box::new(err)));
+    assert_eq!(app.view, View::Explorer);
+    let screen = format!("{}", render(&app, 200, 30).backend());
+    assert!(screen.contains("! lists every message"), "{screen}");
+
+    // `!` lists them all, whole, at 80 columns too (wrapped, not cut).
+    key(&mut app, KeyCode::Char('!'));
+    assert!(app.log.open);
+    let screen = format!("{}", render(&app, 80, 40).backend());
+    let text = boxed_text(&screen, " messages:");
+    let squash = |s: &str| s.chars().filter(|c| !c.is_whitespace()).collect::<String>();
+    for (path, msg) in &expected {
+        assert!(
+            text.contains(&squash(&format!("{path}: {msg}"))),
+            "{msg}\n{screen}"
+        );
+    }
+    assert!(text.contains(&squash(&why)), "{why}\n{screen}");
+    // It scrolls, and Esc closes it without doing anything else.
+    let view = app.view;
+    key(&mut app, KeyCode::Esc);
+    assert!(!app.log.open);
+    assert_eq!(app.view, view);
+
+    // A .kpack that cannot be read opens the UI on the reason.
+    let mut broken = App::unreadable_archive(tree.join("bad.kpack"), why.clone());
+    let screen = format!("{}", render(&broken, 100, 20).backend());
+    assert!(screen.contains("cannot be read"), "{screen}");
+    assert!(squash(&screen).contains(&squash(&why)[..20]), "{screen}");
+    key(&mut broken, KeyCode::Char('q'));
+    assert!(broken.quit);
 }

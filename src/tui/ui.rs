@@ -44,6 +44,16 @@ pub fn draw(frame: &mut Frame, app: &App, theme: Theme) {
         tabs.push(Span::styled(text, style));
     }
     *app.drawn.tabs.borrow_mut() = spans;
+    // Problems of the session, before the path (which the width may cut).
+    let problems = app.log.problems();
+    if problems > 0 {
+        let style = if app.log.unseen_problems() > 0 {
+            theme.fg(Color::LightRed).add_modifier(Modifier::BOLD)
+        } else {
+            theme.fg(Color::Gray)
+        };
+        tabs.push(Span::styled(format!("  !{problems}"), style));
+    }
     tabs.push(Span::raw(format!("  {}", app.title())));
     frame.render_widget(Paragraph::new(Line::from(tabs)), top);
     if let Some(e) = &app.error {
@@ -70,6 +80,9 @@ pub fn draw(frame: &mut Frame, app: &App, theme: Theme) {
     );
     if app.help {
         super::help::help(frame, app, area);
+    }
+    if app.log.open {
+        super::messages::draw(frame, &app.log, area, theme);
     }
 }
 
