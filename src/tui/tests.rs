@@ -808,6 +808,64 @@ mod timeline_views {
         insta::assert_snapshot!("timeline_phc_make_j2_160x48", render(&t, 160, 48).backend());
     }
 
+    /// Trials 27 and 31: `!` lists the trace's bad lines with their numbers (the
+    /// header only counted them); `t` moves the selection off a job it hides; `s`
+    /// shows the summary under the lanes below 90 columns.
+    #[test]
+    fn bad_lines_narrowing_and_the_summary_on_a_narrow_terminal() {
+        let text = std::fs::read_to_string(fixture()).unwrap();
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        // Bad lines at known places (1-based numbers after insertion).
+        lines.insert(5, "not a trace line".into());
+        lines.insert(8, "1\t2".into());
+        let bad: Vec<u64> = lines
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| *l == "not a trace line" || *l == "1\t2")
+            .map(|(i, _)| i as u64 + 1)
+            .collect();
+        assert_eq!(bad.len(), 2);
+        let tr = kpack::trace::parse(format!("{}\n", lines.join("\n")).as_bytes());
+        assert_eq!(tr.diagnostic_count, 2);
+        let mut t = Timeline::new(PathBuf::from("bad.trace"), tr, false);
+        let screen = format!("{}", render(&t, 120, 30).backend());
+        assert!(
+            screen.contains("2 bad lines skipped (! lists them)"),
+            "{screen}"
+        );
+        key(&mut t, KeyCode::Char('!'));
+        let screen = format!("{}", render(&t, 120, 30).backend());
+        for n in &bad {
+            assert!(
+                screen.contains(&format!("line {n}: ")),
+                "line {n}:\n{screen}"
+            );
+        }
+        key(&mut t, KeyCode::Esc);
+        assert!(!t.log.open);
+
+        // Select a gfx906 job, then narrow to the first target (gfx900): the
+        // selection moves to a gfx900 job.
+        while t
+            .selected
+            .is_none_or(|i| t.current().arch(&t.current().jobs[i]) != Some("gfx906"))
+        {
+            key(&mut t, KeyCode::Tab);
+        }
+        key(&mut t, KeyCode::Char('t'));
+        let target = t.find.target.clone().expect("a target");
+        let b = t.current();
+        let sel = t.selected.expect("a job selected");
+        assert_eq!(b.arch(&b.jobs[sel]), Some(target.as_str()));
+
+        // 80 columns: the summary is under the lanes; s hides it.
+        let screen = format!("{}", render(&t, 80, 24).backend());
+        assert!(screen.contains("Summary"), "{screen}");
+        key(&mut t, KeyCode::Char('s'));
+        let screen = format!("{}", render(&t, 80, 24).backend());
+        assert!(!screen.contains("Summary"), "{screen}");
+    }
+
     /// The same step again a minute later (a rebuild).
     fn rebuilt(line: &str) -> String {
         let f: Vec<&str> = line.split('\t').collect();

@@ -132,6 +132,8 @@ pub struct Timeline {
     pub last_lanes_area: std::cell::Cell<Rect>,
     /// Search by name and the target filter.
     pub find: super::timeline_find::Find,
+    /// The trace's bad lines with their numbers (`!` shows them).
+    pub log: super::messages::Log,
 }
 
 const EMPTY: &Build = &Build::EMPTY;
@@ -157,9 +159,35 @@ impl Timeline {
             quit: false,
             last_lanes_area: std::cell::Cell::new(Rect::default()),
             find: Default::default(),
+            log: Default::default(),
         };
         t.fit();
+        t.refresh_log();
         t
+    }
+
+    /// The log holds the trace's bad lines as last read (a followed trace grows).
+    fn refresh_log(&mut self) {
+        use super::messages::Level;
+        self.log.entries.clear();
+        for d in &self.trace.diagnostics {
+            self.log
+                .push(Level::Warning, format!("line {}", d.line), &d.message);
+        }
+        let more = self
+            .trace
+            .diagnostic_count
+            .saturating_sub(self.trace.diagnostics.len() as u64);
+        if more > 0 {
+            self.log.push(
+                Level::Warning,
+                "",
+                format!(
+                    "{more} more bad lines (the first {} are kept)",
+                    kpack::trace::MAX_DIAGNOSTICS
+                ),
+            );
+        }
     }
 
     /// The build shown.
@@ -322,6 +350,7 @@ impl Timeline {
                 let fitted = self.view_start == 0.0
                     && (self.view_span - (self.model.wall as f64 * 1.02).max(10.0)).abs() < 1.0;
                 self.trace = *trace;
+                self.refresh_log();
                 let new_build = self.trace.builds.len() > old_builds && old_builds > 0;
                 if let Some(f) = &mut self.follow {
                     f.error = None;
@@ -354,6 +383,17 @@ impl Timeline {
             self.help = false;
             return;
         }
+        if self.log.open {
+            match k.code {
+                KeyCode::Esc | KeyCode::Char('!' | 'q') => self.log.toggle(),
+                KeyCode::Down | KeyCode::Char('j') => self.log.scroll_by(1),
+                KeyCode::Up | KeyCode::Char('k') => self.log.scroll_by(-1),
+                KeyCode::PageDown => self.log.scroll_by(10),
+                KeyCode::PageUp => self.log.scroll_by(-10),
+                _ => {}
+            }
+            return;
+        }
         if self.find.typing {
             match k.code {
                 KeyCode::Enter => {
@@ -379,6 +419,7 @@ impl Timeline {
             KeyCode::Char('q') => self.quit = true,
             KeyCode::Char('c') if k.modifiers.contains(KeyModifiers::CONTROL) => self.quit = true,
             KeyCode::Char('?') => self.help = true,
+            KeyCode::Char('!') => self.log.toggle(),
             KeyCode::Left | KeyCode::Char('h') => self.pan(if shift { -1.0 } else { -0.125 }),
             KeyCode::Right | KeyCode::Char('l') => self.pan(if shift { 1.0 } else { 0.125 }),
             KeyCode::Char('H') => self.pan(-1.0),
@@ -461,6 +502,18 @@ impl Timeline {
             KeyCode::Char('t') => {
                 let b = self.trace.builds.get(self.build).unwrap_or(EMPTY);
                 self.find.next_target(b);
+                // The selection follows the narrowing: a job that no longer matches
+                // gives way to the first that does (trial 31).
+                let b = self.current();
+                if self
+                    .selected
+                    .is_some_and(|i| !self.find.matches(b, &b.jobs[i]))
+                {
+                    match self.find.step(b, None, true) {
+                        Some(i) => self.select(i),
+                        None => self.selected = None,
+                    }
+                }
             }
             KeyCode::PageDown => {
                 let rows = self.last_lanes_area.get().height.saturating_sub(1) as usize;
@@ -614,12 +667,23 @@ pub fn draw(frame: &mut Frame, t: &Timeline, theme: Theme) {
     ])
     .areas(area);
     header(frame, t, head, theme);
-    let side = if t.summary && body.width >= 90 { 38 } else { 0 };
-    let [lanes_area, summary_area] =
-        Layout::horizontal([Constraint::Min(20), Constraint::Length(side)]).areas(body);
+    // The summary sits beside the lanes when there is room, under them on a narrow
+    // terminal (trial 31: below 90 columns `s` did nothing).
+    let (lanes_area, summary_area) = if !t.summary {
+        (body, None)
+    } else if body.width >= 90 {
+        let [l, s] = Layout::horizontal([Constraint::Min(20), Constraint::Length(38)]).areas(body);
+        (l, Some(s))
+    } else if body.height >= 14 {
+        let [l, s] =
+            Layout::vertical([Constraint::Min(6), Constraint::Length(body.height / 2)]).areas(body);
+        (l, Some(s))
+    } else {
+        (body, None)
+    };
     lanes(frame, t, lanes_area, theme);
-    if side > 0 {
-        super::timeline_panes::summary(frame, t, summary_area, theme);
+    if let Some(a) = summary_area {
+        super::timeline_panes::summary(frame, t, a, theme);
     }
     super::timeline_panes::job_detail(frame, t, detail, theme);
     let find_hint;
@@ -657,6 +721,9 @@ pub fn draw(frame: &mut Frame, t: &Timeline, theme: Theme) {
     );
     if t.help {
         super::timeline_panes::help(frame, area);
+    }
+    if t.log.open {
+        super::messages::draw(frame, &t.log, area, theme);
     }
 }
 
@@ -699,9 +766,9 @@ fn header(frame: &mut Frame, t: &Timeline, area: Rect, theme: Theme) {
     }
     if let Some(f) = &t.follow {
         let text = match &f.error {
-            Some(e) => format!("following: {e} "),
+            Some(e) => format!("· following: {e} "),
             None => format!(
-                "following · {} lines{} ",
+                "· following · {} lines{} ",
                 t.trace.lines,
                 if f.restarts > 0 {
                     format!(" · new build ({})", f.restarts)
@@ -721,7 +788,7 @@ fn header(frame: &mut Frame, t: &Timeline, area: Rect, theme: Theme) {
     }
     if t.trace.diagnostic_count > 0 {
         spans.push(Span::raw(format!(
-            "· {} bad lines skipped ",
+            "· {} bad lines skipped (! lists them) ",
             t.trace.diagnostic_count
         )));
     }

@@ -46,7 +46,10 @@ pub(crate) fn summary(frame: &mut Frame, t: &Timeline, area: Rect, theme: Theme)
             .max()
             .unwrap_or(1)
             .max(1);
-        for (arch, v) in &a.per_arch_detail {
+        // Targets in processor order (gfx900 before gfx1030), as every other view.
+        let mut archs: Vec<_> = a.per_arch_detail.iter().collect();
+        archs.sort_by(|x, y| kpack::natural::target_cmp(x.0, y.0));
+        for (arch, v) in archs {
             let bar = ((v.total_ms as f64 / max as f64) * 10.0).round() as usize;
             let colour = arch_colour(t, arch);
             lines.push(Line::from(vec![
@@ -152,12 +155,15 @@ pub(crate) fn help(frame: &mut Frame, area: Rect) {
         ("Space", "replay: start, pause, resume"),
         ("r", "replay from the start"),
         ("< >", "replay speed (1× to 100×)"),
-        ("Esc", "leave replay / clear selection"),
         ("s", "summary pane"),
         ("/", "find jobs by name (Enter jumps to the first)"),
         ("n N", "next, previous match"),
         ("t", "only one target's device compiles (cycles)"),
-        ("Esc", "clear the search and the target"),
+        (
+            "Esc",
+            "one step back: the search and target, else the replay, else the selection",
+        ),
+        ("!", "the trace's bad lines, with their numbers"),
         ("?", "this help"),
         ("q", "quit"),
     ];
