@@ -42,6 +42,8 @@ pub fn delta_pct(old: u64, new: u64) -> String {
     match old {
         0 if new > 0 => "new".into(),
         0 => String::new(),
+        // Gone, as "new" says the opposite (trial 24: `-100.0%` beside `new`).
+        _ if new == 0 => "removed".into(),
         _ => format!("{:+.1}%", (new as f64 - old as f64) * 100.0 / old as f64),
     }
 }

@@ -168,7 +168,9 @@ impl DiffView {
                 .max()
                 .unwrap_or(1);
             let mut rows: Vec<_> = fd.targets.iter().filter(|t| t.target.contains(f)).collect();
-            if !self.by_name {
+            if self.by_name {
+                rows.sort_by(|a, b| kpack::natural::target_cmp(&a.target, &b.target));
+            } else {
                 rows.sort_by_key(|t| {
                     std::cmp::Reverse((t.new_bytes as i64 - t.old_bytes as i64).unsigned_abs())
                 });
@@ -198,8 +200,14 @@ impl DiffView {
                     .unwrap_or(1)
                     .max(1);
                 let mut rows: Vec<_> = r.targets.iter().filter(|t| t.target.contains(f)).collect();
+                // As the tab bar says: largest change first (trial 24: they were in
+                // target order), or by target in processor order.
                 if self.by_name {
-                    rows.sort_by(|a, b| a.target.cmp(&b.target));
+                    rows.sort_by(|a, b| kpack::natural::target_cmp(&a.target, &b.target));
+                } else {
+                    rows.sort_by_key(|t| {
+                        std::cmp::Reverse((t.new_bytes as i64 - t.old_bytes as i64).unsigned_abs())
+                    });
                 }
                 rows.into_iter()
                     .map(|t| {
@@ -303,6 +311,42 @@ impl DiffView {
                     })
                     .collect()
             }
+        }
+    }
+
+    /// The current table's column headers, over its columns.
+    fn header(&self) -> String {
+        let (file, target) = self.narrowed();
+        let section = match (file, target) {
+            (_, Some(_)) => Section::Kernels,
+            (Some(_), None) => Section::Targets,
+            _ => self.section,
+        };
+        match section {
+            Section::Targets => format!(
+                "{:<16} {:>11}   {:>11} {:>12} {:>7}",
+                "target", "old", "new", "change", "%"
+            ),
+            Section::Files => format!("  {:>11} {:>11}  path", "file Δ", "device Δ"),
+            Section::Kernels => format!("  {:>11}  {:<14} binary  kernel", "code Δ", "target"),
+        }
+    }
+
+    /// What an empty table says, instead of a blank box.
+    fn empty(&self) -> String {
+        let what = match self.narrowed() {
+            (_, Some(t)) => format!("no kernel of {t} changed"),
+            (Some(f), None) => format!("no target of {f} changed"),
+            _ => match self.section {
+                Section::Targets => "no target's device code changed".into(),
+                Section::Files => "no file changed".into(),
+                Section::Kernels => "no kernel changed".into(),
+            },
+        };
+        if self.filter.is_empty() {
+            what
+        } else {
+            format!("{what} matching {:?} (Esc clears the filter)", self.filter)
         }
     }
 
@@ -492,30 +536,40 @@ pub fn draw(frame: &mut Frame, v: &DiffView, theme: Theme) {
     );
     let bar_w = body.width.saturating_sub(66) as usize;
     let lines = v.lines(theme, bar_w.max(1));
-    let h = body.height.saturating_sub(2) as usize;
+    // The first row under the border is the columns' header (trial 24).
+    let h = body.height.saturating_sub(3) as usize;
     let start = v.cursor.saturating_sub(h.saturating_sub(1));
     v.drawn.set((
         ratatui::layout::Rect {
             x: body.x + 1,
-            y: body.y + 1,
+            y: body.y + 2,
             width: body.width.saturating_sub(2),
             height: h as u16,
         },
         start,
     ));
-    let shown: Vec<Line> = lines
-        .into_iter()
-        .enumerate()
-        .skip(start)
-        .take(h.max(1))
-        .map(|(i, l)| {
-            if i == v.cursor {
-                l.style(theme.selected())
-            } else {
-                l
-            }
-        })
-        .collect();
+    let total = lines.len();
+    let mut shown: Vec<Line> = vec![Line::styled(
+        v.header(),
+        Style::new().add_modifier(Modifier::BOLD),
+    )];
+    if total == 0 {
+        shown.push(Line::styled(v.empty(), theme.fg(Color::Gray)));
+    }
+    shown.extend(
+        lines
+            .into_iter()
+            .enumerate()
+            .skip(start)
+            .take(h.max(1))
+            .map(|(i, l)| {
+                if i == v.cursor {
+                    l.style(theme.selected())
+                } else {
+                    l
+                }
+            }),
+    );
     let mut title = String::new();
     if !v.scope.is_empty() {
         title = format!(" {} ", v.crumbs());
@@ -523,10 +577,11 @@ pub fn draw(frame: &mut Frame, v: &DiffView, theme: Theme) {
     if !v.filter.is_empty() {
         title.push_str(&format!(" matching {:?} ", v.filter));
     }
-    frame.render_widget(
-        Paragraph::new(shown).block(Block::bordered().title(title)),
-        body,
-    );
+    let mut block = Block::bordered().title(title);
+    if start + h < total {
+        block = block.title_bottom(format!(" more below ↓ ({} of {total}) ", start + h));
+    }
+    frame.render_widget(Paragraph::new(shown).block(block), body);
     let hint = if v.filtering {
         format!(" filter: {}▏  Enter keep · Esc clear", v.filter)
     } else {
@@ -548,6 +603,11 @@ pub fn draw(frame: &mut Frame, v: &DiffView, theme: Theme) {
                 "filter by path, name or target (Enter keeps, Esc clears)",
             ),
             ("s", "largest change first, or by name"),
+            (
+                "+ - > < =",
+                "file added, removed, grown, shrunk, same size (file and device bytes)",
+            ),
+            ("~", "a kernel whose code size changed"),
             ("mouse", "click selects (again: into it), wheel moves"),
             ("q", "quit"),
         ];

@@ -8,7 +8,7 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Color;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Gauge, Paragraph};
+use ratatui::widgets::{Block, Paragraph};
 
 pub(crate) fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     let (Some(report), Some(tree)) = (&app.report, &app.tree) else {
@@ -18,13 +18,18 @@ pub(crate) fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         } else {
             (done as f64 / total as f64).clamp(0.0, 1.0)
         };
-        let g = Gauge::default()
-            .block(Block::bordered().title(" scanning "))
-            .gauge_style(theme.fg(Color::LightCyan))
-            .ratio(ratio)
-            .label(format!("{done} / {total} files"));
         let h = area.height.min(3);
-        frame.render_widget(g, Rect { height: h, ..area });
+        progress(
+            frame,
+            Rect { height: h, ..area },
+            (
+                Block::bordered().title(" scanning "),
+                ratio,
+                format!("{done} / {total} files"),
+            ),
+            theme,
+            Color::LightCyan,
+        );
         return;
     };
     let wide = area.width >= 100;

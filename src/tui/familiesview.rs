@@ -105,9 +105,12 @@ pub(crate) fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             .arch_totals
             .get(arch.as_str())
             .map_or(0, |t| t.kernel_database);
+        // Selected targets' bars are solid, the others light: visible without
+        // colours too (trial 32).
+        let cell = if fam.is_some() { "█" } else { "░" };
         l.push(Line::from(vec![
             Span::raw(format!("{arch:<16} ")),
-            Span::styled("█".repeat(n.max(1)), style),
+            Span::styled(cell.repeat(n.max(1)), style),
             Span::raw(format!(" {}", size(*raw))),
             Span::styled(
                 if db > 0 {

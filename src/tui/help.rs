@@ -28,6 +28,9 @@ pub(crate) fn help(frame: &mut Frame, app: &App, area: Rect) {
                 "D K W @ ?",
                 "kernel database · archive · wheel · symlink · special file",
             ),
+            ("! ▸ ▾", "damaged (! lists why) · closed folder · open folder"),
+            ("N%", "the device code's share of the entry's size"),
+            ("(≈N×)", "a target's compression ratio in a wheel member"),
             ("s, S", "sort: size, name, device share; S reverses"),
             (
                 "/",
@@ -60,6 +63,12 @@ pub(crate) fn help(frame: &mut Frame, app: &App, area: Rect) {
                 "toggle the family or target under the cursor",
             ),
             ("e", "compute the pack plan (the core's, as pack --dry-run)"),
+            (
+                "[x] [-] ·",
+                "selected · packed with a selected preset · no code in the tree",
+            ),
+            ("█ ░", "a target's bar: packed by the selection · left out"),
+            ("+N DB", "the target's bytes in kernel-database files"),
             ("P", "pack the tree with these families"),
         ]),
         View::Pack => keys.extend([

@@ -8,7 +8,7 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Clear, Gauge, Paragraph, Wrap};
+use ratatui::widgets::{Block, Clear, Paragraph, Wrap};
 
 /// One line of the pack or split dialog: `▶ label value` with the cursor in the
 /// field being edited (the level field shows `- N +`).
@@ -204,13 +204,12 @@ pub(crate) fn pack(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             } else {
                 p.stage.to_string()
             };
-            frame.render_widget(
-                Gauge::default()
-                    .block(Block::bordered().title(" packing "))
-                    .gauge_style(theme.fg(Color::LightGreen))
-                    .ratio(ratio)
-                    .label(label),
+            super::widgets::progress(
+                frame,
                 g,
+                (Block::bordered().title(" packing "), ratio, label),
+                theme,
+                Color::LightGreen,
             );
             let [workers, fams, warns] = Layout::vertical([
                 Constraint::Length(p.workers.len() as u16 + 2),

@@ -228,6 +228,18 @@ fn scanning_gauge() {
     let mut app = App::new(PathBuf::from("assets/demo"), None);
     app.update(AppEvent::ScanProgress(7, 19));
     insta::assert_snapshot!("scanning_80x24", render(&app, 80, 24).backend());
+    // Trial 32: without colours the filled part is reverse video, under the label
+    // too; the rest is not.
+    let t = render(&app, 80, 24);
+    let buf = t.backend().buffer();
+    let inner = 78usize;
+    let filled = (7.0f64 / 19.0 * inner as f64).round() as u16;
+    for x in 1..=inner as u16 {
+        let rev = buf[(x, 2)]
+            .modifier
+            .contains(ratatui::style::Modifier::REVERSED);
+        assert_eq!(rev, x <= filled, "column {x} of {filled} filled");
+    }
 }
 
 #[test]

@@ -32,10 +32,11 @@ impl Theme {
     }
     pub(crate) fn kind(self, k: FileKind) -> Style {
         self.fg(match k {
-            FileKind::FatBinary => Color::LightRed,
+            // Not red: red is for damage (`!`) and for growth in the diff (trial 33).
+            FileKind::FatBinary => Color::LightYellow,
             FileKind::HostOnlyBinary => Color::LightGreen,
             FileKind::Bundle | FileKind::CodeObject | FileKind::EmbeddedCode => Color::LightMagenta,
-            FileKind::KernelDatabase => Color::Yellow,
+            FileKind::KernelDatabase => Color::Magenta,
             FileKind::Kpack => Color::LightCyan,
             FileKind::Wheel => Color::LightBlue,
             FileKind::Symlink => Color::Cyan,
@@ -263,6 +264,52 @@ pub(crate) fn middle_cut(s: &str, w: usize) -> String {
     let a: String = s.chars().take(head).collect();
     let b: String = s.chars().skip(n - tail).collect();
     format!("{a}…{b}")
+}
+
+/// A progress bar in `block`: the label centred over it. With colours, ratatui's
+/// gauge; without (NO_COLOR), the filled part in reverse video, so progress shows
+/// under the label too (trial 32: only the cells left of the label showed).
+pub(crate) fn progress(
+    frame: &mut Frame,
+    area: Rect,
+    (block, ratio, label): (Block, f64, String),
+    theme: Theme,
+    color: Color,
+) {
+    if theme.color {
+        frame.render_widget(
+            ratatui::widgets::Gauge::default()
+                .block(block)
+                .gauge_style(theme.fg(color))
+                .ratio(ratio)
+                .label(label),
+            area,
+        );
+        return;
+    }
+    let inner = block.inner(area);
+    let w = inner.width as usize;
+    let filled = ((ratio.clamp(0.0, 1.0) * w as f64).round() as usize).min(w);
+    let text: String = {
+        let label: String = label.chars().take(w).collect();
+        let pad = (w - label.chars().count()) / 2;
+        format!("{}{label}{}", " ".repeat(pad), " ".repeat(w))
+            .chars()
+            .take(w)
+            .collect()
+    };
+    let (a, b): (String, String) = (
+        text.chars().take(filled).collect(),
+        text.chars().skip(filled).collect(),
+    );
+    frame.render_widget(
+        Paragraph::new(Line::from(vec![
+            Span::styled(a, Style::new().add_modifier(Modifier::REVERSED)),
+            Span::raw(b),
+        ]))
+        .block(block),
+        area,
+    );
 }
 
 /// `s` cut to `w` characters at its end, with `…` when something was cut.
