@@ -483,7 +483,16 @@ pub fn draw(frame: &mut Frame, v: &DiffView, theme: Theme) {
     frame.render_widget(
         Paragraph::new(vec![
             Line::from(Span::styled(
-                format!("{} → {}", r.old.display(), r.new.display()),
+                {
+                    // Both sides show, each cut in the middle to half the width (trial
+                    // 23: the NEW side was pushed out).
+                    let half = (area.width as usize).saturating_sub(3) / 2;
+                    format!(
+                        "{} → {}",
+                        super::widgets::middle_cut(&r.old.display().to_string(), half),
+                        super::widgets::middle_cut(&r.new.display().to_string(), half)
+                    )
+                },
                 Style::new().add_modifier(Modifier::BOLD),
             )),
             Line::from(vec![

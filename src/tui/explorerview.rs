@@ -81,9 +81,15 @@ pub(crate) fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         } else {
             format!("{:>10}     ", size(n.size))
         };
-        let left_text = format!("{}{} {}", "  ".repeat(r.depth), mark, n.name);
+        // A long name is cut in the middle: its end (`…-gfx900.hsaco`, the
+        // extension, the target) tells rows apart (trial 23).
+        let lead = format!("{}{} ", "  ".repeat(r.depth), mark);
         let room = width.saturating_sub(right.chars().count() + 1);
-        let shown: String = left_text.chars().take(room).collect();
+        let name_room = room.saturating_sub(lead.chars().count());
+        let shown: String = format!("{lead}{}", middle_cut(&n.name, name_room))
+            .chars()
+            .take(room)
+            .collect();
         let pad = width.saturating_sub(shown.chars().count() + right.chars().count());
         let mut line = Line::from(vec![
             Span::styled(shown, style),
@@ -150,7 +156,7 @@ pub(crate) fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     frame.render_widget(
         Paragraph::new(lines).block(
             Block::bordered()
-                .title(title)
+                .title(end_cut(&title, width))
                 .title_bottom(Line::styled(status, theme.fg(Color::Gray))),
         ),
         left,

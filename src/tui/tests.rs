@@ -2397,3 +2397,35 @@ fn the_message_log_shows_every_problem_whole() {
     key(&mut broken, KeyCode::Char('q'));
     assert!(broken.quit);
 }
+
+/// Trial 23: a name too long for its column is cut in the middle, so the end that
+/// tells rows apart stays; the tab bar keeps the opened path's last component.
+#[test]
+fn long_names_keep_their_end() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp
+        .path()
+        .join("a-rather-long-install-prefix-for-a-rocm-tree");
+    std::fs::create_dir_all(&root).unwrap();
+    for t in ["gfx900", "gfx906"] {
+        std::fs::write(
+            root.join(format!(
+                "TensileLibrary_Type_SS_Contraction_l_Ailk_Bljk_Cijk_Dijk_{t}.dat"
+            )),
+            b"x",
+        )
+        .unwrap();
+    }
+    let r = kpack::scan::scan(&root, &Default::default(), &kpack::event::NoEvents)
+        .map_err(|e| e.to_string());
+    let mut app = App::new(root.clone(), None);
+    app.update(AppEvent::ScanDone(Box::new(r)));
+    let screen = format!("{}", render(&app, 80, 24).backend());
+    for t in ["gfx900.dat", "gfx906.dat"] {
+        assert!(screen.contains(t), "{t}:\n{screen}");
+    }
+    assert!(screen.contains("…"), "{screen}");
+    let screen = format!("{}", render(&app, 120, 24).backend());
+    let top = screen.lines().next().unwrap();
+    assert!(top.contains("…") && top.contains("rocm-tree"), "{top}");
+}

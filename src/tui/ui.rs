@@ -52,9 +52,16 @@ pub fn draw(frame: &mut Frame, app: &App, theme: Theme) {
         } else {
             theme.fg(Color::Gray)
         };
-        tabs.push(Span::styled(format!("  !{problems}"), style));
+        let t = format!("  !{problems}");
+        x += t.chars().count() as u16;
+        tabs.push(Span::styled(t, style));
     }
-    tabs.push(Span::raw(format!("  {}", app.title())));
+    // The path cut in the middle, so its file name stays (trial 23).
+    let room = (top.x + top.width).saturating_sub(x + 2) as usize;
+    tabs.push(Span::raw(format!(
+        "  {}",
+        super::widgets::middle_cut(&app.title(), room)
+    )));
     frame.render_widget(Paragraph::new(Line::from(tabs)), top);
     if let Some(e) = &app.error {
         frame.render_widget(
