@@ -180,6 +180,49 @@ pub fn pe_rewrite_plan(
     Ok(())
 }
 
+/// The columns of `kernels --csv` (and of the TUI's Kernels export).
+pub const KERNEL_CSV_COLUMNS: &str = "path,key,bundle,target,code_object_version,name,demangled,code_size,\
+vgpr,agpr,sgpr,lds,scratch,vgpr_spills,sgpr_spills,wavefront_size,kernarg_size,max_flat_workgroup_size,\
+waves_per_simd";
+
+/// One kernel's `kernels --csv` fields, unquoted.
+pub fn kernel_fields(r: &kpack::kernels::KernelRow) -> Vec<String> {
+    let k = &r.kernel;
+    let n = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
+    vec![
+        r.path.clone(),
+        r.key.clone().unwrap_or_default(),
+        r.bundle.map(|b| b.to_string()).unwrap_or_default(),
+        r.target.clone(),
+        r.code_object_version
+            .map(|v| v.to_string())
+            .unwrap_or_default(),
+        k.name.clone(),
+        k.demangled.clone().unwrap_or_default(),
+        n(k.code_size),
+        n(k.vgpr),
+        n(k.agpr),
+        n(k.sgpr),
+        n(k.lds),
+        n(k.scratch),
+        n(k.vgpr_spills),
+        n(k.sgpr_spills),
+        n(k.wavefront_size),
+        n(k.kernarg_size),
+        n(k.max_flat_workgroup_size),
+        n(r.occupancy.map(|o| o.waves)),
+    ]
+}
+
+/// One kernel as a `kernels --csv` row.
+pub fn kernel_csv_row(r: &kpack::kernels::KernelRow) -> String {
+    kernel_fields(r)
+        .iter()
+        .map(|f| csv_field(f))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -265,3 +265,34 @@ fn a_damaged_archive_opens_on_its_reason_in_a_real_terminal() {
         tm.wait_for("EXIT=0");
     }
 }
+
+/// `y` reaches the clipboard through the terminal: tmux (with `set-clipboard on`)
+/// takes the OSC 52 sequence into its paste buffer, as it would pass it on over ssh.
+#[test]
+fn y_copies_the_selected_path_through_osc52() {
+    if tool("tmux").is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = copy_demo(tmp.path());
+    for (w, h) in [(80u16, 24u16), (160, 48)] {
+        let tm = Tmux::start(&format!("osc52{w}"), &tree.display().to_string(), w, h);
+        tm.run(&["set-option", "-g", "set-clipboard", "on"]);
+        tm.wait_for("entries");
+        tm.keys(&["/"]);
+        tm.type_text("librdc");
+        tm.keys(&["Enter", "Down", "y"]);
+        tm.wait_for("copied the path");
+        let want = tree.join("lib/librdc.so").display().to_string();
+        let t = Instant::now();
+        loop {
+            let got = tm.run(&["show-buffer"]);
+            if got == want {
+                break;
+            }
+            assert!(t.elapsed() < Duration::from_secs(10), "{got:?} != {want:?}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        tm.keys(&["q"]);
+    }
+}

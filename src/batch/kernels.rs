@@ -1,7 +1,6 @@
 //! `kernels` and `find-kernel` in batch mode: a table, CSV or JSON on stdout.
 
 use super::{EXIT_FINDINGS, EXIT_OK, size, write_json};
-use crate::text::csv_field;
 use anyhow::{Context, Result, bail};
 use kpack::kernels::{KernelRow, KernelsOptions, SortBy, list_kernels, sort_rows};
 use std::io::Write;
@@ -32,39 +31,6 @@ fn location(r: &KernelRow) -> String {
         (None, Some(b)) => format!("{}#{b}", r.path),
         _ => r.path.clone(),
     }
-}
-
-const CSV_COLUMNS: &str = "path,key,bundle,target,code_object_version,name,demangled,code_size,\
-vgpr,agpr,sgpr,lds,scratch,vgpr_spills,sgpr_spills,wavefront_size,kernarg_size,max_flat_workgroup_size,\
-waves_per_simd";
-
-fn csv_row(r: &KernelRow) -> String {
-    let k = &r.kernel;
-    let n = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
-    [
-        csv_field(&r.path),
-        csv_field(r.key.as_deref().unwrap_or("")),
-        r.bundle.map(|b| b.to_string()).unwrap_or_default(),
-        csv_field(&r.target),
-        r.code_object_version
-            .map(|v| v.to_string())
-            .unwrap_or_default(),
-        csv_field(&k.name),
-        csv_field(k.demangled.as_deref().unwrap_or("")),
-        n(k.code_size),
-        n(k.vgpr),
-        n(k.agpr),
-        n(k.sgpr),
-        n(k.lds),
-        n(k.scratch),
-        n(k.vgpr_spills),
-        n(k.sgpr_spills),
-        n(k.wavefront_size),
-        n(k.kernarg_size),
-        n(k.max_flat_workgroup_size),
-        n(r.occupancy.map(|o| o.waves)),
-    ]
-    .join(",")
 }
 
 fn table(out: &mut dyn Write, rows: &[KernelRow]) -> std::io::Result<()> {
@@ -129,9 +95,9 @@ pub fn list(
     match format {
         Format::Json => write_json(out, "kpack-tui.kernels/1", &r)?,
         Format::Csv => {
-            writeln!(out, "{CSV_COLUMNS}")?;
+            writeln!(out, "{}", crate::text::KERNEL_CSV_COLUMNS)?;
             for row in &r.kernels {
-                writeln!(out, "{}", csv_row(row))?;
+                writeln!(out, "{}", crate::text::kernel_csv_row(row))?;
             }
         }
         Format::Text { top } => {

@@ -43,6 +43,8 @@ pub enum AppEvent {
     PackDone(Box<Result<kpack::pack::PackReport, String>>),
     /// The wheel split finished (or failed).
     WheelDone(Box<Result<kpack::wheel::split::WheelSplitReport, String>>),
+    /// A table was exported: the file written, or why not.
+    Exported(Result<PathBuf, String>),
     /// Time passed.
     Tick,
 }
@@ -103,6 +105,14 @@ pub enum Request {
     Plan(Selection),
     /// Pack the tree.
     Pack(PackSettings),
+    /// Write a table as CSV to `kpack-<name>.csv` in the current directory (a new
+    /// name when it exists: nothing is overwritten).
+    Export {
+        /// The table's short name.
+        name: &'static str,
+        /// Its CSV.
+        csv: String,
+    },
 }
 
 /// The inspector's extract prompt: one (key, arch) or all, the destination being
@@ -483,6 +493,11 @@ pub struct App {
     pub layouts: std::collections::HashMap<String, Result<kpack::elf::rewrite::ElfLayout, String>>,
     /// Every problem and operation outcome of the session (`!` shows them whole).
     pub log: super::messages::Log,
+    /// Text for the terminal's clipboard (OSC 52), written by the loop.
+    pub copy: Option<String>,
+    /// What the last key did, said in the footer until the next key (copied,
+    /// exported).
+    pub flash: Option<String>,
 }
 
 impl App {
@@ -551,6 +566,8 @@ impl App {
             cancelling: false,
             layouts: std::collections::HashMap::new(),
             log: Default::default(),
+            copy: None,
+            flash: None,
             kernels: None,
             kernels_loading: false,
             kernel_cursor: 0,
@@ -940,6 +957,20 @@ impl App {
                 self.pack = Some(PackState::WheelDone(r));
                 self.cancelling = false;
                 self.side_scroll = 0;
+            }
+            AppEvent::Exported(r) => {
+                let msg = match r {
+                    Ok(p) => {
+                        let m = format!("exported the table to {}", p.display());
+                        self.log.push(Level::Info, "export", &m);
+                        m
+                    }
+                    Err(e) => {
+                        self.log.push(Level::Error, "export", &e);
+                        format!("export failed: {e}")
+                    }
+                };
+                self.flash = Some(msg);
             }
             // The plan is for the selection it was asked for (the user may have
             // changed it meanwhile: then it is not shown as the current one's).

@@ -123,6 +123,7 @@ impl App {
         }
         if self.log.open {
             match k.code {
+                KeyCode::Char('y') => self.copy_selected(),
                 KeyCode::Esc | KeyCode::Char('!' | 'q') | KeyCode::Backspace => self.log.toggle(),
                 KeyCode::Down | KeyCode::Char('j') => self.log.scroll_by(1),
                 KeyCode::Up | KeyCode::Char('k') => self.log.scroll_by(-1),
@@ -188,6 +189,7 @@ impl App {
             return;
         }
         self.explorer_note = None;
+        self.flash = None;
         // In the Pack view Esc belongs to the view (cancel, back); in the dialog every
         // key but Tab is typing.
         let in_dialog = matches!(
@@ -215,6 +217,28 @@ impl App {
             KeyCode::Char('q') => self.quit = true,
             KeyCode::Char('?') => self.help = true,
             KeyCode::Char('!') => self.log.toggle(),
+            KeyCode::Char('y') => self.copy_selected(),
+            KeyCode::Char('Y') => match self.table() {
+                Some(t) => {
+                    self.flash = Some(format!(
+                        "copied the {} table ({}) as TSV to the clipboard",
+                        t.name,
+                        crate::text::count(t.rows.len() as u64, "row", "rows")
+                    ));
+                    self.copy = Some(t.tsv());
+                }
+                None => self.flash = Some("no table in this view to copy".into()),
+            },
+            KeyCode::Char('E') => match self.table() {
+                Some(t) => {
+                    self.flash = Some(format!("exporting the {} table…", t.name));
+                    self.requests.push(Request::Export {
+                        name: t.name,
+                        csv: t.csv(),
+                    });
+                }
+                None => self.flash = Some("no table in this view to export".into()),
+            },
             // Tab always switches view; the side pane's focus has its own keys (w,
             // or l/→ on a file; w, h/← or Esc back), so Tab never means two things.
             KeyCode::Tab => self.switch_view(self.views[(i + 1) % self.views.len()]),
@@ -303,6 +327,18 @@ impl App {
                 }
             }
             _ => self.view_key(k),
+        }
+    }
+
+    /// `y`: the selected item's text to the clipboard, and the footer says what.
+    pub(super) fn copy_selected(&mut self) {
+        match self.selected_text() {
+            Some((text, what)) => {
+                let shown = super::widgets::middle_cut(text.lines().next().unwrap_or(""), 60);
+                self.flash = Some(format!("copied {what} to the clipboard: {shown}"));
+                self.copy = Some(text);
+            }
+            None => self.flash = Some("nothing selected to copy".into()),
         }
     }
 

@@ -117,6 +117,8 @@ pub(crate) fn help(frame: &mut Frame, app: &App, area: Rect) {
     }
     keys.extend([
         ("!", "the session's messages, whole"),
+        ("y, Y", "copy the selected item, the table (TSV)"),
+        ("E", "export the table to ./kpack-<view>.csv"),
         ("?", "this help (any key closes)"),
         ("q, Ctrl-C", "quit"),
     ]);

@@ -8,6 +8,7 @@ pub mod bench;
 pub mod detail;
 pub mod diffview;
 mod explorerview;
+pub mod export;
 mod familiesview;
 pub mod help;
 pub mod inspector;
@@ -202,9 +203,46 @@ fn preview_plan(
     plan(m.as_deref().unwrap_or_default())
 }
 
+/// Write `csv` to `kpack-<name>.csv` in `dir` (`kpack-<name>-2.csv` and on when
+/// taken): staged, then placed without replacing anything.
+fn export_csv(dir: &Path, name: &str, csv: &str) -> std::result::Result<PathBuf, String> {
+    use std::io::Write;
+    let mut staged = tempfile::NamedTempFile::new_in(dir)
+        .map_err(|e| format!("{}: cannot write here: {e}", dir.display()))?;
+    staged
+        .write_all(csv.as_bytes())
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    for i in 1..1000 {
+        let file = if i == 1 {
+            format!("kpack-{name}.csv")
+        } else {
+            format!("kpack-{name}-{i}.csv")
+        };
+        let path = dir.join(file);
+        match staged.persist_noclobber(&path) {
+            Ok(_) => return Ok(path),
+            Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => staged = e.file,
+            Err(e) => return Err(format!("{}: {}", path.display(), e.error)),
+        }
+    }
+    Err(format!(
+        "{}: kpack-{name}-*.csv are all taken",
+        dir.display()
+    ))
+}
+
 /// Start the background work an app asked for.
 fn start(req: Request, root: &Path, tx: &Sender<AppEvent>, cancel: &kpack::event::CancelToken) {
     match req {
+        Request::Export { name, csv } => {
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let r = std::env::current_dir()
+                    .map_err(|e| format!("the current directory: {e}"))
+                    .and_then(|d| export_csv(&d, name, &csv));
+                let _ = tx.send(AppEvent::Exported(r));
+            });
+        }
         Request::Pack(settings) if settings.wheel => {
             let (root, tx, cancel) = (root.to_path_buf(), tx.clone(), cancel.clone());
             std::thread::spawn(move || {
@@ -435,6 +473,14 @@ pub fn run_titled(
             // Drain what queued up meanwhile: one frame per batch.
             while let Ok(ev) = rx.try_recv() {
                 app.update(ev);
+            }
+            // OSC 52: the terminal (or tmux, or the ssh client's terminal) puts it on
+            // the clipboard.
+            if let Some(text) = app.copy.take() {
+                let _ = ratatui::crossterm::execute!(
+                    terminal.backend_mut(),
+                    crossterm::clipboard::CopyToClipboard::to_clipboard_from(text)
+                );
             }
             for r in std::mem::take(&mut app.requests) {
                 if matches!(r, Request::Pack(_)) {

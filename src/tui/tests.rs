@@ -2429,3 +2429,84 @@ fn long_names_keep_their_end() {
     let top = screen.lines().next().unwrap();
     assert!(top.contains("…") && top.contains("rocm-tree"), "{top}");
 }
+
+/// Features 1 and 5 of the trial: `y` puts the selected item's text on the
+/// clipboard, `Y` the view's table as TSV, `E` asks for the CSV export; each says so.
+#[test]
+fn copy_and_export_take_what_is_selected_and_shown() {
+    let mut app = scanned();
+    select(&mut app, "librdc.so");
+    key(&mut app, KeyCode::Char('y'));
+    assert_eq!(
+        app.copy.take().as_deref(),
+        Some("assets/demo/lib/librdc.so")
+    );
+    let screen = format!("{}", render(&app, 120, 24).backend());
+    assert!(screen.contains("copied the path"), "{screen}");
+    // The Explorer's table is every row it lists, with the scan's sizes.
+    key(&mut app, KeyCode::Char('Y'));
+    let tsv = app.copy.take().unwrap();
+    let lines: Vec<&str> = tsv.lines().collect();
+    assert_eq!(lines[0], "path\tclass\tbytes\tdevice_raw");
+    assert_eq!(lines.len(), app.rows().len() + 1);
+    let report = app.report.as_ref().unwrap();
+    let rdc = report
+        .files
+        .iter()
+        .find(|f| f.path == "lib/librdc.so")
+        .unwrap();
+    assert!(
+        lines.contains(
+            &format!(
+                "lib/librdc.so\tfat_binary\t{}\t{}",
+                rdc.size,
+                rdc.device_raw()
+            )
+            .as_str()
+        ),
+        "{tsv}"
+    );
+    // The Kernels view: the selected kernel's name, and `kernels --csv`'s rows.
+    let kr = kpack::kernels::list_kernels(&demo(), &Default::default()).unwrap();
+    app.update(AppEvent::Kernels(String::new(), Box::new(Ok(kr.clone()))));
+    app.view = View::Kernels;
+    key(&mut app, KeyCode::Char('y'));
+    let name = app.copy.take().unwrap();
+    assert_eq!(name, app.kernel_rows()[0].kernel.display_name());
+    app.requests.clear();
+    key(&mut app, KeyCode::Char('E'));
+    let Some(super::app::Request::Export { name, csv }) = app.requests.pop() else {
+        panic!("no export asked")
+    };
+    assert_eq!(name, "kernels");
+    let mut rows: Vec<&str> = csv.lines().skip(1).collect();
+    let mut want: Vec<String> = kr.kernels.iter().map(crate::text::kernel_csv_row).collect();
+    rows.sort();
+    want.sort();
+    assert_eq!(rows, want);
+    assert_eq!(csv.lines().next(), Some(crate::text::KERNEL_CSV_COLUMNS));
+    // The Preview has no table: said, not silently ignored.
+    app.view = View::Preview;
+    key(&mut app, KeyCode::Char('Y'));
+    assert!(app.copy.is_none());
+    assert_eq!(app.flash.as_deref(), Some("no table in this view to copy"));
+}
+
+/// `E` never overwrites: a taken name gives way to the next, and what is written is
+/// the CSV whole.
+#[test]
+fn export_picks_a_new_name_and_writes_it_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("kpack-kernels.csv"), "mine\n").unwrap();
+    let p = super::export_csv(dir.path(), "kernels", "a,b\n1,2\n").unwrap();
+    assert_eq!(p, dir.path().join("kpack-kernels-2.csv"));
+    assert_eq!(std::fs::read_to_string(&p).unwrap(), "a,b\n1,2\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("kpack-kernels.csv")).unwrap(),
+        "mine\n"
+    );
+    let p = super::export_csv(dir.path(), "kernels", "x\n").unwrap();
+    assert_eq!(p, dir.path().join("kpack-kernels-3.csv"));
+    // Nothing staged is left behind.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 3);
+}

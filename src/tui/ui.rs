@@ -133,6 +133,9 @@ fn status(app: &App) -> String {
         };
         return format!(" filter: {f}▏  Enter keep · Esc clear");
     }
+    if let Some(f) = &app.flash {
+        return format!(" {f} · Tab view · ? help · q quit");
+    }
     let hints = match app.view {
         View::Explorer | View::Families if app.side_focus => {
             "↑↓ PgUp PgDn scroll the pane · w, ← or Esc back to the list".to_string()

@@ -1,0 +1,253 @@
+//! What `y`, `Y` and `E` take out of the UI: the selected item's text, and the
+//! current view's table (as TSV for the clipboard, as CSV for a file).
+
+use super::app::{App, View};
+use crate::text::csv_field;
+
+/// A view's table: its columns and every row it lists (not only those on screen).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Table {
+    /// A short name for the file it is exported to (`kernels`).
+    pub name: &'static str,
+    /// The columns.
+    pub header: Vec<String>,
+    /// The rows, as many fields as columns.
+    pub rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// Tab-separated, a header line first (tabs and line breaks in fields become
+    /// spaces, so every row stays one line).
+    pub fn tsv(&self) -> String {
+        let clean = |s: &String| s.replace(['\t', '\n', '\r'], " ");
+        let mut out = String::new();
+        for r in std::iter::once(&self.header).chain(&self.rows) {
+            out.push_str(&r.iter().map(clean).collect::<Vec<_>>().join("\t"));
+            out.push('\n');
+        }
+        out
+    }
+
+    /// RFC 4180 CSV, a header line first.
+    pub fn csv(&self) -> String {
+        let mut out = String::new();
+        for r in std::iter::once(&self.header).chain(&self.rows) {
+            out.push_str(&r.iter().map(|f| csv_field(f)).collect::<Vec<_>>().join(","));
+            out.push('\n');
+        }
+        out
+    }
+}
+
+fn strings<const N: usize>(a: [&str; N]) -> Vec<String> {
+    a.iter().map(|s| s.to_string()).collect()
+}
+
+impl App {
+    /// The selected item's text (`y`): the entry's path, the kernel's name, the
+    /// archive entry's key, the pack command of the selection, or the whole log.
+    pub fn selected_text(&self) -> Option<(String, &'static str)> {
+        if self.log.open {
+            let text: String = self
+                .log
+                .entries
+                .iter()
+                .map(|m| {
+                    if m.about.is_empty() {
+                        format!("{}\n", m.text)
+                    } else {
+                        format!("{}: {}\n", m.about, m.text)
+                    }
+                })
+                .collect();
+            return Some((text, "the messages"));
+        }
+        match self.view {
+            View::Explorer => {
+                let tree = self.tree.as_ref()?;
+                let row = self.rows().get(self.selected).copied()?;
+                let rel = tree.path(row.node);
+                // A path to use in a shell: under the tree opened (a wheel's member
+                // is named as in the wheel).
+                let path = if self.root_is_file {
+                    rel
+                } else {
+                    self.root
+                        .join(kpack::relpath::to_path(&rel))
+                        .display()
+                        .to_string()
+                };
+                Some((path, "the path"))
+            }
+            View::Kernels => {
+                let rows = self.kernel_rows();
+                let k = rows.get(self.kernel_cursor)?;
+                Some((k.kernel.display_name().to_string(), "the kernel's name"))
+            }
+            View::Inspector => {
+                let a = self.archive.as_ref()?;
+                let k = a.kernels.get(self.archive_cursor)?;
+                Some((k.key.clone(), "the archive key"))
+            }
+            View::Families => {
+                let sel = self.selection();
+                let mut cmd = format!(
+                    "kpack-tui pack {} -o {}.packed --group {}",
+                    shell_word(&self.root.display().to_string()),
+                    shell_word(
+                        &self
+                            .root
+                            .file_name()
+                            .map_or("out".into(), |n| n.to_string_lossy().into_owned())
+                    ),
+                    super::app::DEFAULT_GROUP
+                );
+                for f in &sel.families {
+                    cmd.push_str(&format!(" --family {f}"));
+                }
+                for t in &sel.targets {
+                    cmd.push_str(&format!(" --target {t}"));
+                }
+                if sel.is_empty() {
+                    cmd.push_str(" --all");
+                }
+                Some((cmd, "the pack command of this selection"))
+            }
+            View::Preview | View::Pack => None,
+        }
+    }
+
+    /// The current view's table (`Y`, `E`), with every row it lists.
+    pub fn table(&self) -> Option<Table> {
+        match self.view {
+            View::Explorer => {
+                let (tree, report) = (self.tree.as_ref()?, self.report.as_ref()?);
+                let rows = self
+                    .rows()
+                    .iter()
+                    .map(|r| {
+                        let n = &tree.nodes[r.node];
+                        let class = n
+                            .file
+                            .map_or("folder", |f| report.files[f].kind.name())
+                            .to_string();
+                        vec![
+                            tree.path(r.node),
+                            class,
+                            n.size.to_string(),
+                            n.raw.to_string(),
+                        ]
+                    })
+                    .collect();
+                Some(Table {
+                    name: "explorer",
+                    header: strings(["path", "class", "bytes", "device_raw"]),
+                    rows,
+                })
+            }
+            View::Kernels => {
+                let header = crate::text::KERNEL_CSV_COLUMNS
+                    .split(',')
+                    .map(str::to_string)
+                    .collect();
+                // The same fields as `kernels --csv`.
+                let rows = self
+                    .kernel_rows()
+                    .iter()
+                    .map(|k| crate::text::kernel_fields(k))
+                    .collect();
+                Some(Table {
+                    name: "kernels",
+                    header,
+                    rows,
+                })
+            }
+            View::Inspector => {
+                let a = self.archive.as_ref()?;
+                let rows = a
+                    .kernels
+                    .iter()
+                    .map(|k| {
+                        vec![
+                            k.key.clone(),
+                            k.arch.clone(),
+                            k.size.to_string(),
+                            k.compressed_size.to_string(),
+                            k.alias_of.clone().unwrap_or_default(),
+                        ]
+                    })
+                    .collect();
+                Some(Table {
+                    name: "archive",
+                    header: strings(["key", "target", "raw", "stored", "alias_of"]),
+                    rows,
+                })
+            }
+            View::Families => {
+                let report = self.report.as_ref()?;
+                let sel = self.selection();
+                let mut archs: Vec<_> = report.arch_totals.iter().collect();
+                archs.sort_by(|a, b| kpack::natural::target_cmp(a.0, b.0));
+                let rows = archs
+                    .into_iter()
+                    .map(|(a, t)| {
+                        vec![
+                            a.clone(),
+                            report.archs.get(a).copied().unwrap_or(0).to_string(),
+                            t.kernel_database.to_string(),
+                            (t.code_objects + t.archived_code_objects).to_string(),
+                            if sel.takes(a) { "yes" } else { "no" }.to_string(),
+                        ]
+                    })
+                    .collect();
+                Some(Table {
+                    name: "targets",
+                    header: strings([
+                        "target",
+                        "device_raw",
+                        "kernel_database",
+                        "code_objects",
+                        "selected",
+                    ]),
+                    rows,
+                })
+            }
+            View::Preview | View::Pack => None,
+        }
+    }
+}
+
+/// `s` as one shell word (quoted when it holds anything but safe characters).
+fn shell_word(s: &str) -> String {
+    if !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+:=@".contains(c))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_as_tsv_and_csv() {
+        let t = Table {
+            name: "t",
+            header: strings(["a", "b"]),
+            rows: vec![strings(["x,y", "tab\there"]), strings(["say \"hi\"", ""])],
+        };
+        assert_eq!(t.tsv(), "a\tb\nx,y\ttab here\nsay \"hi\"\t\n");
+        assert_eq!(t.csv(), "a,b\n\"x,y\",tab\there\n\"say \"\"hi\"\"\",\n");
+    }
+
+    #[test]
+    fn shell_words_quote_what_needs_it() {
+        assert_eq!(shell_word("/opt/rocm-7.0"), "/opt/rocm-7.0");
+        assert_eq!(shell_word("my tree"), "'my tree'");
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+    }
+}
