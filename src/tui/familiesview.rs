@@ -29,10 +29,15 @@ pub(crate) fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                 .archs
                 .keys()
                 .any(|a| kpack::family::Family::parse(name).is_ok_and(|f| f.contains(a)));
+            // Padded, so the cursor covers the whole row as in the Explorer.
             let mut line = Line::from(format!(
-                "[{}] {name}{}",
-                if app.families[i] { 'x' } else { ' ' },
-                if has { "" } else { " ·" }
+                "{:<w$}",
+                format!(
+                    "[{}] {name}{}",
+                    if app.families[i] { 'x' } else { ' ' },
+                    if has { "" } else { " ·" }
+                ),
+                w = left.width.saturating_sub(2) as usize
             ));
             if i == app.family_cursor {
                 line = line.style(theme.selected());
@@ -56,7 +61,7 @@ pub(crate) fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             Some(c) if p.len() + c.len() + 8 <= inner => format!("[{mark}] {p} in {c}"),
             _ => format!("[{mark}] {p}"),
         };
-        let mut line = Line::from(text);
+        let mut line = Line::from(format!("{text:<inner$}"));
         if PRESETS.len() + k == app.family_cursor {
             line = line.style(theme.selected());
         }
@@ -70,7 +75,7 @@ pub(crate) fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     });
     app.drawn.list_first.set(0);
     frame.render_widget(
-        Paragraph::new(lines).block(Block::bordered().title(" families ")),
+        Paragraph::new(lines).block(Block::bordered().title(" architectures ")),
         left,
     );
     let max = report.archs.values().copied().max().unwrap_or(1).max(1);

@@ -2,17 +2,17 @@
 //! prompt.
 
 use super::app::App;
-use super::widgets::{Theme, centered, middle_cut};
+use super::widgets::{Theme, centered, end_cut, middle_cut};
 use crate::text::size;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Clear, Paragraph};
+use ratatui::widgets::{Block, Clear, Paragraph};
 
 pub(crate) fn inspector(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     let Some(a) = &app.archive else { return };
-    let [head, list] = Layout::vertical([Constraint::Length(4), Constraint::Min(1)]).areas(area);
+    let [head, list] = Layout::vertical([Constraint::Length(4), Constraint::Min(3)]).areas(area);
     // TOC aliases repeat a frame: the totals count it once.
     let frames = || a.kernels.iter().filter(|k| !k.is_alias());
     let raw: u64 = frames().map(|k| k.size).sum();
@@ -27,14 +27,31 @@ pub(crate) fn inspector(frame: &mut Frame, app: &App, area: Rect, theme: Theme) 
             )),
             Line::from(format!("arches {}", a.meta.gfx_arches.join(" "))),
         ])
-        .block(Block::new().borders(Borders::BOTTOM).title(format!(
-            " {} · {} raw · {} stored ",
-            crate::text::count(frames().count() as u64, "code object", "code objects"),
-            size(raw),
-            size(stored)
-        ))),
+        // Bordered as every other view, and named (trial 38: opened from a tree,
+        // the tab bar's path is the tree's).
+        .block(
+            Block::bordered()
+                .title_bottom(
+                    app.archive_status
+                        .as_ref()
+                        .map(|m| format!(" {} ", end_cut(m, head.width.saturating_sub(4) as usize)))
+                        .unwrap_or_default(),
+                )
+                .title(format!(
+                    " {} · {} · {} raw · {} stored ",
+                    app.archive_at
+                        .as_ref()
+                        .map_or_else(|| app.title(), |a| a.file_name()),
+                    crate::text::count(frames().count() as u64, "code object", "code objects"),
+                    size(raw),
+                    size(stored)
+                )),
+        ),
         head,
     );
+    let outer = list;
+    let list = Block::bordered().inner(outer);
+    frame.render_widget(Block::bordered(), outer);
     // A table with headers: the key column takes what the others leave, long keys
     // are cut in the middle (their start and file name stay).
     let fixed = 16 + 11 + 11 + 8 + 4;

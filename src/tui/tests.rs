@@ -2510,3 +2510,37 @@ fn export_picks_a_new_name_and_writes_it_whole() {
     // Nothing staged is left behind.
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 3);
 }
+
+/// Trial 38: a family's name filters by its targets (`/gfx90X` listed 0 entries);
+/// the files it keeps are exactly those with code for one of them.
+#[test]
+fn a_family_name_filters_by_its_targets() {
+    let mut app = scanned();
+    key(&mut app, KeyCode::Char('/'));
+    for c in "gfx90X".chars() {
+        key(&mut app, KeyCode::Char(c));
+    }
+    key(&mut app, KeyCode::Enter);
+    let fam = kpack::family::Family::parse("gfx90X").unwrap();
+    let report = app.report.as_ref().unwrap();
+    let want: std::collections::BTreeSet<String> = report
+        .files
+        .iter()
+        .filter(|f| {
+            f.all_bundles()
+                .flat_map(|b| &b.targets)
+                .any(|t| fam.contains(&t.arch))
+                || f.arch.as_deref().is_some_and(|a| fam.contains(a))
+        })
+        .map(|f| f.path.clone())
+        .collect();
+    assert!(!want.is_empty());
+    let tree = app.tree.as_ref().unwrap();
+    let shown: std::collections::BTreeSet<String> = app
+        .rows()
+        .iter()
+        .filter(|r| tree.nodes[r.node].file.is_some())
+        .map(|r| tree.path(r.node))
+        .collect();
+    assert_eq!(shown, want);
+}

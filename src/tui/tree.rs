@@ -87,12 +87,19 @@ pub struct Row {
 /// it, it is a class name (`fat_binary`, `kernel_database`, …), or one of its
 /// targets contains it (`gfx942`, `xnack+`).
 pub fn matches_filter(f: &kpack::scan::FileReport, filter: &str) -> bool {
+    // A family preset's name (`gfx90x`) stands for its targets (trial 38).
+    let family = kpack::family::PRESETS
+        .iter()
+        .find(|(n, _)| n.to_lowercase() == filter)
+        .and_then(|(n, _)| kpack::family::Family::parse(n).ok());
+    let arch_matches =
+        |a: &str| a.contains(filter) || family.as_ref().is_some_and(|fam| fam.contains(a));
     f.path.to_lowercase().contains(filter)
         || f.kind.name() == filter
         || f.all_bundles()
             .flat_map(|b| &b.targets)
-            .any(|t| t.arch.contains(filter))
-        || f.arch.as_deref().is_some_and(|a| a.contains(filter))
+            .any(|t| arch_matches(&t.arch))
+        || f.arch.as_deref().is_some_and(arch_matches)
 }
 
 /// Device code in a kernel-database file: its bundles' code objects, or the whole

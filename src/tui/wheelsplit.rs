@@ -26,15 +26,27 @@ pub fn projection_lines(p: &WheelProjection, prefix: &str, theme: Theme) -> Vec<
         "projected wheels: a guess (zstd keeps 25-40% of code)",
         Style::new().add_modifier(Modifier::BOLD),
     ))];
+    // One name column as wide as the longest name, so the sizes line up (trial 38).
+    let names: Vec<String> = p
+        .devices
+        .iter()
+        .map(|d| dist_name(prefix, &d.key))
+        .collect();
+    let w = names
+        .iter()
+        .map(|n| n.chars().count())
+        .chain([10])
+        .max()
+        .unwrap_or(10);
     l.push(Line::from(format!(
-        "host wheel            {}–{}",
+        "{:<w$} {:>10}–{}",
+        "host wheel",
         size(p.host),
         size(p.host_high)
     )));
-    for d in &p.devices {
+    for (d, name) in p.devices.iter().zip(names) {
         l.push(Line::from(format!(
-            "{:<21} {}–{}  {} ({} raw)",
-            dist_name(prefix, &d.key),
+            "{name:<w$} {:>10}–{:<10} {} ({} raw)",
             size(d.low),
             size(d.high),
             d.targets.join(" "),
