@@ -342,6 +342,47 @@ impl App {
         }
     }
 
+    /// Select the entry at `rel` in the Explorer (its folders opened, the filter
+    /// cleared when it hides it); false when the tree has no such entry.
+    pub(super) fn reveal(&mut self, rel: &str) -> bool {
+        let Some(tree) = &self.tree else { return false };
+        let Some(node) = (1..tree.nodes.len()).find(|&n| tree.path(n) == rel) else {
+            return false;
+        };
+        let mut up = tree.nodes[node].parent;
+        while let Some(p) = up {
+            self.expanded.insert(p);
+            up = tree.nodes[p].parent;
+        }
+        if !self.rows().iter().any(|r| r.node == node) {
+            self.filter.clear();
+        }
+        if let Some(i) = self.rows().iter().position(|r| r.node == node) {
+            self.selected = i;
+            self.side_scroll = 0;
+        }
+        true
+    }
+
+    /// Enter on a kernel: its file in the Explorer (the binary an archive entry
+    /// belongs to, when the tree has it); Esc comes back.
+    fn jump_to_kernel_file(&mut self) {
+        let Some(k) = self.kernel_rows().get(self.kernel_cursor).copied() else {
+            return;
+        };
+        let binary = k
+            .key
+            .as_deref()
+            .map(|key| key.rsplit_once('#').map_or(key, |p| p.0));
+        let (path, binary) = (k.path.clone(), binary.map(str::to_string));
+        let found = binary.as_deref().is_some_and(|b| self.reveal(b)) || self.reveal(&path);
+        if found {
+            self.drill_into(View::Explorer);
+        } else {
+            self.flash = Some(format!("{path} is not in the tree opened"));
+        }
+    }
+
     /// Clear the Explorer's filter, staying on the entry selected (its folders open
     /// so that it shows), not on the first row (trial 30).
     pub(super) fn clear_filter(&mut self) {
@@ -432,6 +473,9 @@ impl App {
                 if k.code == KeyCode::Char('/') {
                     self.filtering = true;
                 }
+                if matches!(k.code, KeyCode::Enter | KeyCode::Char('o')) && self.tree.is_some() {
+                    self.jump_to_kernel_file();
+                }
                 if k.code == KeyCode::Char('a') && self.kernel_entry.is_some() {
                     // The whole archive again, not only the inspector's entry.
                     self.kernel_entry = None;
@@ -473,6 +517,56 @@ impl App {
             }
             KeyCode::Char('s') => self.sort = self.sort.next(),
             KeyCode::Char('S') => self.sort_reverse = !self.sort_reverse,
+            // Every folder open, or all closed (staying on the selected entry's
+            // top folder).
+            KeyCode::Char('+') => {
+                let folders: Vec<usize> = (0..tree.nodes.len())
+                    .filter(|&n| tree.nodes[n].file.is_none())
+                    .collect();
+                self.expanded.extend(folders);
+                if let Some(i) = self.rows().iter().position(|r| r.node == row.node) {
+                    self.selected = i;
+                }
+            }
+            KeyCode::Char('-') => {
+                let mut top = row.node;
+                while let Some(p) = tree.nodes[top].parent.filter(|&p| p != 0) {
+                    top = p;
+                }
+                self.expanded.retain(|&n| n == 0);
+                self.selected = self.rows().iter().position(|r| r.node == top).unwrap_or(0);
+            }
+            // The next (previous) damaged file, its folders opened.
+            KeyCode::Char(c @ ('n' | 'N')) => {
+                let Some(report) = &self.report else { return };
+                let mut damaged: Vec<String> = report
+                    .files
+                    .iter()
+                    .filter(|f| f.is_damaged())
+                    .map(|f| f.path.clone())
+                    .collect();
+                if damaged.is_empty() {
+                    self.flash = Some("no damaged file in this tree".into());
+                    return;
+                }
+                damaged.sort_by(|a, b| kpack::natural::natural_cmp(a, b));
+                let here = tree.path(row.node);
+                let next = if c == 'n' {
+                    damaged
+                        .iter()
+                        .find(|p| kpack::natural::natural_cmp(p, &here).is_gt())
+                        .or(damaged.first())
+                } else {
+                    damaged
+                        .iter()
+                        .rev()
+                        .find(|p| kpack::natural::natural_cmp(p, &here).is_lt())
+                        .or(damaged.last())
+                };
+                if let Some(p) = next.cloned() {
+                    self.reveal(&p);
+                }
+            }
             KeyCode::Char('K') => {
                 let path = tree.path(row.node);
                 self.kernel_entry = None;

@@ -32,6 +32,8 @@ pub(crate) fn help(frame: &mut Frame, app: &App, area: Rect) {
             ("N%", "the device code's share of the entry's size"),
             ("(≈N×)", "a target's compression ratio in a wheel member"),
             ("s, S", "sort: size, name, device share; S reverses"),
+            ("+, -", "open every folder, close them all"),
+            ("n, N", "the next, previous damaged file"),
             (
                 "/",
                 "filter by path, target (gfx942) or class (fat_binary); Esc clears",
@@ -105,6 +107,7 @@ pub(crate) fn help(frame: &mut Frame, app: &App, area: Rect) {
             ),
             ("/", "find kernels by name; Esc clears"),
             ("a", "after K on an archive's entry: the whole archive"),
+            ("Enter, o", "the kernel's file in the Explorer (Esc comes back)"),
             (
                 "Esc, Backspace",
                 "clear the search; else back to where K was pressed",

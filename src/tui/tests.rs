@@ -2544,3 +2544,57 @@ fn a_family_name_filters_by_its_targets() {
         .collect();
     assert_eq!(shown, want);
 }
+
+/// Daily-user features 3 and 8: Enter on a kernel selects its file in the Explorer
+/// and Esc comes back; `+`/`-` open and close every folder; `n` goes to the next
+/// damaged file.
+#[test]
+fn jump_from_a_kernel_open_all_and_next_damaged() {
+    let mut app = scanned();
+    let kr = kpack::kernels::list_kernels(&demo(), &Default::default()).unwrap();
+    app.update(AppEvent::Kernels(String::new(), Box::new(Ok(kr))));
+    key(&mut app, KeyCode::Char('4'));
+    assert_eq!(app.view, View::Kernels);
+    key(&mut app, KeyCode::Down);
+    let want = app.kernel_rows()[app.kernel_cursor].path.clone();
+    key(&mut app, KeyCode::Enter);
+    assert_eq!(app.view, View::Explorer);
+    let tree = app.tree.as_ref().unwrap();
+    assert_eq!(tree.path(app.rows()[app.selected].node), want);
+    key(&mut app, KeyCode::Esc);
+    assert_eq!(app.view, View::Kernels, "Esc comes back");
+
+    key(&mut app, KeyCode::Char('1'));
+    key(&mut app, KeyCode::Char('+'));
+    let tree = app.tree.as_ref().unwrap();
+    let files = tree.nodes.iter().filter(|n| n.file.is_some()).count();
+    let shown = app
+        .rows()
+        .iter()
+        .filter(|r| tree.nodes[r.node].file.is_some())
+        .count();
+    assert_eq!(shown, files, "every file shows with every folder open");
+    key(&mut app, KeyCode::Char('-'));
+    let tree = app.tree.as_ref().unwrap();
+    assert!(
+        app.rows()
+            .iter()
+            .all(|r| tree.nodes[r.node].parent == Some(0))
+    );
+
+    // A damaged file in a closed folder is found.
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("t");
+    std::fs::create_dir_all(root.join("a/b")).unwrap();
+    std::fs::write(root.join("ok.txt"), b"x").unwrap();
+    let fat = std::fs::read(demo().join("lib/libvadd.so.1.0")).unwrap();
+    std::fs::write(root.join("a/b/trunc.so"), &fat[..fat.len() / 2]).unwrap();
+    let r = kpack::scan::scan(&root, &Default::default(), &kpack::event::NoEvents)
+        .map_err(|e| e.to_string());
+    let mut app = App::new(root, None);
+    app.update(AppEvent::ScanDone(Box::new(r)));
+    key(&mut app, KeyCode::Char('-'));
+    key(&mut app, KeyCode::Char('n'));
+    let tree = app.tree.as_ref().unwrap();
+    assert_eq!(tree.path(app.rows()[app.selected].node), "a/b/trunc.so");
+}
