@@ -15,11 +15,16 @@ struct Tmux {
 impl Tmux {
     /// A private tmux server running kpack-tui with `args` in a `w`×`h` pane.
     fn start(name: &str, args: &str, w: u16, h: u16) -> Tmux {
+        Tmux::start_env(name, "", args, (w, h))
+    }
+
+    /// [`Tmux::start`] with `env` (`K=V …`) set for kpack-tui.
+    fn start_env(name: &str, env: &str, args: &str, (w, h): (u16, u16)) -> Tmux {
         let tm = Tmux {
             socket: format!("kpack-e2e-{name}-{}", std::process::id()),
         };
         let cmd = format!(
-            "TERM=xterm-256color {} {args}; sleep 5",
+            "TERM=xterm-256color {env} {} {args}; sleep 5",
             env!("CARGO_BIN_EXE_kpack-tui")
         );
         let (w, h) = (w.to_string(), h.to_string());
@@ -295,4 +300,91 @@ fn y_copies_the_selected_path_through_osc52() {
         }
         tm.keys(&["q"]);
     }
+}
+
+/// `V` hands the terminal to `$PAGER` with what the view shows (here the rewrite
+/// preview) and takes it back when the pager exits: first a pager that copies its
+/// file (what it got), then the real `less` (the keys reach it, not the UI).
+#[test]
+fn v_pages_the_preview_and_the_ui_comes_back() {
+    if tool("tmux").is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = copy_demo(tmp.path());
+    let out = tmp.path().join("paged.txt");
+    let pager = tmp.path().join("pager.sh");
+    std::fs::write(
+        &pager,
+        format!(
+            "#!/bin/sh\ncat \"$1\" > '{}.part' && mv '{0}.part' '{0}'\n",
+            out.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&pager, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let tm = Tmux::start_env(
+        "pager",
+        &format!("PAGER={}", pager.display()),
+        &tree.display().to_string(),
+        (100, 30),
+    );
+    tm.wait_for("entries");
+    tm.keys(&["/"]);
+    tm.type_text("librdc");
+    tm.keys(&["Enter", "Down", "Enter"]);
+    tm.wait_for("rewrite preview");
+    tm.keys(&["V"]);
+    let t = Instant::now();
+    while !out.exists() {
+        assert!(t.elapsed() < Duration::from_secs(20), "the pager never ran");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let paged = std::fs::read_to_string(&out).unwrap();
+    // The text is the plan the CLI prints for the same file and group.
+    // The text is the plan the CLI prints for the same file (its group may differ,
+    // so the marker's size and line too: the input's size and the wrappers match).
+    let cli = kpack(&["preview", tree.join("lib/librdc.so").to_str().unwrap()]);
+    assert!(cli.status.success(), "{}", stderr(&cli));
+    let cli = String::from_utf8_lossy(&cli.stdout);
+    let head = |s: &str| {
+        let first = s.lines().next().unwrap_or("");
+        let sizes = first.split_once(": ").map_or(first, |p| p.1);
+        sizes.split(" -> ").next().unwrap_or("").to_string()
+    };
+    let wrappers = |s: &str| {
+        s.lines()
+            .filter(|l| l.trim_start().starts_with("wrapper "))
+            .count()
+    };
+    assert!(paged.contains("marker: kernel_name"), "{paged}");
+    assert_eq!(head(&paged), head(&cli), "{paged}\n---\n{cli}");
+    assert_eq!(wrappers(&paged), wrappers(&cli));
+    assert!(wrappers(&paged) > 0);
+    // The UI is back and takes keys.
+    tm.wait_for("rewrite preview");
+    tm.keys(&["1"]);
+    tm.wait_for("sort: size");
+    tm.keys(&["q"]);
+    drop(tm);
+
+    if tool("less").is_none() {
+        return;
+    }
+    let tm = Tmux::start_env(
+        "less",
+        "PAGER=less LESS=",
+        &tree.display().to_string(),
+        (100, 30),
+    );
+    tm.wait_for("entries");
+    tm.keys(&["!"]);
+    tm.wait_for("messages:");
+    tm.keys(&["V"]);
+    // less shows the (empty) log's text file; q leaves less, not the UI.
+    tm.wait_for("(END)");
+    tm.keys(&["q"]);
+    tm.wait_for("messages:");
+    tm.keys(&["Escape"]);
+    tm.keys(&["q"]);
 }

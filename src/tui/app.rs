@@ -498,6 +498,8 @@ pub struct App {
     /// What the last key did, said in the footer until the next key (copied,
     /// exported).
     pub flash: Option<String>,
+    /// A pager or editor to hand the terminal to (`V`, `e`), run by the loop.
+    pub external: Option<super::external::External>,
 }
 
 impl App {
@@ -568,6 +570,7 @@ impl App {
             log: Default::default(),
             copy: None,
             flash: None,
+            external: None,
             kernels: None,
             kernels_loading: false,
             kernel_cursor: 0,

@@ -124,6 +124,13 @@ impl App {
         if self.log.open {
             match k.code {
                 KeyCode::Char('y') => self.copy_selected(),
+                KeyCode::Char('V') => {
+                    self.external = self.page().map(|what| super::external::External {
+                        var: "PAGER",
+                        default: "less",
+                        what,
+                    });
+                }
                 KeyCode::Esc | KeyCode::Char('!' | 'q') | KeyCode::Backspace => self.log.toggle(),
                 KeyCode::Down | KeyCode::Char('j') => self.log.scroll_by(1),
                 KeyCode::Up | KeyCode::Char('k') => self.log.scroll_by(-1),
@@ -228,6 +235,16 @@ impl App {
                     self.copy = Some(t.tsv());
                 }
                 None => self.flash = Some("no table in this view to copy".into()),
+            },
+            KeyCode::Char('V') => match self.page() {
+                Some(what) => {
+                    self.external = Some(super::external::External {
+                        var: "PAGER",
+                        default: "less",
+                        what,
+                    });
+                }
+                None => self.flash = Some("nothing here to page".into()),
             },
             KeyCode::Char('E') => match self.table() {
                 Some(t) => {
@@ -514,6 +531,20 @@ impl App {
         match k.code {
             KeyCode::Char('/') => {
                 self.filtering = true;
+            }
+            // $EDITOR on a text file of the tree (the user's choice to change it).
+            KeyCode::Char('e') => {
+                let rel = tree.path(row.node);
+                match self.editable(&rel) {
+                    Some(p) => {
+                        self.external = Some(super::external::External {
+                            var: "EDITOR",
+                            default: "vi",
+                            what: super::external::Open::File(p),
+                        });
+                    }
+                    None => self.flash = Some(format!("{rel}: not a text file to edit")),
+                }
             }
             KeyCode::Char('s') => self.sort = self.sort.next(),
             KeyCode::Char('S') => self.sort_reverse = !self.sort_reverse,

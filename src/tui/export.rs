@@ -217,6 +217,45 @@ impl App {
     }
 }
 
+impl App {
+    /// What `V` shows in `$PAGER`: the message log when open, the preview, a text
+    /// file selected in the Explorer (else its detail), the view's table.
+    pub fn page(&self) -> Option<super::external::Open> {
+        use super::external::Open;
+        if self.log.open {
+            return self.selected_text().map(|(t, _)| Open::Text(t));
+        }
+        match self.view {
+            View::Preview => Some(Open::Text(super::previewview::preview_text(self))),
+            View::Explorer => {
+                let (tree, report) = (self.tree.as_ref()?, self.report.as_ref()?);
+                let row = self.rows().get(self.selected).copied()?;
+                let f = &report.files[tree.nodes[row.node].file?];
+                if let Some(p) = self.editable(&f.path) {
+                    return Some(Open::File(p));
+                }
+                let lines = super::detail::file_detail(f, super::widgets::Theme { color: false });
+                Some(Open::Text(
+                    lines.iter().map(|l| format!("{l}\n")).collect::<String>(),
+                ))
+            }
+            _ => self.table().map(|t| Open::Text(t.tsv())),
+        }
+    }
+
+    /// The file at `rel` when it is a plain file of a tree on disk with no device
+    /// code (a text file a pager or an editor can open), else `None`.
+    pub fn editable(&self, rel: &str) -> Option<std::path::PathBuf> {
+        let report = self.report.as_ref()?;
+        let f = report.files.iter().find(|f| f.path == rel)?;
+        let plain = matches!(
+            f.kind,
+            kpack::scan::FileKind::Opaque | kpack::scan::FileKind::Other
+        );
+        (plain && !self.root_is_file).then(|| self.root.join(kpack::relpath::to_path(rel)))
+    }
+}
+
 /// `s` as one shell word (quoted when it holds anything but safe characters).
 fn shell_word(s: &str) -> String {
     if !s.is_empty()

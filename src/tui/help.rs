@@ -122,6 +122,10 @@ pub(crate) fn help(frame: &mut Frame, app: &App, area: Rect) {
         ("!", "the session's messages, whole"),
         ("y, Y", "copy the selected item, the table (TSV)"),
         ("E", "export the table to ./kpack-<view>.csv"),
+        (
+            "V",
+            "$PAGER on what the view shows (e: $EDITOR on a text file)",
+        ),
         ("?", "this help (any key closes)"),
         ("q, Ctrl-C", "quit"),
     ]);

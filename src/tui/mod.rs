@@ -9,6 +9,7 @@ pub mod detail;
 pub mod diffview;
 mod explorerview;
 pub mod export;
+pub mod external;
 mod familiesview;
 pub mod help;
 pub mod inspector;
@@ -445,8 +446,12 @@ pub fn run_titled(
         });
     }
     let tx_in = tx.clone();
+    let gate = std::sync::Arc::new(external::InputGate::default());
+    let reader_gate = gate.clone();
     std::thread::spawn(move || {
         loop {
+            // Stopped while a pager or an editor has the terminal.
+            reader_gate.wait_open();
             let ev = match event::poll(Duration::from_millis(250)) {
                 Ok(true) => match event::read() {
                     Ok(Event::Key(k)) if k.kind == KeyEventKind::Press => AppEvent::Key(k),
@@ -473,6 +478,14 @@ pub fn run_titled(
             // Drain what queued up meanwhile: one frame per batch.
             while let Ok(ev) = rx.try_recv() {
                 app.update(ev);
+            }
+            if let Some(ext) = app.external.take() {
+                let r = hand_over(terminal, &gate, &ext);
+                if let Err(e) = &r {
+                    app.log.push(messages::Level::Error, ext.var, e);
+                }
+                app.flash = r.err();
+                terminal.draw(|f| ui::draw(f, &app, theme))?;
             }
             // OSC 52: the terminal (or tmux, or the ssh client's terminal) puts it on
             // the clipboard.
@@ -516,8 +529,30 @@ pub fn run_titled(
     })
 }
 
-/// Open the timeline on a trace file; with `follow`, keep reading what a running
-/// build appends. The file is read on a background thread.
+/// Give the terminal to a pager or an editor until it exits: the input thread stops
+/// reading first, the screen and raw mode are restored, then set up again.
+fn hand_over(
+    terminal: &mut ratatui::DefaultTerminal,
+    gate: &external::InputGate,
+    ext: &external::External,
+) -> std::result::Result<(), String> {
+    gate.pause();
+    let _ = ratatui::crossterm::execute!(
+        std::io::stdout(),
+        ratatui::crossterm::event::DisableMouseCapture
+    );
+    ratatui::restore();
+    let r = external::run(ext);
+    *terminal = ratatui::init();
+    let _ = ratatui::crossterm::execute!(
+        std::io::stdout(),
+        ratatui::crossterm::event::EnableMouseCapture
+    );
+    let _ = terminal.clear();
+    gate.resume();
+    r
+}
+
 /// Run `body` on the terminal in raw mode with mouse capture; the terminal is restored
 /// whatever `body` returns.
 fn with_terminal(body: impl FnOnce(&mut ratatui::DefaultTerminal) -> Result<()>) -> Result<()> {

@@ -8,19 +8,7 @@ use ratatui::text::Line;
 use ratatui::widgets::Block;
 
 pub(crate) fn preview(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
-    let text = match &app.preview {
-        None => "Select a fat binary in the explorer and press Enter or p.".to_string(),
-        Some((path, Err(e))) => format!("{path}: {e}"),
-        Some((path, Ok(plan))) => {
-            let mut buf = Vec::new();
-            let path = std::path::Path::new(path);
-            let _ = match plan {
-                kpack::fatbin::Plan::Elf(p) => crate::text::rewrite_plan(&mut buf, path, p),
-                kpack::fatbin::Plan::Pe(p) => crate::text::pe_rewrite_plan(&mut buf, path, p),
-            };
-            String::from_utf8_lossy(&buf).into_owned()
-        }
-    };
+    let text = preview_text(app);
     let lines: Vec<Line<'static>> = text.lines().map(|l| Line::from(l.to_string())).collect();
     side_pane(
         frame,
@@ -33,4 +21,21 @@ pub(crate) fn preview(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         area,
         theme,
     );
+}
+
+/// The preview as text (what the pane shows, and what `V` pages).
+pub(crate) fn preview_text(app: &App) -> String {
+    match &app.preview {
+        None => "Select a fat binary in the explorer and press Enter or p.".to_string(),
+        Some((path, Err(e))) => format!("{path}: {e}"),
+        Some((path, Ok(plan))) => {
+            let mut buf = Vec::new();
+            let path = std::path::Path::new(path);
+            let _ = match plan {
+                kpack::fatbin::Plan::Elf(p) => crate::text::rewrite_plan(&mut buf, path, p),
+                kpack::fatbin::Plan::Pe(p) => crate::text::pe_rewrite_plan(&mut buf, path, p),
+            };
+            String::from_utf8_lossy(&buf).into_owned()
+        }
+    }
 }

@@ -2598,3 +2598,34 @@ fn jump_from_a_kernel_open_all_and_next_damaged() {
     let tree = app.tree.as_ref().unwrap();
     assert_eq!(tree.path(app.rows()[app.selected].node), "a/b/trunc.so");
 }
+
+/// `V` pages what the view shows; `e` edits only plain files of a tree on disk.
+#[test]
+fn pager_and_editor_get_what_is_shown() {
+    use super::external::Open;
+    let mut app = scanned();
+    select(&mut app, "librdc.so");
+    // A binary: its detail as text, never the binary itself.
+    let Some(Open::Text(t)) = app.page() else {
+        panic!("no text")
+    };
+    assert!(t.starts_with("lib/librdc.so"), "{t}");
+    key(&mut app, KeyCode::Char('e'));
+    assert!(app.external.is_none());
+    assert!(app.flash.as_deref().unwrap().contains("not a text file"));
+    // A plain file: itself, for both.
+    assert!(app.reveal("include/vadd.h"));
+    assert_eq!(
+        app.page(),
+        Some(Open::File(PathBuf::from("assets/demo/include/vadd.h")))
+    );
+    key(&mut app, KeyCode::Char('e'));
+    let ext = app.external.take().expect("the editor asked for");
+    assert_eq!(ext.var, "EDITOR");
+    // The message log when it is open.
+    key(&mut app, KeyCode::Char('!'));
+    key(&mut app, KeyCode::Char('V'));
+    let ext = app.external.take().expect("the pager asked for");
+    assert_eq!(ext.var, "PAGER");
+    assert!(matches!(ext.what, Open::Text(_)));
+}
