@@ -599,6 +599,8 @@ pub fn run_diff(report: kpack::diff::DiffReport) -> Result<()> {
     })
 }
 
+/// Open the timeline on a trace file; with `follow`, keep reading what a running
+/// build appends. The file is read on a background thread.
 pub fn run_timeline(path: PathBuf, follow: bool) -> Result<()> {
     use timeline::{Timeline, TimelineEvent};
     let (tx, rx) = channel::<TimelineEvent>();
