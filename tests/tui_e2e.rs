@@ -23,8 +23,15 @@ impl Tmux {
         let tm = Tmux {
             socket: format!("kpack-e2e-{name}-{}", std::process::id()),
         };
+        // Nothing is remembered between runs unless the test asks (the user's state
+        // file is never touched).
+        let state = if env.contains("KPACK_TUI_STATE=") {
+            ""
+        } else {
+            "KPACK_TUI_STATE=off"
+        };
         let cmd = format!(
-            "TERM=xterm-256color {env} {} {args}; sleep 5",
+            "TERM=xterm-256color {state} {env} {} {args}; sleep 5",
             env!("CARGO_BIN_EXE_kpack-tui")
         );
         let (w, h) = (w.to_string(), h.to_string());
@@ -386,5 +393,47 @@ fn v_pages_the_preview_and_the_ui_comes_back() {
     tm.keys(&["q"]);
     tm.wait_for("messages:");
     tm.keys(&["Escape"]);
+    tm.keys(&["q"]);
+}
+
+/// Daily-user feature 9: a tree opens again as it was left (view, order, filter,
+/// selection), from the state file; `KPACK_TUI_STATE=off` keeps nothing.
+#[test]
+fn a_tree_opens_again_as_it_was_left() {
+    if tool("tmux").is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = copy_demo(tmp.path());
+    let state = tmp.path().join("state/state.json");
+    let env = format!("KPACK_TUI_STATE={}", state.display());
+    let tm = Tmux::start_env("state1", &env, &tree.display().to_string(), (100, 30));
+    tm.wait_for("sort: size, largest first");
+    tm.keys(&["s", "/"]);
+    tm.type_text("rdc");
+    tm.keys(&["Enter", "Down"]);
+    tm.wait_for("sort: name, A→Z · filter \"rdc\"");
+    tm.keys(&["q"]);
+    let t = Instant::now();
+    while !state.exists() {
+        assert!(t.elapsed() < Duration::from_secs(20), "no state written");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(tm);
+    let tm = Tmux::start_env("state2", &env, &tree.display().to_string(), (100, 30));
+    let s = tm.wait_for("sort: name, A→Z · filter \"rdc\"");
+    assert!(s.contains("librdc.so"), "{s}");
+    tm.keys(&["y"]);
+    tm.wait_for("copied the path");
+    tm.keys(&["q"]);
+    drop(tm);
+    // Off: the defaults, and the file is not read.
+    let tm = Tmux::start_env(
+        "state3",
+        "KPACK_TUI_STATE=off",
+        &tree.display().to_string(),
+        (100, 30),
+    );
+    tm.wait_for("sort: size, largest first");
     tm.keys(&["q"]);
 }

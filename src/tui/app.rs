@@ -500,6 +500,8 @@ pub struct App {
     pub flash: Option<String>,
     /// A pager or editor to hand the terminal to (`V`, `e`), run by the loop.
     pub external: Option<super::external::External>,
+    /// What an earlier run remembered of this path, put back when the scan is done.
+    pub pending_restore: Option<super::state::Remembered>,
 }
 
 impl App {
@@ -571,6 +573,7 @@ impl App {
             copy: None,
             flash: None,
             external: None,
+            pending_restore: None,
             kernels: None,
             kernels_loading: false,
             kernel_cursor: 0,
@@ -844,6 +847,9 @@ impl App {
                     let tree = Tree::build(&report);
                     self.show(report, tree);
                     self.partial = false;
+                    if let Some(r) = self.pending_restore.take() {
+                        self.restore(&r);
+                    }
                 }
                 Err(e) => {
                     self.log.push(Level::Error, "scan", &e);

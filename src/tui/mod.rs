@@ -17,6 +17,7 @@ pub mod kernelsview;
 pub mod messages;
 pub mod packview;
 mod previewview;
+pub mod state;
 pub mod textedit;
 pub mod timeline;
 pub mod timeline_find;
@@ -380,6 +381,10 @@ pub fn run_titled(
         None => App::new(path.clone(), None),
     };
     app.title = title;
+    let state_file = state::file();
+    if !is_archive {
+        app.pending_restore = state_file.as_ref().and_then(|f| state::load(f, &path));
+    }
     if !is_archive {
         let tx2 = tx.clone();
         let p = path.clone();
@@ -526,7 +531,13 @@ pub fn run_titled(
             }
         }
         Ok(())
-    })
+    })?;
+    // Remembered for the next run of this path (a failure to write is not the
+    // run's failure: the state is a convenience).
+    if let (Some(f), Some(r), false) = (&state_file, app.remembered(), is_archive) {
+        let _ = state::save(f, &path, r);
+    }
+    Ok(())
 }
 
 /// Give the terminal to a pager or an editor until it exits: the input thread stops
