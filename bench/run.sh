@@ -369,7 +369,7 @@ for i in range(100000):
     os.makedirs(d, exist_ok=True)
     open(f"{d}/f{i:06d}" + (".so" if i % 100 == 0 else ".txt"), "wb").write(fat if i % 100 == 0 else b"x" * 64)
 PY
-  python3 "$root/bench/tui_startup.py" "$kp" "$t100k" "$RUNS" >> "$results.new"
+  KPACK_TUI_STATE=off python3 "$root/bench/tui_startup.py" "$kp" "$t100k" "$RUNS" >> "$results.new"
 fi
 
 if want phc; then

@@ -13,6 +13,8 @@ done
 cd "$root"
 cargo build --release --quiet --bins --examples
 kp=$root/target/release/kpack-tui
+# Fresh runs: nothing remembered from an earlier run changes the screens.
+export KPACK_TUI_STATE=off
 work=$(mktemp -d)
 sock=kpack-shots-$$
 trap 'tmux -L "$sock" kill-server 2>/dev/null || true; rm -rf "$work"' EXIT

@@ -534,7 +534,9 @@ pub fn run_titled(
     })?;
     // Remembered for the next run of this path (a failure to write is not the
     // run's failure: the state is a convenience).
-    if let (Some(f), Some(r), false) = (&state_file, app.remembered(), is_archive) {
+    // The demo's tree is a temporary copy: nothing to come back to.
+    let demo = app.title.is_some();
+    if let (Some(f), Some(r), false) = (&state_file, app.remembered(), is_archive || demo) {
         let _ = state::save(f, &path, r);
     }
     Ok(())
