@@ -117,6 +117,19 @@ fn explore_preview_pack_and_quit_in_a_real_terminal() {
     tm.keys(&["Enter"]);
     let s = tm.wait_for("pack done");
     assert!(s.contains("verify: sound"), "{s}");
+    // o: the output in a kpack-tui of its own (its tab bar names it, its binaries
+    // are host-only); q there comes back to the result.
+    tm.keys(&["o"]);
+    // The Explorer's status line is on no pack screen: the new UI is up.
+    let s = tm.wait_for("sort: size");
+    let top = s.lines().next().unwrap_or("");
+    assert!(
+        top.contains("tree-packed-tui") && !top.contains("Pack"),
+        "{s}"
+    );
+    assert!(s.contains("H vadd_app"), "host-only in the output:\n{s}");
+    tm.keys(&["q"]);
+    tm.wait_for("pack done");
     tm.keys(&["q"]);
     let o = kpack(&["verify", out.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stdout(&o));

@@ -94,9 +94,9 @@ pub enum Request {
     Layout(String),
     /// List the kernels under this relative path (`""`: the whole tree).
     Kernels(String),
-    /// Extract kernels of the open archive: one (key, arch), or all with `None`, into
-    /// the directory given.
-    Extract(ArchiveAt, Option<(String, String)>, PathBuf),
+    /// Extract kernels of the open archive: these (key, arch), or all with `None`,
+    /// into the directory given.
+    Extract(ArchiveAt, Option<Vec<(String, String)>>, PathBuf),
     /// Verify the open archive.
     VerifyArchive(ArchiveAt),
     /// Open the archive at this relative path of the tree in the inspector.
@@ -117,7 +117,7 @@ pub enum Request {
 
 /// The inspector's extract prompt: one (key, arch) or all, the destination being
 /// typed, the cursor in it.
-pub type ExtractPrompt = (Option<(String, String)>, String, usize);
+pub type ExtractPrompt = (Option<Vec<(String, String)>>, String, usize);
 
 /// Where the last frame put things, for the mouse and for scroll limits (written by
 /// the drawing code, which only reads the app otherwise).
@@ -444,6 +444,8 @@ pub struct App {
     pub extract_prompt: Option<ExtractPrompt>,
     /// Row selected in the inspector.
     pub archive_cursor: usize,
+    /// Rows marked in the inspector (Space): what `x` extracts when any is.
+    pub archive_marks: std::collections::BTreeSet<usize>,
     /// Preview result, for the path it was computed for.
     pub preview: Option<(String, Result<kpack::fatbin::Plan, String>)>,
     /// Preview scroll.
@@ -553,6 +555,7 @@ impl App {
             extract_prompt: None,
             archive: archive.map(natural_order),
             archive_cursor: 0,
+            archive_marks: Default::default(),
             preview: None,
             requests: Vec::new(),
             quit: false,
@@ -912,6 +915,7 @@ impl App {
                             ArchiveAt::File(self.root.join(kpack::relpath::to_path(&rel)))
                         });
                     self.archive_cursor = 0;
+                    self.archive_marks.clear();
                     self.archive_status = None;
                     if !self.views.contains(&View::Inspector) {
                         self.views.push(View::Inspector);

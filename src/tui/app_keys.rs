@@ -127,7 +127,7 @@ impl App {
                 KeyCode::Char('V') => {
                     self.external = self.page().map(|what| super::external::External {
                         var: "PAGER",
-                        default: "less",
+                        default: "less".into(),
                         what,
                     });
                 }
@@ -240,7 +240,7 @@ impl App {
                 Some(what) => {
                     self.external = Some(super::external::External {
                         var: "PAGER",
-                        default: "less",
+                        default: "less".into(),
                         what,
                     });
                 }
@@ -288,13 +288,17 @@ impl App {
                 let (Some(a), Some(at)) = (&self.archive, &self.archive_at) else {
                     return;
                 };
-                let which = if c == 'x' {
-                    let Some(k) = a.kernels.get(self.archive_cursor) else {
+                // x: the marked rows, else the selected one; X: everything.
+                let entry = |i: &usize| a.kernels.get(*i).map(|k| (k.key.clone(), k.arch.clone()));
+                let which = if c == 'X' {
+                    None
+                } else if self.archive_marks.is_empty() {
+                    let Some(e) = entry(&self.archive_cursor) else {
                         return;
                     };
-                    Some((k.key.clone(), k.arch.clone()))
+                    Some(vec![e])
                 } else {
-                    None
+                    Some(self.archive_marks.iter().filter_map(entry).collect())
                 };
                 // Ask where: by default beside the current directory, not inside the
                 // install tree the archive came from.
@@ -302,6 +306,17 @@ impl App {
                 let cursor = dest.chars().count();
                 self.extract_prompt = Some((which, dest, cursor));
             }
+            // Space marks the row (and moves on), as in yazi; u clears the marks.
+            KeyCode::Char(' ') if self.view == View::Inspector => {
+                let n = self.archive.as_ref().map_or(0, |a| a.kernels.len());
+                if self.archive_cursor < n {
+                    if !self.archive_marks.remove(&self.archive_cursor) {
+                        self.archive_marks.insert(self.archive_cursor);
+                    }
+                    self.move_list(1);
+                }
+            }
+            KeyCode::Char('u') if self.view == View::Inspector => self.archive_marks.clear(),
             KeyCode::Char('v') if self.view == View::Inspector => {
                 if let Some(at) = &self.archive_at {
                     self.archive_status = Some("verifying…".into());
@@ -539,7 +554,7 @@ impl App {
                     Some(p) => {
                         self.external = Some(super::external::External {
                             var: "EDITOR",
-                            default: "vi",
+                            default: "vi".into(),
                             what: super::external::Open::File(p),
                         });
                     }

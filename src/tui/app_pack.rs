@@ -245,6 +245,19 @@ impl App {
                 if k.code == KeyCode::Esc {
                     self.view = View::Families;
                 }
+                // o: the output in a kpack-tui of its own; q there comes back here.
+                if k.code == KeyCode::Char('o')
+                    && let Some(out) = self.last_pack.as_ref().map(|s| s.output.clone())
+                {
+                    self.external =
+                        std::env::current_exe()
+                            .ok()
+                            .map(|exe| super::external::External {
+                                var: "",
+                                default: super::external::shell_quote(&exe.display().to_string()),
+                                what: super::external::Open::File(std::path::PathBuf::from(out)),
+                            });
+                }
             }
         }
     }

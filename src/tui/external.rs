@@ -10,8 +10,9 @@ use std::sync::{Condvar, Mutex};
 pub struct External {
     /// The environment variable naming the program (`PAGER`, `EDITOR`).
     pub var: &'static str,
-    /// The program when the variable is unset or empty.
-    pub default: &'static str,
+    /// The program when the variable is unset or empty (or not named), as a shell
+    /// word.
+    pub default: String,
     /// What to open.
     pub what: Open,
 }
@@ -62,13 +63,19 @@ impl InputGate {
     }
 }
 
+/// `s` as one word for `sh` (single-quoted).
+pub fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
 /// Run the program on what to open, in the foreground, and wait for it. The
 /// program is run by `sh` so that `PAGER="less -R"` works as in a shell.
 pub fn run(e: &External) -> Result<(), String> {
-    let program = std::env::var(e.var)
-        .ok()
+    let program = (!e.var.is_empty())
+        .then(|| std::env::var(e.var).ok())
+        .flatten()
         .filter(|v| !v.trim().is_empty())
-        .unwrap_or_else(|| e.default.to_string());
+        .unwrap_or_else(|| e.default.clone());
     // Text goes to a temporary file that lives until the program exits.
     let mut _keep = None;
     let path = match &e.what {
@@ -92,10 +99,10 @@ pub fn run(e: &External) -> Result<(), String> {
         .arg("sh")
         .arg(&path)
         .status()
-        .map_err(|err| format!("{} ({program}): {err}", e.var))?;
+        .map_err(|err| format!("{program}: {err}"))?;
     if status.success() {
         Ok(())
     } else {
-        Err(format!("{} ({program}) exited with {status}", e.var))
+        Err(format!("{program} exited with {status}"))
     }
 }

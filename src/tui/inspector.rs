@@ -54,7 +54,7 @@ pub(crate) fn inspector(frame: &mut Frame, app: &App, area: Rect, theme: Theme) 
     frame.render_widget(Block::bordered(), outer);
     // A table with headers: the key column takes what the others leave, long keys
     // are cut in the middle (their start and file name stay).
-    let fixed = 16 + 11 + 11 + 8 + 4;
+    let fixed = 2 + 16 + 11 + 11 + 8 + 4;
     let key_w = (list.width as usize).saturating_sub(fixed).max(12);
     let h = (list.height as usize).saturating_sub(1);
     let start = app.archive_cursor.saturating_sub(h.saturating_sub(1));
@@ -67,7 +67,7 @@ pub(crate) fn inspector(frame: &mut Frame, app: &App, area: Rect, theme: Theme) 
     app.drawn.list_first.set(start);
     let mut lines = vec![Line::from(Span::styled(
         format!(
-            "{:<key_w$} {:<16} {:>11} {:>11} {:>7}",
+            "  {:<key_w$} {:<16} {:>11} {:>11} {:>7}",
             "key (binary#TU)", "target", "raw", "stored", "ratio"
         ),
         Style::new().add_modifier(Modifier::BOLD),
@@ -81,17 +81,26 @@ pub(crate) fn inspector(frame: &mut Frame, app: &App, area: Rect, theme: Theme) 
             String::new()
         };
         last_key = &k.key;
-        let mut line = Line::from(match &k.alias_of {
-            // A TOC alias: the frame of another target of the key, listed again.
-            Some(of) => format!("{key:<key_w$} {:<16} = {of} (the same frame)", k.arch),
-            None => format!(
-                "{key:<key_w$} {:<16} {:>11} {:>11} {:>6.2}×",
-                k.arch,
-                size(k.size),
-                size(k.compressed_size),
-                k.size as f64 / k.compressed_size.max(1) as f64
-            ),
-        });
+        // Marked rows (Space) carry a `*`: what `x` extracts.
+        let mark = if app.archive_marks.contains(&i) {
+            "* "
+        } else {
+            "  "
+        };
+        let mut line = Line::from(
+            mark.to_string()
+                + &match &k.alias_of {
+                    // A TOC alias: the frame of another target of the key, listed again.
+                    Some(of) => format!("{key:<key_w$} {:<16} = {of} (the same frame)", k.arch),
+                    None => format!(
+                        "{key:<key_w$} {:<16} {:>11} {:>11} {:>6.2}×",
+                        k.arch,
+                        size(k.size),
+                        size(k.compressed_size),
+                        k.size as f64 / k.compressed_size.max(1) as f64
+                    ),
+                },
+        );
         if i == app.archive_cursor {
             line = line.style(theme.selected());
         }
@@ -99,8 +108,9 @@ pub(crate) fn inspector(frame: &mut Frame, app: &App, area: Rect, theme: Theme) 
     }
     frame.render_widget(Paragraph::new(lines), list);
     if let Some((which, dest, cursor)) = &app.extract_prompt {
-        let what = match which {
-            Some((key, arch)) => format!("Extract {key} @ {arch} into"),
+        let what = match which.as_deref() {
+            Some([(key, arch)]) => format!("Extract {key} @ {arch} into"),
+            Some(marked) => format!("Extract the {} marked code objects into", marked.len()),
             None => format!("Extract all {} code objects into", a.kernels.len()),
         };
         let body = vec![

@@ -273,9 +273,9 @@ fn start(req: Request, root: &Path, tx: &Sender<AppEvent>, cancel: &kpack::event
                     .open()
                     .and_then(|a| {
                         a.extract_to(&dest, |k| {
-                            which
-                                .as_ref()
-                                .is_none_or(|(key, arch)| k.key == *key && k.arch == *arch)
+                            which.as_ref().is_none_or(|w| {
+                                w.iter().any(|(key, arch)| k.key == *key && k.arch == *arch)
+                            })
                         })
                     })
                     .map(|n| format!("extracted {n} code object(s) to {}", dest.display()))

@@ -364,7 +364,11 @@ fn inspector_extract_and_verify_requests() {
     assert_eq!(
         app.requests,
         vec![
-            Request::Extract(at.clone(), Some(first.clone()), PathBuf::from("out-1")),
+            Request::Extract(
+                at.clone(),
+                Some(vec![first.clone()]),
+                PathBuf::from("out-1")
+            ),
             Request::Extract(at.clone(), None, PathBuf::from("zstd.kpack.extracted")),
             Request::VerifyArchive(at)
         ]
@@ -2628,4 +2632,66 @@ fn pager_and_editor_get_what_is_shown() {
     let ext = app.external.take().expect("the pager asked for");
     assert_eq!(ext.var, "PAGER");
     assert!(matches!(ext.what, Open::Text(_)));
+}
+
+/// Feature 11: Space marks inspector rows; `x` extracts exactly the marked code
+/// objects (through the same background work as a run), `u` clears the marks.
+#[test]
+fn marked_rows_are_what_x_extracts() {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/kpack/zstd.kpack");
+    let a = kpack::kpack::Archive::open(&p).unwrap();
+    let mut app = App::new(p.clone(), Some(a.index.clone()));
+    key(&mut app, KeyCode::Char(' ')); // row 0, then on to row 1
+    key(&mut app, KeyCode::Down); // row 2
+    key(&mut app, KeyCode::Char(' '));
+    let screen = format!("{}", render(&app, 100, 24).backend());
+    assert_eq!(screen.matches("* ").count(), 2, "{screen}");
+    let want: Vec<(String, String)> = [0, 2]
+        .iter()
+        .map(|&i| {
+            (
+                app.archive.as_ref().unwrap().kernels[i].key.clone(),
+                app.archive.as_ref().unwrap().kernels[i].arch.clone(),
+            )
+        })
+        .collect();
+    key(&mut app, KeyCode::Char('x'));
+    let screen = format!("{}", render(&app, 100, 24).backend());
+    assert!(
+        screen.contains("Extract the 2 marked code objects"),
+        "{screen}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dir.path().join("out");
+    app.extract_prompt.as_mut().unwrap().1 = dest.display().to_string();
+    key(&mut app, KeyCode::Enter);
+    let req = app.requests.pop().expect("an extract");
+    let super::app::Request::Extract(_, Some(which), _) = &req else {
+        panic!("{req:?}")
+    };
+    assert_eq!(which, &want);
+    let (tx, rx) = std::sync::mpsc::channel();
+    super::start(req, &p, &tx, &kpack::event::CancelToken::new());
+    let ev = rx.recv_timeout(std::time::Duration::from_secs(60)).unwrap();
+    let super::app::AppEvent::ArchiveDone(Ok(msg)) = ev else {
+        panic!("{ev:?}")
+    };
+    assert!(msg.starts_with("extracted 2 code object(s)"), "{msg}");
+    let files = walk(&dest);
+    assert_eq!(files.len(), 2, "{files:?}");
+    key(&mut app, KeyCode::Char('u'));
+    assert!(app.archive_marks.is_empty());
+}
+
+fn walk(d: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(d).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
 }

@@ -188,6 +188,9 @@ fn status(app: &App) -> String {
             Some(super::app::PackState::Replace(_)) => {
                 "y replace · n or Esc back to the dialog".to_string()
             }
+            Some(super::app::PackState::Done(_) | super::app::PackState::WheelDone(_)) => {
+                "o open the output in kpack-tui · Esc back".to_string()
+            }
             _ => "Esc back".to_string(),
         },
     };
