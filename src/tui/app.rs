@@ -504,6 +504,12 @@ pub struct App {
     pub external: Option<super::external::External>,
     /// What an earlier run remembered of this path, put back when the scan is done.
     pub pending_restore: Option<super::state::Remembered>,
+    /// The `z` prompt's letters, while it is open.
+    pub jump: Option<String>,
+    /// Places the Explorer jumped from (`[` goes back), and back from (`]`).
+    pub jumps_back: Vec<String>,
+    /// See `jumps_back`.
+    pub jumps_forward: Vec<String>,
 }
 
 impl App {
@@ -577,6 +583,9 @@ impl App {
             flash: None,
             external: None,
             pending_restore: None,
+            jump: None,
+            jumps_back: Vec::new(),
+            jumps_forward: Vec::new(),
             kernels: None,
             kernels_loading: false,
             kernel_cursor: 0,

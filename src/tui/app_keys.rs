@@ -162,6 +162,27 @@ impl App {
             }
             return;
         }
+        if let Some(pattern) = &mut self.jump {
+            match k.code {
+                KeyCode::Enter => {
+                    let target = self.jump_target();
+                    self.jump = None;
+                    match target {
+                        Some(t) => {
+                            self.jump_to(&t);
+                        }
+                        None => self.flash = Some("no path matches".into()),
+                    }
+                }
+                KeyCode::Esc => self.jump = None,
+                KeyCode::Backspace => {
+                    pattern.pop();
+                }
+                KeyCode::Char(c) => pattern.push(c),
+                _ => {}
+            }
+            return;
+        }
         if self.filtering {
             let filter = if self.view == View::Kernels {
                 &mut self.kernel_filter
@@ -407,7 +428,7 @@ impl App {
             .as_deref()
             .map(|key| key.rsplit_once('#').map_or(key, |p| p.0));
         let (path, binary) = (k.path.clone(), binary.map(str::to_string));
-        let found = binary.as_deref().is_some_and(|b| self.reveal(b)) || self.reveal(&path);
+        let found = binary.as_deref().is_some_and(|b| self.jump_to(b)) || self.jump_to(&path);
         if found {
             self.drill_into(View::Explorer);
         } else {
@@ -547,6 +568,9 @@ impl App {
             KeyCode::Char('/') => {
                 self.filtering = true;
             }
+            KeyCode::Char('z') => self.jump = Some(String::new()),
+            KeyCode::Char('[') => self.walk_jumps(true),
+            KeyCode::Char(']') => self.walk_jumps(false),
             // $EDITOR on a text file of the tree (the user's choice to change it).
             KeyCode::Char('e') => {
                 let rel = tree.path(row.node);
@@ -610,7 +634,7 @@ impl App {
                         .or(damaged.last())
                 };
                 if let Some(p) = next.cloned() {
-                    self.reveal(&p);
+                    self.jump_to(&p);
                 }
             }
             KeyCode::Char('K') => {

@@ -34,6 +34,8 @@ pub(crate) fn help(frame: &mut Frame, app: &App, area: Rect) {
             ("s, S", "sort: size, name, device share; S reverses"),
             ("+, -", "open every folder, close them all"),
             ("n, N", "the next, previous damaged file"),
+            ("z", "jump to a path by a few of its letters, in order"),
+            ("[, ]", "back, forward through the places jumped from"),
             (
                 "/",
                 "filter by path, target (gfx942) or class (fat_binary); Esc clears",

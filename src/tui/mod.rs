@@ -13,6 +13,7 @@ pub mod external;
 mod familiesview;
 pub mod help;
 pub mod inspector;
+pub mod jump;
 pub mod kernelsview;
 pub mod messages;
 pub mod packview;

@@ -2695,3 +2695,58 @@ fn walk(d: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// Feature 8 and 3: `z` jumps to the best match of a few letters (the footer shows
+/// where it would go), `[` and `]` walk back and forth through the places jumped
+/// from.
+#[test]
+fn z_jumps_by_letters_and_brackets_walk_the_jumps() {
+    let mut app = scanned();
+    let name = |app: &App| {
+        let tree = app.tree.as_ref().unwrap();
+        tree.path(app.rows()[app.selected].node)
+    };
+    let start = name(&app);
+    key(&mut app, KeyCode::Char('z'));
+    for c in "k900hs".chars() {
+        key(&mut app, KeyCode::Char(c));
+    }
+    let screen = format!("{}", render(&app, 160, 24).backend());
+    assert!(
+        screen.contains("→ lib/rocblas/library/Kernels.so-000-gfx900.hsaco"),
+        "{screen}"
+    );
+    key(&mut app, KeyCode::Enter);
+    assert_eq!(
+        name(&app),
+        "lib/rocblas/library/Kernels.so-000-gfx900.hsaco"
+    );
+    key(&mut app, KeyCode::Char('z'));
+    for c in "readme".chars() {
+        key(&mut app, KeyCode::Char(c));
+    }
+    key(&mut app, KeyCode::Enter);
+    assert_eq!(name(&app), "share/doc/demo/README.txt");
+    key(&mut app, KeyCode::Char('['));
+    assert_eq!(
+        name(&app),
+        "lib/rocblas/library/Kernels.so-000-gfx900.hsaco"
+    );
+    key(&mut app, KeyCode::Char('['));
+    assert_eq!(name(&app), start);
+    key(&mut app, KeyCode::Char(']'));
+    assert_eq!(
+        name(&app),
+        "lib/rocblas/library/Kernels.so-000-gfx900.hsaco"
+    );
+    key(&mut app, KeyCode::Char(']'));
+    assert_eq!(name(&app), "share/doc/demo/README.txt");
+    key(&mut app, KeyCode::Char(']'));
+    assert_eq!(app.flash.as_deref(), Some("no later place"));
+    // No match: said, the selection stays.
+    key(&mut app, KeyCode::Char('z'));
+    key(&mut app, KeyCode::Char('#'));
+    key(&mut app, KeyCode::Enter);
+    assert_eq!(app.flash.as_deref(), Some("no path matches"));
+    assert_eq!(name(&app), "share/doc/demo/README.txt");
+}

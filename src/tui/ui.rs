@@ -125,6 +125,12 @@ fn status(app: &App) -> String {
                 key goes on"
             .to_string();
     }
+    if let Some(p) = &app.jump {
+        return format!(
+            " jump to: {p}▏ → {}  Enter go · Esc cancel",
+            app.jump_target().as_deref().unwrap_or("(no match)")
+        );
+    }
     if app.filtering {
         let f = if app.view == View::Kernels {
             &app.kernel_filter
