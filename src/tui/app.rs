@@ -2,6 +2,7 @@
 //! threads and comes back as [`AppEvent`]s.
 
 use super::messages::Level;
+pub use super::selection::{Pick, Selection};
 use super::tree::{Row, Sort, Tree};
 use kpack::family::{Family, PRESETS};
 use kpack::kpack::archive::ArchiveIndex;
@@ -138,7 +139,7 @@ pub struct Drawn {
 /// The inspector's order of an archive's kernels: keys with numbers as numbers
 /// (`lib/x.so#2` before `lib/x.so#10`), then targets by processor number. Only the
 /// shown copy is reordered; the file keeps its order.
-fn natural_order(mut idx: ArchiveIndex) -> ArchiveIndex {
+pub(super) fn natural_order(mut idx: ArchiveIndex) -> ArchiveIndex {
     idx.kernels.sort_by(|a, b| {
         kpack::natural::natural_cmp(&a.key, &b.key)
             .then_with(|| kpack::natural::target_cmp(&a.arch, &b.arch))
@@ -188,99 +189,6 @@ impl ArchiveAt {
             ArchiveAt::WheelMember(_, m) => m.clone(),
         };
         p.rsplit('/').next().unwrap_or(&p).to_string()
-    }
-}
-
-/// What the families view selects: presets, and single targets (exact target IDs
-/// such as `gfx90a:xnack+`, or processors with all their variants) not already in a
-/// selected preset. The CLI's `--family` and `--target`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Selection {
-    /// Preset names.
-    pub families: Vec<String>,
-    /// Target IDs or processors.
-    pub targets: Vec<String>,
-}
-
-impl Selection {
-    /// Nothing selected.
-    pub fn is_empty(&self) -> bool {
-        self.families.is_empty() && self.targets.is_empty()
-    }
-
-    /// `gfx90X gfx90a:xnack+`.
-    pub fn label(&self) -> String {
-        self.families
-            .iter()
-            .chain(&self.targets)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join(" ")
-    }
-
-    /// Whether it takes code for `arch` (a target ID), as the core's options do.
-    pub fn takes(&self, arch: &str) -> bool {
-        self.families
-            .iter()
-            .any(|f| kpack::family::Family::parse(f).is_ok_and(|f| f.contains(arch)))
-            || self
-                .targets
-                .iter()
-                .any(|t| Pick::Target(t.clone()).takes(arch))
-    }
-
-    /// The targets of `report` with code (in binaries or in the archives host-only
-    /// binaries reach) that it does not take, with their code objects: what a pack
-    /// with it drops, or refuses to.
-    pub fn left_out(&self, report: &kpack::scan::TreeReport) -> Vec<(String, u64)> {
-        let mut v: Vec<(String, u64)> = report
-            .arch_totals
-            .iter()
-            .filter(|(a, t)| t.code_objects + t.archived_code_objects > 0 && !self.takes(a))
-            .map(|(a, t)| (a.clone(), t.code_objects + t.archived_code_objects))
-            .collect();
-        v.sort_by(|a, b| kpack::natural::target_cmp(&a.0, &b.0));
-        v
-    }
-
-    /// The core's options for it.
-    pub fn options(&self, group: &str) -> Result<kpack::pack::PackOptions, String> {
-        let families = if self.families.is_empty() {
-            kpack::family::Families::default()
-        } else {
-            kpack::family::Families::parse(&self.families).map_err(|e| e.to_string())?
-        };
-        let mut o = kpack::pack::PackOptions::new(group, families);
-        o.targets = self.targets.clone();
-        Ok(o)
-    }
-}
-
-/// One selected unit of the families view: a preset or a single target.
-#[derive(Debug, Clone)]
-pub enum Pick {
-    /// A preset family.
-    Family(Family),
-    /// A target ID (exactly), or a processor (all its variants).
-    Target(String),
-}
-
-impl Pick {
-    /// Its name.
-    pub fn name(&self) -> &str {
-        match self {
-            Pick::Family(f) => &f.name,
-            Pick::Target(t) => t,
-        }
-    }
-
-    /// Whether it takes code for `arch` (a target ID).
-    pub fn takes(&self, arch: &str) -> bool {
-        match self {
-            Pick::Family(f) => f.contains(arch),
-            Pick::Target(t) if t.contains(':') => t == arch,
-            Pick::Target(t) => kpack::bundle::target::base_processor(arch) == t,
-        }
     }
 }
 
@@ -838,175 +746,6 @@ impl App {
             .is_some_and(|r| r.wheel.is_none() && r.totals.device_raw <= AUTO_PLAN_BYTES)
     }
 
-    pub(super) fn update_inner(&mut self, ev: AppEvent) {
-        match ev {
-            AppEvent::Key(k) => self.key(k),
-            AppEvent::Mouse(m) => self.mouse(m),
-            AppEvent::Resize | AppEvent::Tick => {}
-            AppEvent::ScanProgress(done, total) => self.progress = (done, total),
-            AppEvent::Partial(p) => {
-                if self.report.is_none() || self.partial {
-                    let (report, tree) = *p;
-                    self.show(report, tree);
-                    self.partial = true;
-                }
-            }
-            AppEvent::ScanDone(r) => match *r {
-                Ok(report) => {
-                    for d in &report.diagnostics {
-                        self.log.push(d.severity.into(), &d.path, &d.message);
-                    }
-                    let tree = Tree::build(&report);
-                    self.show(report, tree);
-                    self.partial = false;
-                    if let Some(r) = self.pending_restore.take() {
-                        self.restore(&r);
-                    }
-                }
-                Err(e) => {
-                    self.log.push(Level::Error, "scan", &e);
-                    self.error = Some(e);
-                }
-            },
-            AppEvent::Preview(path, r) => {
-                if let Err(e) = &*r {
-                    self.log.push(Level::Error, format!("preview of {path}"), e);
-                }
-                self.preview = Some((path, *r));
-            }
-            AppEvent::Kernels(path, r) => {
-                self.kernels_loading = false;
-                let mut r = *r;
-                let about = if path.is_empty() {
-                    "kernels".to_string()
-                } else {
-                    format!("kernels of {path}")
-                };
-                match &r {
-                    Ok(rep) => {
-                        for d in &rep.diagnostics {
-                            self.log.push(Level::Warning, &about, d);
-                        }
-                    }
-                    Err(e) => self.log.push(Level::Error, &about, e),
-                }
-                if let Ok(rep) = &mut r {
-                    kpack::kernels::sort_rows(&mut rep.kernels, self.kernel_sort);
-                    if self.kernel_reverse {
-                        rep.kernels.reverse();
-                    }
-                }
-                self.kernels = Some((path, r));
-                self.kernel_cursor = 0;
-            }
-            AppEvent::ArchiveDone(r) => {
-                let about = self
-                    .archive_at
-                    .as_ref()
-                    .map(|a| a.file_name())
-                    .unwrap_or_default();
-                let (level, msg) = match r {
-                    Ok(m) => (Level::Info, m),
-                    Err(m) => (Level::Error, m),
-                };
-                self.log.push(level, about, &msg);
-                self.archive_status = Some(msg);
-            }
-            AppEvent::ArchiveOpened(rel, r) => match *r {
-                Ok(idx) => {
-                    self.archive = Some(natural_order(idx));
-                    self.archive_at =
-                        Some(if self.report.as_ref().is_some_and(|r| r.wheel.is_some()) {
-                            ArchiveAt::WheelMember(self.root.clone(), rel)
-                        } else if self.root.is_file() {
-                            ArchiveAt::File(self.root.clone())
-                        } else {
-                            ArchiveAt::File(self.root.join(kpack::relpath::to_path(&rel)))
-                        });
-                    self.archive_cursor = 0;
-                    self.archive_marks.clear();
-                    self.archive_status = None;
-                    if !self.views.contains(&View::Inspector) {
-                        self.views.push(View::Inspector);
-                    }
-                    self.drill_into(View::Inspector);
-                }
-                Err(e) => {
-                    // Said where Enter was pressed, and kept in the log.
-                    self.log.push(Level::Error, &rel, &e);
-                    self.explorer_note = Some(format!("{rel}: {e} (! lists every message)"));
-                    self.families_note = Some(format!("{rel}: {e}"));
-                }
-            },
-            AppEvent::Layout(path, r) => {
-                if let Err(e) = &*r {
-                    self.log
-                        .push(Level::Warning, &path, format!("sections: {e}"));
-                }
-                self.layouts.insert(path, *r);
-            }
-            AppEvent::Pack(e) => {
-                if let Some(PackState::Running(p)) = &mut self.pack {
-                    p.tally.apply(e);
-                }
-            }
-            AppEvent::PackDone(r) => {
-                match &*r {
-                    Ok(rep) => {
-                        for w in &rep.warnings {
-                            self.log.push(Level::Warning, "pack", w);
-                        }
-                        for f in &rep.verify_faults {
-                            self.log.push(Level::Error, "pack verify", f);
-                        }
-                        self.log.push(Level::Info, "pack", "finished");
-                    }
-                    Err(e) => self.log.push(Level::Error, "pack", e),
-                }
-                self.pack = Some(PackState::Done(r));
-                self.cancelling = false;
-            }
-            AppEvent::WheelDone(r) => {
-                match &*r {
-                    Ok(rep) => {
-                        for w in &rep.warnings {
-                            self.log.push(Level::Warning, "wheel split", w);
-                        }
-                        self.log.push(Level::Info, "wheel split", "finished");
-                    }
-                    Err(e) => self.log.push(Level::Error, "wheel split", e),
-                }
-                self.pack = Some(PackState::WheelDone(r));
-                self.cancelling = false;
-                self.side_scroll = 0;
-            }
-            AppEvent::Exported(r) => {
-                let msg = match r {
-                    Ok(p) => {
-                        let m = format!("exported the table to {}", p.display());
-                        self.log.push(Level::Info, "export", &m);
-                        m
-                    }
-                    Err(e) => {
-                        self.log.push(Level::Error, "export", &e);
-                        format!("export failed: {e}")
-                    }
-                };
-                self.flash = Some(msg);
-            }
-            // The plan is for the selection it was asked for (the user may have
-            // changed it meanwhile: then it is not shown as the current one's).
-            AppEvent::Plan(sel, r) => {
-                self.planning = false;
-                if let Err(e) = &*r {
-                    self.log.push(Level::Error, "plan", e);
-                }
-                self.plan = Some((sel, *r));
-            }
-        }
-    }
-
-    /// Sort the kernels shown by the current order.
     pub(super) fn resort_kernels(&mut self) {
         if let Some((_, Ok(r))) = &mut self.kernels {
             kpack::kernels::sort_rows(&mut r.kernels, self.kernel_sort);

@@ -2,6 +2,7 @@
 //! background results; the drawing thread never does I/O.
 
 pub mod app;
+mod app_events;
 mod app_keys;
 mod app_pack;
 pub mod bench;
@@ -18,6 +19,7 @@ pub mod kernelsview;
 pub mod messages;
 pub mod packview;
 mod previewview;
+pub mod selection;
 pub mod state;
 pub mod textedit;
 pub mod timeline;
