@@ -23,6 +23,7 @@ pub mod selection;
 pub mod state;
 pub mod textedit;
 pub mod timeline;
+pub mod timeline_draw;
 pub mod timeline_find;
 mod timeline_panes;
 pub mod tree;
