@@ -236,7 +236,8 @@ pub(crate) fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         0
     };
     let name_w = left.saturating_sub(if wide { where_w + 1 } else { 0 });
-    let (scratch_c, spills_c, target_c) = (cols.len() - 5, cols.len() - 4, cols.len() - 1);
+    let at = |name: &str| heads.iter().position(|h| *h == name).unwrap_or(usize::MAX);
+    let (scratch_c, spills_c, target_c) = (at("scratch"), at("spills"), at("target"));
     let rows: Vec<Row> = page
         .iter()
         .zip(values)

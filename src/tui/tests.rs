@@ -1015,6 +1015,39 @@ fn kernels_view_lists_the_kernels_of_the_selection() {
     key(&mut app, KeyCode::Down);
     assert_eq!(app.kernel_cursor, 1);
     insta::assert_snapshot!("kernels_160x48", render(&app, 160, 48).backend());
+    // With colours, a spilling kernel's spills are red and its scratch yellow; the
+    // columns beside them are not coloured.
+    let mut t = Terminal::new(TestBackend::new(160, 48)).unwrap();
+    t.draw(|f| ui::draw(f, &app, Theme { color: true }))
+        .unwrap();
+    let buf = t.backend().buffer();
+    let screen = format!("{}", t.backend());
+    let (y, line) = screen
+        .lines()
+        .enumerate()
+        .find(|(_, l)| l.contains("49!"))
+        .expect("a spilling row");
+    let col = |needle: &str| {
+        line.find(needle)
+            .map(|b| line[..b].chars().count() - 1)
+            .unwrap() as u16
+    };
+    let x = col("49!");
+    assert_eq!(
+        buf[(x, y as u16)].fg,
+        ratatui::style::Color::LightRed,
+        "{line}"
+    );
+    let header = screen.lines().find(|l| l.contains("scratch")).unwrap();
+    let hx = header
+        .find("lds")
+        .map(|b| header[..b].chars().count() - 1)
+        .unwrap() as u16;
+    assert_ne!(
+        buf[(hx + 2, y as u16)].fg,
+        ratatui::style::Color::Yellow,
+        "lds is not coloured"
+    );
 }
 
 /// #29 item 1: embedded device code is shown per target in the architectures view
