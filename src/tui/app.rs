@@ -134,6 +134,10 @@ pub struct Drawn {
     pub side: std::cell::Cell<ratatui::layout::Rect>,
     /// How far it can scroll.
     pub side_max: std::cell::Cell<u16>,
+    /// The Architectures view's quick projection, for the picks and the report
+    /// (files, bytes) it was computed for.
+    #[allow(clippy::type_complexity)]
+    pub projection: std::cell::RefCell<Option<((Vec<String>, usize, u64), (u64, Vec<u64>))>>,
 }
 
 /// The inspector's order of an archive's kernels: keys with numbers as numbers
