@@ -124,13 +124,7 @@ impl App {
         if self.log.open {
             match k.code {
                 KeyCode::Char('y') => self.copy_selected(),
-                KeyCode::Char('V') => {
-                    self.external = self.page().map(|what| super::external::External {
-                        var: "PAGER",
-                        default: "less".into(),
-                        what,
-                    });
-                }
+                KeyCode::Char('V') => self.open_pager(),
                 KeyCode::Esc | KeyCode::Char('!' | 'q') | KeyCode::Backspace => self.log.toggle(),
                 KeyCode::Down | KeyCode::Char('j') => self.log.scroll_by(1),
                 KeyCode::Up | KeyCode::Char('k') => self.log.scroll_by(-1),
@@ -257,16 +251,7 @@ impl App {
                 }
                 None => self.flash = Some("no table in this view to copy".into()),
             },
-            KeyCode::Char('V') => match self.page() {
-                Some(what) => {
-                    self.external = Some(super::external::External {
-                        var: "PAGER",
-                        default: "less".into(),
-                        what,
-                    });
-                }
-                None => self.flash = Some("nothing here to page".into()),
-            },
+            KeyCode::Char('V') => self.open_pager(),
             KeyCode::Char('E') => match self.table() {
                 Some(t) => {
                     self.flash = Some(format!("exporting the {} table…", t.name));
@@ -383,6 +368,20 @@ impl App {
         }
     }
 
+    /// `V`: what the view shows, to `$PAGER` (run by the loop).
+    pub(super) fn open_pager(&mut self) {
+        match self.page() {
+            Some(what) => {
+                self.external = Some(super::external::External {
+                    var: "PAGER",
+                    default: "less".into(),
+                    what,
+                });
+            }
+            None => self.flash = Some("nothing here to page".into()),
+        }
+    }
+
     /// `y`: the selected item's text to the clipboard, and the footer says what.
     pub(super) fn copy_selected(&mut self) {
         match self.selected_text() {
@@ -399,7 +398,7 @@ impl App {
     /// cleared when it hides it); false when the tree has no such entry.
     pub(super) fn reveal(&mut self, rel: &str) -> bool {
         let Some(tree) = &self.tree else { return false };
-        let Some(node) = (1..tree.nodes.len()).find(|&n| tree.path(n) == rel) else {
+        let Some(node) = tree.find(rel).filter(|&n| n != 0) else {
             return false;
         };
         let mut up = tree.nodes[node].parent;
@@ -574,7 +573,10 @@ impl App {
             // $EDITOR on a text file of the tree (the user's choice to change it).
             KeyCode::Char('e') => {
                 let rel = tree.path(row.node);
-                match self.editable(&rel) {
+                let file = node
+                    .file
+                    .and_then(|f| self.report.as_ref().map(|r| &r.files[f]));
+                match file.and_then(|f| self.editable(f)) {
                     Some(p) => {
                         self.external = Some(super::external::External {
                             var: "EDITOR",

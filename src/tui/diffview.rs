@@ -185,12 +185,7 @@ impl DiffView {
                 })
                 .collect();
         }
-        let section = if target.is_some() {
-            Section::Kernels
-        } else {
-            self.section
-        };
-        match section {
+        match self.shown() {
             Section::Targets => {
                 let max = r
                     .targets
@@ -314,15 +309,18 @@ impl DiffView {
         }
     }
 
-    /// The current table's column headers, over its columns.
-    fn header(&self) -> String {
-        let (file, target) = self.narrowed();
-        let section = match (file, target) {
+    /// The table shown: a target's kernels, a file's targets, else the tab's.
+    fn shown(&self) -> Section {
+        match self.narrowed() {
             (_, Some(_)) => Section::Kernels,
             (Some(_), None) => Section::Targets,
             _ => self.section,
-        };
-        match section {
+        }
+    }
+
+    /// The current table's column headers, over its columns.
+    fn header(&self) -> String {
+        match self.shown() {
             Section::Targets => format!(
                 "{:<16} {:>11}   {:>11} {:>12} {:>7}",
                 "target", "old", "new", "change", "%"

@@ -231,7 +231,7 @@ impl App {
                 let (tree, report) = (self.tree.as_ref()?, self.report.as_ref()?);
                 let row = self.rows().get(self.selected).copied()?;
                 let f = &report.files[tree.nodes[row.node].file?];
-                if let Some(p) = self.editable(&f.path) {
+                if let Some(p) = self.editable(f) {
                     return Some(Open::File(p));
                 }
                 let lines = super::detail::file_detail(f, super::widgets::Theme { color: false });
@@ -243,16 +243,14 @@ impl App {
         }
     }
 
-    /// The file at `rel` when it is a plain file of a tree on disk with no device
-    /// code (a text file a pager or an editor can open), else `None`.
-    pub fn editable(&self, rel: &str) -> Option<std::path::PathBuf> {
-        let report = self.report.as_ref()?;
-        let f = report.files.iter().find(|f| f.path == rel)?;
+    /// Where `f` is when it is a plain file of a tree on disk with no device code (a
+    /// text file a pager or an editor can open), else `None`.
+    pub fn editable(&self, f: &kpack::scan::FileReport) -> Option<std::path::PathBuf> {
         let plain = matches!(
             f.kind,
             kpack::scan::FileKind::Opaque | kpack::scan::FileKind::Other
         );
-        (plain && !self.root_is_file).then(|| self.root.join(kpack::relpath::to_path(rel)))
+        (plain && !self.root_is_file).then(|| self.root.join(kpack::relpath::to_path(&f.path)))
     }
 }
 
