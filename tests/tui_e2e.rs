@@ -450,3 +450,105 @@ fn a_tree_opens_again_as_it_was_left() {
     tm.wait_for("sort: size, largest first");
     tm.keys(&["q"]);
 }
+
+/// A generated install tree of at least `mb` MB (`examples/gen_tree`: real linked
+/// fat binaries whose code objects are made from the fixtures' machine code, so they
+/// compress like code). `cargo test` builds the examples with the tests.
+fn generated_tree(dir: &std::path::Path, mb: u64) -> std::path::PathBuf {
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_kpack-tui"));
+    let gen_tree = exe.with_file_name("examples").join("gen_tree");
+    assert!(
+        gen_tree.is_file(),
+        "{} is missing: `cargo test` builds it (or `cargo build --example gen_tree`)",
+        gen_tree.display()
+    );
+    let tree = dir.join("tree");
+    let o = Command::new(&gen_tree)
+        .arg(&tree)
+        .args(["--size-mb", &mb.to_string(), "--seed", "7"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let bytes: u64 = walkdir::WalkDir::new(&tree)
+        .into_iter()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_type().is_file())
+        .map(|e| e.metadata().unwrap().len())
+        .sum();
+    assert!(bytes >= mb << 20, "the tree is {bytes} bytes");
+    tree
+}
+
+/// #30 item 3, the proof: during a pack of a 100 MB tree at the highest level, Esc
+/// (at 80×24) and `q q` (at 160×48) return control within a second, and nothing is
+/// left behind: no output, no staging directory. After Esc the UI still runs and
+/// quits with 0; `q q` exits with the cancelled status, 130.
+#[test]
+fn a_cancel_during_a_pack_at_the_highest_level_returns_within_a_second() {
+    if tool("tmux").is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = generated_tree(tmp.path(), 100);
+    let before = tree_hashes(&tree);
+    for (w, h, quit) in [(80u16, 24u16, false), (160, 48, true)] {
+        let out = tmp.path().join(format!("packed-{w}"));
+        let tm = Tmux::start(
+            &format!("cancel{w}"),
+            &format!("{}; echo EXIT=$?", tree.display()),
+            w,
+            h,
+        );
+        // The whole tree scanned ("N entries so far" while it runs).
+        tm.wait_for("entries · ");
+        tm.keys(&["2"]);
+        tm.wait_for("[x]");
+        tm.keys(&["P"]);
+        tm.wait_for("Pack this tree");
+        tm.keys(&["Down", "C-u"]);
+        tm.type_text(&out.display().to_string());
+        tm.keys(&["Down", "End"]);
+        tm.wait_for("22 (max");
+        tm.keys(&["Enter"]);
+        // A worker is compressing a kernel at level 22 (a chunk takes a good part
+        // of a second): the moment a cancel has to cut into.
+        tm.wait_for(": compress ");
+        let (key, text) = if quit {
+            tm.keys(&["q"]);
+            tm.wait_for("pack is running");
+            ("q", "EXIT=")
+        } else {
+            ("Escape", "pack cancelled")
+        };
+        let t0 = Instant::now();
+        tm.run(&["send-keys", "-t", "e2e", key]);
+        let s = loop {
+            let s = tm.screen();
+            if s.contains(text) {
+                break s;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "no {text:?} 30 s after the cancel:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let took = t0.elapsed();
+        eprintln!("{w}x{h}: control back {took:?} after the cancel");
+        assert!(took < Duration::from_secs(1), "{took:?}:\n{s}");
+        if quit {
+            assert!(s.contains("EXIT=130"), "{s}");
+        } else {
+            assert!(s.contains("nothing was written"), "{s}");
+            tm.keys(&["q"]);
+            tm.wait_for("EXIT=0");
+        }
+        let left: Vec<_> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n != "tree")
+            .collect();
+        assert!(left.is_empty(), "{w}x{h}: left behind: {left:?}");
+    }
+    assert_eq!(tree_hashes(&tree), before, "the input is unchanged");
+}

@@ -552,6 +552,7 @@ impl App {
                 self.tree = Some(tree);
                 self.report = Some(report);
                 self.refresh_singles();
+                self.refresh_dialog_selection();
                 if let Some(path) = selected {
                     let rows = self.rows();
                     if let Some(i) = rows

@@ -68,6 +68,22 @@ impl App {
         self.side_focus = false;
     }
 
+    /// An open dialog takes the selection again, after a scan report changed it.
+    pub(super) fn refresh_dialog_selection(&mut self) {
+        let wheel = match &self.pack {
+            Some(PackState::Confirm { settings, .. }) => settings.wheel,
+            _ => return,
+        };
+        let selection = if wheel {
+            self.wheel_selection()
+        } else {
+            self.selection()
+        };
+        if let Some(PackState::Confirm { settings, .. }) = &mut self.pack {
+            settings.selection = selection;
+        }
+    }
+
     /// Where a pack or split writes by default: `name` in the current directory
     /// (shown relative), or beside the tree when the current directory is inside it.
     pub fn default_output(&self, name: &str) -> String {
@@ -138,6 +154,15 @@ impl App {
                 field,
                 cursor,
             }) => match k.code {
+                // The preselection follows the scan: a pack started now could leave
+                // out targets the rest of the tree has.
+                KeyCode::Enter if self.partial => {
+                    self.pack_note = Some(
+                        "the scan is still running and the selection can still grow: \
+                         Enter once it is done"
+                            .into(),
+                    );
+                }
                 KeyCode::Enter
                     if !settings.selection.is_empty()
                         && !settings.group.is_empty()
@@ -190,16 +215,18 @@ impl App {
                     Some(text) => {
                         super::textedit::edit(text, cursor, k);
                     }
-                    // The level field: +/- or ←/→.
-                    None => match k.code {
-                        KeyCode::Char('+') | KeyCode::Right => {
-                            settings.level = (settings.level + 1).min(22);
+                    // The level field: +/- or ←/→ step, Home/End go to the ends.
+                    None => {
+                        use kpack::kpack::archive::LEVEL_MAX;
+                        settings.level = match k.code {
+                            KeyCode::Char('+') | KeyCode::Right => settings.level + 1,
+                            KeyCode::Char('-') | KeyCode::Left => settings.level - 1,
+                            KeyCode::Home => 1,
+                            KeyCode::End => LEVEL_MAX,
+                            _ => settings.level,
                         }
-                        KeyCode::Char('-') | KeyCode::Left => {
-                            settings.level = (settings.level - 1).max(1);
-                        }
-                        _ => {}
-                    },
+                        .clamp(1, LEVEL_MAX);
+                    }
                 },
             },
             Some(PackState::Replace(s)) => match k.code {

@@ -81,7 +81,7 @@ pub(crate) fn help(frame: &mut Frame, app: &App, area: Rect) {
                 "typing, ← → Home End",
                 "edit the field (Ctrl-A/E/U/W/K as in a shell)",
             ),
-            ("← → + -", "on the level field: zstd level"),
+            ("← → + - Home End", "on the level field: zstd level, End the highest"),
             (
                 "F2, F3",
                 "layout combined/split, archives per target/family (trees)",

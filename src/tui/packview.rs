@@ -25,7 +25,10 @@ pub(crate) fn field_line(
             super::textedit::with_cursor(text, cursor)
         )),
         Some(text) => Line::from(format!("{mark} {label} {text}")),
-        None if field == i => Line::from(format!("{mark} {label} - {} +  (←/→)", level(s.level))),
+        None if field == i => Line::from(format!(
+            "{mark} {label} - {} +  (←/→, Home/End)",
+            level(s.level)
+        )),
         None => Line::from(format!("{mark} {label} {}", level(s.level))),
     }
 }
@@ -96,11 +99,16 @@ pub(crate) fn pack(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                 f(0, "group     "),
                 f(1, "output    "),
                 Line::from(format!(
-                    "  selection  {}",
+                    "  selection  {}{}",
                     if settings.selection.is_empty() {
                         "(none selected)".to_string()
                     } else {
                         settings.selection.label()
+                    },
+                    if app.partial {
+                        " (scanning: it can still grow)"
+                    } else {
+                        ""
                     }
                 )),
                 Line::from(format!(

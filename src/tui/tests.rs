@@ -171,6 +171,67 @@ fn the_tree_fills_in_while_the_scan_runs() {
     insta::assert_snapshot!("explorer_partial_80x24", partial_screen);
 }
 
+/// P while the scan runs: the dialog's selection grows with the scan, Enter waits
+/// for its end (a pack started on the partial preselection would refuse, or with
+/// F4 drop, the targets the rest of the tree has), then takes every target.
+#[test]
+fn the_pack_dialog_follows_the_scan_and_waits_for_it() {
+    let full = kpack::scan::scan(
+        &demo(),
+        &kpack::scan::ScanOptions::default(),
+        &kpack::event::NoEvents,
+    )
+    .unwrap();
+    // A binary without code for some family of the tree: the first report holds it.
+    let family_of = |a: &str| {
+        kpack::family::PRESETS
+            .iter()
+            .position(|(n, _)| kpack::family::Family::parse(n).is_ok_and(|f| f.contains(a)))
+    };
+    let first = full
+        .files
+        .iter()
+        .filter(|f| !f.bundles.is_empty())
+        .find(|f| {
+            let one = kpack::scan::partial_report("assets/demo", vec![(*f).clone()]);
+            let have: Vec<_> = one.archs.keys().map(|a| family_of(a)).collect();
+            full.archs.keys().any(|a| !have.contains(&family_of(a)))
+        })
+        .cloned()
+        .expect("a binary without code for one of the demo's families");
+    let report = kpack::scan::partial_report("assets/demo", vec![first]);
+    let mut app = App::new(PathBuf::from("assets/demo"), None);
+    let tree = super::tree::Tree::build(&report);
+    app.update(AppEvent::Partial(Box::new((report, tree))));
+    key(&mut app, KeyCode::Char('2'));
+    key(&mut app, KeyCode::Char('P'));
+    let text = format!("{:?}", render(&app, 120, 30).backend());
+    assert!(text.contains("scanning: it can still grow"), "{text}");
+    let partial = app.selection();
+    assert!(full.archs.keys().any(|a| !partial.takes(a)), "{partial:?}");
+    key(&mut app, KeyCode::Enter);
+    assert!(
+        matches!(app.pack, Some(super::app::PackState::Confirm { .. })) && app.requests.is_empty(),
+        "no pack on a partial selection"
+    );
+    assert!(app.pack_note.as_deref().unwrap().contains("still running"));
+    app.update(AppEvent::ScanDone(Box::new(Ok(full.clone()))));
+    let Some(super::app::PackState::Confirm { settings, .. }) = &app.pack else {
+        panic!("the dialog stays open")
+    };
+    for a in full.archs.keys() {
+        assert!(settings.selection.takes(a), "{a} is taken: {settings:?}");
+    }
+    assert_eq!(settings.selection, app.selection());
+    key(&mut app, KeyCode::Enter);
+    assert!(
+        app.requests
+            .iter()
+            .any(|r| matches!(r, super::Request::Pack(s) if s.selection == app.selection())),
+        "the pack starts with the whole selection"
+    );
+}
+
 #[test]
 fn single_targets_are_packed_on_their_own() {
     let mut app = scanned();
