@@ -667,3 +667,76 @@ fn a_section_header_table_at_an_odd_offset_is_read() {
         stderr(&o)
     );
 }
+
+/// The TUI's `x` on marked kernels (#30): `extract_code_objects` writes each chosen
+/// code object to `<binary>#<bundle>/<target>.hsaco`, byte for byte what
+/// clang-offload-bundler unbundles; from the packed tree (the code now in `.kpack`
+/// archives) it writes the same files with the same bytes; a chosen code object the
+/// tree does not hold writes nothing.
+#[test]
+fn chosen_code_objects_are_extracted_as_the_bundler_sees_them_from_fat_and_packed_trees() {
+    use kpack::kernels::{CodeObjectRef, extract_code_objects, list_kernels};
+    if tool("clang-offload-bundler-19").is_none() || tool("objcopy").is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = copy_demo(tmp.path());
+    let packed = tmp.path().join("packed");
+    let o = pack_rocm(&tree, &packed, &["--all"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let ids = |root: &Path, binary: &str| -> std::collections::BTreeSet<CodeObjectRef> {
+        let r = list_kernels(root, &Default::default()).unwrap();
+        r.objects
+            .iter()
+            .map(|o| o.id())
+            .filter(|i| i.binary == binary)
+            .collect()
+    };
+    let files = |d: &Path| -> BTreeMap<String, Vec<u8>> {
+        walkdir::WalkDir::new(d)
+            .into_iter()
+            .map(|e| e.unwrap())
+            .filter(|e| e.file_type().is_file())
+            .map(|e| {
+                let rel = e.path().strip_prefix(d).unwrap().display().to_string();
+                (rel, std::fs::read(e.path()).unwrap())
+            })
+            .collect()
+    };
+    let bin = "lib/libvadd.so.1.0";
+    let (fat_ids, packed_ids) = (ids(&tree, bin), ids(&packed, bin));
+    assert_eq!(fat_ids.len(), 2, "{fat_ids:?}");
+    assert!(
+        packed_ids.iter().all(|i| i.path.starts_with(".kpack/")),
+        "{packed_ids:?}"
+    );
+    let (a, b) = (tmp.path().join("from-fat"), tmp.path().join("from-packed"));
+    assert_eq!(extract_code_objects(&tree, &fat_ids, &a).unwrap(), 2);
+    assert_eq!(extract_code_objects(&packed, &packed_ids, &b).unwrap(), 2);
+    let (fa, fb) = (files(&a), files(&b));
+    assert_eq!(fa, fb, "the same files from the fat and the packed tree");
+    let dir = tempfile::tempdir().unwrap();
+    let seen = unbundle(&tree.join(bin), dir.path());
+    assert_eq!(seen.len(), 2);
+    for (arch, co) in seen {
+        let ours = fa
+            .get(&format!("{bin}#0/{arch}.hsaco"))
+            .unwrap_or_else(|| panic!("{arch}: {:?}", fa.keys()));
+        assert!(
+            *ours == std::fs::read(&co).unwrap(),
+            "{arch}: differs from clang-offload-bundler-19 --unbundle"
+        );
+    }
+    // Something the tree does not hold (a target it has no code for): refused,
+    // nothing written.
+    let mut gone = fat_ids.clone();
+    let mut extra = gone.iter().next().unwrap().clone();
+    extra.target = "gfx1100".into();
+    gone.insert(extra);
+    let c = tmp.path().join("none");
+    let e = extract_code_objects(&tree, &gone, &c)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not found") && e.contains("gfx1100"), "{e}");
+    assert!(!c.exists());
+}

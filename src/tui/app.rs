@@ -32,6 +32,8 @@ pub enum AppEvent {
     ArchiveOpened(String, Box<Result<ArchiveIndex, String>>),
     /// An archive extract or verify finished: what it did, or what went wrong.
     ArchiveDone(Result<String, String>),
+    /// The marked kernels' code objects were extracted, or why not.
+    Extracted(Result<String, String>),
     /// An ELF binary's sections and segments were read.
     Layout(String, Box<Result<kpack::elf::rewrite::ElfLayout, String>>),
     /// The kernels under a relative path were read.
@@ -98,6 +100,16 @@ pub enum Request {
     /// Extract kernels of the open archive: these (key, arch), or all with `None`,
     /// into the directory given.
     Extract(ArchiveAt, Option<Vec<(String, String)>>, PathBuf),
+    /// Extract these code objects of what the Kernels view lists (`listed`: the
+    /// relative path it read, `""` for all) into the directory given.
+    ExtractCodeObjects {
+        /// What the Kernels view read.
+        listed: String,
+        /// The code objects.
+        wanted: std::collections::BTreeSet<kpack::kernels::CodeObjectRef>,
+        /// The directory.
+        dest: PathBuf,
+    },
     /// Verify the open archive.
     VerifyArchive(ArchiveAt),
     /// Open the archive at this relative path of the tree in the inspector.
@@ -401,6 +413,11 @@ pub struct App {
     pub kernel_reverse: bool,
     /// Kernels view: only names containing this (mangled or demangled).
     pub kernel_filter: String,
+    /// Kernels marked in the Kernels view (Space): their code object and name.
+    pub kernel_marks: std::collections::BTreeSet<super::kernelmarks::KernelMark>,
+    /// The Kernels view's extract prompt: the code objects, the destination being
+    /// typed, the cursor.
+    pub kernel_extract: Option<super::kernelmarks::ExtractPrompt>,
     /// Kernels view: only this archive entry (key, target), from the inspector.
     pub kernel_entry: Option<(String, String)>,
     /// Sections and segments of ELF files, read in the background on selection.
@@ -503,6 +520,8 @@ impl App {
             kernel_cursor: 0,
             kernel_sort: kpack::kernels::SortBy::Size,
             kernel_reverse: false,
+            kernel_marks: Default::default(),
+            kernel_extract: None,
             kernel_filter: String::new(),
             families_note: None,
             explorer_note: None,

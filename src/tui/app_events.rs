@@ -44,6 +44,14 @@ impl App {
             }
             AppEvent::Kernels(path, r) => self.kernels_read(path, *r),
             AppEvent::ArchiveDone(r) => self.archive_done(r),
+            AppEvent::Extracted(r) => {
+                let (level, msg) = match r {
+                    Ok(m) => (Level::Info, m),
+                    Err(m) => (Level::Error, m),
+                };
+                self.log.push(level, "extract", &msg);
+                self.flash = Some(msg.lines().next().unwrap_or_default().to_string());
+            }
             AppEvent::ArchiveOpened(rel, r) => match *r {
                 Ok(idx) => {
                     self.archive = Some(natural_order(idx));
@@ -99,6 +107,8 @@ impl App {
 
     fn kernels_read(&mut self, path: String, mut r: Result<kpack::kernels::KernelsReport, String>) {
         self.kernels_loading = false;
+        // Marks name kernels of the list they were made in.
+        self.kernel_marks.clear();
         let about = if path.is_empty() {
             "kernels".to_string()
         } else {

@@ -136,6 +136,10 @@ impl App {
             }
             return;
         }
+        if self.kernel_extract.is_some() {
+            self.kernel_extract_key(k);
+            return;
+        }
         if let Some((which, dest, cursor)) = &mut self.extract_prompt {
             match k.code {
                 KeyCode::Enter if !dest.is_empty() => {
@@ -522,6 +526,7 @@ impl App {
             },
             View::Pack => self.pack_key(k),
             View::Kernels => {
+                self.kernels_mark_key(k);
                 if k.code == KeyCode::Char('/') {
                     self.filtering = true;
                 }

@@ -112,6 +112,11 @@ pub(crate) fn help(frame: &mut Frame, app: &App, area: Rect) {
             ("/", "find kernels by name; Esc clears"),
             ("a", "after K on an archive's entry: the whole archive"),
             ("Enter, o", "the kernel's file in the Explorer (Esc comes back)"),
+            ("Space, u", "mark or unmark the kernel, clear the marks"),
+            (
+                "x",
+                "extract the code objects of the marked kernels, else the selected one's",
+            ),
             (
                 "Esc, Backspace",
                 "clear the search; else back to where K was pressed",

@@ -126,10 +126,15 @@ pub(crate) fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     if !app.kernel_filter.is_empty() {
         title = format!("{title} matching {:?}", app.kernel_filter);
     }
+    let marked = if app.kernel_marks.is_empty() {
+        String::new()
+    } else {
+        format!(" · {} marked", app.kernel_marks.len())
+    };
     frame.render_widget(
         Paragraph::new(vec![
             Line::from(format!(
-                "{} kernel{} in {} code object{} · {} of code · {} spilling · by {} {}",
+                "{} kernel{} in {} code object{} · {} of code · {} spilling · by {} {}{marked}",
                 shown.len(),
                 if shown.len() == 1 { "" } else { "s" },
                 code_objects,
@@ -261,11 +266,23 @@ pub(crate) fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                     }
                 })
                 .collect();
-            cells.push(Cell::from(end_cut(k.display_name(), name_w as usize)));
+            // A marked kernel: `*` before its name, as the inspector marks rows.
+            let marked = app.is_marked(r);
+            cells.push(Cell::from(if marked {
+                format!(
+                    "* {}",
+                    end_cut(k.display_name(), (name_w as usize).saturating_sub(2))
+                )
+            } else {
+                end_cut(k.display_name(), name_w as usize)
+            }));
             if wide {
                 cells.push(Cell::from(middle_cut(&where_of(r), where_w as usize)));
             }
             let mut row = Row::new(cells);
+            if marked {
+                row = row.style(theme.fg(Color::LightCyan).add_modifier(Modifier::BOLD));
+            }
             if i == app.kernel_cursor {
                 row = row.style(theme.selected());
             }

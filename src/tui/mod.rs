@@ -15,6 +15,7 @@ mod familiesview;
 pub mod help;
 pub mod inspector;
 pub mod jump;
+pub mod kernelmarks;
 pub mod kernelsview;
 pub mod messages;
 pub mod packview;
@@ -326,6 +327,30 @@ fn start(req: Request, root: &Path, tx: &Sender<AppEvent>, cancel: &kpack::event
                 };
                 let r = kpack::kernels::list_kernels(&path, &opts).map_err(|e| e.to_string());
                 let _ = tx.send(AppEvent::Kernels(rel, Box::new(r)));
+            });
+        }
+        Request::ExtractCodeObjects {
+            listed,
+            wanted,
+            dest,
+        } => {
+            let path = if listed.is_empty() {
+                root.to_path_buf()
+            } else {
+                file_in(root, &listed)
+            };
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let r = kpack::kernels::extract_code_objects(&path, &wanted, &dest)
+                    .map(|n| {
+                        format!(
+                            "extracted {} to {}",
+                            crate::text::count(n as u64, "code object", "code objects"),
+                            dest.display()
+                        )
+                    })
+                    .map_err(|e| format!("extract failed: {e}"));
+                let _ = tx.send(AppEvent::Extracted(r));
             });
         }
         Request::Layout(rel) => {

@@ -2844,3 +2844,83 @@ fn z_jumps_by_letters_and_brackets_walk_the_jumps() {
     assert_eq!(app.flash.as_deref(), Some("no path matches"));
     assert_eq!(name(&app), "share/doc/demo/README.txt");
 }
+
+/// #30 (marking rows for a batch action): Space marks kernels in the Kernels view,
+/// `x` extracts the code objects holding them (through the background work of a
+/// run), each holding its kernel; `u` clears the marks, and without marks `x` takes
+/// the selected kernel's code object.
+#[test]
+fn marked_kernels_are_what_x_extracts() {
+    let mut app = scanned();
+    key(&mut app, KeyCode::Char('K'));
+    let r = kpack::kernels::list_kernels(&demo(), &Default::default()).unwrap();
+    app.update(AppEvent::Kernels(String::new(), Box::new(Ok(r))));
+    app.view = View::Kernels;
+    key(&mut app, KeyCode::Char(' ')); // row 0, then on to row 1
+    key(&mut app, KeyCode::Down);
+    key(&mut app, KeyCode::Down); // row 3
+    key(&mut app, KeyCode::Char(' '));
+    let rows = app.kernel_rows();
+    let marked: Vec<(kpack::kernels::CodeObjectRef, String)> = [0, 3]
+        .iter()
+        .map(|&i| (rows[i].code_object(), rows[i].kernel.name.clone()))
+        .collect();
+    let screen = format!("{}", render(&app, 120, 30).backend());
+    assert!(screen.contains("2 marked"), "{screen}");
+    assert_eq!(
+        screen.matches("│* ").count() + screen.matches(" * ").count(),
+        2,
+        "{screen}"
+    );
+    key(&mut app, KeyCode::Char('x'));
+    let screen = format!("{}", render(&app, 120, 30).backend());
+    assert!(
+        screen.contains("holding the 2 marked kernel(s)"),
+        "{screen}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let dest = dir.path().join("out");
+    app.kernel_extract.as_mut().unwrap().1 = dest.display().to_string();
+    key(&mut app, KeyCode::Enter);
+    let req = app.requests.pop().expect("an extract");
+    let super::app::Request::ExtractCodeObjects { wanted, .. } = &req else {
+        panic!("{req:?}")
+    };
+    let want: std::collections::BTreeSet<_> = marked.iter().map(|(c, _)| c.clone()).collect();
+    assert_eq!(wanted, &want);
+    let (tx, rx) = std::sync::mpsc::channel();
+    super::start(req, &demo(), &tx, &kpack::event::CancelToken::new());
+    let ev = rx.recv_timeout(std::time::Duration::from_secs(60)).unwrap();
+    app.update(ev);
+    let log = app.log.entries.last().unwrap().text.clone();
+    assert!(
+        log.starts_with(&format!("extracted {} code object", want.len())),
+        "{log}"
+    );
+    for (c, name) in &marked {
+        let f = kpack::kernels::destination(&dest, c).unwrap();
+        let bytes = std::fs::read(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        let info = kpack::codeobj::read(&bytes).unwrap();
+        assert!(
+            info.kernels.iter().any(|k| &k.name == name),
+            "{name} in {}",
+            f.display()
+        );
+    }
+    assert_eq!(walk(&dest).len(), want.len());
+    key(&mut app, KeyCode::Char('u'));
+    assert!(app.kernel_marks.is_empty());
+    key(&mut app, KeyCode::Char('x'));
+    let Some((one, _, _)) = &app.kernel_extract else {
+        panic!("no prompt")
+    };
+    assert_eq!(one.len(), 1);
+    key(&mut app, KeyCode::Esc);
+    assert!(
+        app.kernel_extract.is_none()
+            && app
+                .requests
+                .iter()
+                .all(|r| !matches!(r, super::app::Request::ExtractCodeObjects { .. }))
+    );
+}

@@ -76,7 +76,10 @@ pub fn draw(frame: &mut Frame, app: &App, theme: Theme) {
             View::Families => super::familiesview::families(frame, app, body, theme),
             View::Preview => super::previewview::preview(frame, app, body, theme),
             View::Inspector => super::inspector::inspector(frame, app, body, theme),
-            View::Kernels => super::kernelsview::kernels(frame, app, body, theme),
+            View::Kernels => {
+                super::kernelsview::kernels(frame, app, body, theme);
+                super::kernelmarks::draw_prompt(frame, app, body);
+            }
             View::Pack => super::packview::pack(frame, app, body, theme),
         }
     }
@@ -162,7 +165,7 @@ fn status(app: &App) -> String {
         }),
         View::Preview => "↑↓ scroll".to_string(),
         View::Kernels => format!(
-            "↑↓ move · s/S sort ({}{}) · / find by name{}",
+            "↑↓ move · s/S sort ({}{}) · / find by name · Space mark · x extract{}",
             super::kernelsview::kernel_sort_label(app.kernel_sort),
             if app.kernel_reverse { ", reversed" } else { "" },
             if app.kernel_entry.is_some() {

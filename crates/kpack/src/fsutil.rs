@@ -293,6 +293,47 @@ pub fn real_dirs_below(root: &Path, dir: &Path) -> std::result::Result<(), Strin
     Ok(())
 }
 
+/// Write each of `plan`'s files below `root`, atomically, with the bytes `bytes`
+/// gives for it. The directories of every destination are checked first
+/// ([`real_dirs_below`]), so a refusal writes nothing, inside or outside; each
+/// file's directory is checked again, once created, to resolve inside `root`.
+/// `what` names the source in the errors.
+pub fn write_below<T>(
+    root: &Path,
+    what: &Path,
+    plan: &[(PathBuf, T)],
+    bytes: impl Fn(&T) -> Result<std::borrow::Cow<'_, [u8]>>,
+) -> Result<()> {
+    let blocked: std::collections::BTreeSet<String> = plan
+        .iter()
+        .filter_map(|(dest, _)| real_dirs_below(root, dest.parent().unwrap_or(root)).err())
+        .collect();
+    if !blocked.is_empty() {
+        return Err(Error::Invalid(format!(
+            "{}: refusing to extract into {}, nothing written:\n  {}",
+            what.display(),
+            root.display(),
+            blocked.into_iter().collect::<Vec<_>>().join("\n  ")
+        )));
+    }
+    std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
+    let canon_root = root.canonicalize().map_err(|e| Error::io(root, e))?;
+    for (dest, item) in plan {
+        let parent = dest.parent().unwrap_or(root);
+        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+        let canon = parent.canonicalize().map_err(|e| Error::io(parent, e))?;
+        if !canon.starts_with(&canon_root) {
+            return Err(Error::Invalid(format!(
+                "{} leads outside {} (through a symlink); not writing",
+                parent.display(),
+                root.display()
+            )));
+        }
+        write_atomic(dest, &bytes(item)?, None)?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod prospective_tests {
     use super::*;

@@ -43,6 +43,7 @@ impl Inventory<'_> {
                 target: t.to_string(),
                 size,
                 stored,
+                bytes: None,
             });
         }
     }

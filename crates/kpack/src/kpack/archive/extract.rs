@@ -77,41 +77,7 @@ impl Archive {
                 bad.join("\n  ")
             )));
         }
-        // No directory of a destination below `root` may already be a symlink (or
-        // not a directory): checked for every kernel before the first directory is
-        // created, so a refusal leaves nothing behind, inside or outside.
-        let blocked: Vec<String> = plan
-            .iter()
-            .filter_map(|(dest, _)| {
-                crate::fsutil::real_dirs_below(root, dest.parent().unwrap_or(root)).err()
-            })
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
-            .collect();
-        if !blocked.is_empty() {
-            return Err(Error::Invalid(format!(
-                "{}: refusing to extract into {}, nothing written:\n  {}",
-                self.path.display(),
-                root.display(),
-                blocked.join("\n  ")
-            )));
-        }
-        std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
-        let canon_root = root.canonicalize().map_err(|e| Error::io(root, e))?;
-        for (dest, k) in &plan {
-            let parent = dest.parent().unwrap_or(root);
-            std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
-            let canon = parent.canonicalize().map_err(|e| Error::io(parent, e))?;
-            if !canon.starts_with(&canon_root) {
-                return Err(Error::Invalid(format!(
-                    "{} leads outside {} (through a symlink); not writing",
-                    parent.display(),
-                    root.display()
-                )));
-            }
-            let bytes = self.kernel(k)?;
-            crate::fsutil::write_atomic(dest, &bytes, None)?;
-        }
+        crate::fsutil::write_below(root, &self.path, &plan, |k| self.kernel(k))?;
         Ok(plan.len())
     }
 }

@@ -16,6 +16,9 @@ use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+mod extract;
+pub use extract::{destination, extract_code_objects};
+
 /// One kernel where it lives.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct KernelRow {
@@ -57,6 +60,57 @@ pub struct CodeObjectRow {
     pub size: u64,
     /// Bytes it takes on disk (its share of a compressed bundle, its archive frame).
     pub stored: u64,
+    /// Its bytes, when [`KernelsOptions::keep`] asked for them.
+    #[serde(skip)]
+    pub bytes: Option<Vec<u8>>,
+}
+
+/// A code object by where it lives: the file, the binary (the file, or an archive
+/// entry's key without `#TU`), the bundle (or the key's `#TU`) and the target.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CodeObjectRef {
+    /// The file holding it.
+    pub path: String,
+    /// The binary it belongs to.
+    pub binary: String,
+    /// Bundle (TU) index.
+    pub bundle: Option<u32>,
+    /// Target ID.
+    pub target: String,
+}
+
+impl CodeObjectRow {
+    /// Where it lives.
+    pub fn id(&self) -> CodeObjectRef {
+        CodeObjectRef {
+            path: self.path.clone(),
+            binary: self.binary.clone(),
+            bundle: self.bundle,
+            target: self.target.clone(),
+        }
+    }
+}
+
+impl KernelRow {
+    /// The code object holding the kernel.
+    pub fn code_object(&self) -> CodeObjectRef {
+        let (binary, bundle) = binary_and_tu(&self.path, self.key.as_deref(), self.bundle);
+        CodeObjectRef {
+            path: self.path.clone(),
+            binary,
+            bundle,
+            target: self.target.clone(),
+        }
+    }
+}
+
+/// The binary and bundle of a code object: an archive entry's key split at `#TU`, or
+/// the file itself and its bundle.
+fn binary_and_tu(path: &str, key: Option<&str>, bundle: Option<u32>) -> (String, Option<u32>) {
+    match key.and_then(|k| k.rsplit_once('#')) {
+        Some((b, n)) => (b.to_string(), n.parse().ok()),
+        None => (path.to_string(), bundle),
+    }
 }
 
 /// Every kernel found.
@@ -91,6 +145,8 @@ pub struct KernelsOptions {
     /// Bundles not to read, by file path and bundle index (a diff's bundles that
     /// hold the same bytes on both sides: their kernels cannot differ).
     pub skip_bundles: std::collections::BTreeMap<String, std::collections::BTreeSet<u32>>,
+    /// Keep the bytes of these code objects ([`CodeObjectRow::bytes`]).
+    pub keep: Option<std::collections::BTreeSet<CodeObjectRef>>,
 }
 
 /// Parsed code objects by content hash (bounded: cleared when it grows past this).
@@ -144,21 +200,23 @@ fn push_code_object(
     (path, key, bundle): (&str, Option<&str>, Option<u32>),
     (target, stored): (&str, u64),
     data: &[u8],
-    cache: bool,
+    opts: &KernelsOptions,
 ) {
-    let (binary, tu) = match key.and_then(|k| k.rsplit_once('#')) {
-        Some((b, n)) => (b.to_string(), n.parse().ok()),
-        None => (path.to_string(), bundle),
-    };
-    out.0.push(CodeObjectRow {
+    let (binary, tu) = binary_and_tu(path, key, bundle);
+    let mut row = CodeObjectRow {
         path: path.to_string(),
         binary,
         bundle: tu,
         target: target.to_string(),
         size: data.len() as u64,
         stored,
-    });
-    match read_code_object(data, cache) {
+        bytes: None,
+    };
+    if opts.keep.as_ref().is_some_and(|k| k.contains(&row.id())) {
+        row.bytes = Some(data.to_vec());
+    }
+    out.0.push(row);
+    match read_code_object(data, opts.cache) {
         Ok(info) => {
             for k in info.kernels {
                 out.1.push(KernelRow {
@@ -282,7 +340,7 @@ fn bundle_rows(path: &str, sec: &[u8], b: &BundleInfo, opts: &KernelsOptions) ->
                 (path, None, Some(b.index as u32)),
                 (&arch, b.apportioned_size(e)),
                 bytes,
-                opts.cache,
+                opts,
             );
         }
     }
@@ -316,7 +374,7 @@ fn from_archive(
                 (path, Some(&e.key), None),
                 (&e.arch, e.compressed_size),
                 &bytes,
-                opts.cache,
+                opts,
             ),
             Err(err) => out.2.push(format!("{path}: {} {}: {err}", e.key, e.arch)),
         }
@@ -449,7 +507,7 @@ fn from_bytes(
                 (path, None, None),
                 (&target, data.len() as u64),
                 data,
-                opts.cache,
+                opts,
             );
         }
     } else if elf::is_static_archive(data) {
@@ -527,7 +585,7 @@ fn from_embedded(
                         (&label, None, None),
                         (target, e.size),
                         &data[start..end],
-                        opts.cache,
+                        opts,
                     );
                 }
             }

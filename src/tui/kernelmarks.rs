@@ -1,0 +1,144 @@
+//! Marks in the Kernels view and their batch action: Space marks the kernel under
+//! the cursor (and moves on), `u` clears the marks, `x` extracts the code objects
+//! holding the marked kernels (or the selected one) to a directory it asks for.
+
+use super::app::{App, Request, View};
+use super::widgets::centered;
+use kpack::kernels::{CodeObjectRef, KernelRow};
+use ratatui::Frame;
+use ratatui::crossterm::event::{KeyCode, KeyEvent};
+use ratatui::layout::Rect;
+use ratatui::text::Line;
+use ratatui::widgets::{Block, Clear, Paragraph};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+/// A marked kernel: its code object and its (mangled) name.
+pub type KernelMark = (CodeObjectRef, String);
+
+/// The extract prompt: the code objects, the directory being typed, the cursor.
+pub type ExtractPrompt = (BTreeSet<CodeObjectRef>, String, usize);
+
+/// How a row is marked.
+pub fn mark_of(r: &KernelRow) -> KernelMark {
+    (r.code_object(), r.kernel.name.clone())
+}
+
+impl App {
+    /// Whether the row is marked.
+    pub fn is_marked(&self, r: &KernelRow) -> bool {
+        !self.kernel_marks.is_empty() && self.kernel_marks.contains(&mark_of(r))
+    }
+
+    /// Space, `u` and `x` in the Kernels view.
+    pub(super) fn kernels_mark_key(&mut self, k: KeyEvent) {
+        match k.code {
+            KeyCode::Char(' ') => {
+                let Some(m) = self
+                    .kernel_rows()
+                    .get(self.kernel_cursor)
+                    .map(|r| mark_of(r))
+                else {
+                    return;
+                };
+                if !self.kernel_marks.remove(&m) {
+                    self.kernel_marks.insert(m);
+                }
+                self.move_by(1);
+            }
+            KeyCode::Char('u') => self.kernel_marks.clear(),
+            KeyCode::Char('x') => self.open_kernel_extract(),
+            _ => {}
+        }
+    }
+
+    /// `x`: ask where to extract the marked kernels' code objects (the selected
+    /// kernel's when none is marked).
+    fn open_kernel_extract(&mut self) {
+        let Some((listed, Ok(_))) = &self.kernels else {
+            self.flash = Some("no kernels listed to extract".into());
+            return;
+        };
+        let listed = listed.clone();
+        let wanted: BTreeSet<CodeObjectRef> = if self.kernel_marks.is_empty() {
+            self.kernel_rows()
+                .get(self.kernel_cursor)
+                .map(|r| r.code_object())
+                .into_iter()
+                .collect()
+        } else {
+            self.kernel_marks.iter().map(|(c, _)| c.clone()).collect()
+        };
+        if wanted.is_empty() {
+            return;
+        }
+        let name = if listed.is_empty() {
+            self.root
+                .file_name()
+                .map_or("kernels".into(), |n| n.to_string_lossy().into_owned())
+        } else {
+            listed.rsplit('/').next().unwrap_or(&listed).to_string()
+        };
+        let dest = self.default_output(&format!("{name}.extracted"));
+        let cursor = dest.chars().count();
+        self.kernel_extract = Some((wanted, dest, cursor));
+    }
+
+    /// Keys of the extract prompt: Enter extracts (in the background), Esc cancels.
+    pub(super) fn kernel_extract_key(&mut self, k: KeyEvent) {
+        let Some((wanted, dest, cursor)) = &mut self.kernel_extract else {
+            return;
+        };
+        match k.code {
+            KeyCode::Enter if !dest.is_empty() => {
+                let listed = self
+                    .kernels
+                    .as_ref()
+                    .map(|(p, _)| p.clone())
+                    .unwrap_or_default();
+                self.requests.push(Request::ExtractCodeObjects {
+                    listed,
+                    wanted: std::mem::take(wanted),
+                    dest: PathBuf::from(dest.as_str()),
+                });
+                self.flash = Some("extracting…".into());
+                self.kernel_extract = None;
+            }
+            KeyCode::Esc => self.kernel_extract = None,
+            _ => {
+                super::textedit::edit(dest, cursor, k);
+            }
+        }
+    }
+}
+
+/// The prompt over the Kernels view.
+pub(crate) fn draw_prompt(frame: &mut Frame, app: &App, area: Rect) {
+    let Some((wanted, dest, cursor)) = &app.kernel_extract else {
+        return;
+    };
+    if app.view != View::Kernels {
+        return;
+    }
+    let what = if app.kernel_marks.is_empty() {
+        "Extract the selected kernel's code object into".to_string()
+    } else {
+        format!(
+            "Extract the {} holding the {} marked kernel(s) into",
+            crate::text::count(wanted.len() as u64, "code object", "code objects"),
+            app.kernel_marks.len()
+        )
+    };
+    let body = vec![
+        Line::from(what),
+        Line::from(format!("▶ {}", super::textedit::with_cursor(dest, *cursor))),
+        Line::from(""),
+        Line::from("Enter extracts (<binary>#<bundle>/<target>.hsaco) · Esc cancels"),
+    ];
+    let r = centered(area, area.width.min(90), 6);
+    frame.render_widget(Clear, r);
+    frame.render_widget(
+        Paragraph::new(body).block(Block::bordered().title(" extract ")),
+        r,
+    );
+}
