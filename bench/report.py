@@ -117,6 +117,9 @@ for r in rows:
         print(f"| cancel | Ctrl-C during `pack --level max` of a {size(r['tree_bytes'])} generated tree, 2 s into packing "
               f"| {r['median_s']:.2f} s to exit (worst {r['max_s']:.2f} s of {r['runs']}) | | "
               f"| < 1 s; exit 130, nothing left: {'yes' if r['clean'] else 'NO'} | |")
+    elif b == "tui_cancel":
+        print(f"| TUI cancel | Esc during a TUI pack at level max of a {size(r['tree_bytes'])} generated tree, 2 s into the compression (tmux, polled every 10 ms) "
+              f"| {r['median_s']:.2f} s until the pane says cancelled (worst {r['max_s']:.2f} s of {r['runs']}) | | | < 1 s; nothing left: {'yes' if r['clean'] else 'NO'} | |")
     elif b == "tui_startup":
         print(f"| TUI startup | explorer on a {r['files']:,}-file tree, warm cache (tmux, polled every 10 ms) "
               f"| tree shown after {r['first_ms']:.0f} ms, complete after {r['full_ms']:.0f} ms | | | usable < 100 ms | |")

@@ -10,9 +10,9 @@
 # (apt-get install hyperfine zstd clang-19 binutils tmux hipcc make).
 # Sections: scan rewrite pack verify split kernels diff trace archive tui tuistart phc phc1 cancel,
 # and scale (not in the default set: 1 GiB and 8 GiB trees, ~20 GB of disk, ~30 min).
-# Rows of sections not rerun are kept from bench/work/results.jsonl; on a fresh checkout
-# (no results.jsonl) a partial run writes only its own rows: merge them into the committed
-# RESULTS.md by hand, or run every section. Work files go to bench/work/
+# Rows of sections not rerun are kept from bench/work/results.jsonl, and a partial run
+# replaces only its own rows of the committed RESULTS.md (bench/merge.py), so a fresh
+# checkout can rerun one section. Work files go to bench/work/
 # (generated trees are kept and reused; delete the folder to regenerate).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,13 +33,14 @@ echo "bench: building (release)"
 cargo build --release --quiet --bins --examples
 kp=$root/target/release/kpack-tui
 
-record() { echo "$1" >> "$results.new"; }
+# A measurement that printed nothing failed: the run stops rather than report a gap.
+record() { [ -n "$1" ] || { echo "bench: a measurement printed nothing" >&2; exit 1; }; echo "$1" >> "$results.new"; }
 : > "$results.new"
 # Keep earlier results of sections not rerun.
 if [ -f "$results" ]; then
   python3 - "$results" "${sections[@]}" >> "$results.new" <<'PY'
 import json, sys
-keep = {"scan": "scan", "rewrite": "rewrite", "pack": "pack", "verify": "verify", "split": "split", "combine": "split", "kernels": "kernels", "find_kernel": "kernels", "diff": "diff", "trace": "trace", "archive_write": "archive", "archive_random_access": "archive", "tui": "tui", "phc": "phc", "phc1": "phc1", "tui_startup": "tuistart", "cancel": "cancel", "scale": "scale", "scale_cancel": "scale"}
+keep = {"scan": "scan", "rewrite": "rewrite", "pack": "pack", "verify": "verify", "split": "split", "combine": "split", "kernels": "kernels", "find_kernel": "kernels", "diff": "diff", "trace": "trace", "archive_write": "archive", "archive_random_access": "archive", "tui": "tui", "phc": "phc", "phc1": "phc1", "tui_startup": "tuistart", "cancel": "cancel", "tui_cancel": "cancel", "scale": "scale", "scale_cancel": "scale"}
 rerun = set(sys.argv[2:])
 for line in open(sys.argv[1]):
     b = json.loads(line)
@@ -154,6 +155,10 @@ if want cancel; then
   [ -d "$ctree" ] || "$root/target/release/examples/gen_tree" "$ctree" --size-mb "${PACK_MB:-1100}" --seed 2
   echo "bench: Ctrl-C during pack --level max"
   record "$(python3 "$root/bench/cancel.py" "$kp" "$ctree" "$work" "$RUNS")"
+  if command -v tmux >/dev/null; then
+    echo "bench: Esc during a TUI pack at level max"
+    record "$(python3 "$root/bench/tui_cancel.py" "$kp" "$ctree" "$work" "$RUNS")"
+  fi
 fi
 
 if want verify; then
@@ -454,5 +459,13 @@ print(",".join(a[0::2]), ",".join(a[1::2]))')"
 fi
 
 mv "$results.new" "$results"
-python3 "$root/bench/report.py" "$results" > "$root/bench/RESULTS.md"
+python3 "$root/bench/report.py" "$results" > "$work/RESULTS.part.md"
+# A run of some sections on a checkout whose results.jsonl lacks the others changes
+# only its own rows of the committed report; the rest stay as they were.
+if [ $# -gt 0 ] && [ -f "$root/bench/RESULTS.md" ]; then
+  python3 "$root/bench/merge.py" "$root/bench/RESULTS.md" "$work/RESULTS.part.md" > "$work/RESULTS.merged.md"
+  mv "$work/RESULTS.merged.md" "$root/bench/RESULTS.md"
+else
+  mv "$work/RESULTS.part.md" "$root/bench/RESULTS.md"
+fi
 echo "bench: wrote bench/RESULTS.md"
