@@ -118,13 +118,15 @@ pub enum Request {
     Plan(Selection),
     /// Pack the tree.
     Pack(PackSettings),
-    /// Write a table as CSV to `kpack-<name>.csv` in the current directory (a new
-    /// name when it exists: nothing is overwritten).
+    /// Write a table to `kpack-<name>.<ext>` in the current directory (a new name
+    /// when it exists: nothing is overwritten).
     Export {
         /// The table's short name.
         name: &'static str,
-        /// Its CSV.
-        csv: String,
+        /// `csv` or `json`.
+        ext: &'static str,
+        /// Its text in that format.
+        text: String,
     },
 }
 

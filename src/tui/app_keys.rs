@@ -256,12 +256,18 @@ impl App {
                 None => self.flash = Some("no table in this view to copy".into()),
             },
             KeyCode::Char('V') => self.open_pager(),
-            KeyCode::Char('E') => match self.table() {
+            KeyCode::Char(c @ ('E' | 'J')) => match self.table() {
                 Some(t) => {
                     self.flash = Some(format!("exporting the {} table…", t.name));
+                    let (ext, text) = if c == 'J' {
+                        ("json", t.json())
+                    } else {
+                        ("csv", t.csv())
+                    };
                     self.requests.push(Request::Export {
                         name: t.name,
-                        csv: t.csv(),
+                        ext,
+                        text,
                     });
                 }
                 None => self.flash = Some("no table in this view to export".into()),

@@ -1,5 +1,5 @@
-//! What `y`, `Y` and `E` take out of the UI: the selected item's text, and the
-//! current view's table (as TSV for the clipboard, as CSV for a file).
+//! What `y`, `Y`, `E` and `J` take out of the UI: the selected item's text, and the
+//! current view's table (as TSV for the clipboard, as CSV or JSON for a file).
 
 use super::app::{App, View};
 use crate::text::csv_field;
@@ -26,6 +26,42 @@ impl Table {
             out.push('\n');
         }
         out
+    }
+
+    /// A `kpack-tui.table/1` JSON document: the table's name, its columns, and each
+    /// row as an object of column → value (the text shown), in the view's order.
+    pub fn json(&self) -> String {
+        // Keys are the column names, made unique (`name_2`) should two be alike.
+        let mut columns: Vec<String> = Vec::with_capacity(self.header.len());
+        for h in &self.header {
+            let mut c = h.clone();
+            let mut n = 1;
+            while columns.contains(&c) {
+                n += 1;
+                c = format!("{h}_{n}");
+            }
+            columns.push(c);
+        }
+        let rows: Vec<serde_json::Map<String, serde_json::Value>> = self
+            .rows
+            .iter()
+            .map(|r| {
+                columns
+                    .iter()
+                    .cloned()
+                    .zip(r.iter().map(|v| serde_json::Value::String(v.clone())))
+                    .collect()
+            })
+            .collect();
+        let doc = serde_json::json!({
+            "schema": "kpack-tui.table/1",
+            "table": self.name,
+            "columns": columns,
+            "rows": rows,
+        });
+        let mut s = serde_json::to_string_pretty(&doc).unwrap_or_default();
+        s.push('\n');
+        s
     }
 
     /// RFC 4180 CSV, a header line first.

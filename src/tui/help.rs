@@ -130,7 +130,7 @@ pub(crate) fn help(frame: &mut Frame, app: &App, area: Rect) {
     keys.extend([
         ("!", "the session's messages, whole"),
         ("y, Y", "copy the selected item, the table (TSV)"),
-        ("E", "export the table to ./kpack-<view>.csv"),
+        ("E, J", "export the table to ./kpack-<view>.csv, or .json"),
         (
             "V",
             "$PAGER on what the view shows (e: $EDITOR on a text file)",

@@ -212,18 +212,22 @@ fn preview_plan(
 
 /// Write `csv` to `kpack-<name>.csv` in `dir` (`kpack-<name>-2.csv` and on when
 /// taken): staged, then placed without replacing anything.
-fn export_csv(dir: &Path, name: &str, csv: &str) -> std::result::Result<PathBuf, String> {
+fn export_file(
+    dir: &Path,
+    (name, ext): (&str, &str),
+    text: &str,
+) -> std::result::Result<PathBuf, String> {
     use std::io::Write;
     let mut staged = tempfile::NamedTempFile::new_in(dir)
         .map_err(|e| format!("{}: cannot write here: {e}", dir.display()))?;
     staged
-        .write_all(csv.as_bytes())
+        .write_all(text.as_bytes())
         .map_err(|e| format!("{}: {e}", dir.display()))?;
     for i in 1..1000 {
         let file = if i == 1 {
-            format!("kpack-{name}.csv")
+            format!("kpack-{name}.{ext}")
         } else {
-            format!("kpack-{name}-{i}.csv")
+            format!("kpack-{name}-{i}.{ext}")
         };
         let path = dir.join(file);
         match staged.persist_noclobber(&path) {
@@ -233,7 +237,7 @@ fn export_csv(dir: &Path, name: &str, csv: &str) -> std::result::Result<PathBuf,
         }
     }
     Err(format!(
-        "{}: kpack-{name}-*.csv are all taken",
+        "{}: kpack-{name}-*.{ext} are all taken",
         dir.display()
     ))
 }
@@ -241,12 +245,12 @@ fn export_csv(dir: &Path, name: &str, csv: &str) -> std::result::Result<PathBuf,
 /// Start the background work an app asked for.
 fn start(req: Request, root: &Path, tx: &Sender<AppEvent>, cancel: &kpack::event::CancelToken) {
     match req {
-        Request::Export { name, csv } => {
+        Request::Export { name, ext, text } => {
             let tx = tx.clone();
             std::thread::spawn(move || {
                 let r = std::env::current_dir()
                     .map_err(|e| format!("the current directory: {e}"))
-                    .and_then(|d| export_csv(&d, name, &csv));
+                    .and_then(|d| export_file(&d, (name, ext), &text));
                 let _ = tx.send(AppEvent::Exported(r));
             });
         }

@@ -2573,7 +2573,12 @@ fn copy_and_export_take_what_is_selected_and_shown() {
     assert_eq!(name, app.kernel_rows()[0].kernel.display_name());
     app.requests.clear();
     key(&mut app, KeyCode::Char('E'));
-    let Some(super::app::Request::Export { name, csv }) = app.requests.pop() else {
+    let Some(super::app::Request::Export {
+        name,
+        ext: "csv",
+        text: csv,
+    }) = app.requests.pop()
+    else {
         panic!("no export asked")
     };
     assert_eq!(name, "kernels");
@@ -2583,6 +2588,38 @@ fn copy_and_export_take_what_is_selected_and_shown() {
     want.sort();
     assert_eq!(rows, want);
     assert_eq!(csv.lines().next(), Some(crate::text::KERNEL_CSV_COLUMNS));
+    // J: the same table as a kpack-tui.table/1 document, valid against its schema,
+    // a row object per CSV row with the same values.
+    key(&mut app, KeyCode::Char('J'));
+    let Some(super::app::Request::Export {
+        name: "kernels",
+        ext: "json",
+        text,
+    }) = app.requests.pop()
+    else {
+        panic!("no JSON export asked")
+    };
+    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let schema: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schema/table.schema.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let v = jsonschema::validator_for(&schema).unwrap();
+    assert!(v.is_valid(&doc), "{doc}");
+    let columns: Vec<&str> = doc["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert_eq!(columns.join(","), crate::text::KERNEL_CSV_COLUMNS);
+    let table = app.table().unwrap();
+    assert_eq!(doc["rows"].as_array().unwrap().len(), table.rows.len());
+    for (row, want) in doc["rows"].as_array().unwrap().iter().zip(&table.rows) {
+        let got: Vec<&str> = columns.iter().map(|c| row[*c].as_str().unwrap()).collect();
+        assert_eq!(&got, want);
+    }
     // The Preview has no table: said, not silently ignored.
     app.view = View::Preview;
     key(&mut app, KeyCode::Char('Y'));
@@ -2596,14 +2633,14 @@ fn copy_and_export_take_what_is_selected_and_shown() {
 fn export_picks_a_new_name_and_writes_it_whole() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("kpack-kernels.csv"), "mine\n").unwrap();
-    let p = super::export_csv(dir.path(), "kernels", "a,b\n1,2\n").unwrap();
+    let p = super::export_file(dir.path(), ("kernels", "csv"), "a,b\n1,2\n").unwrap();
     assert_eq!(p, dir.path().join("kpack-kernels-2.csv"));
     assert_eq!(std::fs::read_to_string(&p).unwrap(), "a,b\n1,2\n");
     assert_eq!(
         std::fs::read_to_string(dir.path().join("kpack-kernels.csv")).unwrap(),
         "mine\n"
     );
-    let p = super::export_csv(dir.path(), "kernels", "x\n").unwrap();
+    let p = super::export_file(dir.path(), ("kernels", "csv"), "x\n").unwrap();
     assert_eq!(p, dir.path().join("kpack-kernels-3.csv"));
     // Nothing staged is left behind.
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 3);
