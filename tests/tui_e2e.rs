@@ -552,3 +552,257 @@ fn a_cancel_during_a_pack_at_the_highest_level_returns_within_a_second() {
     }
     assert_eq!(tree_hashes(&tree), before, "the input is unchanged");
 }
+
+/// The CLI's `preview` of `bin`: its first wrapper line (what the TUI's preview of
+/// the same file shows).
+fn first_wrapper_line(bin: &std::path::Path) -> String {
+    let o = kpack(&["preview", bin.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    stdout(&o)
+        .lines()
+        .find(|l| l.trim_start().starts_with("wrapper "))
+        .unwrap_or_else(|| panic!("no wrapper line: {}", stdout(&o)))
+        .trim()
+        .to_string()
+}
+
+/// #30 "Must not lose code", items 1, 2, 5, 6 and 7, at 80×24 and 160×48 (item 3 is
+/// `a_cancel_during_a_pack_at_the_highest_level_returns_within_a_second`):
+/// - 1, 7: a packed tree's Architectures view preselects the targets whose code is
+///   only in its archives and shows the exact plan the CLI's `--dry-run` gives; the
+///   default re-pack from the dialog drops nothing (its ledger, and every code
+///   object of the fat input, by binary, bundle and target, is in the output);
+/// - 2: with a family deselected the dialog lists what it leaves out and the pack
+///   stops, as the CLI's default does, writing nothing;
+/// - 5: the rewrite preview of a fat binary inside a wheel and of a PE DLL shows
+///   what the CLI's `preview` prints for the same file;
+/// - 6: `K` on a static archive lists as many kernels as `kernels` does.
+#[test]
+fn the_tui_never_drops_code_silently_in_a_real_terminal() {
+    if tool("tmux").is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let fat = copy_demo(tmp.path());
+    let packed = tmp.path().join("packed");
+    let o = pack_rocm(&fat, &packed, &["--all"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // The CLI's exact plan of the preselection (the families with code: gfx90X and
+    // gfx103X) for the packed tree: "input X -> projected output (...) Y (…%)".
+    let o = kpack(&[
+        "pack",
+        packed.to_str().unwrap(),
+        "-o",
+        tmp.path().join("unused").to_str().unwrap(),
+        "--group",
+        "rocm",
+        "--family",
+        "gfx90X",
+        "--family",
+        "gfx103X",
+        "--dry-run",
+    ]);
+    let plan = stdout(&o) + &stderr(&o);
+    let line = plan
+        .lines()
+        .find(|l| l.trim_start().starts_with("input "))
+        .unwrap_or_else(|| panic!("{plan}"));
+    let input = line.trim_start()["input ".len()..]
+        .split(" -> ")
+        .next()
+        .unwrap();
+    let output = line
+        .rsplit(") ")
+        .next()
+        .unwrap()
+        .split(" (")
+        .next()
+        .unwrap();
+    let expected_plan = format!("output {output} of {input}");
+    let fat_objects: std::collections::BTreeSet<(String, u32, String)> =
+        fat_code_objects(&fat).into_keys().collect();
+    assert!(fat_objects.iter().any(|(_, _, t)| t == "gfx1030"));
+    let whl = fixture_wheel(tmp.path()).unwrap();
+    let member = tmp.path().join("libkernels_z.so");
+    std::fs::copy(fixtures().join("libkernels_z.so"), &member).unwrap();
+    let wheel_wrapper = first_wrapper_line(&member);
+    let dll_wrapper = first_wrapper_line(&fixtures().join("libkpe.dll"));
+    let o = kpack(&[
+        "kernels",
+        fat.join("lib/libkern.a").to_str().unwrap(),
+        "--json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let static_kernels = v["kernels"].as_array().unwrap().len();
+    assert!(static_kernels > 0);
+
+    for (w, h) in [(80u16, 24u16), (160, 48)] {
+        // 1, 7: the packed tree.
+        let out = tmp.path().join(format!("again-{w}"));
+        let tm = Tmux::start(
+            &format!("keep{w}"),
+            &format!("{}; echo EXIT=$?", packed.display()),
+            w,
+            h,
+        );
+        tm.wait_for("entries · ");
+        tm.keys(&["2"]);
+        let s = tm.wait_for("pack plan");
+        assert!(s.contains("[x] gfx103X") && s.contains("[x] gfx90X"), "{s}");
+        let s = tm.wait_for(&expected_plan);
+        assert!(s.contains("gfx1030"), "{s}");
+        tm.keys(&["P"]);
+        let s = tm.wait_for("Pack this tree");
+        assert!(s.contains("every target with code is selected"), "{s}");
+        tm.keys(&["Down", "C-u"]);
+        tm.type_text(&out.display().to_string());
+        tm.keys(&["Enter"]);
+        let s = tm.wait_for("pack done");
+        assert!(!s.contains("dropped"), "{s}");
+        tm.keys(&["q"]);
+        tm.wait_for("EXIT=0");
+        assert!(ledger(&out).dropped.is_empty());
+        let kept: std::collections::BTreeSet<(String, u32, String)> =
+            kpack::kernels::list_kernels(&out, &Default::default())
+                .unwrap()
+                .objects
+                .iter()
+                .map(|o| (o.binary.clone(), o.bundle.unwrap_or(0), o.target.clone()))
+                .collect();
+        let lost: Vec<_> = fat_objects.difference(&kept).collect();
+        assert!(lost.is_empty(), "{w}x{h}: lost {lost:?}");
+
+        // 2: gfx103X deselected on the fat tree: listed as left out, the pack stops.
+        let out = tmp.path().join(format!("narrow-{w}"));
+        let tm = Tmux::start(
+            &format!("stop{w}"),
+            &format!("{}; echo EXIT=$?", fat.display()),
+            w,
+            h,
+        );
+        tm.wait_for("entries · ");
+        tm.keys(&["2"]);
+        tm.wait_for("[x] gfx103X");
+        tm.keys(&["Down", "Down", "Down", "Down", "Space"]);
+        tm.wait_for("[ ] gfx103X");
+        tm.keys(&["P"]);
+        let s = tm.wait_for("left out");
+        assert!(s.contains("gfx1030") && s.contains("the pack stops"), "{s}");
+        tm.keys(&["Down", "C-u"]);
+        tm.type_text(&out.display().to_string());
+        tm.keys(&["Enter"]);
+        let s = tm.wait_for("pack failed");
+        assert!(s.contains("F4"), "{s}");
+        assert!(
+            !out.exists(),
+            "{w}x{h}: a refused pack wrote {}",
+            out.display()
+        );
+        // 6: K on the static archive.
+        tm.keys(&["Escape", "Escape", "1", "/"]);
+        tm.type_text("libkern.a");
+        tm.keys(&["Enter", "Down", "K"]);
+        let s = tm.wait_for("kernels of lib/libkern.a");
+        assert!(
+            s.contains(&format!("{static_kernels} kernels in ")),
+            "{w}x{h}: want {static_kernels} kernels:\n{s}"
+        );
+        tm.keys(&["q"]);
+        tm.wait_for("EXIT=0");
+
+        // 5: the preview of a fat binary inside a wheel, and of a PE DLL.
+        let tm = Tmux::start(&format!("whl{w}"), &whl.display().to_string(), w, h);
+        tm.wait_for("entries · ");
+        tm.keys(&["/"]);
+        tm.type_text("libkernels_z");
+        // The file is the filtered list's last row, under its folders.
+        tm.keys(&["Enter", "G", "Enter"]);
+        let s = tm.wait_for("rewrite preview");
+        let shown = tm.wait_for("HIPF -> HIPK");
+        assert!(
+            shown.contains(&wheel_wrapper[..wheel_wrapper.len().min(usize::from(w) - 4)]),
+            "{w}x{h}: want {wheel_wrapper:?}:\n{s}"
+        );
+        let dll = tmp.path().join("libkpe.dll");
+        std::fs::copy(fixtures().join("libkpe.dll"), &dll).unwrap();
+        let tm = Tmux::start(&format!("dll{w}"), &dll.display().to_string(), w, h);
+        tm.wait_for("1 entry · ");
+        tm.keys(&["Enter"]);
+        let s = tm.wait_for("HIPF -> HIPK");
+        assert!(
+            s.contains(&dll_wrapper[..dll_wrapper.len().min(usize::from(w) - 4)]),
+            "{w}x{h}: want {dll_wrapper:?}:\n{s}"
+        );
+    }
+}
+
+/// #30 item 4: Esc during a wheel split in the TUI (a wheel of a generated 100 MB
+/// tree, at the highest level) cancels it within a second, says so, and writes
+/// nothing: no wheel, no output directory, no staging; the input wheel unchanged.
+#[test]
+fn esc_cancels_a_wheel_split_in_a_real_terminal() {
+    if tool("tmux").is_none() || tool("python3").is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let tree = generated_tree(tmp.path(), 100);
+    let whl = tmp.path().join("torch-2.10.0-cp311-cp311-linux_x86_64.whl");
+    let o = Command::new("python3")
+        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/make-test-wheel.py"))
+        .arg(&whl)
+        .args(["--name", "torch", "--version", "2.10.0", "--level", "1"])
+        .args(["--tag", "cp311-cp311-linux_x86_64"])
+        .arg(format!("--tree={}=torch", tree.display()))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    std::fs::remove_dir_all(&tree).unwrap();
+    let before = std::fs::read(&whl).unwrap();
+    let out = tmp.path().join("dist");
+    let tm = Tmux::start(
+        "wheelcancel",
+        &format!("{}; echo EXIT=$?", whl.display()),
+        160,
+        48,
+    );
+    tm.wait_for("entries · ");
+    tm.keys(&["2"]);
+    tm.wait_for("[x]");
+    tm.keys(&["P"]);
+    tm.wait_for("Split this wheel");
+    tm.keys(&["Down", "Down", "C-u"]);
+    tm.type_text(&out.display().to_string());
+    tm.keys(&["Down", "End"]);
+    tm.wait_for("22 (max");
+    tm.keys(&["Enter"]);
+    tm.wait_for(": compress ");
+    let t0 = Instant::now();
+    tm.run(&["send-keys", "-t", "e2e", "Escape"]);
+    let s = loop {
+        let s = tm.screen();
+        if s.contains("split cancelled") {
+            break s;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "not cancelled:\n{s}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let took = t0.elapsed();
+    eprintln!("wheel split: control back {took:?} after Esc");
+    assert!(took < Duration::from_secs(1), "{took:?}:\n{s}");
+    assert!(s.contains("nothing was written"), "{s}");
+    tm.keys(&["q"]);
+    tm.wait_for("EXIT=0");
+    let left: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.ends_with(".whl"))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    assert!(
+        std::fs::read(&whl).unwrap() == before,
+        "the input wheel is unchanged"
+    );
+}

@@ -830,3 +830,34 @@ fn wheel_split_says_where_the_fat_binaries_are_and_why_output_grew() {
         stdout(&o)
     );
 }
+
+/// #30 item 4: a member's inflation looks at the stop flag as it goes (a cancel does
+/// not wait for a gigabyte library to be inflated): cancelled at once, or the same
+/// bytes as without the flag.
+#[test]
+fn a_members_inflation_stops_when_told() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(whl) = fixture_wheel(tmp.path()) else {
+        return;
+    };
+    let w = kpack::wheel::Wheel::open(&whl).unwrap();
+    let m = w.member("torch/lib/libkernels_z.so").unwrap();
+    let r = w.contents_until(m, tmp.path(), &|| true);
+    assert!(matches!(r, Err(kpack::Error::Cancelled)), "{:?}", r.err());
+    let whole = w.contents(m, tmp.path()).unwrap();
+    let seen = std::cell::Cell::new(0);
+    let again = w
+        .contents_until(m, tmp.path(), &|| {
+            seen.set(seen.get() + 1);
+            false
+        })
+        .unwrap();
+    assert_eq!(&*whole, &*again);
+    assert!(seen.get() >= 1);
+    assert_eq!(
+        &*whole,
+        std::fs::read(fixtures().join("libkernels_z.so"))
+            .unwrap()
+            .as_slice()
+    );
+}

@@ -132,10 +132,15 @@ pub fn done(
     let r = match r {
         Ok(r) => r,
         Err(e) => {
+            let title = if e == "cancelled" {
+                " split cancelled: nothing was written "
+            } else {
+                " split failed: nothing was written "
+            };
             frame.render_widget(
                 Paragraph::new(e.as_str())
                     .wrap(Wrap { trim: false })
-                    .block(Block::bordered().title(" split failed: nothing was written ")),
+                    .block(Block::bordered().title(title)),
                 area,
             );
             return;

@@ -106,7 +106,19 @@ impl Wheel {
     /// when stored aligned, in memory up to [`IN_MEMORY`], else in a mapped unlinked
     /// temporary file under `spill`.
     pub fn contents(&self, m: &Member, spill: &Path) -> Result<Contents<'_>> {
-        contents(&self.path, &self.map, m, spill)
+        contents(&self.path, &self.map, m, (spill, &|| false))
+    }
+
+    /// [`Wheel::contents`], looking at `stop` every [`STOP_CHUNK`] bytes inflated:
+    /// [`Error::Cancelled`] once it says stop (a gigabyte member is not inflated
+    /// whole after a cancel).
+    pub fn contents_until(
+        &self,
+        m: &Member,
+        spill: &Path,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Contents<'_>> {
+        contents(&self.path, &self.map, m, (spill, stop))
     }
 
     /// Let the kernel drop the pages of a member read (keeps RSS flat).
@@ -160,9 +172,37 @@ impl std::ops::Deref for Contents<'_> {
 /// Free space a spill file must leave on its disk.
 const SPILL_RESERVE: u64 = 256 << 20;
 
-/// See [`Wheel::contents`].
-pub fn contents<'a>(path: &Path, zip: &'a [u8], m: &Member, spill: &Path) -> Result<Contents<'a>> {
+/// Bytes inflated between two looks at [`Wheel::contents_until`]'s stop.
+pub const STOP_CHUNK: usize = 1 << 20;
+
+/// A reader that fails once `stop` says so, looking before every read of at most
+/// [`STOP_CHUNK`] bytes.
+struct Stoppable<'s, R> {
+    inner: R,
+    stop: &'s dyn Fn() -> bool,
+}
+
+impl<R: std::io::Read> std::io::Read for Stoppable<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if (self.stop)() {
+            return Err(std::io::Error::other("cancelled"));
+        }
+        let n = buf.len().min(STOP_CHUNK);
+        self.inner.read(&mut buf[..n])
+    }
+}
+
+/// See [`Wheel::contents`] and [`Wheel::contents_until`].
+pub fn contents<'a>(
+    path: &Path,
+    zip: &'a [u8],
+    m: &Member,
+    (spill, stop): (&Path, &dyn Fn() -> bool),
+) -> Result<Contents<'a>> {
     let ferr = |e: std::io::Error| {
+        if stop() {
+            return Error::Cancelled;
+        }
         Error::format(
             path,
             crate::FormatError::new(m.data_offset, format!("member {}: {e}", m.name)),
@@ -171,12 +211,19 @@ pub fn contents<'a>(path: &Path, zip: &'a [u8], m: &Member, spill: &Path) -> Res
     if m.method == zip::Method::Stored {
         let s = m.stored(zip);
         // The CRC is checked on the way, as for deflated members.
-        std::io::copy(&mut m.reader(zip), &mut std::io::sink()).map_err(ferr)?;
+        let mut r = Stoppable {
+            inner: m.reader(zip),
+            stop,
+        };
+        std::io::copy(&mut r, &mut std::io::sink()).map_err(ferr)?;
         if (s.as_ptr() as usize).is_multiple_of(8) {
             return Ok(Contents::Borrowed(s));
         }
     }
-    let mut r = m.reader(zip);
+    let mut r = Stoppable {
+        inner: m.reader(zip),
+        stop,
+    };
     if m.size <= IN_MEMORY {
         let a = crate::elf::AlignedBytes::read_from(&mut r, m.size as usize).map_err(ferr)?;
         return Ok(Contents::Owned(a));

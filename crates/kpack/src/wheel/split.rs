@@ -706,7 +706,7 @@ impl Ctx<'_> {
             });
         }
         self.phase(worker, m, Phase::Rewrite);
-        let data = w.contents(m, self.stage)?;
+        let data = w.contents_until(m, self.stage, &|| self.opts.cancel.is_cancelled())?;
         let (found, _) = crate::embedded::find(&data, &crate::embedded::data_ranges(&data));
         if !found.is_empty() {
             self.warn(crate::embedded::stays_in_place(&m.name, &found));
