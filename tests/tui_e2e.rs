@@ -737,8 +737,9 @@ fn the_tui_never_drops_code_silently_in_a_real_terminal() {
 }
 
 /// #30 item 4: Esc during a wheel split in the TUI (a wheel of a generated 100 MB
-/// tree, at the highest level) cancels it within a second, says so, and writes
-/// nothing: no wheel, no output directory, no staging; the input wheel unchanged.
+/// tree, at the highest level), at 80×24 and 160×48, cancels it within a second,
+/// says so, and writes nothing: no wheel, no output directory, no staging; the
+/// input wheel unchanged.
 #[test]
 fn esc_cancels_a_wheel_split_in_a_real_terminal() {
     if tool("tmux").is_none() || tool("python3").is_none() {
@@ -758,12 +759,23 @@ fn esc_cancels_a_wheel_split_in_a_real_terminal() {
     assert!(o.status.success(), "{}", stderr(&o));
     std::fs::remove_dir_all(&tree).unwrap();
     let before = std::fs::read(&whl).unwrap();
-    let out = tmp.path().join("dist");
+    for size in [(80u16, 24u16), (160, 48)] {
+        esc_during_a_wheel_split(tmp.path(), &whl, size);
+    }
+    assert!(
+        std::fs::read(&whl).unwrap() == before,
+        "the input wheel is unchanged"
+    );
+}
+
+/// One run of [`esc_cancels_a_wheel_split_in_a_real_terminal`] in a `w`×`h` pane.
+fn esc_during_a_wheel_split(dir: &std::path::Path, whl: &std::path::Path, (w, h): (u16, u16)) {
+    let out = dir.join(format!("dist-{w}"));
     let tm = Tmux::start(
-        "wheelcancel",
+        &format!("wheelcancel{w}"),
         &format!("{}; echo EXIT=$?", whl.display()),
-        160,
-        48,
+        w,
+        h,
     );
     tm.wait_for("entries · ");
     tm.keys(&["2"]);
@@ -775,6 +787,7 @@ fn esc_cancels_a_wheel_split_in_a_real_terminal() {
     tm.keys(&["Down", "End"]);
     tm.wait_for("22 (max");
     tm.keys(&["Enter"]);
+    tm.wait_for("splitting the wheel");
     tm.wait_for(": compress ");
     let t0 = Instant::now();
     tm.run(&["send-keys", "-t", "e2e", "Escape"]);
@@ -790,19 +803,15 @@ fn esc_cancels_a_wheel_split_in_a_real_terminal() {
         std::thread::sleep(Duration::from_millis(20));
     };
     let took = t0.elapsed();
-    eprintln!("wheel split: control back {took:?} after Esc");
-    assert!(took < Duration::from_secs(1), "{took:?}:\n{s}");
+    eprintln!("{w}x{h}: wheel split: control back {took:?} after Esc");
+    assert!(took < Duration::from_secs(1), "{w}x{h}: {took:?}:\n{s}");
     assert!(s.contains("nothing was written"), "{s}");
     tm.keys(&["q"]);
     tm.wait_for("EXIT=0");
-    let left: Vec<_> = std::fs::read_dir(tmp.path())
+    let left: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|n| !n.ends_with(".whl"))
         .collect();
-    assert!(left.is_empty(), "left behind: {left:?}");
-    assert!(
-        std::fs::read(&whl).unwrap() == before,
-        "the input wheel is unchanged"
-    );
+    assert!(left.is_empty(), "{w}x{h}: left behind: {left:?}");
 }

@@ -215,7 +215,17 @@ pub(crate) fn pack(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             super::widgets::progress(
                 frame,
                 g,
-                (Block::bordered().title(" packing "), ratio, label),
+                (
+                    Block::bordered().title(
+                        if app.report.as_ref().is_some_and(|r| r.wheel.is_some()) {
+                            " splitting the wheel "
+                        } else {
+                            " packing "
+                        },
+                    ),
+                    ratio,
+                    label,
+                ),
                 theme,
                 Color::LightGreen,
             );
