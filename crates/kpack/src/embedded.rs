@@ -253,10 +253,60 @@ pub fn find_in_archive(data: &[u8]) -> (Vec<Embedded>, Option<String>) {
 /// Every bundle and code object in `ranges` of `data`, in file order. Returns the
 /// objects and a note when more than [`MAX_OBJECTS`] were found.
 pub fn find(data: &[u8], ranges: &[Range]) -> (Vec<Embedded>, Option<String>) {
-    find_at_most(data, ranges, MAX_OBJECTS)
+    find_at_most(data, ranges, MAX_OBJECTS, &|_, _| {})
 }
 
-fn find_at_most(data: &[u8], ranges: &[Range], limit: usize) -> (Vec<Embedded>, Option<String>) {
+/// [`find`] over a read-only file map, handing each searched window of
+/// [`SEARCH_WINDOW`] bytes to `release` (offset, length) once its hits are known, so
+/// that a search of a large `.rodata` keeps a window of its pages resident, not the
+/// whole section (`fsutil::release_range`).
+pub fn find_releasing(
+    data: &[u8],
+    ranges: &[Range],
+    release: &dyn Fn(usize, usize),
+) -> (Vec<Embedded>, Option<String>) {
+    find_at_most(data, ranges, MAX_OBJECTS, release)
+}
+
+/// How much of a section is searched before its pages may be released.
+pub const SEARCH_WINDOW: usize = 8 << 20;
+
+/// Where the magics start in `hay`, in order, searched window by window (each window
+/// overlaps the next by the longest magic, so a magic across a boundary is found).
+fn hits_in(hay: &[u8], base: usize, release: &dyn Fn(usize, usize)) -> Vec<usize> {
+    let f = finders();
+    let overlap = bundle::BUNDLE_MAGIC.len();
+    let mut hits = Vec::new();
+    let mut from = 0usize;
+    while from < hay.len() {
+        let to = from.saturating_add(SEARCH_WINDOW).min(hay.len());
+        let win = &hay[from..(to + overlap).min(hay.len())];
+        // The ELF magic is found by its `ELF` (a 0x7f is common in machine code and
+        // would make a poor prefilter), then checked whole.
+        let elf = f[0]
+            .find_iter(win)
+            .map(|at| from + at)
+            .filter(|&at| at > 0 && hay[at - 1] == 0x7f)
+            .map(|at| at - 1);
+        let others = f[1..]
+            .iter()
+            .flat_map(|f| f.find_iter(win))
+            .map(|at| from + at);
+        hits.extend(elf.chain(others).filter(|&at| at < to || to == hay.len()));
+        release(base + from, to - from);
+        from = to;
+    }
+    hits.sort_unstable();
+    hits.dedup();
+    hits
+}
+
+fn find_at_most(
+    data: &[u8],
+    ranges: &[Range],
+    limit: usize,
+    release: &dyn Fn(usize, usize),
+) -> (Vec<Embedded>, Option<String>) {
     let mut out = Vec::new();
     for (section, off, size) in ranges {
         let Some(end) = off.checked_add(*size).filter(|e| *e <= data.len() as u64) else {
@@ -266,17 +316,7 @@ fn find_at_most(data: &[u8], ranges: &[Range], limit: usize) -> (Vec<Embedded>, 
         let hay = &data[start..end];
         let mut covered = 0usize;
         let mut index = 0usize;
-        let f = finders();
-        // The ELF magic is found by its `ELF` (a 0x7f is common in machine code and
-        // would make a poor prefilter), then checked whole.
-        let mut hits: Vec<usize> = f[0]
-            .find_iter(hay)
-            .filter(|&at| at > 0 && hay[at - 1] == 0x7f)
-            .map(|at| at - 1)
-            .chain(f[1..].iter().flat_map(|f| f.find_iter(hay)))
-            .collect();
-        hits.sort_unstable();
-        for at in hits {
+        for at in hits_in(hay, start, release) {
             if at < covered {
                 continue;
             }
@@ -421,6 +461,41 @@ mod tests {
     }
 
     #[test]
+    fn objects_across_search_windows_are_found_and_every_window_is_released() {
+        let co = fixture("vadd-gfx90a.co");
+        let b = fixture("kernels.hipfb");
+        // A range starting at 4096: the code object's magic straddles the end of the
+        // first window, the bundle's the end of the second.
+        let start = 4096;
+        let mut data = vec![0x11u8; start + SEARCH_WINDOW - 2];
+        let co_at = data.len();
+        data.extend_from_slice(&co);
+        data.resize(start + 2 * SEARCH_WINDOW - 10, 0x22);
+        let b_at = data.len();
+        data.extend_from_slice(&b);
+        data.resize(data.len() + 5000, 0x33);
+        let ranges = vec![(
+            ".rodata".to_string(),
+            start as u64,
+            (data.len() - start) as u64,
+        )];
+        let windows = std::cell::RefCell::new(Vec::new());
+        let (found, note) =
+            find_releasing(&data, &ranges, &|o, l| windows.borrow_mut().push((o, l)));
+        assert!(note.is_none());
+        let at: Vec<u64> = found.iter().map(|e| e.offset).collect();
+        assert_eq!(at, [co_at as u64, b_at as u64]);
+        assert_eq!(found, find(&data, &ranges).0);
+        // The windows cover the range once, in order, none larger than the bound.
+        let w = windows.into_inner();
+        assert_eq!(w.len(), 3);
+        assert_eq!(w[0].0, start);
+        assert!(w.windows(2).all(|p| p[0].0 + p[0].1 == p[1].0));
+        assert_eq!(w.last().map(|l| l.0 + l.1), Some(data.len()));
+        assert!(w.iter().all(|l| l.1 <= SEARCH_WINDOW));
+    }
+
+    #[test]
     fn objects_are_found_anywhere_in_the_bytes_and_bounded() {
         let co = fixture("vadd-gfx90a.co");
         let b = fixture("kernels.hipfb");
@@ -443,7 +518,7 @@ mod tests {
         // The code objects inside the bundle are not counted again.
         assert!(found[1].targets.len() >= 2);
         // Past the bound: listed up to it, and said.
-        let (some, note) = find_at_most(&data, &ranges, 1);
+        let (some, note) = find_at_most(&data, &ranges, 1, &|_, _| {});
         assert_eq!(some.len(), 1);
         assert_eq!(
             note.as_deref(),

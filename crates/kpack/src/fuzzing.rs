@@ -42,7 +42,7 @@ pub fn classify(data: &[u8]) {
     let data = elf::AlignedBytes::copy_of(data);
     let mut r = scan::FileReport::for_bytes("fuzz", data.as_slice().len() as u64);
     scan::classify_bytes(&mut r, data.as_slice(), false);
-    scan::find_embedded(&mut r, data.as_slice(), false);
+    scan::find_embedded(&mut r, data.as_slice(), false, &|_, _| {});
 }
 
 /// The embedded-code finder: over any bytes, what it finds lies inside them, in

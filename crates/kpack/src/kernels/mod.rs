@@ -561,7 +561,15 @@ fn from_embedded(
     let found = match known {
         Some(k) => k,
         None => {
-            let (f, note) = crate::embedded::find(data, &crate::embedded::data_ranges(data));
+            let ranges = crate::embedded::data_ranges(data);
+            let (f, note) = match &defer {
+                // A file of its own: the searched pages leave the resident set.
+                Some((map, _)) if std::ptr::eq(map.as_ptr(), data.as_ptr()) => {
+                    let release = |o: usize, l: usize| crate::fsutil::release_range(map, o, l);
+                    crate::embedded::find_releasing(data, &ranges, &release)
+                }
+                _ => crate::embedded::find(data, &ranges),
+            };
             if let Some(n) = note {
                 out.2.push(format!("{path}: {n}"));
             }

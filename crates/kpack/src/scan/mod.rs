@@ -439,7 +439,10 @@ pub fn inspect_file_with(
                 let names = elf::inspect_static_archive(&map).map(|a| a.thin);
                 thin::resolve(&mut r, &names.unwrap_or_default(), abs, boundary);
             }
-            find_embedded(&mut r, &map, deep);
+            // The search reads whole data sections: their pages leave the resident set
+            // window by window.
+            let release = |o: usize, l: usize| crate::fsutil::release_range(&map, o, l);
+            find_embedded(&mut r, &map, deep, &release);
         }
         Err(e) => r.problems.push(format!("cannot map: {e}")),
     }
@@ -449,8 +452,9 @@ pub fn inspect_file_with(
 /// Device code in the file's data outside what HIP reads (`embedded`): in the data
 /// sections of binaries, or with `deep` anywhere in a file that is not itself a
 /// bundle, code object or archive. A binary without HIP device code that has some
-/// becomes `embedded_code`.
-pub fn find_embedded(r: &mut FileReport, data: &[u8], deep: bool) {
+/// becomes `embedded_code`. Each searched window is handed to `release` (offset,
+/// length) once read (`crate::embedded::find_releasing`).
+pub fn find_embedded(r: &mut FileReport, data: &[u8], deep: bool, release: &dyn Fn(usize, usize)) {
     if matches!(
         r.kind,
         FileKind::Bundle | FileKind::CodeObject | FileKind::Kpack | FileKind::Wheel
@@ -465,7 +469,7 @@ pub fn find_embedded(r: &mut FileReport, data: &[u8], deep: bool) {
         } else {
             crate::embedded::data_ranges(data)
         };
-        crate::embedded::find(data, &ranges)
+        crate::embedded::find_releasing(data, &ranges, release)
     };
     r.problems.extend(note);
     if found.is_empty() {

@@ -463,7 +463,7 @@ pub fn inspect_member(
     match w.contents(m, spill) {
         Ok(c) => {
             scan::classify_bytes(&mut r, &c, db.is_some());
-            scan::find_embedded(&mut r, &c, deep);
+            scan::find_embedded(&mut r, &c, deep, &|_, _| {});
         }
         Err(e) => r.problems.push(e.to_string()),
     }
