@@ -336,6 +336,34 @@ fn section_ending_on_a_page_boundary_keeps_one_page() {
     }
 }
 
+/// A program header that says the image reaches 184 GiB past its file (one bad
+/// `p_memsz`) asks an executable's moved table for that much zero padding: the
+/// rewrite refuses with the reason instead of trying to build it (it aborted on the
+/// allocation, found by a mutation run).
+#[test]
+fn segments_reaching_far_past_the_file_are_refused_before_any_padding() {
+    let mut data = std::fs::read(fixtures().join("app_nopie")).unwrap();
+    let rd = |d: &[u8], o: usize, n: usize| {
+        d[o..o + n]
+            .iter()
+            .rev()
+            .fold(0u64, |v, &b| (v << 8) | u64::from(b))
+    };
+    let (phoff, phnum) = (rd(&data, 32, 8) as usize, rd(&data, 56, 2) as usize);
+    let last_load = (0..phnum)
+        .map(|i| phoff + i * 56)
+        .rfind(|&h| rd(&data, h, 4) == 1)
+        .unwrap();
+    let memsz = rd(&data, last_load + 40, 8) + 0x2e_0000_0000;
+    data[last_load + 40..last_load + 48].copy_from_slice(&memsz.to_le_bytes());
+    let got = rewrite::plan_rewrite_with(&data, &marker("x"), rewrite::PhdrLayout::Reference);
+    match got {
+        Err(RewriteError::Refused(why)) => assert!(why.contains("zero padding"), "{why}"),
+        Err(e) => panic!("refused for another reason: {e}"),
+        Ok(r) => panic!("rewritten to {} bytes", r.bytes.len()),
+    }
+}
+
 #[test]
 fn refusals_are_clear_and_leave_nothing_behind() {
     let tmp = tempfile::tempdir().unwrap();

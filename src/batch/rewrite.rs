@@ -2,36 +2,24 @@
 
 use super::{EXIT_FINDINGS, EXIT_OK, size, write_json};
 use anyhow::{Context, Result, bail};
-use kpack::elf::rewrite::{self, RewriteError};
+use kpack::elf::rewrite;
+use kpack::fatbin::{self, Plan};
 use kpack::kpack::Marker;
 use std::io::Write;
 use std::path::Path;
 
-/// Map a refusal to exit status 1 with its message; other errors propagate (2).
-fn refusal(binary: &Path, e: RewriteError) -> Result<i32> {
-    match e {
-        RewriteError::NotFatBinary
-        | RewriteError::AlreadyHostOnly(_)
-        | RewriteError::Unsupported(_)
-        | RewriteError::Refused(_) => {
-            eprintln!("kpack-tui: {}: {e}", binary.display());
-            Ok(EXIT_FINDINGS)
-        }
-        other => bail!("{}: {other}", binary.display()),
-    }
-}
-
-/// A PE image's rewrite: plan (printed) and bytes, or the refusal (exit 1).
-fn pe(
+/// The verified host-only rewrite of an ELF or PE binary, or the exit status of a
+/// refusal (1, with its message); damage propagates (2).
+fn planned(
     binary: &Path,
     data: &[u8],
     marker: &Marker,
-) -> Result<std::result::Result<kpack::coff::rewrite::PeRewritten, i32>> {
-    use kpack::coff::rewrite::{PeRewriteError, plan_rewrite};
-    match plan_rewrite(data, marker) {
+    phdrs: rewrite::PhdrLayout,
+) -> Result<std::result::Result<fatbin::Rewritten, i32>> {
+    match fatbin::rewrite_with(data, marker, phdrs) {
         Ok(r) => Ok(Ok(r)),
-        Err(PeRewriteError::Refused(why)) => {
-            eprintln!("kpack-tui: {}: {why}", binary.display());
+        Err(e) if e.is_refusal() => {
+            eprintln!("kpack-tui: {}: {e}", binary.display());
             Ok(Err(EXIT_FINDINGS))
         }
         Err(e) => bail!("{}: {e}", binary.display()),
@@ -42,26 +30,15 @@ fn pe(
 pub fn preview(binary: &Path, marker: &Marker, json: bool, out: &mut dyn Write) -> Result<i32> {
     let data = kpack::fsutil::read_input(binary)
         .with_context(|| format!("cannot read {}", binary.display()))?;
-    if kpack::coff::is_pe(&data) {
-        let r = match pe(binary, &data, marker)? {
-            Ok(r) => r,
-            Err(code) => return Ok(code),
-        };
-        if json {
-            super::write_json(out, "kpack-tui.preview-pe/1", &r.plan)?;
-        } else {
-            crate::text::pe_rewrite_plan(out, binary, &r.plan)?;
-        }
-        return Ok(EXIT_OK);
-    }
-    let r = match rewrite::plan_rewrite(&data, marker) {
+    let r = match planned(binary, &data, marker, Default::default())? {
         Ok(r) => r,
-        Err(e) => return refusal(binary, e),
+        Err(code) => return Ok(code),
     };
-    if json {
-        super::write_json(out, "kpack-tui.preview/1", &r.plan)?;
-    } else {
-        crate::text::rewrite_plan(out, binary, &r.plan)?;
+    match (&r.plan, json) {
+        (Plan::Pe(p), true) => write_json(out, "kpack-tui.preview-pe/1", p)?,
+        (Plan::Pe(p), false) => crate::text::pe_rewrite_plan(out, binary, p)?,
+        (Plan::Elf(p), true) => write_json(out, "kpack-tui.preview/1", p)?,
+        (Plan::Elf(p), false) => crate::text::rewrite_plan(out, binary, p)?,
     }
     Ok(EXIT_OK)
 }
@@ -76,37 +53,20 @@ pub fn rewrite(
     kpack::fsutil::check_apart(binary, output)?;
     let data = kpack::fsutil::read_input(binary)
         .with_context(|| format!("cannot read {}", binary.display()))?;
-    // Both planners verify the image they return before anything is written.
-    let (bytes, input, written, removed) = if kpack::coff::is_pe(&data) {
-        match pe(binary, &data, marker)? {
-            Ok(r) => (
-                r.bytes,
-                r.plan.input_size,
-                r.plan.output_size,
-                r.plan.removed,
-            ),
-            Err(code) => return Ok(code),
-        }
-    } else {
-        match rewrite::plan_rewrite_with(&data, marker, phdrs) {
-            Ok(r) => (
-                r.bytes,
-                r.plan.input_size,
-                r.plan.output_size,
-                r.plan.bytes_removed,
-            ),
-            Err(e) => return refusal(binary, e),
-        }
+    // The planner verifies the image it returns before anything is written.
+    let r = match planned(binary, &data, marker, phdrs)? {
+        Ok(r) => r,
+        Err(code) => return Ok(code),
     };
     let mode = std::fs::metadata(binary)?.permissions();
-    kpack::fsutil::write_atomic(output, &bytes, Some(mode))?;
+    kpack::fsutil::write_atomic(output, &r.bytes, Some(mode))?;
     eprintln!(
         "{} -> {}: {} -> {} ({} of device code removed; verified)",
         binary.display(),
         output.display(),
-        size(input),
-        size(written),
-        size(removed)
+        size(r.plan.input_size()),
+        size(r.plan.output_size()),
+        size(r.plan.removed())
     );
     Ok(EXIT_OK)
 }

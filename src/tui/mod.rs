@@ -195,7 +195,8 @@ fn preview_plan(
     marker: &kpack::kpack::Marker,
 ) -> Result<kpack::fatbin::Plan, String> {
     // ELF or PE, as the CLI's preview: one dispatch for both.
-    let plan = |bytes: &[u8]| kpack::fatbin::plan_host_only(bytes, marker);
+    let plan =
+        |bytes: &[u8]| kpack::fatbin::plan_host_only(bytes, marker).map_err(|e| e.to_string());
     if path.is_file() && kpack::wheel::is_wheel_path(path) {
         let w = kpack::wheel::Wheel::open(path).map_err(|e| e.to_string())?;
         let m = w

@@ -337,7 +337,7 @@ fn preview_view_shows_the_core_plan() {
         kernel_name: rel.clone(),
         kpack_search_paths: vec!["../.kpack/x.kpack".into()],
     };
-    let plan = kpack::fatbin::plan_host_only(&data, &marker);
+    let plan = kpack::fatbin::plan_host_only(&data, &marker).map_err(|e| e.to_string());
     app.update(AppEvent::Preview(rel, Box::new(plan)));
     let t = render(&app, 160, 48);
     let text = format!("{}", t.backend());

@@ -19,50 +19,221 @@ pub struct Fat<'a> {
 /// The bundles of an ELF or PE fat binary; `Ok(None)` for anything else (host-only
 /// binaries included: their device code is in archives).
 pub fn read(data: &[u8]) -> FormatResult<Option<Fat<'_>>> {
-    if elf::is_elf(data) {
-        return match elf::inspect(data)? {
+    let (span, bundles) = match Format::of(data) {
+        Some(Format::Elf) => match elf::inspect(data)? {
             ElfContent::Fat(fat) if !fat.host_only => {
                 let fat = *fat;
                 let Some(span) = fat.fatbin else {
                     return Ok(None);
                 };
-                let end = span.offset.saturating_add(span.size) as usize;
-                let bundles = fat.bundles;
-                Ok(data
-                    .get(span.offset as usize..end)
-                    .map(|section| Fat { section, bundles }))
+                ((span.offset, span.size), fat.bundles)
             }
-            _ => Ok(None),
-        };
-    }
-    if crate::coff::is_pe(data) {
-        return match crate::coff::inspect(data)? {
+            _ => return Ok(None),
+        },
+        Some(Format::Pe) => match crate::coff::inspect(data)? {
             Some(pe) if !pe.host_only => {
-                let Some((off, len)) = pe.fatbin else {
+                let Some(span) = pe.fatbin else {
                     return Ok(None);
                 };
-                let bundles = pe.bundles;
-                Ok(data
-                    .get(off as usize..(off + len) as usize)
-                    .map(|section| Fat { section, bundles }))
+                (span, pe.bundles)
             }
-            _ => Ok(None),
-        };
+            _ => return Ok(None),
+        },
+        None => return Ok(None),
+    };
+    let (off, len) = span;
+    let end = off.saturating_add(len) as usize;
+    Ok(data
+        .get(off as usize..end)
+        .map(|section| Fat { section, bundles }))
+}
+
+/// The executable format a fat binary's host code is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// ELF (Linux): the bundles in `.hip_fatbin`.
+    Elf,
+    /// PE/COFF (Windows DLL or EXE): the bundles in `.hip_fat`.
+    Pe,
+}
+
+impl Format {
+    /// The format of `data` by its magic; `None` for anything else.
+    pub fn of(data: &[u8]) -> Option<Self> {
+        if elf::is_elf(data) {
+            Some(Format::Elf)
+        } else if crate::coff::is_pe(data) {
+            Some(Format::Pe)
+        } else {
+            None
+        }
     }
-    Ok(None)
+
+    /// The format the operations below read `data` as: what is not a PE image goes
+    /// to the ELF reader, which says what is wrong with it ("not an ELF file").
+    fn dispatch(data: &[u8]) -> Self {
+        Self::of(data).unwrap_or(Format::Elf)
+    }
+}
+
+/// Why a fat binary was not rewritten, re-pointed or read as its loader maps it, in
+/// the terms of its format.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FatbinError {
+    /// An ELF binary's reason.
+    #[error(transparent)]
+    Elf(#[from] elf::rewrite::RewriteError),
+    /// A PE image's reason.
+    #[error(transparent)]
+    Pe(#[from] crate::coff::rewrite::PeRewriteError),
+    /// The image could not be read as its loader maps it.
+    #[error("{0}")]
+    Loaded(String),
+}
+
+impl FatbinError {
+    /// Whether the binary is well-formed and the operation declined it (not a fat
+    /// binary, already host-only, of a kind not handled, refused): a finding, where
+    /// anything else is damage.
+    pub fn is_refusal(&self) -> bool {
+        use elf::rewrite::RewriteError as E;
+        match self {
+            FatbinError::Elf(e) => matches!(
+                e,
+                E::NotFatBinary | E::AlreadyHostOnly(_) | E::Unsupported(_) | E::Refused(_)
+            ),
+            FatbinError::Pe(e) => matches!(e, crate::coff::rewrite::PeRewriteError::Refused(_)),
+            FatbinError::Loaded(_) => false,
+        }
+    }
+}
+
+/// A computed host-only rewrite, verified: what changes and the bytes.
+pub struct Rewritten {
+    /// What changes, in the terms of the format.
+    pub plan: Plan,
+    /// The output image.
+    pub bytes: Vec<u8>,
+}
+
+/// The host-only rewrite of an ELF or PE fat binary with `marker`, an ELF binary's
+/// program-header table placed as `phdrs` says. Nothing is written.
+pub fn rewrite_with(
+    data: &[u8],
+    marker: &Marker,
+    phdrs: elf::rewrite::PhdrLayout,
+) -> Result<Rewritten, FatbinError> {
+    Ok(match Format::dispatch(data) {
+        Format::Pe => {
+            let r = crate::coff::rewrite::plan_rewrite(data, marker)?;
+            Rewritten {
+                plan: Plan::Pe(Box::new(r.plan)),
+                bytes: r.bytes,
+            }
+        }
+        Format::Elf => {
+            let r = elf::rewrite::plan_rewrite_with(data, marker, phdrs)?;
+            Rewritten {
+                plan: Plan::Elf(Box::new(r.plan)),
+                bytes: r.bytes,
+            }
+        }
+    })
 }
 
 /// The host-only rewrite of an ELF or PE fat binary with `marker`: the new bytes, or
 /// why not.
-pub fn rewrite_host_only(data: &[u8], marker: &Marker) -> Result<Vec<u8>, String> {
-    if crate::coff::is_pe(data) && !elf::is_elf(data) {
-        return crate::coff::rewrite::plan_rewrite(data, marker)
-            .map(|r| r.bytes)
-            .map_err(|e| e.to_string());
+pub fn rewrite_host_only(data: &[u8], marker: &Marker) -> Result<Vec<u8>, FatbinError> {
+    rewrite_with(data, marker, Default::default()).map(|r| r.bytes)
+}
+
+/// Why [`write_host_only`] wrote nothing.
+#[derive(Debug)]
+pub enum WriteError {
+    /// The binary cannot be rewritten (or its output failed verification).
+    Refused(FatbinError),
+    /// The output could not be written or read back.
+    Io(crate::Error),
+}
+
+/// [`rewrite_host_only`] written to the new file `dst` (the permissions and the
+/// modification time of `like`) without the output in memory: an ELF image is
+/// streamed from the input's map, then verified as written, read back through a map
+/// of `dst`; the pages of both leave the resident set as they are done. Returns the
+/// size written and, with `hash`, the SHA-256 of the bytes (hex, as the ledger keeps
+/// it). On an error `dst` is removed.
+pub fn write_host_only(
+    input: &memmap2::Mmap,
+    marker: &Marker,
+    dst: &std::path::Path,
+    like: &std::fs::Metadata,
+    hash: bool,
+) -> Result<(u64, Option<String>), WriteError> {
+    use crate::fsutil::{map_file, release_range, write_new, write_new_with};
+    use sha2::Digest;
+    let data: &[u8] = input;
+    if Format::dispatch(data) != Format::Elf {
+        let bytes = rewrite_host_only(data, marker).map_err(WriteError::Refused)?;
+        write_new(dst, &bytes, like).map_err(WriteError::Io)?;
+        let sha = hash.then(|| crate::kpack::ledger::sha256_hex(&bytes));
+        return Ok((bytes.len() as u64, sha));
     }
-    elf::rewrite::plan_rewrite(data, marker)
-        .map(|r| r.bytes)
-        .map_err(|e| e.to_string())
+    let prepared =
+        elf::rewrite::prepare_rewrite(data, marker).map_err(|e| WriteError::Refused(e.into()))?;
+    let copied = |r: std::ops::Range<usize>| release_range(input, r.start, r.len());
+    let mut sha = hash.then(sha2::Sha256::new);
+    write_new_with(dst, like, &mut |w| {
+        let mut hashed = Hashed {
+            w,
+            sha: sha.as_mut(),
+        };
+        prepared.image.write_to(&mut hashed, &copied)
+    })
+    .map_err(WriteError::Io)?;
+    let sha = sha.map(|h| format!("{:x}", h.finalize()));
+    let verified = map_file(dst)
+        .map_err(|e| WriteError::Io(crate::Error::io(dst, e)))
+        .and_then(|out| {
+            let out = out.ok_or_else(|| {
+                let e =
+                    elf::rewrite::RewriteError::VerifyFailed(vec!["nothing was written".into()]);
+                WriteError::Refused(e.into())
+            })?;
+            let done = |a: std::ops::Range<usize>, b: std::ops::Range<usize>| {
+                release_range(input, a.start, a.len());
+                release_range(&out, b.start, b.len());
+            };
+            let plan = prepared.verify(data, &out, &done);
+            release_range(&out, 0, out.len());
+            plan.map_err(|e| WriteError::Refused(e.into()))
+        });
+    match verified {
+        Ok(plan) => Ok((plan.output_size, sha)),
+        Err(e) => {
+            let _ = std::fs::remove_file(dst);
+            Err(e)
+        }
+    }
+}
+
+/// A writer that hashes what passes through it.
+struct Hashed<'w> {
+    w: &'w mut dyn std::io::Write,
+    sha: Option<&'w mut sha2::Sha256>,
+}
+
+impl std::io::Write for Hashed<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.w.write(buf)?;
+        if let Some(h) = self.sha.as_mut() {
+            sha2::Digest::update(&mut **h, &buf[..n]);
+        }
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.w.flush()
+    }
 }
 
 /// The host-only rewrite of a fat binary, computed (nothing written): what changes,
@@ -75,34 +246,119 @@ pub enum Plan {
     Pe(Box<crate::coff::rewrite::PeRewritePlan>),
 }
 
+impl Plan {
+    /// The input's size.
+    pub fn input_size(&self) -> u64 {
+        match self {
+            Plan::Elf(p) => p.input_size,
+            Plan::Pe(p) => p.input_size,
+        }
+    }
+
+    /// The output's size.
+    pub fn output_size(&self) -> u64 {
+        match self {
+            Plan::Elf(p) => p.output_size,
+            Plan::Pe(p) => p.output_size,
+        }
+    }
+
+    /// Bytes of device code removed from the file.
+    pub fn removed(&self) -> u64 {
+        match self {
+            Plan::Elf(p) => p.bytes_removed,
+            Plan::Pe(p) => p.removed,
+        }
+    }
+}
+
 /// The plan of [`rewrite_host_only`] (the preview of the CLI and the TUI), or why
 /// the binary cannot be rewritten.
-pub fn plan_host_only(data: &[u8], marker: &Marker) -> Result<Plan, String> {
-    if crate::coff::is_pe(data) && !elf::is_elf(data) {
-        return crate::coff::rewrite::plan_rewrite(data, marker)
-            .map(|r| Plan::Pe(Box::new(r.plan)))
-            .map_err(|e| e.to_string());
-    }
-    elf::rewrite::plan_rewrite(data, marker)
-        .map(|r| Plan::Elf(Box::new(r.plan)))
-        .map_err(|e| e.to_string())
+pub fn plan_host_only(data: &[u8], marker: &Marker) -> Result<Plan, FatbinError> {
+    rewrite_with(data, marker, Default::default()).map(|r| r.plan)
 }
 
 /// A host-only ELF or PE binary pointed at other archives (its marker replaced): the
 /// new bytes, or why not.
-pub fn replace_marker(data: &[u8], marker: &Marker) -> Result<Vec<u8>, String> {
-    if crate::coff::is_pe(data) && !elf::is_elf(data) {
-        return crate::coff::rewrite::replace_marker(data, marker).map_err(|e| e.to_string());
-    }
-    elf::remark::replace_marker(data, marker).map_err(|e| e.to_string())
+pub fn replace_marker(data: &[u8], marker: &Marker) -> Result<Vec<u8>, FatbinError> {
+    Ok(match Format::dispatch(data) {
+        Format::Pe => crate::coff::rewrite::replace_marker(data, marker)?,
+        Format::Elf => elf::remark::replace_marker(data, marker)?,
+    })
 }
 
 /// A host-only ELF or PE binary read as its loader maps it: the faults that would
 /// keep the runtime from its marker (empty: every wrapper reaches it), or `None`
 /// when it has no HIP wrappers.
-pub fn loaded_faults(data: &[u8]) -> Result<Option<Vec<String>>, String> {
-    if crate::coff::is_pe(data) && !elf::is_elf(data) {
-        return crate::coff::loaded::loaded_faults(data);
+pub fn loaded_faults(data: &[u8]) -> Result<Option<Vec<String>>, FatbinError> {
+    match Format::dispatch(data) {
+        Format::Pe => crate::coff::loaded::loaded_faults(data),
+        Format::Elf => elf::loaded::loaded_view(data).map(|v| v.map(|v| v.faults)),
     }
-    elf::loaded::loaded_view(data).map(|v| v.map(|v| v.faults))
+    .map_err(FatbinError::Loaded)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn fixture(name: &str) -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/bin")
+            .join(name)
+    }
+
+    fn marker() -> Marker {
+        Marker {
+            kpack_search_paths: vec!["../.kpack/t.kpack".into()],
+            kernel_name: "lib/x".into(),
+        }
+    }
+
+    #[test]
+    fn a_streamed_host_only_file_is_the_in_memory_rewrite() {
+        let dir = tempfile::tempdir().unwrap();
+        let names = [
+            "app_nopie",
+            "app_pie",
+            "libkernels.so",
+            "libkernels_z.so",
+            "librdc.so",
+            "libvadd.so",
+            "libzkern.so",
+            "libkpe.dll",
+        ];
+        for name in names {
+            let src = fixture(name);
+            let like = std::fs::metadata(&src).unwrap();
+            let map = crate::fsutil::map_file(&src).unwrap().unwrap();
+            let want = rewrite_host_only(&map, &marker()).unwrap();
+            let dst = dir.path().join(name);
+            let (size, sha) = write_host_only(&map, &marker(), &dst, &like, true).unwrap();
+            let got = std::fs::read(&dst).unwrap();
+            assert!(got == want, "{name}: the streamed bytes differ");
+            assert_eq!(size, want.len() as u64, "{name}");
+            assert_eq!(sha, Some(crate::kpack::ledger::sha256_hex(&want)), "{name}");
+            let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode();
+            assert_eq!(mode(&dst), mode(&src), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_binary_that_cannot_be_rewritten_leaves_no_file() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["libplain.so", "hostonly"] {
+            let src = fixture(name);
+            let like = std::fs::metadata(&src).unwrap();
+            let map = crate::fsutil::map_file(&src).unwrap().unwrap();
+            let dst = dir.path().join(name);
+            let got = write_host_only(&map, &marker(), &dst, &like, false);
+            assert!(
+                matches!(got, Err(WriteError::Refused(_))),
+                "{name}: {got:?}"
+            );
+            assert!(!dst.exists(), "{name}: a file was left");
+        }
+    }
 }

@@ -36,8 +36,27 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: Option<Permissions>) -> Res
 /// Aligned 64 KiB runs of zeros (an executable's padding) are left as holes where
 /// the file system supports them: same content, less disk.
 pub fn write_new(path: &Path, bytes: &[u8], like: &std::fs::Metadata) -> Result<()> {
-    let mut f = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
-    write_sparse(&mut f, bytes).map_err(|e| Error::io(path, e))?;
+    write_new_with(path, like, &mut |w| w.write_all(bytes))
+}
+
+/// [`write_new`] of the bytes `fill` writes, streamed (a file of any size costs a
+/// 64 KiB buffer). On an error the new file is removed.
+pub fn write_new_with(
+    path: &Path,
+    like: &std::fs::Metadata,
+    fill: &mut dyn FnMut(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<()> {
+    let mut f = File::create(path).map_err(|e| Error::io(path, e))?;
+    let written = (|| {
+        let mut w = SparseWriter::new(&mut f);
+        fill(&mut w)?;
+        w.finish()
+    })();
+    if let Err(e) = written {
+        drop(f);
+        let _ = std::fs::remove_file(path);
+        return Err(Error::io(path, e));
+    }
     f.set_permissions(like.permissions())
         .map_err(|e| Error::io(path, e))?;
     if let Ok(m) = like.modified() {
@@ -46,23 +65,79 @@ pub fn write_new(path: &Path, bytes: &[u8], like: &std::fs::Metadata) -> Result<
     Ok(())
 }
 
-/// Write `bytes` to a new, empty file, seeking over aligned 64 KiB runs of zeros.
-fn write_sparse(f: &mut File, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::{Seek, SeekFrom};
-    const CHUNK: usize = 64 << 10;
-    let mut written = 0;
-    let mut pos = 0;
-    while pos + CHUNK <= bytes.len() {
-        let end = pos + CHUNK;
-        if bytes[pos..end].iter().all(|&b| b == 0) {
-            f.write_all(&bytes[written..pos])?;
-            f.seek(SeekFrom::Start(end as u64))?;
-            written = end;
+/// Writes a new, empty file, seeking over aligned 64 KiB runs of zeros instead of
+/// writing them (holes where the file system has them). [`SparseWriter::finish`]
+/// sets the length, so a file that ends in zeros has it too.
+pub struct SparseWriter<'f> {
+    f: &'f mut File,
+    /// The block being filled (output offset `len - block.len()`).
+    block: Vec<u8>,
+    /// Whole non-zero blocks not written yet (written together).
+    run: Vec<u8>,
+    len: u64,
+}
+
+impl<'f> SparseWriter<'f> {
+    const BLOCK: usize = 64 << 10;
+    const RUN: usize = 16 * Self::BLOCK;
+
+    /// A writer at the start of `f`, which must be empty.
+    pub fn new(f: &'f mut File) -> Self {
+        SparseWriter {
+            f,
+            block: Vec::with_capacity(Self::BLOCK),
+            run: Vec::with_capacity(Self::RUN),
+            len: 0,
         }
-        pos = end;
     }
-    f.write_all(&bytes[written..])?;
-    f.set_len(bytes.len() as u64)
+
+    fn flush_run(&mut self) -> std::io::Result<()> {
+        self.f.write_all(&self.run)?;
+        self.run.clear();
+        Ok(())
+    }
+
+    fn block_done(&mut self) -> std::io::Result<()> {
+        use std::io::{Seek, SeekFrom};
+        if self.block.iter().all(|&b| b == 0) {
+            self.flush_run()?;
+            self.f.seek(SeekFrom::Current(Self::BLOCK as i64))?;
+        } else {
+            self.run.extend_from_slice(&self.block);
+            if self.run.len() >= Self::RUN {
+                self.flush_run()?;
+            }
+        }
+        self.block.clear();
+        Ok(())
+    }
+
+    /// Write what is left and set the file's length.
+    pub fn finish(mut self) -> std::io::Result<()> {
+        self.flush_run()?;
+        self.f.write_all(&self.block)?;
+        self.f.set_len(self.len)
+    }
+}
+
+impl Write for SparseWriter<'_> {
+    fn write(&mut self, mut buf: &[u8]) -> std::io::Result<usize> {
+        let n = buf.len();
+        while !buf.is_empty() {
+            let take = (Self::BLOCK - self.block.len()).min(buf.len());
+            self.block.extend_from_slice(&buf[..take]);
+            buf = &buf[take..];
+            if self.block.len() == Self::BLOCK {
+                self.block_done()?;
+            }
+        }
+        self.len += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Open a regular file for reading without following a symlink or blocking on a
@@ -144,6 +219,38 @@ pub fn map_open_file(file: &File) -> std::io::Result<memmap2::Mmap> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn streamed_writes_keep_every_byte_and_leave_zero_blocks_as_holes() {
+        use std::os::unix::fs::MetadataExt;
+        const B: usize = 64 << 10;
+        // Data, 40 zero blocks, data across a block boundary, and zeros at the end.
+        let mut want = vec![7u8; B + 100];
+        want.resize(want.len() + 40 * B + (B - 100), 0);
+        want.extend(std::iter::repeat_n(9u8, B + 3));
+        want.resize(want.len() + 3 * B, 0);
+        let dir = tempfile::tempdir().unwrap();
+        let like = std::fs::metadata(dir.path()).unwrap();
+        let path = dir.path().join("f");
+        // Written in uneven pieces.
+        write_new_with(&path, &like, &mut |w| {
+            want.chunks(12_345).try_for_each(|c| w.write_all(c))
+        })
+        .unwrap();
+        assert!(std::fs::read(&path).unwrap() == want);
+        let blocks = std::fs::metadata(&path).unwrap().blocks() * 512;
+        assert!(
+            blocks < want.len() as u64 / 2,
+            "no holes: {blocks} bytes allocated"
+        );
+        // A failed fill leaves no file.
+        let failed = write_new_with(&path, &like, &mut |w| {
+            w.write_all(b"half")?;
+            Err(std::io::Error::other("disk full"))
+        });
+        assert!(failed.is_err());
+        assert!(!path.exists());
+    }
 
     #[test]
     fn temporaries_are_told_from_outputs_named_like_them() {

@@ -737,8 +737,14 @@ impl Ctx<'_> {
         crate::mapped::note(&map, src);
         let data: &[u8] = &map;
         let marker = marker_for(self.ap, &j.prefix, &j.report.path);
-        let rewritten = crate::fatbin::rewrite_host_only(data, &marker)
-            .map_err(|e| Error::Invalid(format!("{}: cannot be rewritten: {e}", src.display())))?;
+        // The host part is streamed to the artifact (see `fatbin::write_host_only`).
+        let (host, host_sha) = crate::fatbin::write_host_only(&map, &marker, dst, &meta, true)
+            .map_err(|e| match e {
+                crate::fatbin::WriteError::Refused(e) => {
+                    Error::Invalid(format!("{}: cannot be rewritten: {e}", src.display()))
+                }
+                crate::fatbin::WriteError::Io(e) => e,
+            })?;
         self.phase(worker, j, Phase::Compress);
         let Some(fat) = crate::fatbin::read(data).map_err(|e| Error::format(src, e))? else {
             return Err(Error::Invalid(format!(
@@ -801,18 +807,17 @@ impl Ctx<'_> {
                 kernels.len()
             )));
         }
-        fsutil::write_new(dst, &rewritten, &meta)?;
         if let Ok(mut l) = self.ledger.lock() {
             l.push(LedgerBinary {
                 path: j.report.path.clone(),
                 kernel_name: marker.kernel_name.clone(),
                 bundles: fat.bundles.iter().map(|b| b.index as u32).collect(),
                 kernels: promised,
-                host_sha256: Some(crate::kpack::ledger::sha256_hex(&rewritten)),
+                host_sha256: host_sha,
             });
         }
         self.rewritten.fetch_add(1, Ordering::Relaxed);
-        Ok(rewritten.len() as u64)
+        Ok(host)
     }
 }
 

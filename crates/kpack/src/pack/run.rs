@@ -341,24 +341,31 @@ impl Worker<'_> {
             self.plan.archive_per,
             &self.plan.units,
         );
-        // Rewrite first (in memory): a fat binary that cannot be rewritten is copied
-        // whole and none of its kernels is archived.
-        let rewritten = if pb.host_only {
-            crate::fatbin::replace_marker(data, &marker).map_err(|e| {
+        // Rewrite first: the plan has its code objects in the archives already, so a
+        // binary the rewrite refuses stops the pack (nothing is placed), with the
+        // reason. A fat binary's host part is streamed to the stage (its pages and the
+        // output's leave memory as they are done); a host-only one is re-pointed in
+        // memory (it is small) and written once its code objects are archived.
+        let (repointed, host) = if pb.host_only {
+            let bytes = crate::fatbin::replace_marker(data, &marker).map_err(|e| {
                 Error::Invalid(format!(
                     "{}: cannot point the host-only binary at the new archives: {e}",
                     f.path
                 ))
-            })?
+            })?;
+            let n = bytes.len() as u64;
+            (Some(bytes), n)
         } else {
-            // The plan has its code objects in the archives already: a binary the
-            // rewrite refuses stops the pack (nothing is placed), with the reason.
-            crate::fatbin::rewrite_host_only(data, &marker).map_err(|e| {
-                Error::Invalid(format!(
-                    "{}: cannot be rewritten host-only: {e}; nothing was written",
-                    f.path
-                ))
-            })?
+            let n = crate::fatbin::write_host_only(&map, &marker, dst, meta, false).map_err(
+                |e| match e {
+                    crate::fatbin::WriteError::Refused(e) => Error::Invalid(format!(
+                        "{}: cannot be rewritten host-only: {e}; nothing was written",
+                        f.path
+                    )),
+                    crate::fatbin::WriteError::Io(e) => e,
+                },
+            )?;
+            (None, n.0)
         };
         self.sink.event(PackEvent::Phase {
             worker,
@@ -425,7 +432,7 @@ impl Worker<'_> {
                     b.stored_size as usize,
                 );
             }
-            let out = rewritten.len() as u64 + stored;
+            let out = host + stored;
             if out > f.size {
                 let compressed = fat
                     .bundles
@@ -445,7 +452,6 @@ impl Worker<'_> {
                         }
                     ));
                 }
-                let host = rewritten.len() as u64;
                 if host >= f.size {
                     // Nothing left the file: no whole page of .hip_fatbin to drop.
                     why.push(format!(
@@ -483,8 +489,10 @@ impl Worker<'_> {
         if let Ok(mut l) = self.ledger.lock() {
             l.push(entry);
         }
-        fsutil::write_new(dst, &rewritten, meta)?;
-        Ok(rewritten.len() as u64)
+        if let Some(bytes) = &repointed {
+            fsutil::write_new(dst, bytes, meta)?;
+        }
+        Ok(host)
     }
 
     fn archive_kernel(

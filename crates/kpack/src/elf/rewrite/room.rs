@@ -245,7 +245,7 @@ pub(crate) fn move_symbols(
 /// `e_shstrndx`, or `None` when a section type that holds section indices in its
 /// contents (groups, extended indices) makes the renumbering unsafe.
 pub(crate) fn renumber(
-    out: &mut [u8],
+    out: &mut super::Image<'_>,
     sections: &mut Vec<super::layout::Section>,
     moved: &[usize],
     shstrndx: usize,
@@ -301,11 +301,13 @@ pub(crate) fn renumber(
         if end > out.len() {
             continue;
         }
-        for o in (start..end).step_by(24).filter(|o| o + 24 <= end) {
-            let shndx = u32::from(rd_u16(out, o + 6));
+        let table = out.edit(start..end);
+        let n = table.len();
+        for o in (0..n).step_by(24).filter(|o| o + 24 <= n) {
+            let shndx = u32::from(rd_u16(table, o + 6));
             if shndx != 0 && shndx < u32::from(elf::SHN_LORESERVE) {
                 let v = remap(shndx) as u16;
-                out[o + 6..o + 8].copy_from_slice(&v.to_le_bytes());
+                table[o + 6..o + 8].copy_from_slice(&v.to_le_bytes());
             }
         }
     }

@@ -143,6 +143,51 @@ pub fn verify_rewritten(
     n_bundles: usize,
     moved: Option<(std::ops::Range<u64>, u64)>,
 ) -> Vec<String> {
+    verify_rewritten_releasing(input, output, marker, n_bundles, moved, &|_, _| {})
+}
+
+/// How many bytes of a section are compared before their pages may be released.
+const COMPARE_CHUNK: usize = 8 << 20;
+
+/// Whether `x` and `y` are equal, compared chunk by chunk; `done` is told each
+/// compared pair of ranges (offsets in `input`, `output`).
+fn same_content(
+    (input, x): (&[u8], std::ops::Range<usize>),
+    (output, y): (&[u8], std::ops::Range<usize>),
+    done: &dyn Fn(std::ops::Range<usize>, std::ops::Range<usize>),
+) -> bool {
+    let (Some(a), Some(b)) = (input.get(x.clone()), output.get(y.clone())) else {
+        return false;
+    };
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut at = 0;
+    for (p, q) in a.chunks(COMPARE_CHUNK).zip(b.chunks(COMPARE_CHUNK)) {
+        let same = p == q;
+        done(
+            x.start + at..x.start + at + p.len(),
+            y.start + at..y.start + at + q.len(),
+        );
+        if !same {
+            return false;
+        }
+        at += p.len();
+    }
+    true
+}
+
+/// [`verify_rewritten`] of read-only file maps: `done` is told the ranges of input
+/// and output whose contents were compared, so that their pages can leave the
+/// resident set while a large section is checked.
+pub fn verify_rewritten_releasing(
+    input: &[u8],
+    output: &[u8],
+    marker: &Marker,
+    n_bundles: usize,
+    moved: Option<(std::ops::Range<u64>, u64)>,
+    done: &dyn Fn(std::ops::Range<usize>, std::ops::Range<usize>),
+) -> Vec<String> {
     // Sections the rewrite moved (input addresses, and by how much).
     let addr_after = |a: u64| match &moved {
         Some((r, dv)) if r.contains(&a) => a.wrapping_add(*dv),
@@ -187,15 +232,13 @@ pub fn verify_rewritten(
                 s.sh_offset as usize..(s.sh_offset + s.sh_size) as usize,
                 t.sh_offset as usize..(t.sh_offset + t.sh_size) as usize,
             );
-            let same = match (input.get(ra), output.get(rb)) {
-                (Some(x), Some(y)) => {
-                    s.name == WRAPPER_SECTION
-                        || s.sh_type == elf::SHT_RELA
-                        || (moved.is_some()
-                            && matches!(s.sh_type, elf::SHT_DYNAMIC | elf::SHT_DYNSYM))
-                        || x == y
-                }
-                _ => false,
+            let edited = s.name == WRAPPER_SECTION
+                || s.sh_type == elf::SHT_RELA
+                || (moved.is_some() && matches!(s.sh_type, elf::SHT_DYNAMIC | elf::SHT_DYNSYM));
+            let same = if edited {
+                input.get(ra).is_some() && output.get(rb).is_some()
+            } else {
+                same_content((input, ra), (output, rb), done)
             };
             if !same {
                 faults.push(format!("section {} changed content", s.name));
