@@ -119,7 +119,7 @@ fn run(cli: Cli) -> Result<i32> {
         ),
         Some(Command::Preview { binary, marker }) => {
             let marker = marker.marker(&binary, false)?;
-            with_stdout(|out| batch::rewrite::preview(&binary, &marker, common.json, out))
+            with_stdout(|out| batch::rewrite::preview(&binary, &marker, common.format(), out))
         }
         Some(Command::Rewrite {
             binary,
@@ -175,13 +175,7 @@ fn run(cli: Cli) -> Result<i32> {
                 threads: common.jobs,
                 ..Default::default()
             };
-            let format = if common.json {
-                batch::kernels::Format::Json
-            } else if csv {
-                batch::kernels::Format::Csv
-            } else {
-                batch::kernels::Format::Text { top }
-            };
+            let format = batch::Format::from_flags(common.json, csv, top);
             with_stdout(|out| batch::kernels::list(&path, &opts, sort.core(), format, out))
         }
         Some(Command::Diff {
@@ -214,7 +208,9 @@ fn run(cli: Cli) -> Result<i32> {
                 threads: common.jobs,
                 ..Default::default()
             };
-            with_stdout(|out| batch::kernels::find(&pattern, regex, &path, &opts, common.json, out))
+            with_stdout(|out| {
+                batch::kernels::find(&pattern, regex, &path, &opts, common.format(), out)
+            })
         }
         Some(Command::Normalize {
             paths,
@@ -222,7 +218,7 @@ fn run(cli: Cli) -> Result<i32> {
             ignored,
         }) => {
             ignored.note();
-            with_stdout(|out| batch::rewrite::normalize(&paths, check, common.json, out))
+            with_stdout(|out| batch::rewrite::normalize(&paths, check, common.format(), out))
         }
         Some(Command::Trace {
             file,
@@ -251,7 +247,7 @@ fn run(cli: Cli) -> Result<i32> {
             loader,
         }) => {
             let path = cli::reference::either(&path, &reference.artifacts_dir);
-            run_verify(&path, &devices, &loader.loaders(), common.json)
+            run_verify(&path, &devices, &loader.loaders(), common.format())
         }
         None => {
             // No argument: the demo tree compiled into the binary, unpacked to a
@@ -288,7 +284,7 @@ fn run(cli: Cli) -> Result<i32> {
                     tui::run(path, Some(a))?;
                     return Ok(EXIT_OK);
                 }
-                return with_stdout(|out| batch::archive::inspect(&path, common.json, out));
+                return with_stdout(|out| batch::archive::inspect(&path, common.format(), out));
             }
             if is_trace(&path) || (common.follow && !path.is_dir()) {
                 if wants_tui(&common) {
@@ -344,13 +340,7 @@ fn run_diff(
         tui::run_diff(report)?;
         return Ok(EXIT_OK);
     }
-    let format = if common.json {
-        batch::diff::Format::Json
-    } else if csv {
-        batch::diff::Format::Csv
-    } else {
-        batch::diff::Format::Text { top }
-    };
+    let format = batch::Format::from_flags(common.json, csv, top);
     with_stdout(|out| batch::diff::run(old, new, &opts, by.into(), format, gates, out))
 }
 
@@ -385,19 +375,19 @@ fn run_verify(
     path: &Path,
     devices: &[String],
     loaders: &[kpack::kpack::resolve::Loader],
-    json: bool,
+    format: batch::Format,
 ) -> Result<i32> {
     match (path.is_dir(), devices.is_empty()) {
         (true, false) => {
-            with_stdout(|out| batch::pack::verify_devices(path, devices, loaders, json, out))
+            with_stdout(|out| batch::pack::verify_devices(path, devices, loaders, format, out))
         }
         (false, false) => anyhow::bail!(
             "{}: --device needs a packed tree ({} given)",
             path.display(),
             devices.join(", ")
         ),
-        (true, true) => with_stdout(|out| batch::pack::verify(path, loaders, json, out)),
-        (false, true) => with_stdout(|out| batch::archive::verify(path, json, out)),
+        (true, true) => with_stdout(|out| batch::pack::verify(path, loaders, format, out)),
+        (false, true) => with_stdout(|out| batch::archive::verify(path, format, out)),
     }
 }
 

@@ -1,6 +1,6 @@
 //! `.kpack` inspect, extract and verify in batch mode.
 
-use super::{EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, size};
+use super::{EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, Format, size};
 use anyhow::{Context, Result, bail};
 use kpack::kpack::archive::{Archive, KernelEntry};
 use serde::Serialize;
@@ -38,7 +38,7 @@ fn ratio(raw: u64, stored: u64) -> String {
 }
 
 /// Print an archive's header and TOC.
-pub fn inspect(path: &Path, json: bool, out: &mut dyn Write) -> Result<i32> {
+pub fn inspect(path: &Path, format: Format, out: &mut dyn Write) -> Result<i32> {
     let a = Archive::open(path)?;
     let idx = &a.index;
     let totals = Totals {
@@ -57,7 +57,7 @@ pub fn inspect(path: &Path, json: bool, out: &mut dyn Write) -> Result<i32> {
             .map(|k| k.compressed_size)
             .sum(),
     };
-    if json {
+    if format.is_json() {
         let j = ArchiveJson {
             path: path.display().to_string(),
             version: idx.version,
@@ -146,7 +146,7 @@ pub fn inspect(path: &Path, json: bool, out: &mut dyn Write) -> Result<i32> {
 }
 
 /// Verify an archive: 0 sound, 1 faults (listed), 2 cannot read at all.
-pub fn verify(path: &Path, json: bool, out: &mut dyn Write) -> Result<i32> {
+pub fn verify(path: &Path, format: Format, out: &mut dyn Write) -> Result<i32> {
     if !path.exists() {
         bail!("{}: no such file", path.display());
     }
@@ -163,7 +163,7 @@ pub fn verify(path: &Path, json: bool, out: &mut dyn Write) -> Result<i32> {
                 .to_string(),
         );
     }
-    if json {
+    if format.is_json() {
         super::write_json(
             out,
             "kpack-tui.verify-archive/2",

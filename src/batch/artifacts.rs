@@ -18,7 +18,7 @@ pub fn split(artifact_dir: &Path, output: &Path, opts: &SplitOptions, how: &Outp
     for w in &report.warnings {
         eprintln!("warning: {w}");
     }
-    if how.json {
+    if how.format.is_json() {
         print_json("kpack-tui.split/2", &report)?;
     } else {
         let stdout = std::io::stdout();
@@ -90,14 +90,14 @@ pub fn combine(
     opts: &CombineOptions,
     how: &Output,
 ) -> Result<i32> {
-    if !how.json {
+    if !how.format.is_json() {
         eprintln!("combining {} shard(s)…", shards.len());
     }
     let report = combine_shards(shards, output, opts)?;
     for w in &report.warnings {
         eprintln!("warning: {w}");
     }
-    if how.json {
+    if how.format.is_json() {
         print_json("kpack-tui.combine/2", &report)?;
     } else {
         let stdout = std::io::stdout();

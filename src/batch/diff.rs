@@ -1,7 +1,7 @@
 //! `diff` in batch mode: tables, CSV or JSON on stdout; the growth gate's verdict on
 //! stderr and in the exit status.
 
-use super::{EXIT_FINDINGS, EXIT_OK, size, write_json};
+use super::{EXIT_FINDINGS, EXIT_OK, Format, size, write_json};
 use crate::text::csv_field;
 use crate::text::signed;
 use anyhow::{Context, Result};
@@ -22,20 +22,6 @@ pub enum Table {
     Kernel,
     /// Per class of file.
     Class,
-}
-
-/// Output format.
-#[derive(Debug, Clone, Copy)]
-pub enum Format {
-    /// Tables of at most `top` rows (0: all).
-    Text {
-        /// Rows per table.
-        top: usize,
-    },
-    /// One table as CSV.
-    Csv,
-    /// The report.
-    Json,
 }
 
 fn csv(out: &mut dyn Write, r: &DiffReport, by: Table) -> std::io::Result<()> {

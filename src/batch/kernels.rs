@@ -1,24 +1,10 @@
 //! `kernels` and `find-kernel` in batch mode: a table, CSV or JSON on stdout.
 
-use super::{EXIT_FINDINGS, EXIT_OK, size, write_json};
+use super::{EXIT_FINDINGS, EXIT_OK, Format, size, write_json};
 use anyhow::{Context, Result, bail};
 use kpack::kernels::{KernelRow, KernelsOptions, SortBy, list_kernels, sort_rows};
 use std::io::Write;
 use std::path::Path;
-
-/// Output format of `kernels`.
-#[derive(Debug, Clone, Copy)]
-pub enum Format {
-    /// A table of the first `top` rows (0: all).
-    Text {
-        /// Rows shown.
-        top: usize,
-    },
-    /// One line per kernel, RFC 4180.
-    Csv,
-    /// The report.
-    Json,
-}
 
 fn opt(v: Option<u64>) -> String {
     v.map_or_else(|| "-".to_string(), |v| v.to_string())
@@ -160,7 +146,7 @@ pub fn find(
     regex: bool,
     path: &Path,
     opts: &KernelsOptions,
-    json: bool,
+    format: Format,
     out: &mut dyn Write,
 ) -> Result<i32> {
     let re = if regex {
@@ -182,7 +168,7 @@ pub fn find(
     };
     r.kernels
         .retain(|k| hit(&k.kernel.name) || k.kernel.demangled.as_deref().is_some_and(hit));
-    if json {
+    if format.is_json() {
         write_json(out, "kpack-tui.kernels/1", &r)?;
     } else if r.kernels.is_empty() {
         writeln!(

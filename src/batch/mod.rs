@@ -35,11 +35,49 @@ pub const EXIT_ERROR: i32 = 2;
 
 pub use crate::text::{pct, size};
 
+/// What a batch command prints on stdout: the command line's `--json`, a command's
+/// `--csv` and `--top`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Text for a person: tables of at most `top` rows where the command has them
+    /// (0: every row).
+    Text {
+        /// Rows per table.
+        top: usize,
+    },
+    /// The command's table as CSV (RFC 4180).
+    Csv,
+    /// The `--json` document, with its schema under `docs/schema/`.
+    Json,
+}
+
+impl Default for Format {
+    fn default() -> Self {
+        Format::Text { top: 0 }
+    }
+}
+
+impl Format {
+    /// From the flags: `--json` wins over `--csv`, which wins over text.
+    pub fn from_flags(json: bool, csv: bool, top: usize) -> Self {
+        match (json, csv) {
+            (true, _) => Format::Json,
+            (false, true) => Format::Csv,
+            (false, false) => Format::Text { top },
+        }
+    }
+
+    /// Whether the `--json` document is printed.
+    pub fn is_json(self) -> bool {
+        self == Format::Json
+    }
+}
+
 /// How a batch command reports: the command line's `--json`, `--long`, `--strict`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Output {
-    /// A `--json` document on stdout instead of text.
-    pub json: bool,
+    /// Text, or a `--json` document on stdout.
+    pub format: Format,
     /// Every file's details, not only the summary.
     pub long: bool,
     /// Exit 1 when any diagnostic was raised.

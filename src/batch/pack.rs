@@ -1,8 +1,8 @@
 //! `pack` and `verify TREE` in batch mode: progress on stderr, summary on stdout.
 
-use super::Output;
 use super::progress::PackProgress;
 use super::{EXIT_FINDINGS, EXIT_OK, pct, size, write_json};
+use super::{Format, Output};
 use anyhow::Result;
 use kpack::event::CancelToken;
 use kpack::kpack::resolve::Loader;
@@ -107,7 +107,7 @@ pub fn run(
     let mut out = stdout.lock();
     if dry_run {
         pack::estimate(&mut plan, tree, opts);
-        if how.json {
+        if how.format.is_json() {
             write_json(&mut out, "kpack-tui.pack-plan/2", &plan)?;
         } else {
             print_plan(&mut out, &plan)?;
@@ -121,7 +121,7 @@ pub fn run(
     let report = pack::execute_pack(plan, tree, output, opts, &progress, &cancel);
     progress.clear();
     let report = report?;
-    if how.json {
+    if how.format.is_json() {
         write_json(&mut out, "kpack-tui.pack/2", &report)?;
         return Ok(EXIT_OK);
     }
@@ -241,7 +241,7 @@ pub fn verify_devices(
     root: &Path,
     devices: &[String],
     loaders: &[Loader],
-    json: bool,
+    format: Format,
     out: &mut dyn Write,
 ) -> Result<i32> {
     let layout = layout_of(root);
@@ -250,7 +250,7 @@ pub fn verify_devices(
         .map(|d| pack::verify_device(root, layout, d, loaders))
         .collect::<std::result::Result<_, _>>()?;
     let ok = verdicts.iter().all(|v| v.missing.is_empty());
-    if json {
+    if format.is_json() {
         #[derive(serde::Serialize)]
         struct Out<'a> {
             path: String,
@@ -297,7 +297,7 @@ pub fn verify_devices(
 }
 
 /// `kpack-tui verify TREE`.
-pub fn verify(root: &Path, loaders: &[Loader], json: bool, out: &mut dyn Write) -> Result<i32> {
+pub fn verify(root: &Path, loaders: &[Loader], format: Format, out: &mut dyn Write) -> Result<i32> {
     let layout = layout_of(root);
     // The artifacts of split or combine are checked where they lie, as flattening
     // them would install them.
@@ -312,7 +312,7 @@ pub fn verify(root: &Path, loaders: &[Loader], json: bool, out: &mut dyn Write) 
     let verdict = pack::verify_tree(root, None, layout, loaders);
     let sound = verdict.faults.is_empty();
     let code = if sound { EXIT_OK } else { EXIT_FINDINGS };
-    if json {
+    if format.is_json() {
         #[derive(serde::Serialize)]
         struct Out<'a> {
             path: String,

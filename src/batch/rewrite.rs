@@ -1,6 +1,6 @@
 //! `preview`, `rewrite` and `normalize` in batch mode.
 
-use super::{EXIT_FINDINGS, EXIT_OK, size, write_json};
+use super::{EXIT_FINDINGS, EXIT_OK, Format, size, write_json};
 use anyhow::{Context, Result, bail};
 use kpack::elf::rewrite;
 use kpack::fatbin::{self, Plan};
@@ -27,14 +27,14 @@ fn planned(
 }
 
 /// Print the plan of a rewrite.
-pub fn preview(binary: &Path, marker: &Marker, json: bool, out: &mut dyn Write) -> Result<i32> {
+pub fn preview(binary: &Path, marker: &Marker, format: Format, out: &mut dyn Write) -> Result<i32> {
     let data = kpack::fsutil::read_input(binary)
         .with_context(|| format!("cannot read {}", binary.display()))?;
     let r = match planned(binary, &data, marker, Default::default())? {
         Ok(r) => r,
         Err(code) => return Ok(code),
     };
-    match (&r.plan, json) {
+    match (&r.plan, format.is_json()) {
         (Plan::Pe(p), true) => write_json(out, "kpack-tui.preview-pe/1", p)?,
         (Plan::Pe(p), false) => crate::text::pe_rewrite_plan(out, binary, p)?,
         (Plan::Elf(p), true) => write_json(out, "kpack-tui.preview/1", p)?,
@@ -75,7 +75,7 @@ pub fn rewrite(
 pub fn normalize(
     paths: &[std::path::PathBuf],
     check: bool,
-    json: bool,
+    format: Format,
     out: &mut dyn Write,
 ) -> Result<i32> {
     use kpack::elf::normalize::PhdrState;
@@ -83,7 +83,7 @@ pub fn normalize(
     for w in &r.warnings {
         eprintln!("warning: {w}");
     }
-    if json {
+    if format.is_json() {
         write_json(out, "kpack-tui.normalize/1", &r)?;
     } else {
         for f in &r.files {

@@ -94,7 +94,7 @@ pub fn run(file: &Path, export: bool, output: Option<&Path>, how: &Output) -> Re
     let builds: Vec<analysis::BuildAnalysis> = t.builds.iter().map(analysis::analyse).collect();
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    if how.json {
+    if how.format.is_json() {
         let j = Json {
             file: file.display().to_string(),
             version: t.version,

@@ -29,7 +29,7 @@ pub fn split(wheel: &Path, output: &Path, opts: &WheelSplitOptions, how: &Output
     for w in &report.warnings {
         eprintln!("warning: {w}");
     }
-    if how.json {
+    if how.format.is_json() {
         print_json("kpack-tui.wheel-split/2", &report)?;
     } else {
         let stdout = std::io::stdout();

@@ -18,10 +18,15 @@ use kpack::wheel::split::WheelSplitOptions;
 use std::path::Path;
 
 impl Common {
+    /// What `--json` asks of a command without CSV or tables: text, or the document.
+    pub fn format(&self) -> crate::batch::Format {
+        crate::batch::Format::from_flags(self.json, false, 0)
+    }
+
     /// How the batch reporters print.
     pub fn output(&self) -> Output {
         Output {
-            json: self.json,
+            format: self.format(),
             long: self.long,
             strict: self.strict,
         }
