@@ -19,6 +19,7 @@
 //!    and the temporary directory is renamed to the output. A cancelled or killed run
 //!    leaves no output; a later run removes the temporary directory of a dead run.
 
+mod files;
 pub mod installed;
 mod plan;
 mod reach;

@@ -1,19 +1,19 @@
 //! Planning a pack: what each file becomes, where each kernel comes from and goes,
 //! and every reason to refuse, found before anything is written.
 
+use super::files::{FilePlans, Inputs, plan_files};
 use super::units::{Units, archive_rel, check_targets, check_unit_name};
 use super::{
     ArchivePer, ArchivePlan, CopiedFile, KernelFrom, Layout, PackOptions, PackPlan, PlanDiagnostic,
-    PlannedBinary, PlannedKernel, RepackedBinary,
+    PlannedBinary, PlannedKernel,
 };
 use crate::elf::ElfKind;
 use crate::error::{Error, Result};
 use crate::fsutil;
-use crate::kpack::Archive;
-use crate::kpack::ledger::{LEDGER_PATH, Ledger};
+use crate::kpack::ledger::LEDGER_PATH;
 use crate::kpack::marker::Marker;
-use crate::kpack::resolve::{GFXARCH, TreeArchives, reachable_archives};
-use crate::scan::{self, FileKind, FileReport, ScanOptions, Severity};
+use crate::kpack::resolve::{GFXARCH, TreeArchives};
+use crate::scan::{self, FileKind, FileReport, ScanOptions, Severity, TreeReport};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -52,13 +52,6 @@ pub(crate) fn rewritable(f: &FileReport) -> bool {
         )
         && !f.rdc_object
         && f.hard_link_of.is_none()
-}
-
-/// The name of an ELF binary's host CPU when the rewrite does not handle it.
-fn other_host(f: &FileReport) -> Option<String> {
-    f.machine
-        .filter(|&m| crate::elf::machine::HostMachine::of(m).is_none())
-        .map(crate::elf::machine::machine_name)
 }
 
 /// The marker a binary at `rel` gets: per target, the one pattern
@@ -102,62 +95,10 @@ pub(crate) fn ledger_in(out: &Path) -> Option<PathBuf> {
         })
 }
 
-/// Archives named with `--archives`: files, or every `*.kpack` below a directory
-/// (sorted), in the order given.
-fn user_archives(paths: &[PathBuf]) -> Result<Vec<(String, Archive)>> {
-    let mut out = Vec::new();
-    for p in paths {
-        let mut files = Vec::new();
-        if p.is_dir() {
-            for e in walkdir::WalkDir::new(p)
-                .follow_links(false)
-                .sort_by_file_name()
-            {
-                let e = e.map_err(|e| Error::Invalid(format!("{}: {e}", p.display())))?;
-                if e.file_type().is_file() && e.path().extension().is_some_and(|x| x == "kpack") {
-                    files.push(e.path().to_path_buf());
-                }
-            }
-            if files.is_empty() {
-                return Err(Error::Invalid(format!(
-                    "--archives {}: no .kpack file in it",
-                    p.display()
-                )));
-            }
-        } else {
-            files.push(p.clone());
-        }
-        for f in files {
-            let a = Archive::open(&f)?;
-            out.push((f.display().to_string(), a));
-        }
-    }
-    Ok(out)
-}
-
 /// Compute what a pack will do (scans the tree, reads archive indexes; writes
 /// nothing). Errors here are refusals: nothing was written.
 pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan> {
-    if opts.group.is_empty() || opts.group.contains(['/', '\\', '\0']) {
-        return Err(Error::Invalid(format!(
-            "group name {:?} cannot be used in a file name",
-            opts.group
-        )));
-    }
-    if opts.families.0.is_empty() && opts.targets.is_empty() && !opts.all {
-        return Err(Error::Invalid(
-            "choose what to pack: --family, --target or --all".into(),
-        ));
-    }
-    check_targets(&opts.targets)?;
-    // Through symlinks and `..`, also in the parts of OUT that do not exist yet.
-    crate::fsutil::check_apart(tree, out)?;
-    if !std::fs::metadata(tree).map(|m| m.is_dir()).unwrap_or(false) {
-        return Err(Error::Invalid(format!(
-            "{} is not a directory",
-            tree.display()
-        )));
-    }
+    check_options(tree, out, opts)?;
     let report = scan::scan(
         tree,
         &ScanOptions {
@@ -166,24 +107,7 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
         },
         &crate::event::NoEvents,
     )?;
-    // Paths that cannot even be read (a directory that does not list, a name too long
-    // for the file system): no copy can be made of them, so --copy-damaged is no way
-    // out; say what they are, before anything else.
-    let unreadable: Vec<String> = report
-        .diagnostics
-        .iter()
-        .filter(|d| d.unreadable)
-        .map(|d| format!("{}: {}", shorten(&d.path), shorten(&d.message)))
-        .collect();
-    if !unreadable.is_empty() {
-        return Err(Error::Invalid(format!(
-            "{} path(s) of the tree cannot be read or named exactly, so nothing of them \
-             can be packed or copied (permissions, a directory nested past what the file \
-             system can name, a name that is not UTF-8?); nothing written:\n  {}",
-            unreadable.len(),
-            unreadable.join("\n  ")
-        )));
-    }
+    refuse_unreadable(&report)?;
     let mut warnings = Vec::new();
     let diagnostics: Vec<PlanDiagnostic> = report
         .diagnostics
@@ -204,213 +128,12 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
         .collect();
     let damaged_paths: BTreeSet<&str> = damaged.iter().map(|d| d.path.as_str()).collect();
 
-    // Archives in the tree, and those the user named.
-    let mut inputs = TreeArchives::new();
-    for f in report.files.iter().filter(|f| f.kind == FileKind::Kpack) {
-        if damaged_paths.contains(f.path.as_str()) {
-            continue;
-        }
-        match Archive::open(&tree.join(crate::relpath::to_path(&f.path))) {
-            Ok(a) => {
-                inputs.insert(f.path.clone(), a);
-            }
-            Err(e) => warnings.push(format!("{}: archive not readable: {e}", f.path)),
-        }
-    }
-    let tree_archives: BTreeSet<String> = inputs.keys().cloned().collect();
-    let user = user_archives(&opts.archives)?;
-    let user_keys: Vec<String> = user.iter().map(|(k, _)| k.clone()).collect();
-    for (k, a) in user {
-        inputs.insert(k, a);
-    }
-    // A previous pack's ledger in the input: its hashes check what is re-read.
-    let input_ledger = match Ledger::read(tree) {
-        Ok(l) => l.map(|(_, l)| l),
-        Err(e) => {
-            warnings.push(format!("{e}; its hashes are not used"));
-            None
-        }
-    };
-
-    let mut unassigned: BTreeMap<String, u64> = BTreeMap::new();
-    let mut copied = Vec::new();
-    let mut repacked = Vec::new();
-    let mut consumed: BTreeSet<String> = BTreeSet::new();
-    let mut planned: BTreeMap<String, PlannedBinary> = BTreeMap::new();
-    let mut binaries = 0;
-    let mut fatbin_bytes = 0;
-    for f in &report.files {
-        if f.hard_link_of.is_some() {
-            continue;
-        }
-        if !f.embedded.is_empty() {
-            // Once per file: what stays where it is, and why.
-            warnings.push(crate::embedded::stays_in_place(&f.path, &f.embedded));
-        }
-        let damaged = damaged_paths.contains(f.path.as_str());
-        let pb = match f.kind {
-            FileKind::FatBinary if damaged => {
-                warnings.push(format!(
-                    "{}: damaged, copied as it is with its device code (--copy-damaged)",
-                    f.path
-                ));
-                copied.push(CopiedFile {
-                    path: f.path.clone(),
-                    reason: "damaged (--copy-damaged): copied with its device code".into(),
-                });
-                continue;
-            }
-            FileKind::FatBinary if rewritable(f) && other_host(f).is_some() => {
-                let why = format!(
-                    "{} host code: only {} fat binaries are rewritten; copied with its device code",
-                    other_host(f).unwrap_or_default(),
-                    crate::elf::machine::handled_list()
-                );
-                warnings.push(format!("{}: {why}", f.path));
-                copied.push(CopiedFile {
-                    path: f.path.clone(),
-                    reason: why,
-                });
-                continue;
-            }
-            FileKind::FatBinary if !rewritable(f) || f.bundles.is_empty() => {
-                copied.push(CopiedFile {
-                    path: f.path.clone(),
-                    reason: "not an executable or shared library: copied with its device code"
-                        .into(),
-                });
-                continue;
-            }
-            FileKind::FatBinary => {
-                binaries += 1;
-                fatbin_bytes += f.fatbin_bytes;
-                let mut pb = PlannedBinary {
-                    kernel_name: f.path.clone(),
-                    bundles: f.bundles.iter().map(|b| b.index as u32).collect(),
-                    kernels: Vec::new(),
-                    dropped: Vec::new(),
-                    host_only: false,
-                };
-                for b in &f.bundles {
-                    for t in &b.targets {
-                        pb.kernels.push((
-                            b.index as u32,
-                            t.arch.clone(),
-                            t.size,
-                            KernelFrom::Bundle,
-                        ));
-                    }
-                }
-                pb
-            }
-            FileKind::HostOnlyBinary if !damaged && rewritable(f) => {
-                let Some(m) = &f.marker else {
-                    copied.push(CopiedFile {
-                        path: f.path.clone(),
-                        reason: "host-only binary without a readable marker: copied as it is"
-                            .into(),
-                    });
-                    continue;
-                };
-                let mut from: Vec<String> = user_keys.clone();
-                let dir = f.path.rsplit_once('/').map_or("", |(d, _)| d);
-                for p in reachable_archives(m, dir, &inputs) {
-                    if tree_archives.contains(p) && !from.iter().any(|x| x == p) {
-                        from.push(p.to_string());
-                    }
-                }
-                let bundles: BTreeSet<u32> = f
-                    .wrappers
-                    .iter()
-                    .map(|w| (w.reserved & 0xffff_ffff) as u32)
-                    .collect();
-                let mut pb = PlannedBinary {
-                    kernel_name: m.kernel_name.clone(),
-                    bundles: bundles.iter().copied().collect(),
-                    kernels: Vec::new(),
-                    dropped: Vec::new(),
-                    host_only: true,
-                };
-                let mut seen: BTreeSet<(u32, String)> = BTreeSet::new();
-                let mut used: Vec<String> = Vec::new();
-                for co in &bundles {
-                    let key = format!("{}#{co}", m.kernel_name);
-                    for p in &from {
-                        let a = &inputs[p];
-                        // Aliases are listed again by the new archive's own plan.
-                        for e in a
-                            .index
-                            .kernels
-                            .iter()
-                            .filter(|e| e.key == key && !e.is_alias())
-                        {
-                            if seen.insert((*co, e.arch.clone())) {
-                                pb.kernels.push((
-                                    *co,
-                                    e.arch.clone(),
-                                    e.size,
-                                    KernelFrom::Archive(p.clone()),
-                                ));
-                                if !used.contains(p) {
-                                    used.push(p.clone());
-                                }
-                            }
-                        }
-                    }
-                }
-                if pb.kernels.is_empty() {
-                    let w = format!(
-                        "{}: host-only binary whose archives are not here ({}); copied as it \
-                         is (name them with --archives to pack its kernels again)",
-                        f.path,
-                        m.kpack_search_paths.join(", ")
-                    );
-                    warnings.push(w);
-                    copied.push(CopiedFile {
-                        path: f.path.clone(),
-                        reason: "host-only binary whose archives were not found".into(),
-                    });
-                    continue;
-                }
-                for co in &bundles {
-                    if !pb.kernels.iter().any(|k| k.0 == *co) {
-                        warnings.push(format!(
-                            "{}: no archive holds any code object of bundle #{co}",
-                            f.path
-                        ));
-                    }
-                }
-                if let Some(l) = &input_ledger
-                    && let Some(lb) = l.binaries.iter().find(|b| b.path == f.path)
-                {
-                    for k in &lb.kernels {
-                        if !seen.contains(&(k.bundle, k.target.clone())) {
-                            return Err(Error::Invalid(format!(
-                                "{}: the input's ledger promises bundle #{} for {}, and no \
-                                 archive holds it (the input tree is damaged: run verify on it)",
-                                f.path, k.bundle, k.target
-                            )));
-                        }
-                    }
-                }
-                for p in &used {
-                    if tree_archives.contains(p) {
-                        consumed.insert(p.clone());
-                    }
-                }
-                repacked.push(RepackedBinary {
-                    path: f.path.clone(),
-                    code_objects: pb.kernels.len() as u64,
-                    archives: used,
-                });
-                pb
-            }
-            _ => continue,
-        };
-        planned.insert(f.path.clone(), pb);
-    }
+    // Archives in the tree and those the user named, then what each file becomes.
+    let inputs = Inputs::open(tree, &report, &damaged_paths, &opts.archives, &mut warnings)?;
+    let mut files = plan_files(&report, &damaged_paths, &inputs, &mut warnings)?;
     // The units (archives): from every target with code in the tree.
-    let archs: BTreeSet<&str> = planned
+    let archs: BTreeSet<&str> = files
+        .planned
         .values()
         .flat_map(|pb| pb.kernels.iter().map(|k| k.1.as_str()))
         .chain(
@@ -425,9 +148,127 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
     for u in &units.names {
         check_unit_name(u)?;
     }
-    let n = units.names.len();
-    let mut kernels: Vec<Vec<PlannedKernel>> = vec![Vec::new(); n];
-    let mut db_files = vec![0u64; n];
+    let mut unassigned: BTreeMap<String, u64> = BTreeMap::new();
+    let db_files = database_files(&report, &units, opts, &mut unassigned);
+    let kernels = assign_kernels(&mut files.planned, &units, &mut unassigned);
+    copy_damaged(&damaged, &mut files.copied, &mut warnings);
+    if !damaged.is_empty() && !opts.copy_damaged {
+        let list: Vec<String> = damaged
+            .iter()
+            .map(|d| format!("{}: {}", d.path, d.message))
+            .collect();
+        return Err(Error::Invalid(format!(
+            "the scan found {} damaged file(s); pass --copy-damaged to copy them as they are:\n  {}",
+            damaged.len(),
+            list.join("\n  ")
+        )));
+    }
+    // Input archives: consumed ones are packed again, never copied; any other whose
+    // name an output archive takes would be lost.
+    for (i, name) in units.names.iter().enumerate() {
+        let out_rel = archive_rel(opts, name);
+        if kernels[i].is_empty() {
+            continue;
+        }
+        if inputs.in_tree.contains(&out_rel) && !files.consumed.contains(&out_rel) {
+            return Err(Error::Invalid(format!(
+                "the input archive {out_rel} would be replaced by the output archive of the \
+                 same name, and no binary in the tree uses its kernels; move it out of the \
+                 tree or choose another --group"
+            )));
+        }
+    }
+    warn_orphans(&report, &files, &inputs, &mut warnings);
+    let unit_plans = unit_plans(&units, &kernels, &db_files, opts);
+    warn_empty_selection(&unit_plans, &units, opts, &mut warnings);
+    if unit_plans.iter().all(|f| f.archive.is_none()) && !files.planned.is_empty() {
+        return Err(Error::Invalid(
+            "no code object in the tree is for a selected target; nothing to pack".into(),
+        ));
+    }
+    Ok(PackPlan {
+        tree: tree.display().to_string(),
+        output: out.display().to_string(),
+        layout: opts.layout,
+        archive_per: opts.archive_per,
+        units: unit_plans,
+        unassigned,
+        binaries: files.binaries,
+        repacked: files.repacked,
+        consumed_archives: files.consumed.into_iter().collect(),
+        copied: files.copied,
+        damaged,
+        fatbin_bytes: files.fatbin_bytes,
+        input_bytes: report.totals.bytes,
+        projected_bytes: 0,
+        projection: "none",
+        diagnostics,
+        warnings,
+        kernels,
+        unit_of: units.of,
+        binaries_planned: files.planned,
+        inputs: Arc::new(inputs.archives),
+        report: Some(report),
+    })
+}
+
+/// The options make a pack: a group usable in a file name, something selected,
+/// known targets, an output apart from the tree, and a tree that is a directory.
+fn check_options(tree: &Path, out: &Path, opts: &PackOptions) -> Result<()> {
+    if opts.group.is_empty() || opts.group.contains(['/', '\\', '\0']) {
+        return Err(Error::Invalid(format!(
+            "group name {:?} cannot be used in a file name",
+            opts.group
+        )));
+    }
+    if opts.families.0.is_empty() && opts.targets.is_empty() && !opts.all {
+        return Err(Error::Invalid(
+            "choose what to pack: --family, --target or --all".into(),
+        ));
+    }
+    check_targets(&opts.targets)?;
+    // Through symlinks and `..`, also in the parts of OUT that do not exist yet.
+    crate::fsutil::check_apart(tree, out)?;
+    if !std::fs::metadata(tree).map(|m| m.is_dir()).unwrap_or(false) {
+        return Err(Error::Invalid(format!(
+            "{} is not a directory",
+            tree.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Paths that cannot even be read (a directory that does not list, a name too long
+/// for the file system): no copy can be made of them, so --copy-damaged is no way
+/// out; say what they are, before anything else.
+fn refuse_unreadable(report: &TreeReport) -> Result<()> {
+    let unreadable: Vec<String> = report
+        .diagnostics
+        .iter()
+        .filter(|d| d.unreadable)
+        .map(|d| format!("{}: {}", shorten(&d.path), shorten(&d.message)))
+        .collect();
+    if unreadable.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Invalid(format!(
+        "{} path(s) of the tree cannot be read or named exactly, so nothing of them \
+         can be packed or copied (permissions, a directory nested past what the file \
+         system can name, a name that is not UTF-8?); nothing written:\n  {}",
+        unreadable.len(),
+        unreadable.join("\n  ")
+    )))
+}
+
+/// Kernel-database files per unit; in the split layout, those of targets nothing
+/// selected are counted as left out.
+fn database_files(
+    report: &TreeReport,
+    units: &Units,
+    opts: &PackOptions,
+    unassigned: &mut BTreeMap<String, u64>,
+) -> Vec<u64> {
+    let mut db_files = vec![0u64; units.names.len()];
     for f in &report.files {
         match place_of(f, &units.of) {
             Place::Unit(i) => db_files[i] += 1,
@@ -442,7 +283,17 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
             _ => {}
         }
     }
-    // Assign every kernel to its unit, or to what is left out.
+    db_files
+}
+
+/// Assign every kernel to its unit, or to what is left out (the binary's dropped
+/// ones): the kernels of each unit.
+fn assign_kernels(
+    planned: &mut BTreeMap<String, PlannedBinary>,
+    units: &Units,
+    unassigned: &mut BTreeMap<String, u64>,
+) -> Vec<Vec<PlannedKernel>> {
+    let mut kernels: Vec<Vec<PlannedKernel>> = vec![Vec::new(); units.names.len()];
     for (path, pb) in planned.iter_mut() {
         let mut keep = Vec::with_capacity(pb.kernels.len());
         for k in pb.kernels.drain(..) {
@@ -463,7 +314,16 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
         }
         pb.kernels = keep;
     }
-    for d in &damaged {
+    kernels
+}
+
+/// Every damaged file not copied yet is copied as it is (with `--copy-damaged`).
+fn copy_damaged(
+    damaged: &[PlanDiagnostic],
+    copied: &mut Vec<CopiedFile>,
+    warnings: &mut Vec<String>,
+) {
+    for d in damaged {
         if !copied.iter().any(|c| c.path == d.path) {
             warnings.push(format!(
                 "{}: damaged ({}), copied as it is (--copy-damaged)",
@@ -475,34 +335,18 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
             });
         }
     }
-    if !damaged.is_empty() && !opts.copy_damaged {
-        let list: Vec<String> = damaged
-            .iter()
-            .map(|d| format!("{}: {}", d.path, d.message))
-            .collect();
-        return Err(Error::Invalid(format!(
-            "the scan found {} damaged file(s); pass --copy-damaged to copy them as they are:\n  {}",
-            damaged.len(),
-            list.join("\n  ")
-        )));
-    }
-    // Input archives: consumed ones are packed again, never copied; any other whose
-    // name an output archive takes would be lost.
-    for (i, name) in units.names.iter().enumerate() {
-        let out_rel = archive_rel(opts, name);
-        if kernels[i].is_empty() {
-            continue;
-        }
-        if tree_archives.contains(&out_rel) && !consumed.contains(&out_rel) {
-            return Err(Error::Invalid(format!(
-                "the input archive {out_rel} would be replaced by the output archive of the \
-                 same name, and no binary in the tree uses its kernels; move it out of the \
-                 tree or choose another --group"
-            )));
-        }
-    }
-    // Keys some binary of the tree uses (by its path or its marker's name).
-    let claimed: BTreeSet<String> = planned
+}
+
+/// Code objects of the consumed archives that no binary of the tree uses (by its
+/// path or its marker's name) are not carried over: said once per archive.
+fn warn_orphans(
+    report: &TreeReport,
+    files: &FilePlans,
+    inputs: &Inputs,
+    warnings: &mut Vec<String>,
+) {
+    let claimed: BTreeSet<String> = files
+        .planned
         .iter()
         .filter(|(_, b)| b.host_only)
         .flat_map(|(path, b)| b.bundles.iter().map(move |co| format!("{path}#{co}")))
@@ -517,8 +361,8 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
                 .map(move |w| format!("{}#{}", m.kernel_name, w.reserved & 0xffff_ffff))
         })
         .collect();
-    for p in &consumed {
-        let a = &inputs[p];
+    for p in &files.consumed {
+        let a = &inputs.archives[p];
         let orphans = a
             .index
             .kernels
@@ -531,7 +375,17 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
             ));
         }
     }
-    let unit_plans: Vec<ArchivePlan> = units
+}
+
+/// Each unit's archive: its targets (with the TOC aliases every loader resolves),
+/// code objects and raw size.
+fn unit_plans(
+    units: &Units,
+    kernels: &[Vec<PlannedKernel>],
+    db_files: &[u64],
+    opts: &PackOptions,
+) -> Vec<ArchivePlan> {
+    units
         .names
         .iter()
         .enumerate()
@@ -554,7 +408,16 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
                 database_files: db_files[i],
             }
         })
-        .collect();
+        .collect()
+}
+
+/// Families and targets the user selected that receive no code object.
+fn warn_empty_selection(
+    unit_plans: &[ArchivePlan],
+    units: &Units,
+    opts: &PackOptions,
+    warnings: &mut Vec<String>,
+) {
     for f in unit_plans
         .iter()
         .filter(|f| f.archive.is_none() && f.database_files == 0)
@@ -583,35 +446,6 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
             warnings.push(format!("target {t} has no code in the tree"));
         }
     }
-    if unit_plans.iter().all(|f| f.archive.is_none()) && !planned.is_empty() {
-        return Err(Error::Invalid(
-            "no code object in the tree is for a selected target; nothing to pack".into(),
-        ));
-    }
-    Ok(PackPlan {
-        tree: tree.display().to_string(),
-        output: out.display().to_string(),
-        layout: opts.layout,
-        archive_per: opts.archive_per,
-        units: unit_plans,
-        unassigned,
-        binaries,
-        repacked,
-        consumed_archives: consumed.into_iter().collect(),
-        copied,
-        damaged,
-        fatbin_bytes,
-        input_bytes: report.totals.bytes,
-        projected_bytes: 0,
-        projection: "none",
-        diagnostics,
-        warnings,
-        kernels,
-        unit_of: units.of,
-        binaries_planned: planned,
-        inputs: Arc::new(inputs),
-        report: Some(report),
-    })
 }
 
 /// Largest sample of device code compressed for an estimate.
