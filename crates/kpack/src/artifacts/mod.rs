@@ -7,6 +7,7 @@ pub mod combine;
 pub mod ledger;
 pub mod manifest;
 pub mod split;
+mod split_jobs;
 
 pub use manifest::{MANIFEST, read_manifest};
 pub use split::{SplitOptions, SplitReport, split};

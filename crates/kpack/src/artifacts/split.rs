@@ -14,17 +14,16 @@
 //! place; existing artifacts are never merged into silently.
 
 use super::manifest::{MANIFEST, manifest_text, read_manifest};
-use crate::bundle;
+use super::split_jobs::{FileJob, Job, Targets, check_input, gather, wanted_targets};
 use crate::error::{Error, Result};
 use crate::event::EventSink;
 use crate::fsutil;
-use crate::kerneldb::{Database, base_arch};
+use crate::kerneldb::Database;
 use crate::kpack::Marker;
-use crate::kpack::archive::{Archive, ArchiveMeta, ArchiveWriter, Scheme, safe_arch};
+use crate::kpack::archive::{Archive, ArchiveMeta, ArchiveWriter, Scheme};
 use crate::kpack::ledger::{LedgerBinary, LedgerFile, LedgerKernel};
 use crate::kpack::resolve::GFXARCH;
 use crate::pack::{PackEvent, Phase};
-use crate::scan::{self, FileKind, FileReport, ScanOptions, Severity};
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -140,20 +139,6 @@ pub(crate) fn check_name(what: &str, name: &str) -> Result<()> {
     Ok(())
 }
 
-enum Job {
-    Copy,
-    Symlink,
-    Special,
-    Database(String),
-    Binary(Vec<(u32, String, String)>),
-}
-
-struct FileJob {
-    prefix: String,
-    report: FileReport,
-    job: Job,
-}
-
 /// Split `artifact_dir` into `out` (created if needed).
 pub fn split(
     artifact_dir: &Path,
@@ -162,223 +147,18 @@ pub fn split(
     sink: &dyn EventSink<PackEvent>,
 ) -> Result<SplitReport> {
     let ap = opts.artifact_prefix.as_str();
-    check_name("artifact prefix", ap)?;
-    let meta = std::fs::metadata(artifact_dir).map_err(|e| {
-        if e.kind() == std::io::ErrorKind::NotFound {
-            Error::Invalid(format!("{} does not exist", artifact_dir.display()))
-        } else {
-            Error::io(artifact_dir, e)
-        }
-    })?;
-    if !meta.is_dir() {
-        return Err(Error::Invalid(format!(
-            "{} is not a directory",
-            artifact_dir.display()
-        )));
-    }
-    crate::fsutil::check_apart(artifact_dir, out)?;
-    let wanted: Option<BTreeSet<String>> = match &opts.gpu_targets {
-        None => None,
-        Some(ts) => {
-            let mut set = BTreeSet::new();
-            for t in ts {
-                if !t.starts_with("gfx") {
-                    return Err(Error::Invalid(format!(
-                        "--gpu-targets: {t:?} is not a target (gfx…)"
-                    )));
-                }
-                set.insert(base_arch(t));
-            }
-            Some(set)
-        }
-    };
+    check_input(artifact_dir, out, opts)?;
+    let wanted = wanted_targets(opts)?;
     let manifest = read_manifest(artifact_dir)?;
-    let mut warnings = Vec::new();
-    let mut prefixes = Vec::new();
-    let mut missing = Vec::new();
-    let mut jobs: Vec<FileJob> = Vec::new();
-    let mut skipped_kernels = 0u64;
-    let mut skipped_databases = 0u64;
-    // What --gpu-targets leaves to the shards building those targets, by name (in
-    // the report only: a target artifact is the same whichever shard wrote it, so
-    // that combined shards equal one whole split).
-    let mut left: Vec<String> = Vec::new();
-    for p in &manifest {
-        let dir = artifact_dir.join(p);
-        // The prefix is data: it names a directory inside the artifact, never one a
-        // symlink on the way leads to.
-        crate::fsutil::real_dirs_below(artifact_dir, &dir).map_err(|why| {
-            Error::Invalid(format!(
-                "{}: prefix {p} of {MANIFEST} does not stay inside the artifact: {why}",
-                artifact_dir.display()
-            ))
-        })?;
-        match std::fs::symlink_metadata(&dir) {
-            Ok(m) if m.is_dir() => {}
-            Ok(_) => {
-                return Err(Error::Invalid(format!(
-                    "{}: prefix {p} of {MANIFEST} is not a directory",
-                    artifact_dir.display()
-                )));
-            }
-            Err(_) => {
-                warnings.push(format!("prefix {p}: no such directory, skipped"));
-                missing.push(p.clone());
-                continue;
-            }
-        }
-        prefixes.push(p.clone());
-        let report = scan::scan(
-            &dir,
-            &ScanOptions {
-                threads: opts.threads,
-                databases: Some(opts.databases.clone()),
-                deep: false,
-            },
-            &crate::event::NoEvents,
-        )?;
-        let damaged: Vec<String> = report
-            .diagnostics
-            .iter()
-            .filter(|d| d.severity == Severity::Error)
-            .map(|d| format!("{p}/{}: {}", d.path, d.message))
-            .collect();
-        if !damaged.is_empty() {
-            return Err(Error::Invalid(format!(
-                "{} damaged file(s) in the artifact; nothing written:\n  {}",
-                damaged.len(),
-                damaged.join("\n  ")
-            )));
-        }
-        let by_path: BTreeMap<&str, &FileReport> =
-            report.files.iter().map(|f| (f.path.as_str(), f)).collect();
-        for f in &report.files {
-            // A second name of a hard link is a file of its own in the output (as a
-            // copy would make it), classified like the first.
-            let src = f
-                .hard_link_of
-                .as_deref()
-                .and_then(|first| by_path.get(first).copied())
-                .unwrap_or(f);
-            let job = match src.kind {
-                FileKind::Symlink => Job::Symlink,
-                FileKind::Other => Job::Special,
-                FileKind::KernelDatabase => {
-                    let arch = src.arch.clone().unwrap_or_default();
-                    if wanted.as_ref().is_some_and(|w| !w.contains(&arch)) {
-                        skipped_databases += 1;
-                        left.push(format!("{p}/{}: database file for {arch}", f.path));
-                        continue;
-                    }
-                    Job::Database(arch)
-                }
-                FileKind::FatBinary if crate::pack::rewritable(src) => {
-                    let mut kernels = Vec::new();
-                    for b in &src.bundles {
-                        for t in &b.targets {
-                            let keep = wanted.as_ref().is_none_or(|w| {
-                                w.contains(bundle::target::base_processor(&t.arch))
-                            });
-                            if keep {
-                                kernels.push((b.index as u32, t.arch.clone(), t.triple.clone()));
-                            } else {
-                                skipped_kernels += 1;
-                                left.push(format!(
-                                    "{p}/{}: bundle #{} for {}",
-                                    f.path, b.index, t.arch
-                                ));
-                            }
-                        }
-                    }
-                    Job::Binary(kernels)
-                }
-                FileKind::FatBinary => {
-                    warnings.push(format!(
-                        "{p}/{}: {} kept whole in the generic artifact (only ELF executables \
-                         and shared libraries are split)",
-                        f.path,
-                        src.container.map_or("fat binary", |c| c.describe())
-                    ));
-                    Job::Copy
-                }
-                _ => Job::Copy,
-            };
-            let mut report = f.clone();
-            if f.hard_link_of.is_some() {
-                report.kind = src.kind;
-                report.hard_link_of = None;
-            }
-            jobs.push(FileJob {
-                prefix: p.clone(),
-                report,
-                job,
-            });
-        }
-    }
-
-    // Targets, their artifacts and where their archives go.
-    let mut kernel_prefixes: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let mut artifact_prefixes: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    let mut fat_binaries = 0u64;
-    for j in &jobs {
-        match &j.job {
-            Job::Binary(ks) => {
-                fat_binaries += 1;
-                for (_, arch, _) in ks {
-                    kernel_prefixes
-                        .entry(arch.clone())
-                        .or_default()
-                        .insert(j.prefix.clone());
-                    artifact_prefixes
-                        .entry(arch.clone())
-                        .or_default()
-                        .insert(j.prefix.clone());
-                }
-            }
-            Job::Database(arch) => {
-                artifact_prefixes
-                    .entry(arch.clone())
-                    .or_default()
-                    .insert(j.prefix.clone());
-            }
-            _ => {}
-        }
-    }
-    // Feature variants of one processor share one artifact and one archive, named by
-    // the processor: side by side, `x_gfx90a:xnack-` would shadow `x_gfx90a` for
-    // first-match loaders on xnack- devices (ROCm 7.14); in one archive, TOC aliases
-    // list plain code under every variant.
-    let units = crate::kpack::alias::variant_units(artifact_prefixes.keys().map(String::as_str));
-    let rekey = |m: BTreeMap<String, BTreeSet<String>>| {
-        let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        for (t, ps) in m {
-            out.entry(units[&t].clone()).or_default().extend(ps);
-        }
-        out
-    };
-    let kernel_prefixes = rekey(kernel_prefixes);
-    let artifact_prefixes = rekey(artifact_prefixes);
-    for t in artifact_prefixes.keys() {
-        safe_arch(t).map_err(|e| Error::Invalid(format!("artifact {ap}_{t}: {e}")))?;
-        check_name("artifact", &format!("{ap}_{t}"))?;
-    }
-    if fat_binaries > 0
-        && kernel_prefixes.is_empty()
-        && let Some(ts) = &opts.gpu_targets
-    {
-        return Err(Error::Invalid(format!(
-            "found {fat_binaries} fat binaries, but no device code objects matched \
-             --gpu-targets ({}); refusing to emit an untransformed generic artifact",
-            ts.join(", ")
-        )));
-    }
-    let rewrite = !kernel_prefixes.is_empty();
+    let g = gather(artifact_dir, &manifest, wanted.as_ref(), opts)?;
+    let t = Targets::of(&g.jobs, opts)?;
+    let mut warnings = g.warnings;
 
     // Output: refuse to merge into existing artifacts of this prefix.
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
     let generic_name = format!("{ap}_generic");
     let names: Vec<String> = std::iter::once(generic_name.clone())
-        .chain(artifact_prefixes.keys().map(|t| format!("{ap}_{t}")))
+        .chain(t.artifact_prefixes.keys().map(|t| format!("{ap}_{t}")))
         .collect();
     super::check_free(out, &names, opts.force)?;
     let (stage, stale) = crate::fsutil::stage_for(out, "split")?;
@@ -390,42 +170,22 @@ pub fn split(
     }
     let st = &stage.path().to_path_buf();
 
-    let total_bytes: u64 = jobs
-        .iter()
+    let total_bytes: u64 = (g.jobs.iter())
         .filter(|j| matches!(j.job, Job::Copy | Job::Database(_) | Job::Binary(_)))
         .map(|j| j.report.size)
         .sum();
     sink.event(PackEvent::Started {
-        files: jobs.len() as u64,
+        files: g.jobs.len() as u64,
         bytes: total_bytes,
     });
-
-    let mut writers: BTreeMap<String, (ArchiveWriter, String)> = BTreeMap::new();
-    for (t, ps) in &kernel_prefixes {
-        let first = ps.iter().next().cloned().unwrap_or_default();
-        let rel = format!("{first}/.kpack/{}", archive_name(ap, t));
-        let path = st.join(format!("{ap}_{t}")).join(&rel);
-        if let Some(d) = path.parent() {
-            std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
-        }
-        // A processor's archive lists what its variants hold, settled at the end.
-        let merged = units.iter().any(|(target, u)| u == t && target != t);
-        let meta = ArchiveMeta {
-            group_name: ap.to_string(),
-            gfx_arch_family: t.clone(),
-            gfx_arches: if merged { Vec::new() } else { vec![t.clone()] },
-        };
-        let w = ArchiveWriter::create(&path, meta, Scheme::ZstdPerKernel, opts.level)?.resolving();
-        writers.insert(t.clone(), (w, rel));
-    }
-
+    let writers = open_writers(st, &t, opts)?;
     let ctx = Ctx {
         ap,
-        units: &units,
+        units: &t.units,
         src: artifact_dir,
         stage: st,
         writers: &writers,
-        rewrite,
+        rewrite: !t.kernel_prefixes.is_empty(),
         sink,
         bytes_out: AtomicU64::new(0),
         kernels: AtomicU64::new(0),
@@ -437,7 +197,7 @@ pub fn split(
     };
     // Largest first, one file per task: the big binaries start at once and the small
     // files fill the gaps (as pack does).
-    let mut order: Vec<&FileJob> = jobs.iter().collect();
+    let mut order: Vec<&FileJob> = g.jobs.iter().collect();
     order.sort_by(|a, b| {
         b.report
             .size
@@ -451,115 +211,43 @@ pub fn split(
             .try_for_each(|j| ctx.process(rayon::current_thread_index().unwrap_or(0), j))
     };
     crate::parallel::on_threads(opts.threads, run)??;
-    let Ctx {
-        bytes_out,
-        kernels,
-        rewritten,
-        warnings: worker_warnings,
-        ledger: ledger_bins,
-        db_files,
-        counts,
-        ..
-    } = ctx;
-    warnings.extend(worker_warnings.into_inner().unwrap_or_default());
-    let counts = counts.into_inner().unwrap_or_default();
-    let mut bytes_out = bytes_out.into_inner();
+    let done = Done::of(ctx);
+    warnings.extend(done.warnings.iter().cloned());
 
     sink.event(PackEvent::Finishing("writing archives"));
-    let mut artifacts = Vec::new();
     let mut summaries = BTreeMap::new();
     for (t, (w, rel)) in writers {
         let s = w.finish()?;
         summaries.insert(t, (rel, s));
     }
-
-    let ledger_bins = ledger_bins.into_inner().unwrap_or_default();
-    let db_files = db_files.into_inner().unwrap_or_default();
-
     // Manifests, then the check of every archive written.
     std::fs::create_dir_all(st.join(&generic_name))
         .map_err(|e| Error::io(st.join(&generic_name), e))?;
-    write_manifest(&st.join(&generic_name), &prefixes)?;
-    let (gf, gdb) = counts.get(&None).copied().unwrap_or_default();
-    artifacts.push(SplitArtifact {
+    write_manifest(&st.join(&generic_name), &g.prefixes)?;
+    let (gf, gdb) = done.counts.get(&None).copied().unwrap_or_default();
+    let mut artifacts = vec![SplitArtifact {
         name: generic_name.clone(),
         target: None,
-        prefixes: prefixes.clone(),
+        prefixes: g.prefixes.clone(),
         files: gf,
         database_files: gdb,
         archive: None,
         code_objects: 0,
         raw_bytes: 0,
         archive_bytes: 0,
-    });
+    }];
+    let mut bytes_out = done.bytes_out;
     sink.event(PackEvent::Finishing("checking archives"));
-    for (t, ps) in &artifact_prefixes {
-        let name = format!("{ap}_{t}");
-        let ps: Vec<String> = ps.iter().cloned().collect();
-        write_manifest(&st.join(&name), &ps)?;
-        let (files, dbs) = counts.get(&Some(t.clone())).copied().unwrap_or_default();
-        let mut a = SplitArtifact {
-            name: name.clone(),
-            target: Some(t.clone()),
-            prefixes: ps,
-            files,
-            database_files: dbs,
-            archive: None,
-            code_objects: 0,
-            raw_bytes: 0,
-            archive_bytes: 0,
-        };
-        let mut gfx_arches = None;
-        let mut ledger_dir = a.prefixes.first().cloned().unwrap_or_default();
-        if let Some((rel, s)) = summaries.get(t) {
-            let written = Archive::open(&st.join(&name).join(rel))?;
-            let faults = written.verify();
-            if !faults.is_empty() {
-                return Err(Error::Invalid(format!(
-                    "{name}/{rel}: the archive just written does not read back: {}",
-                    faults.join("; ")
-                )));
-            }
-            gfx_arches = Some(written.index.meta.gfx_arches.clone());
-            ledger_dir = rel
-                .rsplit_once("/.kpack/")
-                .map_or(String::new(), |(p, _)| p.to_string());
-            a.archive = Some(rel.clone());
-            a.files += 1;
-            a.code_objects = s.code_objects;
-            a.raw_bytes = s.raw_bytes;
-            a.archive_bytes = s.file_size;
-            bytes_out += s.file_size;
-        }
-        // Its ledger, beside the archive: what this output holds (per host-only
-        // binary of the input, and the host binary it was made for; its
-        // kernel-database files).
-        let files: Vec<LedgerFile> = db_files
-            .iter()
-            .filter(|(u, _)| u == t)
-            .map(|(_, f)| f.clone())
-            .collect();
-        if gfx_arches.is_some() || !files.is_empty() {
-            let l = super::ledger::unit_ledger(ap, t, gfx_arches, &units, &ledger_bins, files);
-            let lp = st
-                .join(&name)
-                .join(&ledger_dir)
-                .join(crate::kpack::ledger::split_ledger_path(&name));
-            if let Some(d) = lp.parent() {
-                std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
-            }
-            let json = l.to_json();
-            std::fs::write(&lp, &json).map_err(|e| Error::io(&lp, e))?;
-            bytes_out += json.len() as u64;
-            a.files += 1;
-        }
+    for (target, ps) in &t.artifact_prefixes {
+        let (a, bytes) = target_artifact(st, ap, target, ps, &summaries, &t, &done)?;
+        bytes_out += bytes;
         artifacts.push(a);
     }
 
     // Into place, in one switch with the record of what other shards build: replaced
     // artifacts go only now, after everything was written.
     sink.event(PackEvent::Finishing("renaming into place"));
-    let record = super::ledger::write_left(st, ap, opts.gpu_targets.as_deref(), &left)?;
+    let record = super::ledger::write_left(st, ap, opts.gpu_targets.as_deref(), &g.left)?;
     let left_name = super::ledger::left_path(Path::new(""), ap)
         .display()
         .to_string();
@@ -575,19 +263,157 @@ pub fn split(
         artifact_dir: artifact_dir.to_path_buf(),
         output: out.to_path_buf(),
         artifact_prefix: ap.to_string(),
-        prefixes,
-        missing_prefixes: missing,
+        prefixes: g.prefixes,
+        missing_prefixes: g.missing,
         artifacts,
-        fat_binaries,
-        rewritten: rewritten.into_inner(),
-        code_objects: kernels.into_inner(),
-        skipped_code_objects: skipped_kernels,
-        skipped_databases,
-        left_to_other_shards: left,
+        fat_binaries: t.fat_binaries,
+        rewritten: done.rewritten,
+        code_objects: done.kernels,
+        skipped_code_objects: g.skipped_kernels,
+        skipped_databases: g.skipped_databases,
+        left_to_other_shards: g.left,
         bytes_in: total_bytes,
         bytes_out,
         warnings,
     })
+}
+
+/// One archive writer per unit with kernels, in its artifact under the first prefix
+/// that contributed them: the writer and the archive's path in the artifact.
+fn open_writers(
+    st: &Path,
+    t: &Targets,
+    opts: &SplitOptions,
+) -> Result<BTreeMap<String, (ArchiveWriter, String)>> {
+    let ap = opts.artifact_prefix.as_str();
+    let mut writers = BTreeMap::new();
+    for (unit, ps) in &t.kernel_prefixes {
+        let first = ps.iter().next().cloned().unwrap_or_default();
+        let rel = format!("{first}/.kpack/{}", archive_name(ap, unit));
+        let path = st.join(format!("{ap}_{unit}")).join(&rel);
+        if let Some(d) = path.parent() {
+            std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
+        }
+        // A processor's archive lists what its variants hold, settled at the end.
+        let merged = t
+            .units
+            .iter()
+            .any(|(target, u)| u == unit && target != unit);
+        let meta = ArchiveMeta {
+            group_name: ap.to_string(),
+            gfx_arch_family: unit.clone(),
+            gfx_arches: if merged {
+                Vec::new()
+            } else {
+                vec![unit.clone()]
+            },
+        };
+        let w = ArchiveWriter::create(&path, meta, Scheme::ZstdPerKernel, opts.level)?.resolving();
+        writers.insert(unit.clone(), (w, rel));
+    }
+    Ok(writers)
+}
+
+/// What the workers did, once they are done.
+struct Done {
+    bytes_out: u64,
+    kernels: u64,
+    rewritten: u64,
+    warnings: Vec<String>,
+    ledger: Vec<LedgerBinary>,
+    db_files: Vec<(String, LedgerFile)>,
+    counts: BTreeMap<Option<String>, (u64, u64)>,
+}
+
+impl Done {
+    fn of(ctx: Ctx) -> Self {
+        Done {
+            bytes_out: ctx.bytes_out.into_inner(),
+            kernels: ctx.kernels.into_inner(),
+            rewritten: ctx.rewritten.into_inner(),
+            warnings: ctx.warnings.into_inner().unwrap_or_default(),
+            ledger: ctx.ledger.into_inner().unwrap_or_default(),
+            db_files: ctx.db_files.into_inner().unwrap_or_default(),
+            counts: ctx.counts.into_inner().unwrap_or_default(),
+        }
+    }
+}
+
+/// A target's artifact, its manifest written: the archive just written read back
+/// and checked, its ledger beside it. Returns it and the bytes it adds.
+fn target_artifact(
+    st: &Path,
+    ap: &str,
+    t: &str,
+    ps: &BTreeSet<String>,
+    summaries: &BTreeMap<String, (String, crate::kpack::archive::ArchiveSummary)>,
+    targets: &Targets,
+    done: &Done,
+) -> Result<(SplitArtifact, u64)> {
+    let name = format!("{ap}_{t}");
+    let ps: Vec<String> = ps.iter().cloned().collect();
+    write_manifest(&st.join(&name), &ps)?;
+    let (files, dbs) = done
+        .counts
+        .get(&Some(t.to_string()))
+        .copied()
+        .unwrap_or_default();
+    let mut a = SplitArtifact {
+        name: name.clone(),
+        target: Some(t.to_string()),
+        prefixes: ps,
+        files,
+        database_files: dbs,
+        archive: None,
+        code_objects: 0,
+        raw_bytes: 0,
+        archive_bytes: 0,
+    };
+    let mut bytes_out = 0;
+    let mut gfx_arches = None;
+    let mut ledger_dir = a.prefixes.first().cloned().unwrap_or_default();
+    if let Some((rel, s)) = summaries.get(t) {
+        let written = Archive::open(&st.join(&name).join(rel))?;
+        let faults = written.verify();
+        if !faults.is_empty() {
+            return Err(Error::Invalid(format!(
+                "{name}/{rel}: the archive just written does not read back: {}",
+                faults.join("; ")
+            )));
+        }
+        gfx_arches = Some(written.index.meta.gfx_arches.clone());
+        ledger_dir = rel
+            .rsplit_once("/.kpack/")
+            .map_or(String::new(), |(p, _)| p.to_string());
+        a.archive = Some(rel.clone());
+        a.files += 1;
+        a.code_objects = s.code_objects;
+        a.raw_bytes = s.raw_bytes;
+        a.archive_bytes = s.file_size;
+        bytes_out += s.file_size;
+    }
+    // Its ledger, beside the archive: what this output holds (per host-only
+    // binary of the input, and the host binary it was made for; its
+    // kernel-database files).
+    let files: Vec<LedgerFile> = (done.db_files.iter())
+        .filter(|(u, _)| u == t)
+        .map(|(_, f)| f.clone())
+        .collect();
+    if gfx_arches.is_some() || !files.is_empty() {
+        let l = super::ledger::unit_ledger(ap, t, gfx_arches, &targets.units, &done.ledger, files);
+        let lp = st
+            .join(&name)
+            .join(&ledger_dir)
+            .join(crate::kpack::ledger::split_ledger_path(&name));
+        if let Some(d) = lp.parent() {
+            std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
+        }
+        let json = l.to_json();
+        std::fs::write(&lp, &json).map_err(|e| Error::io(&lp, e))?;
+        bytes_out += json.len() as u64;
+        a.files += 1;
+    }
+    Ok((a, bytes_out))
 }
 
 fn write_manifest(dir: &Path, prefixes: &[String]) -> Result<()> {

@@ -1,0 +1,308 @@
+//! What a split will do, found before anything is written: the input checked
+//! ([`wanted_targets`], [`check_input`]), one job per file of every prefix
+//! ([`gather`]), and the targets with the prefixes their artifacts come from
+//! ([`Targets::of`]).
+
+use super::split::{SplitOptions, check_name};
+use crate::bundle;
+use crate::error::{Error, Result};
+use crate::kerneldb::base_arch;
+use crate::kpack::archive::safe_arch;
+use crate::scan::{self, FileKind, FileReport, ScanOptions, Severity};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+/// What becomes of one file.
+pub(super) enum Job {
+    /// Copied into the generic artifact.
+    Copy,
+    /// Re-created as a symlink.
+    Symlink,
+    /// A special file (device, FIFO, socket): named, not copied.
+    Special,
+    /// A kernel-database file of a target: into that target's artifact.
+    Database(String),
+    /// A fat binary: its kept code objects (bundle, target, triple) archived, its
+    /// host part rewritten into the generic artifact.
+    Binary(Vec<(u32, String, String)>),
+}
+
+/// A file of a prefix and its job.
+pub(super) struct FileJob {
+    pub prefix: String,
+    pub report: FileReport,
+    pub job: Job,
+}
+
+/// The processors `--gpu-targets` keeps (`None`: all).
+pub(super) fn wanted_targets(opts: &SplitOptions) -> Result<Option<BTreeSet<String>>> {
+    let Some(ts) = &opts.gpu_targets else {
+        return Ok(None);
+    };
+    let mut set = BTreeSet::new();
+    for t in ts {
+        if !t.starts_with("gfx") {
+            return Err(Error::Invalid(format!(
+                "--gpu-targets: {t:?} is not a target (gfx…)"
+            )));
+        }
+        set.insert(base_arch(t));
+    }
+    Ok(Some(set))
+}
+
+/// The artifact prefix makes names, the artifact is a directory, the output apart
+/// from it.
+pub(super) fn check_input(artifact_dir: &Path, out: &Path, opts: &SplitOptions) -> Result<()> {
+    check_name("artifact prefix", &opts.artifact_prefix)?;
+    let meta = std::fs::metadata(artifact_dir).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            Error::Invalid(format!("{} does not exist", artifact_dir.display()))
+        } else {
+            Error::io(artifact_dir, e)
+        }
+    })?;
+    if !meta.is_dir() {
+        return Err(Error::Invalid(format!(
+            "{} is not a directory",
+            artifact_dir.display()
+        )));
+    }
+    crate::fsutil::check_apart(artifact_dir, out)
+}
+
+/// Every file of the artifact's prefixes with its job, and what was left out.
+#[derive(Default)]
+pub(super) struct Gathered {
+    /// Prefixes processed, and those of the manifest without a directory.
+    pub prefixes: Vec<String>,
+    pub missing: Vec<String>,
+    pub jobs: Vec<FileJob>,
+    /// Code objects and database files of targets `--gpu-targets` does not keep.
+    pub skipped_kernels: u64,
+    pub skipped_databases: u64,
+    /// What --gpu-targets leaves to the shards building those targets, by name (in
+    /// the report only: a target artifact is the same whichever shard wrote it, so
+    /// that combined shards equal one whole split).
+    pub left: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+/// Scan each prefix of `manifest` and give every file its job; a damaged file
+/// refuses the split.
+pub(super) fn gather(
+    artifact_dir: &Path,
+    manifest: &[String],
+    wanted: Option<&BTreeSet<String>>,
+    opts: &SplitOptions,
+) -> Result<Gathered> {
+    let mut g = Gathered::default();
+    for p in manifest {
+        let dir = artifact_dir.join(p);
+        // The prefix is data: it names a directory inside the artifact, never one a
+        // symlink on the way leads to.
+        crate::fsutil::real_dirs_below(artifact_dir, &dir).map_err(|why| {
+            Error::Invalid(format!(
+                "{}: prefix {p} of {} does not stay inside the artifact: {why}",
+                artifact_dir.display(),
+                super::MANIFEST
+            ))
+        })?;
+        match std::fs::symlink_metadata(&dir) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(Error::Invalid(format!(
+                    "{}: prefix {p} of {} is not a directory",
+                    artifact_dir.display(),
+                    super::MANIFEST
+                )));
+            }
+            Err(_) => {
+                g.warnings
+                    .push(format!("prefix {p}: no such directory, skipped"));
+                g.missing.push(p.clone());
+                continue;
+            }
+        }
+        g.prefixes.push(p.clone());
+        let report = scan::scan(
+            &dir,
+            &ScanOptions {
+                threads: opts.threads,
+                databases: Some(opts.databases.clone()),
+                deep: false,
+            },
+            &crate::event::NoEvents,
+        )?;
+        let damaged: Vec<String> = report
+            .diagnostics
+            .iter()
+            .filter(|d| d.severity == Severity::Error)
+            .map(|d| format!("{p}/{}: {}", d.path, d.message))
+            .collect();
+        if !damaged.is_empty() {
+            return Err(Error::Invalid(format!(
+                "{} damaged file(s) in the artifact; nothing written:\n  {}",
+                damaged.len(),
+                damaged.join("\n  ")
+            )));
+        }
+        g.prefix_jobs(p, &report.files, wanted);
+    }
+    Ok(g)
+}
+
+impl Gathered {
+    /// The jobs of the files of prefix `p`.
+    fn prefix_jobs(&mut self, p: &str, files: &[FileReport], wanted: Option<&BTreeSet<String>>) {
+        let by_path: BTreeMap<&str, &FileReport> =
+            files.iter().map(|f| (f.path.as_str(), f)).collect();
+        for f in files {
+            // A second name of a hard link is a file of its own in the output (as a
+            // copy would make it), classified like the first.
+            let src = f
+                .hard_link_of
+                .as_deref()
+                .and_then(|first| by_path.get(first).copied())
+                .unwrap_or(f);
+            let Some(job) = self.job_of(p, f, src, wanted) else {
+                continue;
+            };
+            let mut report = f.clone();
+            if f.hard_link_of.is_some() {
+                report.kind = src.kind;
+                report.hard_link_of = None;
+            }
+            self.jobs.push(FileJob {
+                prefix: p.to_string(),
+                report,
+                job,
+            });
+        }
+    }
+
+    /// The job of `f` (classified as `src`), or `None` when it is left to another
+    /// shard.
+    fn job_of(
+        &mut self,
+        p: &str,
+        f: &FileReport,
+        src: &FileReport,
+        wanted: Option<&BTreeSet<String>>,
+    ) -> Option<Job> {
+        Some(match src.kind {
+            FileKind::Symlink => Job::Symlink,
+            FileKind::Other => Job::Special,
+            FileKind::KernelDatabase => {
+                let arch = src.arch.clone().unwrap_or_default();
+                if wanted.is_some_and(|w| !w.contains(&arch)) {
+                    self.skipped_databases += 1;
+                    self.left
+                        .push(format!("{p}/{}: database file for {arch}", f.path));
+                    return None;
+                }
+                Job::Database(arch)
+            }
+            FileKind::FatBinary if crate::pack::rewritable(src) => {
+                let mut kernels = Vec::new();
+                for b in &src.bundles {
+                    for t in &b.targets {
+                        let keep = wanted
+                            .is_none_or(|w| w.contains(bundle::target::base_processor(&t.arch)));
+                        if keep {
+                            kernels.push((b.index as u32, t.arch.clone(), t.triple.clone()));
+                        } else {
+                            self.skipped_kernels += 1;
+                            self.left.push(format!(
+                                "{p}/{}: bundle #{} for {}",
+                                f.path, b.index, t.arch
+                            ));
+                        }
+                    }
+                }
+                Job::Binary(kernels)
+            }
+            FileKind::FatBinary => {
+                self.warnings.push(format!(
+                    "{p}/{}: {} kept whole in the generic artifact (only ELF executables \
+                     and shared libraries are split)",
+                    f.path,
+                    src.container.map_or("fat binary", |c| c.describe())
+                ));
+                Job::Copy
+            }
+            _ => Job::Copy,
+        })
+    }
+}
+
+/// The targets of a split: the unit each target ID goes to, and per unit the
+/// prefixes its kernels and its artifact come from.
+pub(super) struct Targets {
+    pub units: BTreeMap<String, String>,
+    pub kernel_prefixes: BTreeMap<String, BTreeSet<String>>,
+    pub artifact_prefixes: BTreeMap<String, BTreeSet<String>>,
+    pub fat_binaries: u64,
+}
+
+impl Targets {
+    /// From the jobs; an artifact name that cannot be made, or (with
+    /// `--gpu-targets`) fat binaries none of whose code objects is kept, refuse.
+    pub fn of(jobs: &[FileJob], opts: &SplitOptions) -> Result<Self> {
+        let ap = opts.artifact_prefix.as_str();
+        let mut kernel_prefixes: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        let mut artifact_prefixes: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        let mut fat_binaries = 0u64;
+        let add = |m: &mut BTreeMap<String, BTreeSet<String>>, arch: &str, p: &str| {
+            m.entry(arch.to_string()).or_default().insert(p.to_string());
+        };
+        for j in jobs {
+            match &j.job {
+                Job::Binary(ks) => {
+                    fat_binaries += 1;
+                    for (_, arch, _) in ks {
+                        add(&mut kernel_prefixes, arch, &j.prefix);
+                        add(&mut artifact_prefixes, arch, &j.prefix);
+                    }
+                }
+                Job::Database(arch) => add(&mut artifact_prefixes, arch, &j.prefix),
+                _ => {}
+            }
+        }
+        // Feature variants of one processor share one artifact and one archive, named
+        // by the processor: side by side, `x_gfx90a:xnack-` would shadow `x_gfx90a`
+        // for first-match loaders on xnack- devices (ROCm 7.14); in one archive, TOC
+        // aliases list plain code under every variant.
+        let units =
+            crate::kpack::alias::variant_units(artifact_prefixes.keys().map(String::as_str));
+        let rekey = |m: BTreeMap<String, BTreeSet<String>>| {
+            let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+            for (t, ps) in m {
+                out.entry(units[&t].clone()).or_default().extend(ps);
+            }
+            out
+        };
+        let kernel_prefixes = rekey(kernel_prefixes);
+        let artifact_prefixes = rekey(artifact_prefixes);
+        for t in artifact_prefixes.keys() {
+            safe_arch(t).map_err(|e| Error::Invalid(format!("artifact {ap}_{t}: {e}")))?;
+            check_name("artifact", &format!("{ap}_{t}"))?;
+        }
+        if fat_binaries > 0
+            && kernel_prefixes.is_empty()
+            && let Some(ts) = &opts.gpu_targets
+        {
+            return Err(Error::Invalid(format!(
+                "found {fat_binaries} fat binaries, but no device code objects matched \
+                 --gpu-targets ({}); refusing to emit an untransformed generic artifact",
+                ts.join(", ")
+            )));
+        }
+        Ok(Targets {
+            units,
+            kernel_prefixes,
+            artifact_prefixes,
+            fat_binaries,
+        })
+    }
+}
