@@ -8,6 +8,7 @@ pub mod bootstrap;
 pub mod metadata;
 mod project;
 pub mod split;
+mod split_checks;
 
 use crate::error::{Error, Result};
 use crate::event::{EventSink, ScanEvent};

@@ -19,6 +19,7 @@ use super::bootstrap;
 use super::metadata;
 use super::project::keeps;
 pub use super::project::{ProjectedWheel, WheelProjection, project};
+use super::split_checks::{Selection, bad, check_wheel, check_written, output_dir, require_split};
 use super::{Contents, Wheel};
 use crate::elf::{self, ElfContent, ElfKind};
 use crate::error::{Error, Result};
@@ -28,7 +29,7 @@ use crate::kpack::Marker;
 use crate::kpack::archive::{Archive, ArchiveMeta, ArchiveWriter, Scheme};
 use crate::kpack::resolve::GFXARCH;
 use crate::pack::{PackEvent, Phase};
-use crate::zip::{self, Member, Stored};
+use crate::zip::{Member, Stored};
 use rayon::prelude::*;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
@@ -236,94 +237,11 @@ fn split_wheel_into(
     crate::fsutil::check_apart(input, out)?;
     let wheel = Wheel::open(input)?;
     let info = wheel.info.clone();
-    let bad = |what: String| Error::Invalid(format!("{}: {what}", input.display()));
-    // What pip would install must be what was built: a RECORD that does not match
-    // is not laundered into a fresh one.
-    let record_faults = super::assemble::check_record(&wheel);
-    if !record_faults.is_empty() {
-        let what = format!(
-            "its RECORD does not match its contents ({} problem(s)): {}",
-            record_faults.len(),
-            record_faults
-                .iter()
-                .take(5)
-                .cloned()
-                .collect::<Vec<_>>()
-                .join("; ")
-        );
-        if !opts.ignore_record {
-            return Err(bad(format!(
-                "{what}; pass --ignore-record to split it anyway"
-            )));
-        }
-        sink.event(PackEvent::Warning(format!(
-            "{}: {what} (split anyway: --ignore-record)",
-            input.display()
-        )));
-    }
+    check_wheel(input, &wheel, opts, sink)?;
+    let sel = Selection::of(input, &wheel, opts)?;
     let prefix = opts.device_package_prefix.as_str();
-    if !valid_dist_name(prefix) {
-        return Err(Error::Invalid(format!(
-            "--device-package-prefix {prefix:?} is not a distribution name (lowercase \
-             letters, digits, '.', '_', '-')"
-        )));
-    }
-    let overlay = opts.overlay_root.trim_matches('/').to_string();
-    if overlay.is_empty() || zip::read::check_name(&overlay).is_err() {
-        return Err(Error::Invalid(format!(
-            "--overlay-root {:?} is not a directory path inside a wheel",
-            opts.overlay_root
-        )));
-    }
-    let under = format!("{overlay}/");
-    if !wheel
-        .index
-        .members
-        .iter()
-        .any(|m| m.name.starts_with(&under))
-    {
-        return Err(bad(format!(
-            "overlay root '{overlay}' does not exist in wheel"
-        )));
-    }
-    if let Some(ts) = &opts.targets {
-        crate::pack::units::check_targets(ts)?;
-    }
-    let wanted = opts.targets.as_ref().map(|ts| ts.iter().cloned().collect());
-    let families = match &opts.families {
-        None => None,
-        Some(fs) => {
-            let mut set = BTreeSet::new();
-            for f in fs {
-                let b = bootstrap::bundle(f).ok_or_else(|| {
-                    Error::Invalid(format!(
-                        "--family {f:?} is not a rocm-bootstrap bundle key (gfx9, gfx9_4, gfx11, \
-                         gfx110x, gfx942…)"
-                    ))
-                })?;
-                set.insert(b.key.clone());
-            }
-            Some(set)
-        }
-    };
-
     // Output directory: never the input's own, never over wheels without --force.
-    std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
-    let input_name = input
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .ok_or_else(|| bad("no file name".into()))?;
-    if let (Ok(a), Ok(b)) = (
-        std::fs::canonicalize(out.join(&input_name)),
-        std::fs::canonicalize(input),
-    ) && a == b
-    {
-        return Err(Error::Invalid(format!(
-            "{}: the output directory holds the input wheel, and the host wheel keeps its \
-             name; choose another -o",
-            input.display()
-        )));
-    }
+    let input_name = output_dir(input, out)?;
     let (stage, stale) = crate::fsutil::stage_for(out, "wheel")?;
     for p in stale {
         sink.event(PackEvent::Warning(format!(
@@ -331,14 +249,15 @@ fn split_wheel_into(
             p.display()
         )));
     }
+    let overlay = sel.overlay.clone();
     let ctx = Ctx {
         wheel: &wheel,
         opts,
         stage: stage.path(),
         group: info.name.to_lowercase().replace('-', "_"),
-        overlay: overlay.clone(),
-        wanted,
-        families,
+        overlay: sel.overlay,
+        wanted: sel.wanted,
+        families: sel.families,
         writers: Mutex::new(BTreeMap::new()),
         code_targets: Mutex::new(BTreeSet::new()),
         sink,
@@ -346,29 +265,7 @@ fn split_wheel_into(
         warnings: Mutex::new(Vec::new()),
         compressed_input: std::sync::atomic::AtomicBool::new(false),
     };
-    let members: Vec<(usize, &Member)> = wheel.index.members.iter().enumerate().collect();
-    sink.event(PackEvent::Started {
-        files: members.len() as u64,
-        bytes: members.iter().map(|(_, m)| m.size).sum(),
-    });
-    // Largest first so the big binaries start at once; results by member index.
-    let mut order = members.clone();
-    order.sort_by(|a, b| b.1.size.cmp(&a.1.size).then(a.0.cmp(&b.0)));
-    let results: Mutex<BTreeMap<usize, Out>> = Mutex::new(BTreeMap::new());
-    let run = || -> Result<()> {
-        order.par_iter().with_max_len(1).try_for_each(|(i, m)| {
-            if opts.cancel.is_cancelled() {
-                return Err(Error::Cancelled);
-            }
-            let o = ctx.process(rayon::current_thread_index().unwrap_or(0), m)?;
-            if let Ok(mut r) = results.lock() {
-                r.insert(*i, o);
-            }
-            Ok(())
-        })
-    };
-    crate::parallel::on_threads(opts.threads, run)??;
-    let results = results.into_inner().unwrap_or_default();
+    let results = ctx.run()?;
     let mut warnings = ctx.warnings.into_inner().unwrap_or_default();
     let compressed_input = ctx.compressed_input.into_inner();
     let (skipped_kernels, skipped_databases) = ctx.skipped.into_inner().unwrap_or_default();
@@ -382,39 +279,20 @@ fn split_wheel_into(
             targets.insert(target.clone());
         }
     }
-    let rewritten = results
-        .values()
-        .filter(|o| matches!(o, Out::Rewritten { .. }))
-        .count() as u64;
-    if rewritten == 0 {
-        // Said with where the fat binaries are, when the overlay root missed them
-        // (auditwheel puts libraries under `<name>.libs/`).
-        let elsewhere = fat_members_outside(&wheel, &overlay, stage.path());
-        let hint = match elsewhere.split_first() {
-            None => String::new(),
-            Some((first, rest)) => format!(
-                "; the wheel's fat binaries are elsewhere: {first}{} (--overlay-root \
-                 names the directory that receives .kpack/; only binaries under it are split)",
-                if rest.is_empty() {
-                    String::new()
-                } else {
-                    format!(" and {} more", rest.len())
-                }
-            ),
-        };
-        return Err(bad(format!(
-            "no fat binaries under '{overlay}' (nothing to split){hint}"
-        )));
-    }
-    if writers.is_empty() && skipped_kernels > 0 {
-        return Err(bad(format!(
-            "none of the {skipped_kernels} code objects is of a target kept by \
-             --target/--family (every one would be left out); nothing written"
-        )));
-    }
+    let count = |f: fn(&Out) -> bool| results.values().filter(|o| f(o)).count() as u64;
+    let rewritten = count(|o| matches!(o, Out::Rewritten { .. }));
+    let elsewhere = || fat_members_outside(&wheel, &overlay, stage.path());
+    require_split(
+        input,
+        rewritten,
+        writers.len(),
+        skipped_kernels,
+        elsewhere,
+        &overlay,
+    )?;
     let mut key_of: BTreeMap<String, String> = BTreeMap::new();
     for t in &targets {
-        let k = bootstrap::bundle_key(t).map_err(&bad)?;
+        let k = bootstrap::bundle_key(t).map_err(|e| bad(input, e))?;
         key_of.insert(t.clone(), k);
     }
     let keys: BTreeSet<String> = key_of.values().cloned().collect();
@@ -423,16 +301,18 @@ fn split_wheel_into(
     // keeps it), which WHEEL's Tag lines should agree with.
     let tag_set = wheel_tags(&input_name, &info.tags, &mut warnings);
     let tag = tag_set.compressed.clone();
-
+    let dev_files: Vec<(String, String)> = keys
+        .iter()
+        .map(|k| {
+            let dist = bootstrap::dist_name(prefix, k);
+            let file = metadata::wheel_file_name(&dist, &info.version, &tag);
+            (k.clone(), file)
+        })
+        .collect();
     // Output names, refused if present (unless --force) before anything is written.
-    let mut names = vec![input_name.clone()];
-    for k in &keys {
-        names.push(metadata::wheel_file_name(
-            &bootstrap::dist_name(prefix, k),
-            &info.version,
-            &tag,
-        ));
-    }
+    let names: Vec<String> = std::iter::once(input_name.clone())
+        .chain(dev_files.iter().map(|(_, f)| f.clone()))
+        .collect();
     for n in &names {
         if !opts.force && std::fs::symlink_metadata(out.join(n)).is_ok() {
             return Err(Error::Invalid(format!(
@@ -443,23 +323,7 @@ fn split_wheel_into(
     }
 
     sink.event(PackEvent::Finishing("writing archives"));
-    let mut archives: BTreeMap<String, (PathBuf, crate::kpack::archive::ArchiveSummary)> =
-        BTreeMap::new();
-    for (t, w) in writers {
-        let w = std::sync::Arc::try_unwrap(w)
-            .map_err(|_| Error::Invalid("archive writer still in use".into()))?;
-        let s = w.finish()?;
-        let faults = Archive::open(&s.path)?.verify();
-        if !faults.is_empty() {
-            return Err(Error::Invalid(format!(
-                "{}: the archive just written does not read back: {}",
-                s.path.display(),
-                faults.join("; ")
-            )));
-        }
-        archives.insert(t, (s.path.clone(), s));
-    }
-
+    let archives = finish_archives(writers)?;
     // The host wheel.
     sink.event(PackEvent::Finishing("writing the host wheel"));
     let host_path = stage.path().join(&input_name);
@@ -469,44 +333,30 @@ fn split_wheel_into(
         .map(|k| format!("device-{k}"))
         .collect();
     let host_members = write_host(&wheel, &results, &host_path, prefix, &keys, opts.zip_level)?;
-
     // Device wheels, one per key (in parallel: each is its own file).
     sink.event(PackEvent::Finishing("writing device wheels"));
-    let dev_files: Vec<(String, String)> = keys
-        .iter()
-        .map(|k| {
-            let dist = bootstrap::dist_name(prefix, k);
-            (
-                k.clone(),
-                metadata::wheel_file_name(&dist, &info.version, &tag),
-            )
+    let device = |k: &String, file: &String| {
+        let ts: Vec<&String> = key_of
+            .iter()
+            .filter(|(_, v)| *v == k)
+            .map(|(t, _)| t)
+            .collect();
+        write_device(&DeviceWheel {
+            wheel: &wheel,
+            tags: &tag_set,
+            results: &results,
+            path: &stage.path().join(file),
+            key: k,
+            targets: &ts,
+            archives: &archives,
+            keys: &keys,
+            overlay: &overlay,
+            group: &group,
+            opts,
         })
-        .collect();
-    let build = || -> Result<Vec<WheelOut>> {
-        dev_files
-            .par_iter()
-            .map(|(k, file)| {
-                let ts: Vec<&String> = key_of
-                    .iter()
-                    .filter(|(_, v)| *v == k)
-                    .map(|(t, _)| t)
-                    .collect();
-                write_device(&DeviceWheel {
-                    wheel: &wheel,
-                    tags: &tag_set,
-                    results: &results,
-                    path: &stage.path().join(file),
-                    key: k,
-                    targets: &ts,
-                    archives: &archives,
-                    keys: &keys,
-                    overlay: &overlay,
-                    group: &group,
-                    opts,
-                })
-            })
-            .collect()
     };
+    let build =
+        || -> Result<Vec<WheelOut>> { dev_files.par_iter().map(|(k, f)| device(k, f)).collect() };
     let mut devices = crate::parallel::on_threads(opts.threads, build)??;
     for (d, (_, file)) in devices.iter_mut().zip(&dev_files) {
         d.file = file.clone();
@@ -514,17 +364,7 @@ fn split_wheel_into(
 
     // Read every wheel back before it is placed.
     sink.event(PackEvent::Finishing("checking wheels"));
-    for n in &names {
-        let p = stage.path().join(n);
-        let w = Wheel::open(&p).map_err(|e| {
-            Error::Invalid(format!("the wheel just written does not read back: {e}"))
-        })?;
-        if let Some(f) = check_record(&w).into_iter().next() {
-            return Err(Error::Invalid(format!(
-                "{n}: the wheel just written is inconsistent: {f}"
-            )));
-        }
-    }
+    check_written(stage.path(), &names)?;
     // The last moment a cancel keeps the output as it was.
     if opts.cancel.is_cancelled() {
         return Err(Error::Cancelled);
@@ -550,28 +390,20 @@ fn split_wheel_into(
             out.display()
         ));
     }
+    let size = |f: &str| std::fs::metadata(out.join(f)).map_or(0, |m| m.len());
     let host = WheelOut {
         file: input_name.clone(),
         dist: info.name.clone(),
         bundle_key: None,
         level: None,
         members: host_members,
-        bytes: std::fs::metadata(out.join(&input_name))
-            .map(|m| m.len())
-            .unwrap_or(0),
+        bytes: size(&input_name),
         archives: Vec::new(),
         database_files: 0,
     };
     for d in &mut devices {
-        d.bytes = std::fs::metadata(out.join(&d.file))
-            .map(|m| m.len())
-            .unwrap_or(0);
+        d.bytes = size(&d.file);
     }
-    let database_files = results
-        .values()
-        .filter(|o| matches!(o, Out::Database { .. }))
-        .count() as u64;
-    let kernels = archives.values().map(|(_, s)| s.code_objects).sum();
     if skipped_kernels > 0 {
         warnings.push(format!(
             "{skipped_kernels} code object(s) of targets left out by --target/--family are in \
@@ -589,9 +421,9 @@ fn split_wheel_into(
         devices,
         extras,
         rewritten,
-        code_objects: kernels,
+        code_objects: archives.values().map(|(_, s)| s.code_objects).sum(),
         skipped_code_objects: skipped_kernels,
-        database_files,
+        database_files: count(|o| matches!(o, Out::Database { .. })),
         skipped_databases,
         bytes_in: std::fs::metadata(input).map(|m| m.len()).unwrap_or(0),
         bytes_out,
@@ -600,14 +432,26 @@ fn split_wheel_into(
     })
 }
 
-/// PEP 508 distribution-name characters (rocm-bootstrap's check).
-fn valid_dist_name(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || b"._-".contains(c))
-        && b[0].is_ascii_alphanumeric()
-        && b[b.len() - 1].is_ascii_alphanumeric()
+/// Every archive finished and read back: by target, its path and summary.
+fn finish_archives(
+    writers: BTreeMap<String, std::sync::Arc<ArchiveWriter>>,
+) -> Result<BTreeMap<String, (PathBuf, crate::kpack::archive::ArchiveSummary)>> {
+    let mut archives = BTreeMap::new();
+    for (t, w) in writers {
+        let w = std::sync::Arc::try_unwrap(w)
+            .map_err(|_| Error::Invalid("archive writer still in use".into()))?;
+        let s = w.finish()?;
+        let faults = Archive::open(&s.path)?.verify();
+        if !faults.is_empty() {
+            return Err(Error::Invalid(format!(
+                "{}: the archive just written does not read back: {}",
+                s.path.display(),
+                faults.join("; ")
+            )));
+        }
+        archives.insert(t, (s.path.clone(), s));
+    }
+    Ok(archives)
 }
 
 pub(crate) fn sha_of(zip: &[u8], m: &Member) -> std::io::Result<[u8; 32]> {
@@ -624,6 +468,33 @@ pub(crate) fn sha_of(zip: &[u8], m: &Member) -> std::io::Result<[u8; 32]> {
 }
 
 impl Ctx<'_> {
+    /// Process every member, largest first so the big binaries start at once: the
+    /// results by member index.
+    fn run(&self) -> Result<BTreeMap<usize, Out>> {
+        let members: Vec<(usize, &Member)> = self.wheel.index.members.iter().enumerate().collect();
+        self.sink.event(PackEvent::Started {
+            files: members.len() as u64,
+            bytes: members.iter().map(|(_, m)| m.size).sum(),
+        });
+        let mut order = members;
+        order.sort_by(|a, b| b.1.size.cmp(&a.1.size).then(a.0.cmp(&b.0)));
+        let results: Mutex<BTreeMap<usize, Out>> = Mutex::new(BTreeMap::new());
+        let run = || -> Result<()> {
+            order.par_iter().with_max_len(1).try_for_each(|(i, m)| {
+                if self.opts.cancel.is_cancelled() {
+                    return Err(Error::Cancelled);
+                }
+                let o = self.process(rayon::current_thread_index().unwrap_or(0), m)?;
+                if let Ok(mut r) = results.lock() {
+                    r.insert(*i, o);
+                }
+                Ok(())
+            })
+        };
+        crate::parallel::on_threads(self.opts.threads, run)??;
+        Ok(results.into_inner().unwrap_or_default())
+    }
+
     fn keep(&self, target: &str) -> bool {
         keeps(self.wanted.as_ref(), self.families.as_ref(), target)
     }

@@ -1,0 +1,211 @@
+//! What a wheel split checks before and after its workers run: the wheel and the
+//! options ([`check_wheel`], [`Selection::of`]), the output directory
+//! ([`output_dir`]), that something was split ([`require_split`]) and that every
+//! wheel written reads back ([`check_written`]).
+
+use super::Wheel;
+use super::bootstrap;
+use super::split::WheelSplitOptions;
+use crate::error::{Error, Result};
+use crate::event::EventSink;
+use crate::pack::PackEvent;
+use crate::zip;
+use std::collections::BTreeSet;
+use std::path::Path;
+
+/// `input: what`, as every refusal of the wheel says it.
+pub(super) fn bad(input: &Path, what: String) -> Error {
+    Error::Invalid(format!("{}: {what}", input.display()))
+}
+
+/// What pip would install must be what was built: a RECORD that does not match is
+/// not laundered into a fresh one (unless `--ignore-record`, with a warning).
+pub(super) fn check_wheel(
+    input: &Path,
+    wheel: &Wheel,
+    opts: &WheelSplitOptions,
+    sink: &dyn EventSink<PackEvent>,
+) -> Result<()> {
+    let record_faults = super::assemble::check_record(wheel);
+    if record_faults.is_empty() {
+        return Ok(());
+    }
+    let what = format!(
+        "its RECORD does not match its contents ({} problem(s)): {}",
+        record_faults.len(),
+        record_faults
+            .iter()
+            .take(5)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    if !opts.ignore_record {
+        return Err(bad(
+            input,
+            format!("{what}; pass --ignore-record to split it anyway"),
+        ));
+    }
+    sink.event(PackEvent::Warning(format!(
+        "{}: {what} (split anyway: --ignore-record)",
+        input.display()
+    )));
+    Ok(())
+}
+
+/// What the options select: the overlay root (checked to be in the wheel), the
+/// targets and the rocm-bootstrap bundle keys kept.
+pub(super) struct Selection {
+    pub overlay: String,
+    pub wanted: Option<BTreeSet<String>>,
+    pub families: Option<BTreeSet<String>>,
+}
+
+impl Selection {
+    /// Check the options against the wheel.
+    pub fn of(input: &Path, wheel: &Wheel, opts: &WheelSplitOptions) -> Result<Self> {
+        let prefix = opts.device_package_prefix.as_str();
+        if !valid_dist_name(prefix) {
+            return Err(Error::Invalid(format!(
+                "--device-package-prefix {prefix:?} is not a distribution name (lowercase \
+                 letters, digits, '.', '_', '-')"
+            )));
+        }
+        let overlay = opts.overlay_root.trim_matches('/').to_string();
+        if overlay.is_empty() || zip::read::check_name(&overlay).is_err() {
+            return Err(Error::Invalid(format!(
+                "--overlay-root {:?} is not a directory path inside a wheel",
+                opts.overlay_root
+            )));
+        }
+        let under = format!("{overlay}/");
+        if !wheel
+            .index
+            .members
+            .iter()
+            .any(|m| m.name.starts_with(&under))
+        {
+            return Err(bad(
+                input,
+                format!("overlay root '{overlay}' does not exist in wheel"),
+            ));
+        }
+        if let Some(ts) = &opts.targets {
+            crate::pack::units::check_targets(ts)?;
+        }
+        let wanted = opts.targets.as_ref().map(|ts| ts.iter().cloned().collect());
+        let families = match &opts.families {
+            None => None,
+            Some(fs) => Some(bundle_keys(fs)?),
+        };
+        Ok(Selection {
+            overlay,
+            wanted,
+            families,
+        })
+    }
+}
+
+/// The rocm-bootstrap bundle keys `--family` names.
+fn bundle_keys(fs: &[String]) -> Result<BTreeSet<String>> {
+    let mut set = BTreeSet::new();
+    for f in fs {
+        let b = bootstrap::bundle(f).ok_or_else(|| {
+            Error::Invalid(format!(
+                "--family {f:?} is not a rocm-bootstrap bundle key (gfx9, gfx9_4, gfx11, \
+                 gfx110x, gfx942…)"
+            ))
+        })?;
+        set.insert(b.key.clone());
+    }
+    Ok(set)
+}
+
+/// PEP 508 distribution-name characters (rocm-bootstrap's check).
+fn valid_dist_name(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || b"._-".contains(c))
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+}
+
+/// Create the output directory: never the input's own (the host wheel keeps its
+/// name). Returns the input's file name.
+pub(super) fn output_dir(input: &Path, out: &Path) -> Result<String> {
+    std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
+    let input_name = input
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .ok_or_else(|| bad(input, "no file name".into()))?;
+    if let (Ok(a), Ok(b)) = (
+        std::fs::canonicalize(out.join(&input_name)),
+        std::fs::canonicalize(input),
+    ) && a == b
+    {
+        return Err(Error::Invalid(format!(
+            "{}: the output directory holds the input wheel, and the host wheel keeps its \
+             name; choose another -o",
+            input.display()
+        )));
+    }
+    Ok(input_name)
+}
+
+/// A split that rewrote no binary, or archived nothing because every code object
+/// was left out, is refused (with where the fat binaries are, when the overlay root
+/// missed them: auditwheel puts libraries under `<name>.libs/`).
+pub(super) fn require_split(
+    input: &Path,
+    rewritten: u64,
+    archives: usize,
+    skipped_kernels: u64,
+    elsewhere: impl FnOnce() -> Vec<String>,
+    overlay: &str,
+) -> Result<()> {
+    if rewritten == 0 {
+        let elsewhere = elsewhere();
+        let hint = match elsewhere.split_first() {
+            None => String::new(),
+            Some((first, rest)) => format!(
+                "; the wheel's fat binaries are elsewhere: {first}{} (--overlay-root \
+                 names the directory that receives .kpack/; only binaries under it are split)",
+                if rest.is_empty() {
+                    String::new()
+                } else {
+                    format!(" and {} more", rest.len())
+                }
+            ),
+        };
+        return Err(bad(
+            input,
+            format!("no fat binaries under '{overlay}' (nothing to split){hint}"),
+        ));
+    }
+    if archives == 0 && skipped_kernels > 0 {
+        return Err(bad(
+            input,
+            format!(
+                "none of the {skipped_kernels} code objects is of a target kept by \
+                 --target/--family (every one would be left out); nothing written"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Every wheel written, read back with its RECORD checked, before it is placed.
+pub(super) fn check_written(stage: &Path, names: &[String]) -> Result<()> {
+    for n in names {
+        let w = Wheel::open(&stage.join(n)).map_err(|e| {
+            Error::Invalid(format!("the wheel just written does not read back: {e}"))
+        })?;
+        if let Some(f) = super::assemble::check_record(&w).into_iter().next() {
+            return Err(Error::Invalid(format!(
+                "{n}: the wheel just written is inconsistent: {f}"
+            )));
+        }
+    }
+    Ok(())
+}
