@@ -27,6 +27,7 @@ mod record;
 mod run;
 pub mod units;
 mod verify;
+mod verify_tree;
 
 pub(crate) use plan::rewritable;
 pub use plan::{estimate, plan_pack};

@@ -11,13 +11,12 @@ use super::installed::Installed;
 use super::reach::{self, Reach};
 use super::{Layout, PackPlan};
 use crate::kpack::Archive;
-use crate::kpack::ledger::{LEDGER_PATH, sha256_file};
 use crate::kpack::marker::Marker;
 use crate::kpack::resolve::{Loader, TreeArchives, reachable_archives};
-use crate::scan::{self, FileKind, FileReport};
+use crate::scan::{self, FileKind};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
@@ -44,7 +43,7 @@ pub struct TreeVerdict {
 
 /// A path of a packed tree as it is in the merged install: in the split layout,
 /// binaries live under `generic/` and archives under `<unit>/`.
-fn merged_path(layout: Layout, p: &str) -> String {
+pub(super) fn merged_path(layout: Layout, p: &str) -> String {
     match layout {
         Layout::Combined => p.to_string(),
         Layout::Split => p
@@ -63,7 +62,7 @@ pub fn verify_tree(
     loaders: &[Loader],
 ) -> TreeVerdict {
     match Installed::open(root, layout) {
-        Ok(inst) => verify_installed(&inst, plan, layout, loaders),
+        Ok(inst) => super::verify_tree::verify_installed(&inst, plan, layout, loaders),
         Err(e) => TreeVerdict {
             faults: vec![e.to_string()],
             ..TreeVerdict::default()
@@ -71,350 +70,11 @@ pub fn verify_tree(
     }
 }
 
-fn verify_installed(
-    inst: &Installed,
-    plan: Option<&PackPlan>,
-    layout: Layout,
-    loaders: &[Loader],
-) -> TreeVerdict {
-    let mut v = TreeVerdict::default();
-    // A shard's output: what its split left to the shards building other targets is
-    // named, not proven here.
-    for (file, l) in &inst.left {
-        const SHOWN: usize = 4;
-        let more = l.left.len().saturating_sub(SHOWN);
-        v.notes.push(format!(
-            "{file}: {} {} left to the shards building other targets (--gpu-targets {}): {}{}",
-            l.left.len(),
-            if l.left.len() == 1 { "item" } else { "items" },
-            l.gpu_targets.join(","),
-            l.left[..l.left.len().min(SHOWN)].join("; "),
-            if more > 0 {
-                format!("; … and {more} more, every one in {file}")
-            } else {
-                String::new()
-            }
-        ));
-    }
-    // Paths of the plan are the output's (split: under the overlay directory).
-    let norm = |p: &str| merged_path(layout, p);
-    // Where each file of the install really is.
-    let real_of: BTreeMap<&str, PathBuf> = inst
-        .files
-        .iter()
-        .map(|(i, f)| (f.path.as_str(), inst.real(*i, &f.path)))
-        .collect();
-    // A pack's ledger, and those `split` wrote for each target artifact installed.
-    let ledger = match inst.ledgers() {
-        Ok(Some(crate::kpack::ledger::Merged {
-            paths,
-            ledger: l,
-            conflicts,
-        })) => {
-            v.faults.extend(conflicts);
-            v.ledger = Some(paths.join(", "));
-            Some(l)
-        }
-        Ok(None) => None,
-        Err(e) => {
-            v.faults.push(e.to_string());
-            None
-        }
-    };
-    let copied_on_purpose = |p: &str| {
-        ledger
-            .as_ref()
-            .is_some_and(|l| l.unpacked.iter().any(|u| u.path == p))
-    };
-    for d in inst
-        .diagnostics
-        .iter()
-        .filter(|d| d.severity == scan::Severity::Error)
-    {
-        if copied_on_purpose(&d.path) {
-            v.unproven.push(format!(
-                "{}: damaged, copied as it was by the pack: {}",
-                d.path, d.message
-            ));
-        } else {
-            v.faults.push(format!("{}: {}", d.path, d.message));
-        }
-    }
-    let mut archives = TreeArchives::new();
-    // Per archive: whether kernels were hashed, and the hashes (index-aligned).
-    let mut hashes: BTreeMap<String, (bool, Vec<Option<String>>)> = BTreeMap::new();
-    for (_, f) in inst.files.iter().filter(|(_, f)| f.kind == FileKind::Kpack) {
-        match Archive::open(&real_of[f.path.as_str()]) {
-            Ok(a) => {
-                // The pack's own check trusts the frame checksums (zstd's XXH64 of the
-                // bytes hashed for the ledger a moment earlier) instead of hashing
-                // everything twice; `verify TREE` recomputes every SHA-256, and
-                // archives without checksums are always hashed.
-                let hashed = ledger.is_some() && (plan.is_none() || !a.checksummed());
-                let (faults, h) = a.verify_hashed(hashed);
-                for fault in faults {
-                    v.faults.push(format!("{}: {fault}", f.path));
-                }
-                hashes.insert(f.path.clone(), (hashed, h));
-                archives.insert(f.path.clone(), a);
-            }
-            Err(e) => v.faults.push(e.to_string()),
-        }
-    }
-    let hosts: BTreeMap<String, &FileReport> = inst
-        .files
-        .iter()
-        .map(|(_, f)| f)
-        .filter(|f| f.kind == FileKind::HostOnlyBinary && f.hard_link_of.is_none())
-        .map(|f| (f.path.clone(), f))
-        .collect();
-    // Every host-only ELF or PE image is read as its loader maps it: each wrapper's
-    // pointer must reach the marker in the loaded image (a strip after packing can
-    // move the segment that maps it while the section headers still look right).
-    let mut misloaded = BTreeSet::new();
-    for f in hosts.values() {
-        let Ok(Some(map)) = crate::fsutil::map_file(&real_of[f.path.as_str()]) else {
-            continue;
-        };
-        match crate::fatbin::loaded_faults(&map) {
-            Ok(Some(faults)) => {
-                if !faults.is_empty() {
-                    misloaded.insert(f.path.clone());
-                }
-                for fault in faults {
-                    v.faults.push(format!("{}: {fault}", f.path));
-                }
-            }
-            Ok(None) => {}
-            Err(e) => v.faults.push(format!(
-                "{}: cannot be read as the loader maps it: {e}",
-                f.path
-            )),
-        }
-    }
-    // Executables must keep their program headers where EL8 kernels look (a strip
-    // after packing moves them: `kpack-tui normalize` puts them back).
-    for f in hosts.values() {
-        if !matches!(
-            f.elf_kind,
-            Some(crate::elf::ElfKind::PieExecutable | crate::elf::ElfKind::Executable)
-        ) {
-            continue;
-        }
-        let Ok(Some(map)) = crate::fsutil::map_file(&real_of[f.path.as_str()]) else {
-            continue;
-        };
-        match crate::elf::normalize::check(&map) {
-            Ok(crate::elf::normalize::PhdrState::Noncompliant { offset, vaddr, .. }) => {
-                v.faults.push(format!(
-                    "{}: program headers at offset {offset:#x} but address {vaddr:#x}: \
-                     Linux 4.18 (EL8) kernels crash running it (moved after packing, e.g. \
-                     by llvm-strip; run kpack-tui normalize)",
-                    f.path
-                ))
-            }
-            // Reported above, as the loader sees it.
-            Ok(crate::elf::normalize::PhdrState::Damaged { .. }) if misloaded.contains(&f.path) => {
-            }
-            Ok(crate::elf::normalize::PhdrState::Damaged { why }) => {
-                v.faults.push(format!("{}: {why}", f.path))
-            }
-            _ => {}
-        }
-    }
-    let co_indices = |f: &FileReport| -> BTreeSet<u32> {
-        f.wrappers
-            .iter()
-            .map(|w| (w.reserved & 0xffff_ffff) as u32)
-            .collect()
-    };
-    let mut in_ledger = BTreeSet::new();
-    if let Some(l) = &ledger {
-        // In a split layout's install, an overlay not installed is not a fault: its
-        // targets are reported as not installed.
-        let mut not_installed: BTreeSet<&str> = BTreeSet::new();
-        for la in &l.archives {
-            match archives.get(&la.path) {
-                None if l.layout == "split" => {
-                    v.notes.push(format!(
-                        "{}: not installed (its overlay is not in this tree): {} {} for {} \
-                         unavailable",
-                        la.path,
-                        la.kernels,
-                        if la.kernels == 1 {
-                            "code object"
-                        } else {
-                            "code objects"
-                        },
-                        la.gfx_arches.join(" ")
-                    ));
-                    not_installed.extend(la.gfx_arches.iter().map(String::as_str));
-                }
-                None => v.faults.push(format!(
-                    "{}: archive in the ledger is missing from the tree",
-                    la.path
-                )),
-                Some(a) if a.index.meta.gfx_arches != la.gfx_arches => v.faults.push(format!(
-                    "{}: gfx_arches {:?}, the ledger says {:?} (replaced by another archive?)",
-                    la.path, a.index.meta.gfx_arches, la.gfx_arches
-                )),
-                Some(_) => {}
-            }
-        }
-        for lb in &l.binaries {
-            in_ledger.insert(lb.path.clone());
-            let Some(f) = hosts.get(&lb.path) else {
-                v.faults.push(format!(
-                    "{}: in the ledger, but not a host-only binary in the tree",
-                    lb.path
-                ));
-                continue;
-            };
-            let Some(m) = &f.marker else {
-                v.faults.push(format!(
-                    "{}: host-only binary without a readable marker",
-                    lb.path
-                ));
-                continue;
-            };
-            if let Some(want) = &lb.host_sha256
-                && let Ok(got) = sha256_file(&real_of[f.path.as_str()])
-                && got != *want
-            {
-                v.faults.push(format!(
-                    "{}: not the host-only binary the ledger was written for (SHA-256 {want}): \
-                     its archives may be another build's",
-                    lb.path
-                ));
-            }
-            if m.kernel_name != lb.kernel_name {
-                v.faults.push(format!(
-                    "{}: marker names {:?}, the ledger {:?}",
-                    lb.path, m.kernel_name, lb.kernel_name
-                ));
-            }
-            let cos: Vec<u32> = co_indices(f).into_iter().collect();
-            if cos != lb.bundles {
-                v.faults.push(format!(
-                    "{}: wrappers name bundles {cos:?}, the ledger {:?}",
-                    lb.path, lb.bundles
-                ));
-            }
-            check_ledgered(&mut v, lb, m, &archives, &hashes, &not_installed, loaders);
-        }
-        // Kernel-database files the ledger lists (split's target artifacts): each in
-        // the install, byte-identical (rocBLAS's xnack Tensile files went missing
-        // from the gfx90a artifact in 2026).
-        for df in &l.database_files {
-            match real_of.get(df.path.as_str()) {
-                None => v.faults.push(format!(
-                    "{}: kernel-database file for {} in the ledger is missing from the tree",
-                    df.path, df.target
-                )),
-                Some(real) => {
-                    let got = sha256_file(real).ok();
-                    if got.as_deref() != Some(df.sha256.as_str()) {
-                        v.faults.push(format!(
-                            "{}: kernel-database file for {} differs from the one the ledger \
-                             recorded ({} bytes, SHA-256 {})",
-                            df.path, df.target, df.size, df.sha256
-                        ));
-                    } else {
-                        v.proved_files += 1;
-                    }
-                }
-            }
-        }
-        // Archives the ledger does not know: an extra overlay, a foreign archive
-        // matching a marker's pattern. A fault when it shadows a ledgered one.
-        for p in archives.keys() {
-            if l.archives.iter().any(|la| la.path == *p) {
-                continue;
-            }
-            let shadows = format!("{p} lists");
-            if v.faults
-                .iter()
-                .any(|f| f.contains(&shadows) && f.contains("shadows"))
-            {
-                v.faults.push(format!(
-                    "{p}: not in the ledger, and it shadows archives of the ledger for the \
-                     devices named above"
-                ));
-            } else {
-                v.notes.push(format!(
-                    "{p}: not in the ledger (no pack of this tree wrote it); it shadows no \
-                     archive of the ledger"
-                ));
-            }
-        }
-    } else if !hosts.is_empty() {
-        v.unproven.push(format!(
-            "no ledger ({LEDGER_PATH}): the tree was not packed by kpack-tui, so which kernels \
-             each binary had is unknown; a kernel missing from every archive cannot be detected"
-        ));
-    }
-    // Every host-only binary, ledger or not: what its reachable archives hold for it
-    // must load, and consistently across its bundles.
-    for (path, f) in &hosts {
-        let Some(m) = &f.marker else {
-            if !in_ledger.contains(path) {
-                v.faults.push(format!(
-                    "{path}: host-only binary without a readable marker"
-                ));
-            }
-            continue;
-        };
-        if in_ledger.contains(path) {
-            continue;
-        }
-        if let Some(u) = ledger
-            .as_ref()
-            .and_then(|l| l.unpacked.iter().find(|u| u.path == *path))
-        {
-            v.unproven.push(format!(
-                "{path}: copied as it was by the pack ({}); its code objects are not proven here",
-                u.reason
-            ));
-            continue;
-        }
-        if ledger.is_some() {
-            v.unproven.push(format!(
-                "{path}: host-only binary not in the ledger (copied as it was by the pack)"
-            ));
-        }
-        check_unledgered(&mut v, path, m, &co_indices(f), &archives, loaders);
-    }
-    if let Some(plan) = plan {
-        for (i, fp) in plan.units.iter().enumerate() {
-            let Some(rel) = &fp.archive else { continue };
-            let Some(a) = archives.get(&norm(rel)) else {
-                v.faults.push(format!("archive {rel} is missing"));
-                continue;
-            };
-            for k in &plan.kernels[i] {
-                if a.entry(&k.key, &k.arch).is_none_or(|e| e.size != k.size) {
-                    v.faults.push(format!(
-                        "{rel}: {} @ {} missing or of the wrong size",
-                        k.key, k.arch
-                    ));
-                }
-            }
-            if a.index.meta.gfx_arches != fp.gfx_arches {
-                v.faults.push(format!(
-                    "{rel}: gfx_arches {:?}, expected {:?}",
-                    a.index.meta.gfx_arches, fp.gfx_arches
-                ));
-            }
-        }
-    }
-    v
-}
-
 /// The checks of one binary of the ledger: every bundle, on every device that can
 /// run one of its kernels, by every loader of `loaders`, reaches a frame built for
 /// a target the device accepts, and that frame holds the bytes the ledger recorded
 /// for that (bundle, target).
-fn check_ledgered(
+pub(super) fn check_ledgered(
     v: &mut TreeVerdict,
     lb: &crate::kpack::ledger::LedgerBinary,
     m: &Marker,
@@ -509,7 +169,7 @@ fn check_ledgered(
 /// Checks of a host-only binary with no ledger entry: some reachable archive holds
 /// kernels for it, and each bundle loads, on every device that can run the code the
 /// archives hold for it, by every loader of `loaders`, code the device can run.
-fn check_unledgered(
+pub(super) fn check_unledgered(
     v: &mut TreeVerdict,
     path: &str,
     m: &Marker,
