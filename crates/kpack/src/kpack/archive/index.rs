@@ -90,6 +90,64 @@ pub fn parse_index(data: &[u8]) -> FormatResult<ArchiveIndex> {
 
 /// Parse an archive's header, TOC and frame index from any positioned source.
 pub fn parse_index_at(src: &(impl ReadAt + ?Sized)) -> FormatResult<ArchiveIndex> {
+    let (version, toc_offset, file_size) = read_header(src)?;
+    let toc_bytes = read_vec(src, toc_offset, file_size - toc_offset)?;
+    let at = toc_offset;
+    let raw = RawToc::read(&mut msgpack::Reader::new(&toc_bytes, toc_offset), at)?;
+    let required = |v: Option<String>, k: &str| v.ok_or_else(|| err(at, format!("TOC has no {k}")));
+    let group_name = required(raw.group_name, "group_name")?;
+    let gfx_arch_family = required(raw.gfx_arch_family, "gfx_arch_family")?;
+    let gfx_arches = raw
+        .gfx_arches
+        .ok_or_else(|| err(at, "TOC has no gfx_arches"))?;
+    if !raw.seen_toc {
+        return Err(err(at, "TOC has no toc"));
+    }
+    let scheme = match raw.scheme_name.as_deref() {
+        None | Some("none") => Scheme::None,
+        Some("zstd-per-kernel") => Scheme::ZstdPerKernel,
+        Some(other) => return Err(err(at, format!("unknown compression_scheme {other:?}"))),
+    };
+    let ranges = stored_ranges(src, scheme, raw.blobs, raw.zstd_range, toc_offset)?;
+    check_key_budget(&raw.pending, &raw.keys, file_size, toc_offset)?;
+    let mut kernels = entries(raw.pending, &raw.keys, &ranges, scheme, at)?;
+    if !kernels.is_sorted_by(|a, b| (&a.key, &a.arch) <= (&b.key, &b.arch)) {
+        kernels.sort_by(|a, b| a.key.cmp(&b.key).then(a.arch.cmp(&b.arch)));
+    }
+    // The same (key, arch) twice (a MessagePack map may repeat a key): readers
+    // disagree on which entry they return, so the archive says two things at once.
+    if let Some(w) = kernels
+        .windows(2)
+        .find(|w| w[0].key == w[1].key && w[0].arch == w[1].arch)
+    {
+        return Err(err(
+            at,
+            format!(
+                "toc[{:?}][{:?}] appears twice (ordinals {} and {}): readers would not agree \
+                 on which kernel it is",
+                w[0].key, w[0].arch, w[0].ordinal, w[1].ordinal
+            ),
+        ));
+    }
+    mark_aliases(&mut kernels);
+    Ok(ArchiveIndex {
+        version,
+        toc_offset,
+        format_version: raw.format_version,
+        meta: ArchiveMeta {
+            group_name,
+            gfx_arch_family,
+            gfx_arches,
+        },
+        compression_scheme: scheme,
+        kernels,
+        file_size,
+    })
+}
+
+/// The 16-byte header: magic, version and a TOC offset inside the file, the TOC
+/// bounded. Returns (version, TOC offset, file size).
+fn read_header(src: &(impl ReadAt + ?Sized)) -> FormatResult<(u32, u64, u64)> {
     let file_size = src.size();
     if file_size == 0 {
         return Err(err(0, "empty file"));
@@ -123,133 +181,162 @@ pub fn parse_index_at(src: &(impl ReadAt + ?Sized)) -> FormatResult<ArchiveIndex
     if file_size - toc_offset > MAX_TOC_SIZE {
         return Err(err(8, "TOC is larger than 1 GiB"));
     }
-    let toc_bytes = read_vec(src, toc_offset, file_size - toc_offset)?;
-    let at = toc_offset;
-    let mut r = msgpack::Reader::new(&toc_bytes, toc_offset);
-    let top_len = r.map_len("TOC")?;
-    let (mut format_version, mut group_name, mut gfx_arch_family, mut gfx_arches) =
-        (None, None, None, None);
-    let (mut scheme_name, mut blobs, mut zstd_range) = (None, None, (None, None));
-    // (key, arch, ordinal, original_size, metadata), resolved against the ranges below
-    // (the TOC map's key order is free, so `toc` may come before `blobs`).
-    let mut pending: Vec<PendingEntry> = Vec::new();
-    let mut keys: Vec<String> = Vec::new();
-    let mut seen_toc = false;
-    for _ in 0..top_len {
-        let name = r.str("TOC key")?;
-        match name {
-            "format_version" => format_version = Some(r.uint("format_version")?),
-            "group_name" => group_name = Some(r.str("group_name")?.to_string()),
-            "gfx_arch_family" => gfx_arch_family = Some(r.str("gfx_arch_family")?.to_string()),
-            "gfx_arches" => {
-                let n = r.array_len("gfx_arches")?;
-                let mut v = Vec::with_capacity(n);
-                for _ in 0..n {
-                    v.push(r.str("gfx_arches[]")?.to_string());
+    Ok((version, toc_offset, file_size))
+}
+
+/// The TOC's fields as read, before they are checked against each other.
+#[derive(Default)]
+struct RawToc {
+    format_version: Option<u64>,
+    group_name: Option<String>,
+    gfx_arch_family: Option<String>,
+    gfx_arches: Option<Vec<String>>,
+    scheme_name: Option<String>,
+    blobs: Option<Vec<(u64, u64)>>,
+    zstd_range: (Option<u64>, Option<u64>),
+    /// (key, arch, ordinal, original_size, metadata), resolved against the ranges
+    /// once they are known (the TOC map's key order is free, so `toc` may come
+    /// before `blobs`).
+    pending: Vec<PendingEntry>,
+    keys: Vec<String>,
+    seen_toc: bool,
+}
+
+impl RawToc {
+    /// Read the TOC map (`at`: its offset, for errors).
+    fn read(r: &mut msgpack::Reader, at: u64) -> FormatResult<Self> {
+        let mut t = RawToc::default();
+        for _ in 0..r.map_len("TOC")? {
+            let name = r.str("TOC key")?;
+            match name {
+                "format_version" => t.format_version = Some(r.uint("format_version")?),
+                "group_name" => t.group_name = Some(r.str("group_name")?.to_string()),
+                "gfx_arch_family" => {
+                    t.gfx_arch_family = Some(r.str("gfx_arch_family")?.to_string())
                 }
-                gfx_arches = Some(v);
-            }
-            "compression_scheme" => scheme_name = Some(r.str("compression_scheme")?.to_string()),
-            "blobs" => {
-                let n = r.array_len("blobs")?;
-                if n as u64 > MAX_KERNELS {
-                    return Err(err(
-                        at,
-                        format!("{n} blobs is above the {MAX_KERNELS} bound"),
-                    ));
-                }
-                let mut v = Vec::with_capacity(n);
-                for i in 0..n {
-                    let (mut off, mut size) = (None, None);
-                    for _ in 0..r.map_len("blobs[]")? {
-                        match r.str("blobs[] key")? {
-                            "offset" => off = Some(r.uint("blobs[].offset")?),
-                            "size" => size = Some(r.uint("blobs[].size")?),
-                            _ => r.skip()?,
-                        }
+                "gfx_arches" => {
+                    let n = r.array_len("gfx_arches")?;
+                    let mut v = Vec::with_capacity(n);
+                    for _ in 0..n {
+                        v.push(r.str("gfx_arches[]")?.to_string());
                     }
-                    let off = off.ok_or_else(|| err(at, format!("blobs[{i}] has no offset")))?;
-                    let size = size.ok_or_else(|| err(at, format!("blobs[{i}] has no size")))?;
-                    v.push((off, size));
+                    t.gfx_arches = Some(v);
                 }
-                blobs = Some(v);
+                "compression_scheme" => {
+                    t.scheme_name = Some(r.str("compression_scheme")?.to_string())
+                }
+                "blobs" => t.blobs = Some(read_blobs(r, at)?),
+                "zstd_offset" => t.zstd_range.0 = Some(r.uint("zstd_offset")?),
+                "zstd_size" => t.zstd_range.1 = Some(r.uint("zstd_size")?),
+                "toc" => {
+                    t.seen_toc = true;
+                    t.read_toc(r, at)?;
+                }
+                _ => r.skip()?,
             }
-            "zstd_offset" => zstd_range.0 = Some(r.uint("zstd_offset")?),
-            "zstd_size" => zstd_range.1 = Some(r.uint("zstd_size")?),
-            "toc" => {
-                seen_toc = true;
-                for _ in 0..r.map_len("toc")? {
-                    let key = r.str("toc key")?.to_string();
-                    let key_index = keys.len();
-                    let n_arch = r
-                        .map_len("arch map")
-                        .map_err(|e| e.context(&format!("toc[{key:?}]: ")))?;
-                    for _ in 0..n_arch {
-                        let arch = r
-                            .str("arch key")
-                            .map_err(|e| e.context(&format!("toc[{key:?}]: ")))?
-                            .to_string();
-                        let ctx = |e: FormatError| e.context(&format!("toc[{key:?}][{arch:?}]: "));
-                        let (mut ordinal, mut original, mut metadata) =
-                            (None, None, BTreeMap::new());
-                        for _ in 0..r.map_len("entry").map_err(ctx)? {
-                            match r.str("entry key").map_err(ctx)? {
-                                "type" => {
-                                    let t = r.str("type").map_err(ctx)?;
-                                    if t != "hsaco" {
-                                        return Err(ctx(err(
-                                            at,
-                                            format!("type is {t:?}, expected \"hsaco\""),
-                                        )));
-                                    }
-                                }
-                                "ordinal" => ordinal = Some(r.uint("ordinal").map_err(ctx)?),
-                                "original_size" => {
-                                    original = Some(r.uint("original_size").map_err(ctx)?)
-                                }
-                                "metadata" if r.peek()? == msgpack::Kind::Map => {
-                                    for _ in 0..r.map_len("metadata").map_err(ctx)? {
-                                        let mk = r.str("metadata key").map_err(ctx)?.to_string();
-                                        if r.peek()? == msgpack::Kind::Str {
-                                            metadata
-                                                .insert(mk, r.str("metadata value")?.to_string());
-                                        } else {
-                                            r.skip()?;
-                                        }
-                                    }
-                                }
-                                _ => r.skip()?,
-                            }
-                        }
-                        let ordinal = ordinal.ok_or_else(|| ctx(err(at, "no ordinal")))?;
-                        pending.push(PendingEntry {
-                            key_index,
-                            arch,
-                            ordinal,
-                            original,
-                            metadata,
-                        });
+        }
+        Ok(t)
+    }
+
+    /// The `toc` map: key → arch → entry.
+    fn read_toc(&mut self, r: &mut msgpack::Reader, at: u64) -> FormatResult<()> {
+        for _ in 0..r.map_len("toc")? {
+            let key = r.str("toc key")?.to_string();
+            let key_index = self.keys.len();
+            let n_arch = r
+                .map_len("arch map")
+                .map_err(|e| e.context(&format!("toc[{key:?}]: ")))?;
+            for _ in 0..n_arch {
+                let arch = r
+                    .str("arch key")
+                    .map_err(|e| e.context(&format!("toc[{key:?}]: ")))?
+                    .to_string();
+                let ctx = |e: FormatError| e.context(&format!("toc[{key:?}][{arch:?}]: "));
+                let (ordinal, original, metadata) = read_entry(r, at).map_err(ctx)?;
+                let ordinal = ordinal.ok_or_else(|| ctx(err(at, "no ordinal")))?;
+                self.pending.push(PendingEntry {
+                    key_index,
+                    arch,
+                    ordinal,
+                    original,
+                    metadata,
+                });
+            }
+            self.keys.push(key);
+        }
+        Ok(())
+    }
+}
+
+/// The `blobs` array of scheme `none`: (offset, size) per ordinal, bounded.
+fn read_blobs(r: &mut msgpack::Reader, at: u64) -> FormatResult<Vec<(u64, u64)>> {
+    let n = r.array_len("blobs")?;
+    if n as u64 > MAX_KERNELS {
+        return Err(err(
+            at,
+            format!("{n} blobs is above the {MAX_KERNELS} bound"),
+        ));
+    }
+    let mut v = Vec::with_capacity(n);
+    for i in 0..n {
+        let (mut off, mut size) = (None, None);
+        for _ in 0..r.map_len("blobs[]")? {
+            match r.str("blobs[] key")? {
+                "offset" => off = Some(r.uint("blobs[].offset")?),
+                "size" => size = Some(r.uint("blobs[].size")?),
+                _ => r.skip()?,
+            }
+        }
+        let off = off.ok_or_else(|| err(at, format!("blobs[{i}] has no offset")))?;
+        let size = size.ok_or_else(|| err(at, format!("blobs[{i}] has no size")))?;
+        v.push((off, size));
+    }
+    Ok(v)
+}
+
+/// One TOC entry: its ordinal, original size and string metadata (type `hsaco`).
+type RawEntry = (Option<u64>, Option<u64>, BTreeMap<String, String>);
+
+/// Read one TOC entry.
+fn read_entry(r: &mut msgpack::Reader, at: u64) -> FormatResult<RawEntry> {
+    let (mut ordinal, mut original, mut metadata) = (None, None, BTreeMap::new());
+    for _ in 0..r.map_len("entry")? {
+        match r.str("entry key")? {
+            "type" => {
+                let t = r.str("type")?;
+                if t != "hsaco" {
+                    return Err(err(at, format!("type is {t:?}, expected \"hsaco\"")));
+                }
+            }
+            "ordinal" => ordinal = Some(r.uint("ordinal")?),
+            "original_size" => original = Some(r.uint("original_size")?),
+            "metadata" if r.peek()? == msgpack::Kind::Map => {
+                for _ in 0..r.map_len("metadata")? {
+                    let mk = r.str("metadata key")?.to_string();
+                    if r.peek()? == msgpack::Kind::Str {
+                        metadata.insert(mk, r.str("metadata value")?.to_string());
+                    } else {
+                        r.skip()?;
                     }
-                    keys.push(key);
                 }
             }
             _ => r.skip()?,
         }
     }
-    let required = |v: Option<String>, k: &str| v.ok_or_else(|| err(at, format!("TOC has no {k}")));
-    let group_name = required(group_name, "group_name")?;
-    let gfx_arch_family = required(gfx_arch_family, "gfx_arch_family")?;
-    let gfx_arches = gfx_arches.ok_or_else(|| err(at, "TOC has no gfx_arches"))?;
-    if !seen_toc {
-        return Err(err(at, "TOC has no toc"));
-    }
-    let scheme = match scheme_name.as_deref() {
-        None | Some("none") => Scheme::None,
-        Some("zstd-per-kernel") => Scheme::ZstdPerKernel,
-        Some(other) => return Err(err(at, format!("unknown compression_scheme {other:?}"))),
-    };
-    // Stored ranges per ordinal.
-    let ranges: Vec<(u64, u64)> = match scheme {
+    Ok((ordinal, original, metadata))
+}
+
+/// Stored ranges per ordinal: the `blobs` of scheme `none`, or the frames of the
+/// zstd blob, each inside the blob area (before the TOC).
+fn stored_ranges(
+    src: &(impl ReadAt + ?Sized),
+    scheme: Scheme,
+    blobs: Option<Vec<(u64, u64)>>,
+    zstd_range: (Option<u64>, Option<u64>),
+    toc_offset: u64,
+) -> FormatResult<Vec<(u64, u64)>> {
+    let at = toc_offset;
+    match scheme {
         Scheme::None => {
             let blobs = blobs.ok_or_else(|| err(at, "TOC has no blobs (scheme none)"))?;
             for (i, &(off, size)) in blobs.iter().enumerate() {
@@ -260,7 +347,7 @@ pub fn parse_index_at(src: &(impl ReadAt + ?Sized)) -> FormatResult<ArchiveIndex
                     ));
                 }
             }
-            blobs
+            Ok(blobs)
         }
         Scheme::ZstdPerKernel => {
             let zoff = zstd_range
@@ -275,17 +362,25 @@ pub fn parse_index_at(src: &(impl ReadAt + ?Sized)) -> FormatResult<ArchiveIndex
                     format!("zstd blob ({zoff:#x} + {zsize:#x}) runs past the blob area"),
                 ));
             }
-            frame_index(src, zoff, zsize)
+            Ok(frame_index(src, zoff, zsize)
                 .map_err(|e| e.shifted(zoff))?
                 .into_iter()
                 .map(|(o, l)| (o + zoff, l))
-                .collect()
+                .collect())
         }
-    };
-    // Every entry carries its key: a TOC of one huge key under many arches would
-    // multiply it (a 1 MB archive took 2 GB). Keys as entries hold them are bounded
-    // by what a real TOC of this size can hold (a key under at most a few dozen
-    // targets).
+    }
+}
+
+/// Every entry carries its key: a TOC of one huge key under many arches would
+/// multiply it (a 1 MB archive took 2 GB). Keys as entries hold them are bounded
+/// by what a real TOC of this size can hold (a key under at most a few dozen
+/// targets).
+fn check_key_budget(
+    pending: &[PendingEntry],
+    keys: &[String],
+    file_size: u64,
+    toc_offset: u64,
+) -> FormatResult<()> {
     let toc_len = file_size.saturating_sub(toc_offset);
     let key_budget = toc_len.saturating_mul(64).max(1 << 20);
     let key_bytes: u64 = pending
@@ -294,7 +389,7 @@ pub fn parse_index_at(src: &(impl ReadAt + ?Sized)) -> FormatResult<ArchiveIndex
         .sum();
     if key_bytes > key_budget {
         return Err(err(
-            at,
+            toc_offset,
             format!(
                 "TOC keys add up to {key_bytes} bytes over {} entries, more than a {toc_len}-byte \
                  TOC can describe (a key repeated under thousands of targets?)",
@@ -302,6 +397,17 @@ pub fn parse_index_at(src: &(impl ReadAt + ?Sized)) -> FormatResult<ArchiveIndex
             ),
         ));
     }
+    Ok(())
+}
+
+/// The entries, each resolved against its stored range, its size bounded.
+fn entries(
+    pending: Vec<PendingEntry>,
+    keys: &[String],
+    ranges: &[(u64, u64)],
+    scheme: Scheme,
+    at: u64,
+) -> FormatResult<Vec<KernelEntry>> {
     let mut kernels = Vec::with_capacity(pending.len());
     for PendingEntry {
         key_index,
@@ -347,38 +453,7 @@ pub fn parse_index_at(src: &(impl ReadAt + ?Sized)) -> FormatResult<ArchiveIndex
             alias_of: None,
         });
     }
-    if !kernels.is_sorted_by(|a, b| (&a.key, &a.arch) <= (&b.key, &b.arch)) {
-        kernels.sort_by(|a, b| a.key.cmp(&b.key).then(a.arch.cmp(&b.arch)));
-    }
-    // The same (key, arch) twice (a MessagePack map may repeat a key): readers
-    // disagree on which entry they return, so the archive says two things at once.
-    if let Some(w) = kernels
-        .windows(2)
-        .find(|w| w[0].key == w[1].key && w[0].arch == w[1].arch)
-    {
-        return Err(err(
-            at,
-            format!(
-                "toc[{:?}][{:?}] appears twice (ordinals {} and {}): readers would not agree \
-                 on which kernel it is",
-                w[0].key, w[0].arch, w[0].ordinal, w[1].ordinal
-            ),
-        ));
-    }
-    mark_aliases(&mut kernels);
-    Ok(ArchiveIndex {
-        version,
-        toc_offset,
-        format_version,
-        meta: ArchiveMeta {
-            group_name,
-            gfx_arch_family,
-            gfx_arches,
-        },
-        compression_scheme: scheme,
-        kernels,
-        file_size,
-    })
+    Ok(kernels)
 }
 
 /// The frame list of the zstd blob at `base` (`len` bytes): `(offset within blob,
