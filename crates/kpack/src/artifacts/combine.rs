@@ -18,6 +18,7 @@
 //! Differences are listed (artifact, file, what, first differing offset) and refused,
 //! unless `prefer` names the shard whose copy wins.
 
+use super::combine_plan::{Holders, OutPlan, Shard, load_shards, plan_outputs};
 use super::manifest::{MANIFEST, manifest_text, read_manifest};
 use crate::error::{Error, Result};
 use crate::fsutil;
@@ -223,13 +224,6 @@ pub fn parse_artifact_name(name: &str) -> Option<(String, Option<String>)> {
     }
     let (c, t) = name.rsplit_once('_')?;
     (!c.is_empty() && t.starts_with("gfx")).then(|| (c.to_string(), Some(t.to_string())))
-}
-
-struct Shard {
-    path: PathBuf,
-    label: String,
-    /// artifact name → (component, target)
-    artifacts: BTreeMap<String, (String, Option<String>)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -483,114 +477,16 @@ pub fn combine(shards: &[PathBuf], out: &Path, opts: &CombineOptions) -> Result<
 }
 
 fn combine_into(shards: &[PathBuf], out: &Path, opts: &CombineOptions) -> Result<CombineReport> {
-    if shards.is_empty() {
-        return Err(Error::Invalid("no shard given".into()));
-    }
-    let mut loaded: Vec<Shard> = Vec::new();
-    for p in shards {
-        let meta = std::fs::metadata(p).map_err(|e| Error::io(p, e))?;
-        if !meta.is_dir() {
-            return Err(Error::Invalid(format!("{}: not a directory", p.display())));
-        }
-        crate::fsutil::check_apart(p, out)?;
-        let label = p
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| p.display().to_string());
-        let mut artifacts = BTreeMap::new();
-        for e in std::fs::read_dir(p).map_err(|e| Error::io(p, e))? {
-            let e = e.map_err(|e| Error::io(p, e))?;
-            let name = e.file_name().to_string_lossy().into_owned();
-            if !e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-                continue;
-            }
-            if let Some(parsed) = parse_artifact_name(&name) {
-                read_manifest(&e.path())?;
-                artifacts.insert(name, parsed);
-            }
-        }
-        if artifacts.is_empty() {
-            return Err(Error::Invalid(format!(
-                "{}: no artifacts (<component>_generic, <component>_gfx…) in this shard",
-                p.display()
-            )));
-        }
-        if loaded.iter().any(|s| s.label == label) {
-            return Err(Error::Invalid(format!(
-                "two shards named {label}: give shards distinct directory names"
-            )));
-        }
-        loaded.push(Shard {
-            path: p.clone(),
-            label,
-            artifacts,
-        });
-    }
-    let prefer = match &opts.prefer {
-        None => None,
-        Some(want) => Some(
-            loaded
-                .iter()
-                .position(|s| s.label == *want || s.path == Path::new(want))
-                .ok_or_else(|| {
-                    Error::Invalid(format!("--prefer {want}: not one of the shards given"))
-                })?,
-        ),
-    };
-    // Holders of each artifact, the preferred shard first.
-    let mut holders: BTreeMap<String, Vec<&Shard>> = BTreeMap::new();
-    // Whose copy is taken where copies may differ (host code of host-only binaries):
-    // the preferred shard, else the configuration's primary shard, else the first.
-    let primary = opts
-        .config
-        .as_ref()
-        .and_then(|c| loaded.iter().position(|s| s.label == c.primary_shard));
-    let first = prefer.or(primary);
-    let order: Vec<usize> = first
-        .into_iter()
-        .chain((0..loaded.len()).filter(|i| Some(*i) != first))
-        .collect();
-    for &i in &order {
-        for name in loaded[i].artifacts.keys() {
-            holders.entry(name.clone()).or_default().push(&loaded[i]);
-        }
-    }
-    let components: BTreeSet<String> = holders
-        .keys()
-        .filter_map(|n| parse_artifact_name(n))
-        .filter(|(_, t)| t.is_none())
-        .map(|(c, _)| c)
-        .collect();
+    let loaded = load_shards(shards, out)?;
+    let holders = Holders::of(&loaded, opts)?;
     let mut diffs = Vec::new();
-    // A generic artifact must be in every shard; a target artifact's component must
-    // have a generic part.
-    for (name, hs) in &holders {
-        let (c, t) = parse_artifact_name(name).unwrap_or_default();
-        if t.is_none() {
-            for s in &loaded {
-                if !s.artifacts.contains_key(name) {
-                    diffs.push(Difference {
-                        artifact: name.clone(),
-                        path: String::new(),
-                        shard: s.label.clone(),
-                        what: format!("generic artifact missing (present in {})", hs[0].label),
-                        offset: None,
-                    });
-                }
-            }
-        } else if !components.contains(&c) {
-            return Err(Error::Invalid(format!(
-                "{name} (in {}): no shard holds {c}_generic, the host side of its code objects",
-                hs[0].label
-            )));
-        }
-    }
+    holders.check_complete(&loaded, &mut diffs)?;
     let mut entries = BTreeMap::new();
-    for (name, hs) in &holders {
+    for (name, hs) in &holders.by_artifact {
         let generic = name.ends_with("_generic");
         entries.insert(name.clone(), compare(name, hs, generic, &mut diffs)?);
     }
-    if !diffs.is_empty() && prefer.is_none() {
+    if !diffs.is_empty() && holders.prefer.is_none() {
         let n = diffs.len();
         let list: Vec<String> = diffs.iter().take(50).map(ToString::to_string).collect();
         return Err(Error::Findings(format!(
@@ -600,82 +496,7 @@ fn combine_into(shards: &[PathBuf], out: &Path, opts: &CombineOptions) -> Result
             if n > 50 { "\n  …" } else { "" }
         )));
     }
-
-    // Output artifacts: generic per component; per target, or per configured group.
-    struct Plan<'a> {
-        name: String,
-        parts: Vec<(&'a str, &'a Shard)>,
-    }
-    let mut plans: Vec<Plan> = Vec::new();
-    let mut missing: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for c in &components {
-        let g = format!("{c}_generic");
-        if let Some((name, hs)) = holders.get_key_value(&g) {
-            plans.push(Plan {
-                name: g.clone(),
-                parts: vec![(name.as_str(), hs[0])],
-            });
-        }
-        let targets: Vec<(&String, &Vec<&Shard>)> = holders
-            .iter()
-            .filter(|(n, _)| parse_artifact_name(n).is_some_and(|(cc, t)| cc == *c && t.is_some()))
-            .collect();
-        match &opts.config {
-            None => {
-                for (name, hs) in targets {
-                    plans.push(Plan {
-                        name: name.clone(),
-                        parts: vec![(name.as_str(), hs[0])],
-                    });
-                }
-            }
-            Some(cfg) => {
-                for grp in &cfg.groups {
-                    let mut parts = Vec::new();
-                    for a in &grp.architectures {
-                        // Names match with '-' or '_' (gfx1250-strict, gfx1250_strict);
-                        // a processor's artifact holds its feature variants (split
-                        // writes them together, so that no variant's archive shadows
-                        // another's).
-                        let hit = targets.iter().find(|(n, _)| {
-                            parse_artifact_name(n).is_some_and(|(_, t)| {
-                                t.is_some_and(|t| {
-                                    t == *a
-                                        || t.replace('-', "_") == *a.replace('-', "_")
-                                        || (!t.contains(':')
-                                            && a.contains(':')
-                                            && crate::bundle::target::base_processor(a) == t)
-                                })
-                            })
-                        });
-                        match hit {
-                            Some((n, _)) if parts.iter().any(|(p, _)| p == n) => {}
-                            Some((n, hs)) => parts.push((n.as_str(), hs[0])),
-                            None => missing
-                                .entry(format!("{c}_{}", grp.name))
-                                .or_default()
-                                .push(a.clone()),
-                        }
-                    }
-                    if !parts.is_empty() {
-                        plans.push(Plan {
-                            name: format!("{c}_{}", grp.name),
-                            parts,
-                        });
-                    }
-                }
-            }
-        }
-    }
-    let mut seen = BTreeSet::new();
-    for p in &plans {
-        if !seen.insert(p.name.clone()) {
-            return Err(Error::Invalid(format!(
-                "two outputs would be named {} (a group named like a target?)",
-                p.name
-            )));
-        }
-    }
+    let (plans, missing) = plan_outputs(&holders, opts)?;
 
     std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
     let names: Vec<String> = plans.iter().map(|p| p.name.clone()).collect();
@@ -687,54 +508,18 @@ fn combine_into(shards: &[PathBuf], out: &Path, opts: &CombineOptions) -> Result
     let mut artifacts = Vec::new();
     let mut bytes_out = 0;
     for p in &plans {
-        let dst = st.join(&p.name);
-        let mut prefixes = BTreeSet::new();
-        let mut ordered = Vec::new();
-        let mut files = 0;
-        let mut targets = BTreeMap::new();
-        for (name, shard) in &p.parts {
-            let src = shard.path.join(name);
-            let (f, b) = copy_tree(&src, &dst, &entries[*name])?;
-            files += f;
-            bytes_out += b;
-            for pr in read_manifest(&src)? {
-                if prefixes.insert(pr.clone()) {
-                    ordered.push(pr);
-                }
-            }
-            if let Some((_, Some(t))) = parse_artifact_name(name) {
-                targets.insert(t, shard.label.clone());
-            }
-        }
-        // A generic manifest keeps its order; a group's is the sorted union.
-        let prefixes: Vec<String> = if p.name.ends_with("_generic") {
-            ordered
-        } else {
-            prefixes.into_iter().collect()
-        };
-        fsutil::write_atomic(
-            &dst.join(MANIFEST),
-            manifest_text(&prefixes).as_bytes(),
-            None,
-        )?;
-        artifacts.push(CombinedArtifact {
-            name: p.name.clone(),
-            targets,
-            prefixes,
-            files,
-        });
+        let (a, bytes) = write_output(&st, p, &entries)?;
+        bytes_out += bytes;
+        artifacts.push(a);
     }
-    let (archives, kernels) = check_output(
-        &st,
-        &plans.iter().map(|p| p.name.clone()).collect::<Vec<_>>(),
-    )?;
+    let (archives, kernels) = check_output(&st, &names)?;
     let warnings: Vec<String> = super::place(&st, out, (&names, &[], &[]), "combine", opts.force)?
         .into_iter()
         .collect();
     Ok(CombineReport {
         shards: shards.to_vec(),
         output: out.to_path_buf(),
-        components: components.into_iter().collect(),
+        components: holders.components.into_iter().collect(),
         artifacts,
         missing,
         differences: diffs,
@@ -743,6 +528,52 @@ fn combine_into(shards: &[PathBuf], out: &Path, opts: &CombineOptions) -> Result
         bytes_out,
         warnings,
     })
+}
+
+/// Copy the parts of one output artifact into the stage and write its manifest: a
+/// generic manifest keeps its order, a group's is the sorted union. Returns the
+/// artifact and the bytes copied.
+fn write_output(
+    st: &Path,
+    p: &OutPlan,
+    entries: &BTreeMap<String, BTreeMap<String, Entry>>,
+) -> Result<(CombinedArtifact, u64)> {
+    let dst = st.join(&p.name);
+    let mut prefixes = BTreeSet::new();
+    let mut ordered = Vec::new();
+    let (mut files, mut bytes) = (0, 0);
+    let mut targets = BTreeMap::new();
+    for (name, shard) in &p.parts {
+        let src = shard.path.join(name);
+        let (f, b) = copy_tree(&src, &dst, &entries[*name])?;
+        files += f;
+        bytes += b;
+        for pr in read_manifest(&src)? {
+            if prefixes.insert(pr.clone()) {
+                ordered.push(pr);
+            }
+        }
+        if let Some((_, Some(t))) = parse_artifact_name(name) {
+            targets.insert(t, shard.label.clone());
+        }
+    }
+    let prefixes: Vec<String> = if p.name.ends_with("_generic") {
+        ordered
+    } else {
+        prefixes.into_iter().collect()
+    };
+    fsutil::write_atomic(
+        &dst.join(MANIFEST),
+        manifest_text(&prefixes).as_bytes(),
+        None,
+    )?;
+    let a = CombinedArtifact {
+        name: p.name.clone(),
+        targets,
+        prefixes,
+        files,
+    };
+    Ok((a, bytes))
 }
 
 /// The staged output's own check: every archive reads back, serves the target its

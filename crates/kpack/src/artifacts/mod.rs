@@ -4,6 +4,7 @@
 //! [`combine`](mod@combine) the reduce step (the shards of several machines into one set).
 
 pub mod combine;
+mod combine_plan;
 pub mod ledger;
 pub mod manifest;
 pub mod split;
