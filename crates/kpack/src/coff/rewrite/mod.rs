@@ -22,6 +22,8 @@ use serde::Serialize;
 use crate::elf::{MAGIC_HIPF, MAGIC_HIPK};
 const SCN_CNT_INITIALIZED_DATA: u32 = 0x40;
 const SCN_MEM_READ: u32 = 0x4000_0000;
+mod phases;
+
 const DIR_SECURITY: usize = 4;
 const DIR_BASERELOC: usize = 5;
 const DIR_DEBUG: usize = 6;
@@ -342,250 +344,20 @@ fn align(v: u64, a: u32) -> u64 {
 
 /// Plan and produce the host-only image (checked by [`verify_rewritten`]).
 pub fn plan_rewrite(d: &[u8], marker: &Marker) -> R<PeRewritten> {
-    let l = parse_layout(d)?;
-    if l.section(MARKER_SECTION).is_some() {
-        return Err(refuse(format!("already host-only (has {MARKER_SECTION})")));
-    }
-    let fat = l.section(FATBIN_SECTION);
-    let wrap = l.section(WRAPPER_SECTION);
-    let ((fi, fat), (_, wrap)) = match (fat, wrap) {
-        (Some(f), Some(w)) => (f, w),
-        (None, None) => {
-            return Err(refuse(format!(
-                "no {FATBIN_SECTION} section: not a fat binary"
-            )));
-        }
-        (Some(_), None) => return Err(bad(format!("{FATBIN_SECTION} without {WRAPPER_SECTION}"))),
-        (None, Some(_)) => return Err(bad(format!("{WRAPPER_SECTION} without {FATBIN_SECTION}"))),
-    };
-    if l.dirs.get(DIR_SECURITY).is_some_and(|&(_, s)| s != 0) {
-        return Err(refuse(
-            "signed image: rewriting would break its signature (strip the certificate first)",
-        ));
-    }
-    let raw_end = l
-        .sections
-        .iter()
-        .map(|s| s.pointer_to_raw_data as u64 + s.size_of_raw_data as u64)
-        .max()
-        .unwrap_or(0)
-        .max(l.size_of_headers as u64);
-    if (d.len() as u64) > raw_end {
-        return Err(refuse(format!(
-            "{} bytes after the last section (an overlay, e.g. debug data) are not handled",
-            d.len() as u64 - raw_end
-        )));
-    }
-    // Room for one more section header.
-    let table_end = l.table + (l.sections.len() + 1) * 40;
-    let first_raw = l
-        .sections
-        .iter()
-        .filter(|s| s.size_of_raw_data > 0)
-        .map(|s| s.pointer_to_raw_data as usize)
-        .min()
-        .unwrap_or(usize::MAX);
-    if l.size_of_headers as usize > d.len() {
-        return Err(bad("SizeOfHeaders passes the end of the file"));
-    }
-    if table_end > l.size_of_headers as usize || table_end > first_raw {
-        return Err(refuse(
-            "no room in the headers for the marker's section header",
-        ));
-    }
-    // Bundles and wrappers.
-    let fat_off = fat.pointer_to_raw_data as usize;
-    let fat_len = fat.virtual_size.min(fat.size_of_raw_data) as usize;
-    let fat_bytes = d
-        .get(fat_off..fat_off + fat_len)
-        .ok_or_else(|| bad(format!("{FATBIN_SECTION} passes the end of the file")))?;
-    let bundles =
-        bundle::walk_section(fat_bytes).map_err(|e| bad(format!("{FATBIN_SECTION}: {e}")))?;
-    let wrap_off = wrap.pointer_to_raw_data as usize;
-    let n_wrappers = wrap.virtual_size.min(wrap.size_of_raw_data) as usize / 24;
-    if n_wrappers == 0 {
-        return Err(bad(format!("{WRAPPER_SECTION} holds no wrapper")));
-    }
-    let fat_lo = l.image_base.wrapping_add(fat.virtual_address as u64);
-    let fat_hi = fat_lo.wrapping_add(fat.virtual_size as u64);
-    let mut wrappers = Vec::new();
-    for i in 0..n_wrappers {
-        let o = wrap_off + i * 24;
-        if u32_at(d, o)? != MAGIC_HIPF {
-            return Err(bad(format!("wrapper {i}: magic is not HIPF")));
-        }
-        let ptr = u64_at(d, o + 8)?;
-        if ptr < fat_lo || ptr >= fat_hi {
-            return Err(bad(format!(
-                "wrapper {i}: pointer {ptr:#x} is not in {FATBIN_SECTION}"
-            )));
-        }
-        let off = ptr - fat_lo;
-        let idx = bundles
-            .iter()
-            .position(|b| b.offset == off)
-            .ok_or_else(|| {
-                bad(format!(
-                    "wrapper {i}: pointer {ptr:#x} is not the start of a bundle"
-                ))
-            })?;
-        let rva = wrap
-            .virtual_address
-            .checked_add((i * 24) as u32)
-            .ok_or_else(|| bad("wrapper RVA overflows"))?;
-        wrappers.push((rva, idx as u32));
-    }
-    // Base relocations: none inside .hip_fat, and no relocated pointer other than the
-    // wrappers' into it.
-    let slots = dir64_slots(d, &l)?;
-    let wrapper_slots: Vec<u32> = wrappers.iter().map(|(r, _)| r.wrapping_add(8)).collect();
-    let fat_rva_end = fat.virtual_address as u64 + fat.virtual_size as u64;
-    for &s in &slots {
-        if s >= fat.virtual_address && (s as u64) < fat_rva_end {
-            return Err(refuse(format!(
-                "a base relocation patches RVA {s:#x} inside {FATBIN_SECTION}"
-            )));
-        }
-        if wrapper_slots.contains(&s) {
-            continue;
-        }
-        if let Some(o) = l.offset_of(s) {
-            let v = u64_at(d, o)?;
-            if v >= fat_lo && v < fat_hi {
-                return Err(refuse(format!(
-                    "the pointer at RVA {s:#x} points into {FATBIN_SECTION}; only the wrappers may"
-                )));
-            }
-        }
-    }
-
+    let site = phases::Site::read(d)?;
+    let wrappers = site.wrappers()?;
+    site.check_relocations(&wrappers)?;
     // The new layout: .hip_fat loses its raw data, later raw data moves down.
-    let removed = fat.size_of_raw_data as u64;
-    let fat_raw = fat.pointer_to_raw_data as u64;
-    // A file offset after the move. One inside the removed bytes (overlapping raw data,
-    // a debug entry pointing into .hip_fat) has no place in the output.
-    let shift = |p: u32| -> R<u32> {
-        let p64 = p as u64;
-        if removed == 0 || p64 <= fat_raw {
-            Ok(p)
-        } else if p64 < fat_raw + removed {
-            Err(bad(format!(
-                "file offset {p:#x} lies inside the raw data of {FATBIN_SECTION}, which is removed"
-            )))
-        } else {
-            Ok((p64 - removed) as u32)
-        }
-    };
-    let mut sections = l.sections.clone();
-    for (i, s) in sections.iter_mut().enumerate() {
-        if i == fi {
-            s.size_of_raw_data = 0;
-            s.pointer_to_raw_data = 0;
-        } else if s.size_of_raw_data > 0 {
-            s.pointer_to_raw_data = shift(s.pointer_to_raw_data)?;
-        }
-    }
-    let bytes_m = marker.encode();
-    let m_len = bytes_m.len() as u32;
-    let m_raw = align(m_len as u64, l.file_alignment) as u32;
-    // After the last raw data: a section without any (uninitialised data) has no place
-    // in the file, whatever its PointerToRawData says.
-    let m_off = align(
-        sections
-            .iter()
-            .filter(|s| s.size_of_raw_data > 0)
-            .map(|s| s.pointer_to_raw_data as u64 + s.size_of_raw_data as u64)
-            .max()
-            .unwrap_or(0)
-            .max(l.size_of_headers as u64),
-        l.file_alignment,
-    ) as u32;
-    let m_rva = align(
-        sections
-            .iter()
-            .map(|s| s.virtual_address as u64 + s.virtual_size.max(s.size_of_raw_data) as u64)
-            .max()
-            .unwrap_or(0),
-        l.section_alignment,
-    ) as u32;
-    let size_of_image = align(m_rva as u64 + m_len as u64, l.section_alignment) as u32;
-    let out_len = m_off as usize + m_raw as usize;
-    let mut out = vec![0u8; out_len];
-    // Headers, then each section's raw data at its new place.
-    out[..l.size_of_headers as usize].copy_from_slice(&d[..l.size_of_headers as usize]);
-    for (old, new) in l.sections.iter().zip(&sections) {
-        if new.size_of_raw_data == 0 {
-            continue;
-        }
-        let start = old.pointer_to_raw_data as usize;
-        let src = d
-            .get(start..start + old.size_of_raw_data as usize)
-            .ok_or_else(|| bad(format!("section {} passes the end of the file", old.name)))?;
-        let at = new.pointer_to_raw_data as usize;
-        out[at..at + src.len()].copy_from_slice(src);
-    }
-    out[m_off as usize..m_off as usize + bytes_m.len()].copy_from_slice(&bytes_m);
-    // Section table.
-    for (i, s) in sections.iter().enumerate() {
-        let o = l.table + i * 40;
-        put_u32(&mut out, o + 16, s.size_of_raw_data);
-        put_u32(&mut out, o + 20, s.pointer_to_raw_data);
-    }
-    let o = l.table + sections.len() * 40;
-    out[o..o + 40].fill(0);
-    out[o..o + 8].copy_from_slice(b".kpackrf");
-    put_u32(&mut out, o + 8, m_len);
-    put_u32(&mut out, o + 12, m_rva);
-    put_u32(&mut out, o + 16, m_raw);
-    put_u32(&mut out, o + 20, m_off);
-    put_u32(&mut out, o + 36, SCN_CNT_INITIALIZED_DATA | SCN_MEM_READ);
-    put_u16(&mut out, l.coff + 2, (sections.len() + 1) as u16);
-    // Optional header: image size, initialized data.
-    put_u32(&mut out, l.opt + 56, size_of_image);
-    let init = u32_at(d, l.opt + 8)?;
-    let fat_init = if fat.characteristics & SCN_CNT_INITIALIZED_DATA != 0 {
-        fat.size_of_raw_data
-    } else {
-        0
-    };
-    put_u32(
-        &mut out,
-        l.opt + 8,
-        init.saturating_sub(fat_init).saturating_add(m_raw),
-    );
-    // Debug directory entries hold file offsets of their data.
-    if let Some(&(rva, size)) = l.dirs.get(DIR_DEBUG)
-        && size > 0
-        && let Some(old) = l.offset_of(rva)
-    {
-        let new_base = shift(old as u32)? as usize;
-        for e in 0..(size as usize / 28) {
-            let at = new_base + e * 28 + 24;
-            let p = u32_at(&out, at)?;
-            if p != 0 {
-                put_u32(&mut out, at, shift(p)?);
-            }
-        }
-    }
-    // Wrappers: HIPK, pointer at the marker, reserved1 the bundle.
-    let wrap_new = shift(wrap.pointer_to_raw_data)? as usize;
-    for (i, (_, idx)) in wrappers.iter().enumerate() {
-        let o = wrap_new + i * 24;
-        put_u32(&mut out, o, MAGIC_HIPK);
-        put_u64(&mut out, o + 8, l.image_base.wrapping_add(m_rva as u64));
-        put_u64(&mut out, o + 16, *idx as u64);
-    }
-    if l.checksum != 0 {
-        let c = checksum(&out, l.opt + 64);
-        put_u32(&mut out, l.opt + 64, c);
-    }
+    let moved = phases::Moved::new(&site, marker.encode())?;
+    let mut out = moved.image(&site)?;
+    moved.patch(&site, &wrappers, &mut out)?;
     let plan = PeRewritePlan {
         input_size: d.len() as u64,
         output_size: out.len() as u64,
-        removed,
-        marker_rva: m_rva,
-        marker_offset: m_off,
-        marker_len: m_len,
+        removed: moved.removed,
+        marker_rva: moved.m_rva,
+        marker_offset: moved.m_off,
+        marker_len: moved.m_len,
         wrappers,
         marker: marker.clone(),
     };
