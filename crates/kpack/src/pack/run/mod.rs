@@ -25,6 +25,8 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
+mod binary;
+
 /// An input that is no longer the regular file the scan saw.
 fn changed(src: &Path, e: std::io::Error) -> Error {
     Error::Invalid(format!(
@@ -308,244 +310,6 @@ impl Worker<'_> {
         }
         Ok(())
     }
-
-    fn pack_binary(
-        &self,
-        worker: usize,
-        f: &FileReport,
-        pb: &PlannedBinary,
-        src: &Path,
-        dst: &Path,
-        meta: &std::fs::Metadata,
-    ) -> Result<u64> {
-        self.sink.event(PackEvent::Phase {
-            worker,
-            path: f.path.clone(),
-            phase: Phase::Rewrite,
-        });
-        // Mapped from a fresh open that must still be the file `meta` describes.
-        let map = {
-            let (file, now) = fsutil::open_scanned(src, Some((meta.dev(), meta.ino())))
-                .map_err(|e| changed(src, e))?;
-            if now.len() == 0 {
-                return Err(Error::Invalid(format!("{}: empty", f.path)));
-            }
-            let map = fsutil::map_open_file(&file).map_err(|e| Error::io(src, e))?;
-            crate::mapped::note(&map, src);
-            map
-        };
-        let data: &[u8] = &map;
-        let marker = marker_for(
-            &f.path,
-            &self.opts.group,
-            self.plan.archive_per,
-            &self.plan.units,
-        );
-        // Rewrite first: the plan has its code objects in the archives already, so a
-        // binary the rewrite refuses stops the pack (nothing is placed), with the
-        // reason. A fat binary's host part is streamed to the stage (its pages and the
-        // output's leave memory as they are done); a host-only one is re-pointed in
-        // memory (it is small) and written once its code objects are archived.
-        let (repointed, host) = if pb.host_only {
-            let bytes = crate::fatbin::replace_marker(data, &marker).map_err(|e| {
-                Error::Invalid(format!(
-                    "{}: cannot point the host-only binary at the new archives: {e}",
-                    f.path
-                ))
-            })?;
-            let n = bytes.len() as u64;
-            (Some(bytes), n)
-        } else {
-            let n = crate::fatbin::write_host_only(&map, &marker, dst, meta, false).map_err(
-                |e| match e {
-                    crate::fatbin::WriteError::Refused(e) => Error::Invalid(format!(
-                        "{}: cannot be rewritten host-only: {e}; nothing was written",
-                        f.path
-                    )),
-                    crate::fatbin::WriteError::Io(e) => e,
-                },
-            )?;
-            (None, n.0)
-        };
-        self.sink.event(PackEvent::Phase {
-            worker,
-            path: f.path.clone(),
-            phase: Phase::Compress,
-        });
-        let mut entry = LedgerBinary {
-            path: f.path.clone(),
-            kernel_name: marker.kernel_name.clone(),
-            bundles: pb.bundles.clone(),
-            kernels: Vec::with_capacity(pb.kernels.len()),
-            host_sha256: None,
-        };
-        if pb.host_only {
-            for (co, arch, _, from) in &pb.kernels {
-                let KernelFrom::Archive(p) = from else {
-                    continue;
-                };
-                let a = self.plan.inputs.get(p).ok_or_else(|| {
-                    Error::Invalid(format!("{}: input archive {p} went away", f.path))
-                })?;
-                let key = format!("{}#{co}", pb.kernel_name);
-                let e = a.entry(&key, arch).ok_or_else(|| {
-                    Error::Invalid(format!("{p}: {key} @ {arch} went away while packing"))
-                })?;
-                let bytes = a.kernel(e)?;
-                let triple = e.metadata.get("target").map(String::as_str);
-                self.archive_kernel(&f.path, *co, arch, &bytes, triple, &mut entry)?;
-            }
-        } else {
-            let Some(fat) = crate::fatbin::read(data).map_err(|e| Error::format(src, e))? else {
-                return Err(Error::Invalid(format!(
-                    "{}: no longer a fat binary",
-                    f.path
-                )));
-            };
-            let sec = fat.section;
-            let span_offset = sec.as_ptr() as usize - data.as_ptr() as usize;
-            let mut stored = 0u64;
-            let wanted: BTreeSet<(u32, &str)> =
-                pb.kernels.iter().map(|k| (k.0, k.1.as_str())).collect();
-            for b in &fat.bundles {
-                let un = b
-                    .uncompressed(sec, 1 << 34)
-                    .map_err(|e| Error::format(src, e))?;
-                let cos = b.code_objects(&un).map_err(|e| Error::format(src, e))?;
-                for (e, bytes) in cos {
-                    let Some(arch) = e.id.arch() else { continue };
-                    if wanted.contains(&(b.index as u32, arch.as_str())) {
-                        stored += self.archive_kernel(
-                            &f.path,
-                            b.index as u32,
-                            &arch,
-                            bytes,
-                            Some(&e.id.triple),
-                            &mut entry,
-                        )?;
-                    }
-                }
-                // Its pages are consumed: let them leave the resident set.
-                fsutil::release_range(
-                    &map,
-                    span_offset + b.offset as usize,
-                    b.stored_size as usize,
-                );
-            }
-            let out = host + stored;
-            if out > f.size {
-                let compressed = fat
-                    .bundles
-                    .iter()
-                    .any(|b| b.compression != Compression::None);
-                let in_bundles: u64 = fat.bundles.iter().map(|b| b.stored_size).sum();
-                let mut why = Vec::new();
-                if compressed && stored > in_bundles {
-                    why.push(format!(
-                        "its bundles were stored compressed (CCOB, {in_bundles} bytes); one zstd \
-                         frame per kernel at level {} takes {stored} bytes{}",
-                        self.opts.level,
-                        if self.opts.level < crate::kpack::archive::LEVEL_MAX {
-                            " (--level max narrows this)"
-                        } else {
-                            ""
-                        }
-                    ));
-                }
-                if host >= f.size {
-                    // Nothing left the file: no whole page of .hip_fatbin to drop.
-                    why.push(format!(
-                        "the host-only file is {host} bytes, {} more than the fat binary \
-                         ({}): its .hip_fatbin spans no whole page to remove, and the marker \
-                         takes a page of its own",
-                        host - f.size,
-                        f.size
-                    ));
-                } else if host + in_bundles > f.size {
-                    why.push(format!(
-                        "the host-only file keeps {host} of {} bytes (only whole pages of \
-                         .hip_fatbin leave it, and the marker takes a page of its own)",
-                        f.size
-                    ));
-                }
-                if let Ok(mut g) = self.grown.lock() {
-                    g.push(Growth {
-                        path: f.path.clone(),
-                        bytes_in: f.size,
-                        bytes_out: out,
-                        reason: why.join("; "),
-                    });
-                }
-            }
-        }
-        if entry.kernels.len() != pb.kernels.len() {
-            return Err(Error::Invalid(format!(
-                "{}: {} code object(s) planned, {} found while packing (the file changed?)",
-                f.path,
-                pb.kernels.len(),
-                entry.kernels.len()
-            )));
-        }
-        if let Ok(mut l) = self.ledger.lock() {
-            l.push(entry);
-        }
-        if let Some(bytes) = &repointed {
-            fsutil::write_new(dst, bytes, meta)?;
-        }
-        Ok(host)
-    }
-
-    fn archive_kernel(
-        &self,
-        path: &str,
-        co: u32,
-        arch: &str,
-        bytes: &[u8],
-        triple: Option<&str>,
-        entry: &mut LedgerBinary,
-    ) -> Result<u64> {
-        let Some(&i) = self.plan.unit_of.get(arch) else {
-            return Ok(0);
-        };
-        let Some(w) = &self.writers[i] else {
-            return Ok(0);
-        };
-        let sha256 = sha256_hex(bytes);
-        if let Some(h) = self
-            .input_hashes
-            .get(&(path.to_string(), co, arch.to_string()))
-            && *h != sha256
-        {
-            return Err(Error::Invalid(format!(
-                "{path}: bundle #{co} for {arch} differs from the input ledger's hash \
-                 (the input tree is damaged: run verify on it)"
-            )));
-        }
-        let key = format!("{path}#{co}");
-        let mut meta = BTreeMap::new();
-        meta.insert(
-            "target".to_string(),
-            triple.map_or_else(
-                || format!("hipv4-amdgcn-amd-amdhsa--{arch}"),
-                str::to_string,
-            ),
-        );
-        let stored = w.add_with_metadata(&key, arch, bytes, meta)?;
-        entry.kernels.push(LedgerKernel {
-            bundle: co,
-            target: arch.to_string(),
-            size: bytes.len() as u64,
-            sha256,
-        });
-        let n = self.kernel_counts[i].fetch_add(1, Ordering::Relaxed) + 1;
-        let (_, total) = w.progress();
-        self.sink.event(PackEvent::Family {
-            family: self.plan.units[i].name.clone(),
-            code_objects: n,
-            stored: total,
-        });
-        Ok(stored)
-    }
 }
 
 /// Carry out a plan. On any error or cancellation the temporary output is removed
@@ -692,28 +456,7 @@ fn run_stage(
             std::fs::create_dir_all(r.join(d)).map_err(|e| Error::io(r.join(d), e))?;
         }
     }
-    let mut writers = Vec::new();
-    for unit in &plan.units {
-        let Some(rel) = &unit.archive else {
-            writers.push(None);
-            continue;
-        };
-        let p = stage.join(rel);
-        if let Some(d) = p.parent() {
-            std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
-        }
-        let meta = ArchiveMeta {
-            group_name: opts.group.clone(),
-            gfx_arch_family: unit.name.clone(),
-            gfx_arches: unit.gfx_arches.clone(),
-        };
-        let w =
-            ArchiveWriter::create(&p, meta, opts.scheme, opts.level)?.cancelled_by(cancel.clone());
-        for a in &unit.aliases {
-            w.alias(&a.key, &a.arch, &a.of)?;
-        }
-        writers.push(Some(w));
-    }
+    let writers = open_writers(plan, stage, opts, cancel)?;
     let total_bytes: u64 = report
         .files
         .iter()
@@ -727,22 +470,7 @@ fn run_stage(
     for w in &plan.warnings {
         sink.event(PackEvent::Warning(w.clone()));
     }
-    let input_hashes: BTreeMap<(String, u32, String), String> =
-        crate::kpack::ledger::Ledger::read(tree)
-            .ok()
-            .flatten()
-            .map(|(_, l)| {
-                l.binaries
-                    .into_iter()
-                    .flat_map(|b| {
-                        let path = b.path;
-                        b.kernels
-                            .into_iter()
-                            .map(move |k| ((path.clone(), k.bundle, k.target), k.sha256))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+    let input_hashes = input_hashes(tree);
     let warnings = Mutex::new(plan.warnings.clone());
     let ledger_bins = Mutex::new(Vec::new());
     let grown = Mutex::new(Vec::new());
@@ -780,33 +508,10 @@ fn run_stage(
         })
     };
     crate::parallel::on_threads(opts.threads, run)??;
-    // Hard links: to the copy of the first path of the inode.
-    for f in report.files.iter().filter(|f| f.hard_link_of.is_some()) {
-        let first = f.hard_link_of.as_deref().unwrap_or_default();
-        let (Some(a), Some(b)) = (
-            w.dest(first, place_of(f, &plan.unit_of)),
-            w.dest(&f.path, place_of(f, &plan.unit_of)),
-        ) else {
-            continue;
-        };
-        if a.exists() {
-            std::fs::hard_link(&a, &b).map_err(|e| Error::io(&b, e))?;
-        }
-    }
+    link_hard_links(&w, report)?;
     sink.event(PackEvent::Finishing("writing archives"));
-    let mut archives = Vec::new();
-    for (i, wr) in writers.into_iter().enumerate() {
-        let Some(wr) = wr else { continue };
-        let s = wr.finish()?;
-        archives.push(WrittenArchive {
-            path: plan.units[i].archive.clone().unwrap_or_default(),
-            unit: plan.units[i].name.clone(),
-            code_objects: s.code_objects,
-            raw_bytes: s.raw_bytes,
-            bytes: s.file_size,
-        });
-        bytes_out.fetch_add(s.file_size, Ordering::Relaxed);
-    }
+    let archives = finish_archives(plan, writers)?;
+    bytes_out.fetch_add(archives.iter().map(|a| a.bytes).sum(), Ordering::Relaxed);
     let ledger = ledger_of(plan, opts, ledger_bins.into_inner().unwrap_or_default());
     let ledger_path = roots[0].join(LEDGER_PATH);
     if let Some(d) = ledger_path.parent() {
@@ -823,6 +528,110 @@ fn run_stage(
             }
         }
     }
+    let mut grown = grown.into_inner().unwrap_or_default();
+    grown.sort_by(|a, b| a.path.cmp(&b.path));
+    let mut warnings = warnings.into_inner().unwrap_or_default();
+    let planned = plan.warnings.len();
+    warnings[planned..].sort();
+    Ok(Staged {
+        archives,
+        warnings,
+        bytes_out: bytes_out.load(Ordering::Relaxed),
+        files: file_classes(plan, report),
+        grown,
+    })
+}
+
+/// One archive writer per unit with an archive (its TOC aliases added).
+fn open_writers(
+    plan: &PackPlan,
+    stage: &Path,
+    opts: &PackOptions,
+    cancel: &CancelToken,
+) -> Result<Vec<Option<ArchiveWriter>>> {
+    let mut writers = Vec::new();
+    for unit in &plan.units {
+        let Some(rel) = &unit.archive else {
+            writers.push(None);
+            continue;
+        };
+        let p = stage.join(rel);
+        if let Some(d) = p.parent() {
+            std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;
+        }
+        let meta = ArchiveMeta {
+            group_name: opts.group.clone(),
+            gfx_arch_family: unit.name.clone(),
+            gfx_arches: unit.gfx_arches.clone(),
+        };
+        let w =
+            ArchiveWriter::create(&p, meta, opts.scheme, opts.level)?.cancelled_by(cancel.clone());
+        for a in &unit.aliases {
+            w.alias(&a.key, &a.arch, &a.of)?;
+        }
+        writers.push(Some(w));
+    }
+    Ok(writers)
+}
+
+/// The input ledger's hash of every (binary, bundle, target): what is re-read from
+/// input archives must be what was packed.
+fn input_hashes(tree: &Path) -> BTreeMap<(String, u32, String), String> {
+    crate::kpack::ledger::Ledger::read(tree)
+        .ok()
+        .flatten()
+        .map(|(_, l)| {
+            l.binaries
+                .into_iter()
+                .flat_map(|b| {
+                    let path = b.path;
+                    b.kernels
+                        .into_iter()
+                        .map(move |k| ((path.clone(), k.bundle, k.target), k.sha256))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Hard links: to the copy of the first path of the inode.
+fn link_hard_links(w: &Worker, report: &crate::scan::TreeReport) -> Result<()> {
+    for f in report.files.iter().filter(|f| f.hard_link_of.is_some()) {
+        let first = f.hard_link_of.as_deref().unwrap_or_default();
+        let place = place_of(f, &w.plan.unit_of);
+        let (Some(a), Some(b)) = (w.dest(first, place), w.dest(&f.path, place)) else {
+            continue;
+        };
+        if a.exists() {
+            std::fs::hard_link(&a, &b).map_err(|e| Error::io(&b, e))?;
+        }
+    }
+    Ok(())
+}
+
+/// Every archive finished: what it holds and its size.
+fn finish_archives(
+    plan: &PackPlan,
+    writers: Vec<Option<ArchiveWriter>>,
+) -> Result<Vec<WrittenArchive>> {
+    let mut archives = Vec::new();
+    for (i, wr) in writers.into_iter().enumerate() {
+        let Some(wr) = wr else { continue };
+        let s = wr.finish()?;
+        archives.push(WrittenArchive {
+            path: plan.units[i].archive.clone().unwrap_or_default(),
+            unit: plan.units[i].name.clone(),
+            code_objects: s.code_objects,
+            raw_bytes: s.raw_bytes,
+            bytes: s.file_size,
+        });
+    }
+    Ok(archives)
+}
+
+/// Files by what became of them (packed binaries, archives packed again, else
+/// their kind).
+fn file_classes(plan: &PackPlan, report: &crate::scan::TreeReport) -> BTreeMap<String, u64> {
     let mut files = BTreeMap::new();
     for f in report.files.iter().filter(|f| f.path != LEDGER_PATH) {
         let class = if plan.binaries_planned.contains_key(&f.path) {
@@ -834,18 +643,7 @@ fn run_stage(
         };
         *files.entry(class.to_string()).or_default() += 1;
     }
-    let mut grown = grown.into_inner().unwrap_or_default();
-    grown.sort_by(|a, b| a.path.cmp(&b.path));
-    let mut warnings = warnings.into_inner().unwrap_or_default();
-    let planned = plan.warnings.len();
-    warnings[planned..].sort();
-    Ok(Staged {
-        archives,
-        warnings,
-        bytes_out: bytes_out.load(Ordering::Relaxed),
-        files,
-        grown,
-    })
+    files
 }
 
 fn walk_dirs(tree: &Path) -> Result<Vec<PathBuf>> {

@@ -1,0 +1,278 @@
+//! One binary of a pack ([`Worker::pack_binary`]): mapped once, its host part
+//! written (a fat binary's rewritten host-only and streamed, a host-only one
+//! re-pointed at the new archives), its code objects compressed into their units'
+//! archives, from its bundles or from the input archives that hold them.
+
+use super::*;
+use crate::fatbin::Fat;
+
+impl Worker<'_> {
+    pub(super) fn pack_binary(
+        &self,
+        worker: usize,
+        f: &FileReport,
+        pb: &PlannedBinary,
+        src: &Path,
+        dst: &Path,
+        meta: &std::fs::Metadata,
+    ) -> Result<u64> {
+        self.sink.event(PackEvent::Phase {
+            worker,
+            path: f.path.clone(),
+            phase: Phase::Rewrite,
+        });
+        let map = map_input(f, src, meta)?;
+        let data: &[u8] = &map;
+        let marker = marker_for(
+            &f.path,
+            &self.opts.group,
+            self.plan.archive_per,
+            &self.plan.units,
+        );
+        // Rewrite first: the plan has its code objects in the archives already, so a
+        // binary the rewrite refuses stops the pack (nothing is placed), with the
+        // reason. A fat binary's host part is streamed to the stage (its pages and the
+        // output's leave memory as they are done); a host-only one is re-pointed in
+        // memory (it is small) and written once its code objects are archived.
+        let (repointed, host) = if pb.host_only {
+            let bytes = crate::fatbin::replace_marker(data, &marker).map_err(|e| {
+                Error::Invalid(format!(
+                    "{}: cannot point the host-only binary at the new archives: {e}",
+                    f.path
+                ))
+            })?;
+            let n = bytes.len() as u64;
+            (Some(bytes), n)
+        } else {
+            let n = crate::fatbin::write_host_only(&map, &marker, dst, meta, false).map_err(
+                |e| match e {
+                    crate::fatbin::WriteError::Refused(e) => Error::Invalid(format!(
+                        "{}: cannot be rewritten host-only: {e}; nothing was written",
+                        f.path
+                    )),
+                    crate::fatbin::WriteError::Io(e) => e,
+                },
+            )?;
+            (None, n.0)
+        };
+        self.sink.event(PackEvent::Phase {
+            worker,
+            path: f.path.clone(),
+            phase: Phase::Compress,
+        });
+        let mut entry = LedgerBinary {
+            path: f.path.clone(),
+            kernel_name: marker.kernel_name.clone(),
+            bundles: pb.bundles.clone(),
+            kernels: Vec::with_capacity(pb.kernels.len()),
+            host_sha256: None,
+        };
+        if pb.host_only {
+            self.archive_from_inputs(f, pb, &mut entry)?;
+        } else {
+            let Some(fat) = crate::fatbin::read(data).map_err(|e| Error::format(src, e))? else {
+                return Err(Error::Invalid(format!(
+                    "{}: no longer a fat binary",
+                    f.path
+                )));
+            };
+            let stored = self.archive_from_bundles(f, pb, src, &map, &fat, &mut entry)?;
+            if host + stored > f.size {
+                self.note_growth(f, host, stored, &fat);
+            }
+        }
+        if entry.kernels.len() != pb.kernels.len() {
+            return Err(Error::Invalid(format!(
+                "{}: {} code object(s) planned, {} found while packing (the file changed?)",
+                f.path,
+                pb.kernels.len(),
+                entry.kernels.len()
+            )));
+        }
+        if let Ok(mut l) = self.ledger.lock() {
+            l.push(entry);
+        }
+        if let Some(bytes) = &repointed {
+            fsutil::write_new(dst, bytes, meta)?;
+        }
+        Ok(host)
+    }
+
+    /// A host-only binary's code objects, from the input archives the plan found
+    /// them in.
+    fn archive_from_inputs(
+        &self,
+        f: &FileReport,
+        pb: &PlannedBinary,
+        entry: &mut LedgerBinary,
+    ) -> Result<()> {
+        for (co, arch, _, from) in &pb.kernels {
+            let KernelFrom::Archive(p) = from else {
+                continue;
+            };
+            let a = self.plan.inputs.get(p).ok_or_else(|| {
+                Error::Invalid(format!("{}: input archive {p} went away", f.path))
+            })?;
+            let key = format!("{}#{co}", pb.kernel_name);
+            let e = a.entry(&key, arch).ok_or_else(|| {
+                Error::Invalid(format!("{p}: {key} @ {arch} went away while packing"))
+            })?;
+            let bytes = a.kernel(e)?;
+            let triple = e.metadata.get("target").map(String::as_str);
+            self.archive_kernel(&f.path, *co, arch, &bytes, triple, entry)?;
+        }
+        Ok(())
+    }
+
+    /// A fat binary's planned code objects, from its bundles (each bundle's pages
+    /// released once consumed). Returns the bytes stored.
+    fn archive_from_bundles(
+        &self,
+        f: &FileReport,
+        pb: &PlannedBinary,
+        src: &Path,
+        map: &memmap2::Mmap,
+        fat: &Fat,
+        entry: &mut LedgerBinary,
+    ) -> Result<u64> {
+        let sec = fat.section;
+        let span_offset = sec.as_ptr() as usize - map.as_ptr() as usize;
+        let mut stored = 0u64;
+        let wanted: BTreeSet<(u32, &str)> =
+            pb.kernels.iter().map(|k| (k.0, k.1.as_str())).collect();
+        for b in &fat.bundles {
+            let un = b
+                .uncompressed(sec, 1 << 34)
+                .map_err(|e| Error::format(src, e))?;
+            let cos = b.code_objects(&un).map_err(|e| Error::format(src, e))?;
+            for (e, bytes) in cos {
+                let Some(arch) = e.id.arch() else { continue };
+                if wanted.contains(&(b.index as u32, arch.as_str())) {
+                    stored += self.archive_kernel(
+                        &f.path,
+                        b.index as u32,
+                        &arch,
+                        bytes,
+                        Some(&e.id.triple),
+                        entry,
+                    )?;
+                }
+            }
+            // Its pages are consumed: let them leave the resident set.
+            fsutil::release_range(map, span_offset + b.offset as usize, b.stored_size as usize);
+        }
+        Ok(stored)
+    }
+
+    /// A binary whose host part and archived code take more than the fat binary
+    /// did: recorded with why.
+    fn note_growth(&self, f: &FileReport, host: u64, stored: u64, fat: &Fat) {
+        let compressed = fat
+            .bundles
+            .iter()
+            .any(|b| b.compression != Compression::None);
+        let in_bundles: u64 = fat.bundles.iter().map(|b| b.stored_size).sum();
+        let mut why = Vec::new();
+        if compressed && stored > in_bundles {
+            why.push(format!(
+                "its bundles were stored compressed (CCOB, {in_bundles} bytes); one zstd \
+                 frame per kernel at level {} takes {stored} bytes{}",
+                self.opts.level,
+                if self.opts.level < crate::kpack::archive::LEVEL_MAX {
+                    " (--level max narrows this)"
+                } else {
+                    ""
+                }
+            ));
+        }
+        if host >= f.size {
+            // Nothing left the file: no whole page of .hip_fatbin to drop.
+            why.push(format!(
+                "the host-only file is {host} bytes, {} more than the fat binary \
+                 ({}): its .hip_fatbin spans no whole page to remove, and the marker \
+                 takes a page of its own",
+                host - f.size,
+                f.size
+            ));
+        } else if host + in_bundles > f.size {
+            why.push(format!(
+                "the host-only file keeps {host} of {} bytes (only whole pages of \
+                 .hip_fatbin leave it, and the marker takes a page of its own)",
+                f.size
+            ));
+        }
+        if let Ok(mut g) = self.grown.lock() {
+            g.push(Growth {
+                path: f.path.clone(),
+                bytes_in: f.size,
+                bytes_out: host + stored,
+                reason: why.join("; "),
+            });
+        }
+    }
+
+    fn archive_kernel(
+        &self,
+        path: &str,
+        co: u32,
+        arch: &str,
+        bytes: &[u8],
+        triple: Option<&str>,
+        entry: &mut LedgerBinary,
+    ) -> Result<u64> {
+        let Some(&i) = self.plan.unit_of.get(arch) else {
+            return Ok(0);
+        };
+        let Some(w) = &self.writers[i] else {
+            return Ok(0);
+        };
+        let sha256 = sha256_hex(bytes);
+        if let Some(h) = self
+            .input_hashes
+            .get(&(path.to_string(), co, arch.to_string()))
+            && *h != sha256
+        {
+            return Err(Error::Invalid(format!(
+                "{path}: bundle #{co} for {arch} differs from the input ledger's hash \
+                 (the input tree is damaged: run verify on it)"
+            )));
+        }
+        let key = format!("{path}#{co}");
+        let mut meta = BTreeMap::new();
+        meta.insert(
+            "target".to_string(),
+            triple.map_or_else(
+                || format!("hipv4-amdgcn-amd-amdhsa--{arch}"),
+                str::to_string,
+            ),
+        );
+        let stored = w.add_with_metadata(&key, arch, bytes, meta)?;
+        entry.kernels.push(LedgerKernel {
+            bundle: co,
+            target: arch.to_string(),
+            size: bytes.len() as u64,
+            sha256,
+        });
+        let n = self.kernel_counts[i].fetch_add(1, Ordering::Relaxed) + 1;
+        let (_, total) = w.progress();
+        self.sink.event(PackEvent::Family {
+            family: self.plan.units[i].name.clone(),
+            code_objects: n,
+            stored: total,
+        });
+        Ok(stored)
+    }
+}
+
+/// The input mapped from a fresh open that must still be the file `meta`
+/// describes.
+fn map_input(f: &FileReport, src: &Path, meta: &std::fs::Metadata) -> Result<memmap2::Mmap> {
+    let (file, now) =
+        fsutil::open_scanned(src, Some((meta.dev(), meta.ino()))).map_err(|e| changed(src, e))?;
+    if now.len() == 0 {
+        return Err(Error::Invalid(format!("{}: empty", f.path)));
+    }
+    let map = fsutil::map_open_file(&file).map_err(|e| Error::io(src, e))?;
+    crate::mapped::note(&map, src);
+    Ok(map)
+}
