@@ -218,11 +218,59 @@ pub fn check_name(name: &str) -> Result<(), String> {
 /// members overlapping each other or the directory, local headers that disagree
 /// with the directory, and declared sizes deflate cannot produce.
 pub fn read_index(data: &[u8]) -> FormatResult<ZipIndex> {
+    let dir = find_directory(data)?;
+    let mut members = Vec::with_capacity(dir.count as usize);
+    let mut o = dir.offset as usize;
+    for i in 0..dir.count {
+        let (m, end) = read_entry(data, o, i, &dir)?;
+        members.push(m);
+        o = end;
+    }
+    // No two members may share bytes (overlapping members are how bombs multiply).
+    let mut spans: Vec<(u64, u64, usize)> = members
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (m.header_offset, m.data_offset + m.compressed_size, i))
+        .collect();
+    spans.sort_unstable();
+    for w in spans.windows(2) {
+        if w[1].0 < w[0].1 {
+            return Err(FormatError::new(
+                w[1].0,
+                format!(
+                    "members {} and {} overlap (a zip bomb or a damaged archive)",
+                    members[w[0].2].name, members[w[1].2].name
+                ),
+            ));
+        }
+    }
+    let mut names: Vec<&str> = members.iter().map(|m| m.name.as_str()).collect();
+    names.sort_unstable();
+    if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+        return Err(FormatError::new(
+            dir.offset,
+            format!("member {} appears twice", w[0]),
+        ));
+    }
+    Ok(ZipIndex { members })
+}
+
+/// Where the central directory is, as the end record (or zip64's) says.
+struct Directory {
+    /// Its members, offset and end (checked to lie in the file, before the end
+    /// records).
+    count: u64,
+    offset: u64,
+    end: usize,
+}
+
+/// Find the end record (in the last 22 + 65535 bytes: its comment is at most 64
+/// KiB) and, for zip64, its locator and record; check the directory they name.
+fn find_directory(data: &[u8]) -> FormatResult<Directory> {
     let len = data.len();
     if len < 22 {
         return Err(FormatError::new(0, "not a zip archive: too short"));
     }
-    // The end record sits in the last 22 + 65535 bytes (its comment is at most 64 KiB).
     let lo = len.saturating_sub(22 + 0xffff);
     let eocd = (lo..=len - 22)
         .rev()
@@ -283,147 +331,140 @@ pub fn read_index(data: &[u8]) -> FormatResult<ZipIndex> {
             format!("{count} members cannot fit in a {cd_size}-byte central directory"),
         ));
     }
-    let mut members = Vec::with_capacity(count as usize);
-    let mut o = cd_off as usize;
-    let cd_end = cd_end as usize;
-    for i in 0..count {
-        if o + 46 > cd_end || u32_at(data, o) != CENTRAL_SIG {
-            return Err(FormatError::new(
-                o as u64,
-                format!("central directory entry {i}: bad signature (damaged directory)"),
-            ));
-        }
-        let made_by = u16_at(data, o + 4) >> 8;
-        let flags = u16_at(data, o + 8);
-        let method = u16_at(data, o + 10);
-        let dos_time = u32_at(data, o + 12);
-        let crc32 = u32_at(data, o + 16);
-        let mut csize = u64::from(u32_at(data, o + 20));
-        let mut usize_ = u64::from(u32_at(data, o + 24));
-        let nlen = u16_at(data, o + 28) as usize;
-        let xlen = u16_at(data, o + 30) as usize;
-        let clen = u16_at(data, o + 32) as usize;
-        let ext_attr = u32_at(data, o + 38);
-        let mut hoff = u64::from(u32_at(data, o + 42));
-        let end = o + 46 + nlen + xlen + clen;
-        if end > cd_end {
-            return Err(FormatError::new(
-                o as u64,
-                format!("central directory entry {i} runs past the directory"),
-            ));
-        }
-        let name = std::str::from_utf8(&data[o + 46..o + 46 + nlen])
-            .map_err(|_| FormatError::new(o as u64 + 46, "member name is not UTF-8"))?
-            .to_string();
-        // Zip64 extra field: the 0xffffffff fields, in order.
-        let mut x = o + 46 + nlen;
-        let xend = x + xlen;
-        while x + 4 <= xend {
-            let id = u16_at(data, x);
-            let sz = u16_at(data, x + 2) as usize;
-            if x + 4 + sz > xend {
-                break;
-            }
-            if id == 1 {
-                let mut p = x + 4;
-                for field in [&mut usize_, &mut csize, &mut hoff] {
-                    if *field == 0xffff_ffff {
-                        if p + 8 > x + 4 + sz {
-                            return Err(FormatError::new(
-                                x as u64,
-                                format!("member {name}: zip64 extra field too short"),
-                            ));
-                        }
-                        *field = u64_at(data, p);
-                        p += 8;
-                    }
-                }
-            }
-            x += 4 + sz;
-        }
-        let at = |what: String| FormatError::new(o as u64, format!("member {name}: {what}"));
-        check_name(&name).map_err(|e| FormatError::new(o as u64, e))?;
-        if flags & 1 != 0 {
-            return Err(at("encrypted members are not supported".into()));
-        }
-        let method = match method {
-            0 => Method::Stored,
-            8 => Method::Deflated,
-            m => {
-                return Err(at(format!(
-                    "compression method {m} is not supported (only stored and deflate)"
-                )));
-            }
-        };
-        if method == Method::Stored && csize != usize_ {
-            return Err(at(format!(
-                "stored member with compressed size {csize} but size {usize_}"
-            )));
-        }
-        if usize_ > MAX_MEMBER || usize_ > csize.saturating_mul(MAX_RATIO).saturating_add(1024) {
-            return Err(at(format!(
-                "declares {usize_} bytes from {csize} stored bytes: more than deflate can \
-                 produce (a zip bomb?)"
-            )));
-        }
-        // The local header must be where the directory says, and agree with it.
-        let h = hoff as usize;
-        if hoff.checked_add(30).is_none_or(|e| e > cd_off) || u32_at(data, h) != LOCAL_SIG {
-            return Err(at(format!("no local header at {hoff:#x}")));
-        }
-        let lnlen = u16_at(data, h + 26) as usize;
-        let lxlen = u16_at(data, h + 28) as usize;
-        if h + 30 + lnlen > cd_off as usize || &data[h + 30..h + 30 + lnlen] != name.as_bytes() {
-            return Err(at(
-                "local header names another member than the central directory".into(),
-            ));
-        }
-        let data_offset = hoff + 30 + (lnlen + lxlen) as u64;
-        if data_offset.checked_add(csize).is_none_or(|e| e > cd_off) {
-            return Err(at(format!(
-                "{csize} stored bytes at {data_offset:#x} run into the central directory"
-            )));
-        }
-        members.push(Member {
-            name,
-            method,
-            crc32,
-            compressed_size: csize,
-            size: usize_,
-            header_offset: hoff,
-            data_offset,
-            unix_mode: (made_by == 3 && ext_attr >> 16 != 0).then_some(ext_attr >> 16),
-            dos_time,
-        });
-        o = end;
-    }
-    // No two members may share bytes (overlapping members are how bombs multiply).
-    let mut spans: Vec<(u64, u64, usize)> = members
-        .iter()
-        .enumerate()
-        .map(|(i, m)| (m.header_offset, m.data_offset + m.compressed_size, i))
-        .collect();
-    spans.sort_unstable();
-    for w in spans.windows(2) {
-        if w[1].0 < w[0].1 {
-            return Err(FormatError::new(
-                w[1].0,
-                format!(
-                    "members {} and {} overlap (a zip bomb or a damaged archive)",
-                    members[w[0].2].name, members[w[1].2].name
-                ),
-            ));
-        }
-    }
-    let mut names: Vec<&str> = members.iter().map(|m| m.name.as_str()).collect();
-    names.sort_unstable();
-    if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+    Ok(Directory {
+        count,
+        offset: cd_off,
+        end: cd_end as usize,
+    })
+}
+
+/// Central directory entry `i` at `o`, checked against its local header: the
+/// member and where the next entry starts.
+fn read_entry(data: &[u8], o: usize, i: u64, dir: &Directory) -> FormatResult<(Member, usize)> {
+    let (cd_off, cd_end) = (dir.offset, dir.end);
+    if o + 46 > cd_end || u32_at(data, o) != CENTRAL_SIG {
         return Err(FormatError::new(
-            cd_off,
-            format!("member {} appears twice", w[0]),
+            o as u64,
+            format!("central directory entry {i}: bad signature (damaged directory)"),
         ));
     }
-    Ok(ZipIndex { members })
+    let made_by = u16_at(data, o + 4) >> 8;
+    let flags = u16_at(data, o + 8);
+    let method = u16_at(data, o + 10);
+    let dos_time = u32_at(data, o + 12);
+    let crc32 = u32_at(data, o + 16);
+    let mut sizes = [
+        u64::from(u32_at(data, o + 24)),
+        u64::from(u32_at(data, o + 20)),
+        u64::from(u32_at(data, o + 42)),
+    ];
+    let nlen = u16_at(data, o + 28) as usize;
+    let xlen = u16_at(data, o + 30) as usize;
+    let clen = u16_at(data, o + 32) as usize;
+    let ext_attr = u32_at(data, o + 38);
+    let end = o + 46 + nlen + xlen + clen;
+    if end > cd_end {
+        return Err(FormatError::new(
+            o as u64,
+            format!("central directory entry {i} runs past the directory"),
+        ));
+    }
+    let name = std::str::from_utf8(&data[o + 46..o + 46 + nlen])
+        .map_err(|_| FormatError::new(o as u64 + 46, "member name is not UTF-8"))?
+        .to_string();
+    zip64_sizes(data, o + 46 + nlen, xlen, &name, &mut sizes)?;
+    let [usize_, csize, hoff] = sizes;
+    let at = |what: String| FormatError::new(o as u64, format!("member {name}: {what}"));
+    check_name(&name).map_err(|e| FormatError::new(o as u64, e))?;
+    if flags & 1 != 0 {
+        return Err(at("encrypted members are not supported".into()));
+    }
+    let method = match method {
+        0 => Method::Stored,
+        8 => Method::Deflated,
+        m => {
+            return Err(at(format!(
+                "compression method {m} is not supported (only stored and deflate)"
+            )));
+        }
+    };
+    if method == Method::Stored && csize != usize_ {
+        return Err(at(format!(
+            "stored member with compressed size {csize} but size {usize_}"
+        )));
+    }
+    if usize_ > MAX_MEMBER || usize_ > csize.saturating_mul(MAX_RATIO).saturating_add(1024) {
+        return Err(at(format!(
+            "declares {usize_} bytes from {csize} stored bytes: more than deflate can \
+             produce (a zip bomb?)"
+        )));
+    }
+    // The local header must be where the directory says, and agree with it.
+    let h = hoff as usize;
+    if hoff.checked_add(30).is_none_or(|e| e > cd_off) || u32_at(data, h) != LOCAL_SIG {
+        return Err(at(format!("no local header at {hoff:#x}")));
+    }
+    let lnlen = u16_at(data, h + 26) as usize;
+    let lxlen = u16_at(data, h + 28) as usize;
+    if h + 30 + lnlen > cd_off as usize || &data[h + 30..h + 30 + lnlen] != name.as_bytes() {
+        return Err(at(
+            "local header names another member than the central directory".into(),
+        ));
+    }
+    let data_offset = hoff + 30 + (lnlen + lxlen) as u64;
+    if data_offset.checked_add(csize).is_none_or(|e| e > cd_off) {
+        return Err(at(format!(
+            "{csize} stored bytes at {data_offset:#x} run into the central directory"
+        )));
+    }
+    let m = Member {
+        name,
+        method,
+        crc32,
+        compressed_size: csize,
+        size: usize_,
+        header_offset: hoff,
+        data_offset,
+        unix_mode: (made_by == 3 && ext_attr >> 16 != 0).then_some(ext_attr >> 16),
+        dos_time,
+    };
+    Ok((m, end))
+}
+
+/// The zip64 extra field of an entry (`xlen` bytes at `x`): the fields of
+/// `sizes` (size, compressed size, header offset) that say 0xffffffff, in order.
+fn zip64_sizes(
+    data: &[u8],
+    mut x: usize,
+    xlen: usize,
+    name: &str,
+    sizes: &mut [u64; 3],
+) -> FormatResult<()> {
+    let xend = x + xlen;
+    while x + 4 <= xend {
+        let id = u16_at(data, x);
+        let sz = u16_at(data, x + 2) as usize;
+        if x + 4 + sz > xend {
+            break;
+        }
+        if id == 1 {
+            let mut p = x + 4;
+            for field in sizes.iter_mut() {
+                if *field == 0xffff_ffff {
+                    if p + 8 > x + 4 + sz {
+                        return Err(FormatError::new(
+                            x as u64,
+                            format!("member {name}: zip64 extra field too short"),
+                        ));
+                    }
+                    *field = u64_at(data, p);
+                    p += 8;
+                }
+            }
+        }
+        x += 4 + sz;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
