@@ -181,29 +181,8 @@ pub fn inspect(data: &[u8]) -> FormatResult<ElfContent> {
     if !is_elf(data) {
         return Err(FormatError::new(0, "not an ELF file"));
     }
-    if data.len() < 16 {
-        return Err(FormatError::new(
-            data.len() as u64,
-            "truncated ELF identification",
-        ));
-    }
-    match (data[4], data[5]) {
-        (2, 1) => {}
-        (c, d) => {
-            let class = match c {
-                1 => "32-bit",
-                2 => "64-bit",
-                _ => "unknown-class",
-            };
-            let endian = match d {
-                1 => "little-endian",
-                2 => "big-endian",
-                _ => "unknown-endian",
-            };
-            return Ok(ElfContent::Unsupported(format!(
-                "unsupported ELF ({class} {endian}): only 64-bit little-endian ELF is inspected"
-            )));
-        }
+    if let Some(why) = unsupported_ident(data)? {
+        return Ok(ElfContent::Unsupported(why));
     }
     let header = elf::FileHeader64::<LE>::parse(data).map_err(ferr)?;
     let endian = header.endian().map_err(ferr)?;
@@ -239,69 +218,9 @@ pub fn inspect(data: &[u8]) -> FormatResult<ElfContent> {
     let mut problems = Vec::new();
 
     let Some((fb_index, fb)) = fatbin_sec else {
-        // -fgpu-rdc objects: one section per target, named after the entry ID.
-        let mut entries = Vec::new();
-        let mut total = 0u64;
-        for (i, s) in sections.iter().enumerate() {
-            let name = sections.section_name(endian, s).unwrap_or_default();
-            let Some(id) = name.strip_prefix(OBJECT_BUNDLE_PREFIX.as_bytes()) else {
-                continue;
-            };
-            let id = String::from_utf8_lossy(id);
-            let (off, size) = (s.sh_offset(endian), s.sh_size(endian));
-            if s.sh_type(endian) == elf::SHT_NOBITS
-                || off.checked_add(size).is_none_or(|e| e > data.len() as u64)
-            {
-                problems.push(format!(
-                    "section {i} ({OBJECT_BUNDLE_PREFIX}{id}) lies outside the file"
-                ));
-                continue;
-            }
-            total += size;
-            entries.push(BundleEntry {
-                id: EntryId::parse(&id),
-                offset: off,
-                size,
-            });
-        }
-        if entries.iter().any(|e| !e.id.is_host()) {
-            return Ok(ElfContent::Fat(Box::new(FatBinary {
-                elf_kind: kind,
-                machine,
-                fatbin: None,
-                bundles: vec![BundleInfo {
-                    index: 0,
-                    offset: 0,
-                    stored_size: total,
-                    compression: Compression::None,
-                    ccob_version: None,
-                    uncompressed_size: total,
-                    entries,
-                }],
-                wrappers: Vec::new(),
-                marker: None,
-                host_only: false,
-                fatbin_bytes: total,
-                rdc_object: true,
-                problems,
-            })));
-        }
-        if marker_sec.is_none() {
-            return Ok(ElfContent::Plain(kind));
-        }
-        problems.push("has a .rocm_kpack_ref marker but no .hip_fatbin section".into());
-        return Ok(ElfContent::Fat(Box::new(FatBinary {
-            elf_kind: kind,
-            machine,
-            fatbin: None,
-            bundles: Vec::new(),
-            wrappers: Vec::new(),
-            marker: read_marker(data, endian, marker_sec, &mut problems),
-            host_only: true,
-            fatbin_bytes: 0,
-            rdc_object: false,
-            problems,
-        })));
+        return Ok(without_fatbin(
+            data, &sections, kind, machine, marker_sec, problems,
+        ));
     };
 
     let span = SectionSpan {
@@ -366,6 +285,110 @@ pub fn inspect(data: &[u8]) -> FormatResult<ElfContent> {
         rdc_object: false,
         problems,
     })))
+}
+
+/// Why an ELF is not inspected (not 64-bit little-endian), or `None`.
+fn unsupported_ident(data: &[u8]) -> FormatResult<Option<String>> {
+    if data.len() < 16 {
+        return Err(FormatError::new(
+            data.len() as u64,
+            "truncated ELF identification",
+        ));
+    }
+    match (data[4], data[5]) {
+        (2, 1) => Ok(None),
+        (c, d) => {
+            let class = match c {
+                1 => "32-bit",
+                2 => "64-bit",
+                _ => "unknown-class",
+            };
+            let endian = match d {
+                1 => "little-endian",
+                2 => "big-endian",
+                _ => "unknown-endian",
+            };
+            Ok(Some(format!(
+                "unsupported ELF ({class} {endian}): only 64-bit little-endian ELF is inspected"
+            )))
+        }
+    }
+}
+
+/// An ELF without `.hip_fatbin`: an `-fgpu-rdc` object (one section per target,
+/// named after the entry ID), a marker without device code, or a plain binary.
+fn without_fatbin(
+    data: &[u8],
+    sections: &object::read::elf::SectionTable<elf::FileHeader64<LE>>,
+    kind: ElfKind,
+    machine: u16,
+    marker_sec: Option<(object::SectionIndex, &elf::SectionHeader64<LE>)>,
+    mut problems: Vec<String>,
+) -> ElfContent {
+    let endian = LE;
+    // -fgpu-rdc objects: one section per target, named after the entry ID.
+    let mut entries = Vec::new();
+    let mut total = 0u64;
+    for (i, s) in sections.iter().enumerate() {
+        let name = sections.section_name(endian, s).unwrap_or_default();
+        let Some(id) = name.strip_prefix(OBJECT_BUNDLE_PREFIX.as_bytes()) else {
+            continue;
+        };
+        let id = String::from_utf8_lossy(id);
+        let (off, size) = (s.sh_offset(endian), s.sh_size(endian));
+        if s.sh_type(endian) == elf::SHT_NOBITS
+            || off.checked_add(size).is_none_or(|e| e > data.len() as u64)
+        {
+            problems.push(format!(
+                "section {i} ({OBJECT_BUNDLE_PREFIX}{id}) lies outside the file"
+            ));
+            continue;
+        }
+        total += size;
+        entries.push(BundleEntry {
+            id: EntryId::parse(&id),
+            offset: off,
+            size,
+        });
+    }
+    if entries.iter().any(|e| !e.id.is_host()) {
+        return ElfContent::Fat(Box::new(FatBinary {
+            elf_kind: kind,
+            machine,
+            fatbin: None,
+            bundles: vec![BundleInfo {
+                index: 0,
+                offset: 0,
+                stored_size: total,
+                compression: Compression::None,
+                ccob_version: None,
+                uncompressed_size: total,
+                entries,
+            }],
+            wrappers: Vec::new(),
+            marker: None,
+            host_only: false,
+            fatbin_bytes: total,
+            rdc_object: true,
+            problems,
+        }));
+    }
+    if marker_sec.is_none() {
+        return ElfContent::Plain(kind);
+    }
+    problems.push("has a .rocm_kpack_ref marker but no .hip_fatbin section".into());
+    ElfContent::Fat(Box::new(FatBinary {
+        elf_kind: kind,
+        machine,
+        fatbin: None,
+        bundles: Vec::new(),
+        wrappers: Vec::new(),
+        marker: read_marker(data, endian, marker_sec, &mut problems),
+        host_only: true,
+        fatbin_bytes: 0,
+        rdc_object: false,
+        problems,
+    }))
 }
 
 fn read_marker(
