@@ -201,33 +201,7 @@ pub fn parse_layout(data: &[u8]) -> Result<ElfLayout> {
     if data.len() < EHDR {
         return Err(malformed(data.len() as u64, "truncated ELF header"));
     }
-    match (data[4], data[5]) {
-        (2, 1) => {}
-        (1, _) => return Err(RewriteError::Unsupported("32-bit ELF".into())),
-        (_, 2) => {
-            let m = u16::from_be_bytes([data[18], data[19]]);
-            let name = match m {
-                elf::EM_PPC64 => "ppc64".to_string(),
-                elf::EM_AARCH64 => "aarch64_be".to_string(),
-                m => crate::elf::machine::machine_name(m),
-            };
-            return Err(RewriteError::Unsupported(format!(
-                "big-endian ELF ({name}): only little-endian {} fat binaries are rewritten",
-                crate::elf::machine::handled_list()
-            )));
-        }
-        (c, d) => {
-            return Err(RewriteError::Unsupported(format!(
-                "ELF class {c}, data encoding {d}"
-            )));
-        }
-    }
-    if data[6] != 1 {
-        return Err(malformed(
-            6,
-            format!("ELF identification version {} (expected 1)", data[6]),
-        ));
-    }
+    check_ident(data)?;
     let e_type = rd_u16(data, 16);
     let e_machine = rd_u16(data, 18);
     let e_phoff = rd_u64(data, 32);
@@ -291,8 +265,72 @@ pub fn parse_layout(data: &[u8]) -> Result<ElfLayout> {
             sh_entsize: rd_u64(data, o + 56),
         })
         .collect();
-    // Bound every offset, address and size here, so that no later sum can overflow:
-    // addresses stay in the 47-bit user space (x86-64's; aarch64 and ppc64le have 48), file ranges inside the file.
+    check_bounds(data, &segments, &sections, e_phoff, e_shoff)?;
+    name_sections(data, &mut sections, e_shoff, e_shstrndx)?;
+    let machine = HostMachine::of(e_machine);
+    let page = machine.map_or(MIN_PAGE, |m| {
+        m.page(
+            segments
+                .iter()
+                .filter(|p| p.p_type == elf::PT_LOAD)
+                .map(|p| p.p_align),
+        )
+    });
+    Ok(ElfLayout {
+        e_type,
+        e_machine,
+        machine,
+        page,
+        e_phoff,
+        e_shoff,
+        e_shstrndx,
+        segments,
+        sections,
+    })
+}
+
+/// A 64-bit little-endian ELF of identification version 1, or why not.
+fn check_ident(data: &[u8]) -> Result<()> {
+    match (data[4], data[5]) {
+        (2, 1) => {}
+        (1, _) => return Err(RewriteError::Unsupported("32-bit ELF".into())),
+        (_, 2) => {
+            let m = u16::from_be_bytes([data[18], data[19]]);
+            let name = match m {
+                elf::EM_PPC64 => "ppc64".to_string(),
+                elf::EM_AARCH64 => "aarch64_be".to_string(),
+                m => crate::elf::machine::machine_name(m),
+            };
+            return Err(RewriteError::Unsupported(format!(
+                "big-endian ELF ({name}): only little-endian {} fat binaries are rewritten",
+                crate::elf::machine::handled_list()
+            )));
+        }
+        (c, d) => {
+            return Err(RewriteError::Unsupported(format!(
+                "ELF class {c}, data encoding {d}"
+            )));
+        }
+    }
+    if data[6] != 1 {
+        return Err(malformed(
+            6,
+            format!("ELF identification version {} (expected 1)", data[6]),
+        ));
+    }
+    Ok(())
+}
+
+/// Bound every offset, address and size here, so that no later sum can overflow:
+/// addresses stay in the 47-bit user space (x86-64's; aarch64 and ppc64le have 48),
+/// file ranges inside the file.
+fn check_bounds(
+    data: &[u8],
+    segments: &[Segment],
+    sections: &[Section],
+    e_phoff: u64,
+    e_shoff: u64,
+) -> Result<()> {
     const ADDR_LIMIT: u64 = 1 << 47;
     let len = data.len() as u64;
     for (i, p) in segments.iter().enumerate() {
@@ -335,46 +373,38 @@ pub fn parse_layout(data: &[u8]) -> Result<ElfLayout> {
             ));
         }
     }
-    if !sections.is_empty() {
-        let strtab = sections
-            .get(usize::from(e_shstrndx))
-            .filter(|_| e_shstrndx != elf::SHN_XINDEX)
-            .ok_or_else(|| malformed(62, format!("e_shstrndx {e_shstrndx} is out of range")))?;
-        let strs = range(data, strtab.sh_offset, strtab.file_size(), ".shstrtab")?;
-        let strs = &data[strs];
-        for s in &mut sections {
-            let start = s.sh_name as usize;
-            if start >= strs.len() && s.sh_type != elf::SHT_NULL {
-                return Err(malformed(
-                    e_shoff,
-                    format!("section name offset {start} is outside .shstrtab"),
-                ));
-            }
-            let bytes = strs.get(start..).unwrap_or_default();
-            let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
-            s.name = String::from_utf8_lossy(&bytes[..end]).into_owned();
-        }
+    Ok(())
+}
+
+/// Every section's name, from the section-name table.
+fn name_sections(
+    data: &[u8],
+    sections: &mut [Section],
+    e_shoff: u64,
+    e_shstrndx: u16,
+) -> Result<()> {
+    if sections.is_empty() {
+        return Ok(());
     }
-    let machine = HostMachine::of(e_machine);
-    let page = machine.map_or(MIN_PAGE, |m| {
-        m.page(
-            segments
-                .iter()
-                .filter(|p| p.p_type == elf::PT_LOAD)
-                .map(|p| p.p_align),
-        )
-    });
-    Ok(ElfLayout {
-        e_type,
-        e_machine,
-        machine,
-        page,
-        e_phoff,
-        e_shoff,
-        e_shstrndx,
-        segments,
-        sections,
-    })
+    let strtab = sections
+        .get(usize::from(e_shstrndx))
+        .filter(|_| e_shstrndx != elf::SHN_XINDEX)
+        .ok_or_else(|| malformed(62, format!("e_shstrndx {e_shstrndx} is out of range")))?;
+    let strs = range(data, strtab.sh_offset, strtab.file_size(), ".shstrtab")?;
+    let strs = &data[strs];
+    for s in sections.iter_mut() {
+        let start = s.sh_name as usize;
+        if start >= strs.len() && s.sh_type != elf::SHT_NULL {
+            return Err(malformed(
+                e_shoff,
+                format!("section name offset {start} is outside .shstrtab"),
+            ));
+        }
+        let bytes = strs.get(start..).unwrap_or_default();
+        let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+        s.name = String::from_utf8_lossy(&bytes[..end]).into_owned();
+    }
+    Ok(())
 }
 
 impl ElfLayout {
