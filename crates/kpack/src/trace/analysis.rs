@@ -237,21 +237,7 @@ pub fn analyse(build: &Build) -> BuildAnalysis {
     let t0 = jobs.iter().map(|j| j.start).min().unwrap_or(0);
     let t1 = jobs.iter().map(|j| j.end).max().unwrap_or(0);
     let wall = t1 - t0;
-    let mut job_ms = 0i64;
-    let mut sweep = Sweep::new(t0, t1);
-    if jobs.is_sorted_by_key(|j| j.start) {
-        for j in jobs {
-            sweep.job(j.start, j.end);
-        }
-    } else {
-        // Builds made elsewhere may not be in start order.
-        let mut by_start: Vec<(i64, i64)> = jobs.iter().map(|j| (j.start, j.end)).collect();
-        by_start.sort_unstable();
-        for (s, e) in by_start {
-            sweep.job(s, e);
-        }
-    }
-    sweep.finish();
+    let mut sweep = sweep_jobs(jobs, t0, t1);
     let peak = sweep.peak;
     let timeline = std::mem::take(&mut sweep.timeline);
     let at_level: BTreeMap<usize, i64> = sweep
@@ -266,63 +252,9 @@ pub fn analyse(build: &Build) -> BuildAnalysis {
         .saturating_mul(sweep.covered)
         .saturating_sub(sweep.area)
         .max(0);
-    #[derive(Default)]
-    struct Obj<'a> {
-        slowest: i64,
-        slowest_arch: &'a str,
-        device: i64,
-        bundle: i64,
-        host: i64,
-        first: Option<i64>,
-        last: i64,
-    }
-    // Objects and archs are numbered by the build: index, never hash, per job.
-    let mut per_arch: Vec<ArchTime> = vec![ArchTime::default(); build.arch_count()];
-    let mut obj_list: Vec<(&str, Obj)> = (0..build.object_count())
-        .map(|i| (build.object_name(i), Obj::default()))
-        .collect();
-    let mut other_serial = 0i64;
-    let mut longest_other = 0i64;
-    // The slowest steps so far, slowest first; ties go to the earlier job (jobs are in
-    // start order, so a later job never displaces an equal one).
-    let mut top: Vec<(i64, usize)> = Vec::with_capacity(TOP + 1);
-    for (i, j) in jobs.iter().enumerate() {
-        let d = j.duration();
-        job_ms = job_ms.saturating_add(d);
-        if top.len() < TOP || top.last().is_some_and(|&(worst, _)| d > worst) {
-            let at = top.partition_point(|&(t, _)| t >= d);
-            top.insert(at, (d, i));
-            top.truncate(TOP);
-        }
-        if let Some(e) = build
-            .object_index(j)
-            .and_then(|o| obj_list.get_mut(o))
-            .map(|(_, e)| e)
-        {
-            e.first = Some(e.first.map_or(j.start, |f| f.min(j.start)));
-            e.last = e.last.max(j.end);
-            match j.kind {
-                JobKind::Device => {
-                    e.device = e.device.saturating_add(d);
-                    if d > e.slowest || e.slowest_arch.is_empty() {
-                        e.slowest = d;
-                        e.slowest_arch = build.arch(j).unwrap_or_default();
-                    }
-                    if let Some(a) = build.arch_index(j).and_then(|a| per_arch.get_mut(a)) {
-                        a.total_ms = a.total_ms.saturating_add(d);
-                        a.compiles += 1;
-                    }
-                }
-                JobKind::Bundle => e.bundle = e.bundle.saturating_add(d),
-                JobKind::Host => e.host = e.host.saturating_add(d),
-                JobKind::Other => {}
-            }
-        } else {
-            other_serial = other_serial.saturating_add(d);
-            longest_other = longest_other.max(d);
-        }
-    }
-    let per_arch_detail: BTreeMap<String, ArchTime> = per_arch
+    let t = Tally::of(build);
+    let per_arch_detail: BTreeMap<String, ArchTime> = t
+        .per_arch
         .into_iter()
         .enumerate()
         .map(|(k, mut a)| {
@@ -334,55 +266,23 @@ pub fn analyse(build: &Build) -> BuildAnalysis {
             (build.arch_name(k).to_string(), a)
         })
         .collect();
-    let critical = |e: &Obj| e.slowest.saturating_add(e.bundle).saturating_add(e.host);
-    // Only the slowest objects are named: choose them first, then build their entries.
-    // Select on integers (critical path, first appearance), then order the few chosen
-    // by path and name: no string comparisons over all objects.
-    let mut keys: Vec<(std::cmp::Reverse<i64>, usize)> = obj_list
-        .iter()
-        .enumerate()
-        .map(|(i, (_, e))| (std::cmp::Reverse(critical(e)), i))
-        .collect();
-    if keys.len() > TOP {
-        keys.select_nth_unstable(TOP);
-        keys.truncate(TOP);
-    }
-    let mut ranked: Vec<(&str, &Obj)> = keys
-        .iter()
-        .map(|&(_, i)| (obj_list[i].0, &obj_list[i].1))
-        .collect();
-    ranked.sort_by(|a, b| critical(b.1).cmp(&critical(a.1)).then(a.0.cmp(b.0)));
-    let objects: Vec<ObjectTime> = ranked
-        .iter()
-        .map(|(o, e)| ObjectTime {
-            object: o.to_string(),
-            critical_path_ms: critical(e),
-            slowest_device_ms: e.slowest,
-            slowest_arch: e.slowest_arch.to_string(),
-            device_total_ms: e.device,
-            bundle_ms: e.bundle,
-            host_ms: e.host,
-            span_ms: e.last - e.first.unwrap_or(e.last),
-        })
-        .collect();
+    let objects = slowest_objects(&t.objects);
     let (critical_path_ms, critical_object) = match objects.first() {
-        Some(o) if o.critical_path_ms >= longest_other => {
+        Some(o) if o.critical_path_ms >= t.longest_other => {
             (o.critical_path_ms, Some(o.object.clone()))
         }
-        _ => (longest_other, None),
+        _ => (t.longest_other, None),
     };
-    let serial = |e: &Obj| e.device.saturating_add(e.bundle).saturating_add(e.host);
-    let serial_driver_ms = obj_list
-        .iter()
-        .map(|(_, e)| e)
-        .map(serial)
-        .fold(other_serial, i64::saturating_add);
-    let longest_serial_object = obj_list.iter().map(|(_, e)| serial(e)).max().unwrap_or(0);
+    let serial_driver_ms = (t.objects.iter())
+        .map(|(_, e)| e.serial())
+        .fold(t.other_serial, i64::saturating_add);
+    let longest_serial_object = t.objects.iter().map(|(_, e)| e.serial()).max().unwrap_or(0);
     let slots = peak.max(1);
     let estimated_plain_wall_ms = (serial_driver_ms / slots)
         .max(longest_serial_object)
-        .max(longest_other);
-    let slowest_steps: Vec<StepTime> = top
+        .max(t.longest_other);
+    let slowest_steps: Vec<StepTime> = t
+        .top
         .iter()
         .map(|&(_, i)| StepTime {
             name: build.label(&jobs[i]),
@@ -394,9 +294,9 @@ pub fn analyse(build: &Build) -> BuildAnalysis {
     BuildAnalysis {
         wall_ms: wall,
         jobs: jobs.len(),
-        job_ms,
+        job_ms: t.job_ms,
         average_parallelism: if wall > 0 {
-            job_ms as f64 / wall as f64
+            t.job_ms as f64 / wall as f64
         } else {
             0.0
         },
@@ -408,7 +308,7 @@ pub fn analyse(build: &Build) -> BuildAnalysis {
             .map(|(a, t)| (a.clone(), t.total_ms))
             .collect(),
         per_arch_detail,
-        object_count: obj_list.len(),
+        object_count: t.objects.len(),
         objects,
         slowest_steps,
         critical_path_ms,
@@ -417,6 +317,156 @@ pub fn analyse(build: &Build) -> BuildAnalysis {
         serial_driver_ms,
         estimated_plain_wall_ms,
     }
+}
+
+/// The parallelism sweep over every job, in start order.
+fn sweep_jobs(jobs: &[Job], t0: i64, t1: i64) -> Sweep {
+    let mut sweep = Sweep::new(t0, t1);
+    if jobs.is_sorted_by_key(|j| j.start) {
+        for j in jobs {
+            sweep.job(j.start, j.end);
+        }
+    } else {
+        // Builds made elsewhere may not be in start order.
+        let mut by_start: Vec<(i64, i64)> = jobs.iter().map(|j| (j.start, j.end)).collect();
+        by_start.sort_unstable();
+        for (s, e) in by_start {
+            sweep.job(s, e);
+        }
+    }
+    sweep.finish();
+    sweep
+}
+
+/// One object's steps.
+#[derive(Default)]
+struct Obj<'a> {
+    slowest: i64,
+    slowest_arch: &'a str,
+    device: i64,
+    bundle: i64,
+    host: i64,
+    first: Option<i64>,
+    last: i64,
+}
+
+impl Obj<'_> {
+    /// Its slowest device compile, then bundling and the host compile.
+    fn critical(&self) -> i64 {
+        self.slowest
+            .saturating_add(self.bundle)
+            .saturating_add(self.host)
+    }
+
+    /// Every step one after another (as plain hipcc runs them).
+    fn serial(&self) -> i64 {
+        self.device
+            .saturating_add(self.bundle)
+            .saturating_add(self.host)
+    }
+}
+
+/// Every job counted once: per arch, per object, the rest, and the slowest steps.
+struct Tally<'b> {
+    job_ms: i64,
+    per_arch: Vec<ArchTime>,
+    /// Objects and archs are numbered by the build: index, never hash, per job.
+    objects: Vec<(&'b str, Obj<'b>)>,
+    other_serial: i64,
+    longest_other: i64,
+    /// The slowest steps, slowest first: (ms, job index).
+    top: Vec<(i64, usize)>,
+}
+
+impl<'b> Tally<'b> {
+    fn of(build: &'b Build) -> Self {
+        let mut t = Tally {
+            job_ms: 0,
+            per_arch: vec![ArchTime::default(); build.arch_count()],
+            objects: (0..build.object_count())
+                .map(|i| (build.object_name(i), Obj::default()))
+                .collect(),
+            other_serial: 0,
+            longest_other: 0,
+            top: Vec::with_capacity(TOP + 1),
+        };
+        for (i, j) in build.jobs.iter().enumerate() {
+            t.job(build, i, j);
+        }
+        t
+    }
+
+    fn job(&mut self, build: &'b Build, i: usize, j: &Job) {
+        let d = j.duration();
+        self.job_ms = self.job_ms.saturating_add(d);
+        // Ties go to the earlier job (jobs are in start order, so a later job never
+        // displaces an equal one).
+        if self.top.len() < TOP || self.top.last().is_some_and(|&(worst, _)| d > worst) {
+            let at = self.top.partition_point(|&(t, _)| t >= d);
+            self.top.insert(at, (d, i));
+            self.top.truncate(TOP);
+        }
+        let Some(e) = build
+            .object_index(j)
+            .and_then(|o| self.objects.get_mut(o))
+            .map(|(_, e)| e)
+        else {
+            self.other_serial = self.other_serial.saturating_add(d);
+            self.longest_other = self.longest_other.max(d);
+            return;
+        };
+        e.first = Some(e.first.map_or(j.start, |f| f.min(j.start)));
+        e.last = e.last.max(j.end);
+        match j.kind {
+            JobKind::Device => {
+                e.device = e.device.saturating_add(d);
+                if d > e.slowest || e.slowest_arch.is_empty() {
+                    e.slowest = d;
+                    e.slowest_arch = build.arch(j).unwrap_or_default();
+                }
+                if let Some(a) = build.arch_index(j).and_then(|a| self.per_arch.get_mut(a)) {
+                    a.total_ms = a.total_ms.saturating_add(d);
+                    a.compiles += 1;
+                }
+            }
+            JobKind::Bundle => e.bundle = e.bundle.saturating_add(d),
+            JobKind::Host => e.host = e.host.saturating_add(d),
+            JobKind::Other => {}
+        }
+    }
+}
+
+/// Only the slowest objects are named: choose them first, then build their entries.
+/// Select on integers (critical path, first appearance), then order the few chosen
+/// by path and name: no string comparisons over all objects.
+fn slowest_objects(objects: &[(&str, Obj)]) -> Vec<ObjectTime> {
+    let mut keys: Vec<(std::cmp::Reverse<i64>, usize)> = objects
+        .iter()
+        .enumerate()
+        .map(|(i, (_, e))| (std::cmp::Reverse(e.critical()), i))
+        .collect();
+    if keys.len() > TOP {
+        keys.select_nth_unstable(TOP);
+        keys.truncate(TOP);
+    }
+    let mut ranked: Vec<(&str, &Obj)> = keys
+        .iter()
+        .map(|&(_, i)| (objects[i].0, &objects[i].1))
+        .collect();
+    ranked.sort_by(|a, b| b.1.critical().cmp(&a.1.critical()).then(a.0.cmp(b.0)));
+    ranked
+        .iter()
+        .map(|(o, e)| ObjectTime {
+            object: o.to_string(),
+            critical_path_ms: e.critical(),
+            slowest_device_ms: e.slowest,
+            slowest_arch: e.slowest_arch.to_string(),
+            device_total_ms: e.device,
+            bundle_ms: e.bundle,
+            host_ms: e.host,
+            span_ms: e.last - e.first.unwrap_or(e.last),
+        })
+        .collect()
 }
 
 #[cfg(test)]
