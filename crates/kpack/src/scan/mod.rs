@@ -68,99 +68,31 @@ pub fn scan(
     if root_meta.is_file() && crate::wheel::is_wheel_path(root) {
         return crate::wheel::scan_wheel(root, opts, sink);
     }
-    let mut diagnostics = Vec::new();
-    let mut entries = Vec::new();
-    let mut directories = 0u64;
-    if root_meta.is_dir() {
-        for item in walkdir::WalkDir::new(root)
-            .follow_links(false)
-            .sort_by_file_name()
-            .min_depth(1)
-        {
-            match item {
-                Ok(item) => {
-                    let rel_path = item.path().strip_prefix(root).unwrap_or(item.path());
-                    // Reports, ledgers and archive keys name files by text: a name
-                    // that is not UTF-8 is carried escaped, exactly; one that cannot
-                    // be told from such a spelling is not addressed at all, and said.
-                    let rel = match crate::relpath::encode(rel_path) {
-                        Ok(rel) => rel,
-                        Err(why) => {
-                            diagnostics.push(Diagnostic {
-                                path: rel_string(rel_path),
-                                severity: Severity::Error,
-                                message: format!("{why}; not read"),
-                                unreadable: true,
-                            });
-                            continue;
-                        }
-                    };
-                    match item.metadata() {
-                        Ok(meta) if meta.is_dir() => directories += 1,
-                        Ok(meta) => {
-                            sink.event(ScanEvent::Listed {
-                                path: rel.clone(),
-                                bytes: meta.len(),
-                            });
-                            entries.push(Entry {
-                                rel,
-                                abs: item.path().to_path_buf(),
-                                meta,
-                            })
-                        }
-                        Err(e) => diagnostics.push(Diagnostic {
-                            path: rel,
-                            severity: Severity::Error,
-                            message: format!("cannot stat: {e}"),
-                            unreadable: true,
-                        }),
-                    }
-                }
-                Err(e) => {
-                    let path = e
-                        .path()
-                        .map(|p| rel_string(p.strip_prefix(root).unwrap_or(p)))
-                        .unwrap_or_default();
-                    let msg = e
-                        .io_error()
-                        .map_or_else(|| e.to_string(), ToString::to_string);
-                    diagnostics.push(Diagnostic {
-                        path,
-                        severity: Severity::Error,
-                        message: format!("cannot read directory: {msg}"),
-                        unreadable: true,
-                    });
-                }
-            }
-        }
+    let Listing {
+        mut entries,
+        diagnostics,
+        directories,
+    } = if root_meta.is_dir() {
+        list_tree(root, sink)
     } else {
         let name = root
             .file_name()
             .map_or_else(|| root.display().to_string(), |n| rel_string(Path::new(n)));
         let meta = std::fs::symlink_metadata(root).map_err(|e| Error::io(root, e))?;
-        entries.push(Entry {
-            rel: name,
-            abs: root.to_path_buf(),
-            meta,
-        });
-    }
+        Listing {
+            entries: vec![Entry {
+                rel: name,
+                abs: root.to_path_buf(),
+                meta,
+            }],
+            ..Listing::default()
+        }
+    };
     entries.sort_by(|a, b| a.rel.cmp(&b.rel));
 
     // Hard links: the first path (in sorted order) of an inode is inspected, later
     // ones refer to it.
-    let mut first_of_inode: HashMap<(u64, u64), usize> = HashMap::new();
-    let mut link_of: Vec<Option<usize>> = vec![None; entries.len()];
-    for (i, e) in entries.iter().enumerate() {
-        if e.meta.file_type().is_file() && e.meta.nlink() > 1 {
-            let key = (e.meta.dev(), e.meta.ino());
-            match first_of_inode.get(&key) {
-                Some(&first) => link_of[i] = Some(first),
-                None => {
-                    first_of_inode.insert(key, i);
-                }
-            }
-        }
-    }
+    let link_of = hard_links(&entries);
     let (files, bytes) = entries
         .iter()
         .zip(&link_of)
@@ -220,6 +152,101 @@ pub fn scan(
         diagnostics,
         directories,
     ))
+}
+
+/// What a walk of a directory found: its files (not sorted), what could not be
+/// read, and how many directories.
+#[derive(Default)]
+struct Listing {
+    entries: Vec<Entry>,
+    diagnostics: Vec<Diagnostic>,
+    directories: u64,
+}
+
+/// Walk `root` without following symlinks, each file listed as it is found.
+fn list_tree(root: &Path, sink: &dyn EventSink<ScanEvent>) -> Listing {
+    let mut l = Listing::default();
+    for item in walkdir::WalkDir::new(root)
+        .follow_links(false)
+        .sort_by_file_name()
+        .min_depth(1)
+    {
+        let item = match item {
+            Ok(item) => item,
+            Err(e) => {
+                let path = e
+                    .path()
+                    .map(|p| rel_string(p.strip_prefix(root).unwrap_or(p)))
+                    .unwrap_or_default();
+                let msg = e
+                    .io_error()
+                    .map_or_else(|| e.to_string(), ToString::to_string);
+                l.diagnostics.push(Diagnostic {
+                    path,
+                    severity: Severity::Error,
+                    message: format!("cannot read directory: {msg}"),
+                    unreadable: true,
+                });
+                continue;
+            }
+        };
+        let rel_path = item.path().strip_prefix(root).unwrap_or(item.path());
+        // Reports, ledgers and archive keys name files by text: a name that is not
+        // UTF-8 is carried escaped, exactly; one that cannot be told from such a
+        // spelling is not addressed at all, and said.
+        let rel = match crate::relpath::encode(rel_path) {
+            Ok(rel) => rel,
+            Err(why) => {
+                l.diagnostics.push(Diagnostic {
+                    path: rel_string(rel_path),
+                    severity: Severity::Error,
+                    message: format!("{why}; not read"),
+                    unreadable: true,
+                });
+                continue;
+            }
+        };
+        match item.metadata() {
+            Ok(meta) if meta.is_dir() => l.directories += 1,
+            Ok(meta) => {
+                sink.event(ScanEvent::Listed {
+                    path: rel.clone(),
+                    bytes: meta.len(),
+                });
+                l.entries.push(Entry {
+                    rel,
+                    abs: item.path().to_path_buf(),
+                    meta,
+                })
+            }
+            Err(e) => l.diagnostics.push(Diagnostic {
+                path: rel,
+                severity: Severity::Error,
+                message: format!("cannot stat: {e}"),
+                unreadable: true,
+            }),
+        }
+    }
+    l
+}
+
+/// For each entry (sorted), the first entry of its inode when it is a later name
+/// of a hard-linked file.
+fn hard_links(entries: &[Entry]) -> Vec<Option<usize>> {
+    let mut first_of_inode: HashMap<(u64, u64), usize> = HashMap::new();
+    let mut link_of: Vec<Option<usize>> = vec![None; entries.len()];
+    for (i, e) in entries.iter().enumerate() {
+        if e.meta.file_type().is_file() && e.meta.nlink() > 1 {
+            let key = (e.meta.dev(), e.meta.ino());
+            match first_of_inode.get(&key) {
+                Some(&first) => link_of[i] = Some(first),
+                None => {
+                    first_of_inode.insert(key, i);
+                }
+            }
+        }
+    }
+    link_of
 }
 
 /// A report from entries inspected so far (a scan in progress): sorted by path,
