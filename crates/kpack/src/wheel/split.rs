@@ -19,14 +19,17 @@ use super::bootstrap;
 use super::metadata;
 use super::project::keeps;
 pub use super::project::{ProjectedWheel, WheelProjection, project};
-use super::split_checks::{Selection, bad, check_wheel, check_written, output_dir, require_split};
+use super::split_checks::{
+    Selection, bad, check_wheel, check_written, finish_archives, output_dir, place_wheels,
+    placed_sizes, refuse_present, require_split,
+};
 use super::{Contents, Wheel};
 use crate::elf::{self, ElfContent, ElfKind};
 use crate::error::{Error, Result};
 use crate::event::EventSink;
 use crate::kerneldb::{self, Database};
 use crate::kpack::Marker;
-use crate::kpack::archive::{Archive, ArchiveMeta, ArchiveWriter, Scheme};
+use crate::kpack::archive::{ArchiveMeta, ArchiveWriter, Scheme};
 use crate::kpack::resolve::GFXARCH;
 use crate::pack::{PackEvent, Phase};
 use crate::zip::{Member, Stored};
@@ -290,37 +293,33 @@ fn split_wheel_into(
         elsewhere,
         &overlay,
     )?;
-    let mut key_of: BTreeMap<String, String> = BTreeMap::new();
-    for t in &targets {
-        let k = bootstrap::bundle_key(t).map_err(|e| bad(input, e))?;
-        key_of.insert(t.clone(), k);
-    }
+    let key_of: BTreeMap<String, String> = (targets.iter())
+        .map(|t| {
+            Ok((
+                t.clone(),
+                bootstrap::bundle_key(t).map_err(|e| bad(input, e))?,
+            ))
+        })
+        .collect::<Result<_>>()?;
     let keys: BTreeSet<String> = key_of.values().cloned().collect();
 
     // Device wheels carry the host wheel's tags: the file name's (the host wheel
     // keeps it), which WHEEL's Tag lines should agree with.
     let tag_set = wheel_tags(&input_name, &info.tags, &mut warnings);
     let tag = tag_set.compressed.clone();
-    let dev_files: Vec<(String, String)> = keys
-        .iter()
+    let dev_files: Vec<(String, String)> = (keys.iter())
         .map(|k| {
-            let dist = bootstrap::dist_name(prefix, k);
-            let file = metadata::wheel_file_name(&dist, &info.version, &tag);
-            (k.clone(), file)
+            (
+                k.clone(),
+                metadata::wheel_file_name(&bootstrap::dist_name(prefix, k), &info.version, &tag),
+            )
         })
         .collect();
     // Output names, refused if present (unless --force) before anything is written.
     let names: Vec<String> = std::iter::once(input_name.clone())
         .chain(dev_files.iter().map(|(_, f)| f.clone()))
         .collect();
-    for n in &names {
-        if !opts.force && std::fs::symlink_metadata(out.join(n)).is_ok() {
-            return Err(Error::Invalid(format!(
-                "{}: {n} already exists (--force replaces it)",
-                out.display()
-            )));
-        }
-    }
+    refuse_present(out, &names, opts.force)?;
 
     sink.event(PackEvent::Finishing("writing archives"));
     let archives = finish_archives(writers)?;
@@ -335,32 +334,20 @@ fn split_wheel_into(
     let host_members = write_host(&wheel, &results, &host_path, prefix, &keys, opts.zip_level)?;
     // Device wheels, one per key (in parallel: each is its own file).
     sink.event(PackEvent::Finishing("writing device wheels"));
-    let device = |k: &String, file: &String| {
-        let ts: Vec<&String> = key_of
-            .iter()
-            .filter(|(_, v)| *v == k)
-            .map(|(t, _)| t)
-            .collect();
-        write_device(&DeviceWheel {
-            wheel: &wheel,
-            tags: &tag_set,
-            results: &results,
-            path: &stage.path().join(file),
-            key: k,
-            targets: &ts,
-            archives: &archives,
-            keys: &keys,
-            overlay: &overlay,
-            group: &group,
-            opts,
-        })
+    let base = DeviceWheel {
+        wheel: &wheel,
+        tags: &tag_set,
+        results: &results,
+        path: stage.path(),
+        key: "",
+        targets: &[],
+        archives: &archives,
+        keys: &keys,
+        overlay: &overlay,
+        group: &group,
+        opts,
     };
-    let build =
-        || -> Result<Vec<WheelOut>> { dev_files.par_iter().map(|(k, f)| device(k, f)).collect() };
-    let mut devices = crate::parallel::on_threads(opts.threads, build)??;
-    for (d, (_, file)) in devices.iter_mut().zip(&dev_files) {
-        d.file = file.clone();
-    }
+    let mut devices = write_devices(&base, &key_of, &dev_files)?;
 
     // Read every wheel back before it is placed.
     sink.event(PackEvent::Finishing("checking wheels"));
@@ -370,40 +357,8 @@ fn split_wheel_into(
         return Err(Error::Cancelled);
     }
     sink.event(PackEvent::Finishing("renaming into place"));
-    let bytes_out = names
-        .iter()
-        .map(|n| std::fs::metadata(stage.path().join(n)).map_or(0, |m| m.len()))
-        .sum();
-    // The host wheel and its device wheels appear together, in one switch: never a
-    // new host wheel beside old device wheels.
-    let change = crate::place::Change {
-        staged: &names,
-        gone: &[],
-        guarded: &names,
-        replace: opts.force,
-    };
-    if let crate::place::Placed::OneByOne(why) =
-        crate::place::place_set(stage.path(), out, &change, "wheel")?
-    {
-        warnings.push(format!(
-            "{}: wheels placed one by one, not in one switch ({why})",
-            out.display()
-        ));
-    }
-    let size = |f: &str| std::fs::metadata(out.join(f)).map_or(0, |m| m.len());
-    let host = WheelOut {
-        file: input_name.clone(),
-        dist: info.name.clone(),
-        bundle_key: None,
-        level: None,
-        members: host_members,
-        bytes: size(&input_name),
-        archives: Vec::new(),
-        database_files: 0,
-    };
-    for d in &mut devices {
-        d.bytes = size(&d.file);
-    }
+    let bytes_out = place_wheels(stage.path(), out, &names, opts.force, &mut warnings)?;
+    let host = placed_sizes(out, &input_name, &info.name, host_members, &mut devices);
     if skipped_kernels > 0 {
         warnings.push(format!(
             "{skipped_kernels} code object(s) of targets left out by --target/--family are in \
@@ -432,26 +387,32 @@ fn split_wheel_into(
     })
 }
 
-/// Every archive finished and read back: by target, its path and summary.
-fn finish_archives(
-    writers: BTreeMap<String, std::sync::Arc<ArchiveWriter>>,
-) -> Result<BTreeMap<String, (PathBuf, crate::kpack::archive::ArchiveSummary)>> {
-    let mut archives = BTreeMap::new();
-    for (t, w) in writers {
-        let w = std::sync::Arc::try_unwrap(w)
-            .map_err(|_| Error::Invalid("archive writer still in use".into()))?;
-        let s = w.finish()?;
-        let faults = Archive::open(&s.path)?.verify();
-        if !faults.is_empty() {
-            return Err(Error::Invalid(format!(
-                "{}: the archive just written does not read back: {}",
-                s.path.display(),
-                faults.join("; ")
-            )));
-        }
-        archives.insert(t, (s.path.clone(), s));
-    }
-    Ok(archives)
+/// The device wheels, one per (key, file name), in parallel (each is its own file):
+/// `base` with its path the stage, each written there with its targets.
+fn write_devices(
+    base: &DeviceWheel,
+    key_of: &BTreeMap<String, String>,
+    dev_files: &[(String, String)],
+) -> Result<Vec<WheelOut>> {
+    let device = |k: &String, file: &String| {
+        let ts: Vec<&String> = key_of
+            .iter()
+            .filter(|(_, v)| *v == k)
+            .map(|(t, _)| t)
+            .collect();
+        let path = base.path.join(file);
+        let mut out = write_device(&DeviceWheel {
+            path: &path,
+            key: k,
+            targets: &ts,
+            ..*base
+        })?;
+        out.file = file.clone();
+        Ok(out)
+    };
+    let build =
+        || -> Result<Vec<WheelOut>> { dev_files.par_iter().map(|(k, f)| device(k, f)).collect() };
+    crate::parallel::on_threads(base.opts.threads, build)?
 }
 
 pub(crate) fn sha_of(zip: &[u8], m: &Member) -> std::io::Result<[u8; 32]> {

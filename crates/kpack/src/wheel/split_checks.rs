@@ -1,17 +1,23 @@
-//! What a wheel split checks before and after its workers run: the wheel and the
-//! options ([`check_wheel`], [`Selection::of`]), the output directory
-//! ([`output_dir`]), that something was split ([`require_split`]) and that every
-//! wheel written reads back ([`check_written`]).
+//! What a wheel split checks before and after its workers run, and how its output
+//! is placed: the wheel and the options ([`check_wheel`], [`Selection::of`]), the
+//! output directory and names ([`output_dir`], [`refuse_present`]), that something
+//! was split ([`require_split`]), the archives and wheels written read back
+//! ([`finish_archives`], [`check_written`]), then placed in one switch
+//! ([`place_wheels`], [`placed_sizes`]).
 
 use super::Wheel;
 use super::bootstrap;
+use super::split::WheelOut;
 use super::split::WheelSplitOptions;
 use crate::error::{Error, Result};
 use crate::event::EventSink;
+use crate::kpack::archive::{Archive, ArchiveWriter};
 use crate::pack::PackEvent;
 use crate::zip;
+use std::collections::BTreeMap;
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::path::PathBuf;
 
 /// `input: what`, as every refusal of the wheel says it.
 pub(super) fn bad(input: &Path, what: String) -> Error {
@@ -208,4 +214,94 @@ pub(super) fn check_written(stage: &Path, names: &[String]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The host wheel's entry, and every wheel's size as placed in `out`.
+pub(super) fn placed_sizes(
+    out: &Path,
+    input_name: &str,
+    dist: &str,
+    members: u64,
+    devices: &mut [WheelOut],
+) -> WheelOut {
+    let size = |f: &str| std::fs::metadata(out.join(f)).map_or(0, |m| m.len());
+    for d in devices.iter_mut() {
+        d.bytes = size(&d.file);
+    }
+    WheelOut {
+        file: input_name.to_string(),
+        dist: dist.to_string(),
+        bundle_key: None,
+        level: None,
+        members,
+        bytes: size(input_name),
+        archives: Vec::new(),
+        database_files: 0,
+    }
+}
+
+/// Output names already present are refused (unless `--force`), before anything
+/// is written.
+pub(super) fn refuse_present(out: &Path, names: &[String], force: bool) -> Result<()> {
+    for n in names {
+        if !force && std::fs::symlink_metadata(out.join(n)).is_ok() {
+            return Err(Error::Invalid(format!(
+                "{}: {n} already exists (--force replaces it)",
+                out.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The host wheel and its device wheels appear together, in one switch: never a
+/// new host wheel beside old device wheels. Returns the bytes placed.
+pub(super) fn place_wheels(
+    stage: &Path,
+    out: &Path,
+    names: &[String],
+    force: bool,
+    warnings: &mut Vec<String>,
+) -> Result<u64> {
+    let bytes_out = names
+        .iter()
+        .map(|n| std::fs::metadata(stage.join(n)).map_or(0, |m| m.len()))
+        .sum();
+    let change = crate::place::Change {
+        staged: names,
+        gone: &[],
+        guarded: names,
+        replace: force,
+    };
+    if let crate::place::Placed::OneByOne(why) =
+        crate::place::place_set(stage, out, &change, "wheel")?
+    {
+        warnings.push(format!(
+            "{}: wheels placed one by one, not in one switch ({why})",
+            out.display()
+        ));
+    }
+    Ok(bytes_out)
+}
+
+/// Every archive finished and read back: by target, its path and summary.
+pub(super) fn finish_archives(
+    writers: BTreeMap<String, std::sync::Arc<ArchiveWriter>>,
+) -> Result<BTreeMap<String, (PathBuf, crate::kpack::archive::ArchiveSummary)>> {
+    let mut archives = BTreeMap::new();
+    for (t, w) in writers {
+        let w = std::sync::Arc::try_unwrap(w)
+            .map_err(|_| Error::Invalid("archive writer still in use".into()))?;
+        let s = w.finish()?;
+        let faults = Archive::open(&s.path)?.verify();
+        if !faults.is_empty() {
+            return Err(Error::Invalid(format!(
+                "{}: the archive just written does not read back: {}",
+                s.path.display(),
+                faults.join("; ")
+            )));
+        }
+        archives.insert(t, (s.path.clone(), s));
+    }
+    Ok(archives)
 }
