@@ -2,8 +2,9 @@
 //! otherwise (CI logs), nothing when quiet.
 
 use super::size;
-use kpack::event::{EventSink, ScanEvent};
+use kpack::event::EventSink;
 use kpack::pack::{self, PackEvent};
+use kpack::scan::ScanEvent;
 use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

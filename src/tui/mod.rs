@@ -37,7 +37,8 @@ mod tests;
 
 use anyhow::Result;
 use app::{App, AppEvent, Request};
-use kpack::event::{EventSink, ScanEvent};
+use kpack::event::EventSink;
+use kpack::scan::ScanEvent;
 use ratatui::crossterm::event::{self, Event, KeyEventKind};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,41 +1,12 @@
-//! Progress events from long operations, and the sink that receives them.
+//! The sink that receives progress events from long operations, and the token that
+//! cancels them. Each operation's events live with it (`scan::ScanEvent`,
+//! `pack::PackEvent`), so this module imports none of them.
 //!
 //! The core pushes events into a `&dyn EventSink`; the TUI forwards them to its
 //! channel, the batch mode prints them. Events are small and `Send`.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-
-/// An event of the tree scan.
-#[derive(Debug, Clone)]
-pub enum ScanEvent {
-    /// The walk finished listing entries: `files` regular files, `bytes` in total.
-    Discovered {
-        /// Regular files to inspect.
-        files: u64,
-        /// Their total size.
-        bytes: u64,
-    },
-    /// One file was inspected.
-    FileDone {
-        /// Path relative to the root.
-        path: PathBuf,
-        /// Its size.
-        bytes: u64,
-    },
-    /// An entry was found by the walk (before it is inspected): a front end can show
-    /// the tree's shape at once.
-    Listed {
-        /// Path relative to the root.
-        path: String,
-        /// Its size.
-        bytes: u64,
-    },
-    /// The report of one entry, as soon as it is ready (a front end can show the tree
-    /// filling in). Reports arrive in any order.
-    Inspected(Box<crate::scan::FileReport>),
-}
 
 /// Receiver of progress events. Must be cheap: it is called from worker threads.
 pub trait EventSink<E>: Sync {

@@ -11,13 +11,15 @@
 mod report;
 mod thin;
 
+mod event;
+pub use event::ScanEvent;
 pub use report::*;
 
 use crate::bundle::{self};
 use crate::coff;
 use crate::elf::{self, ElfContent};
 use crate::error::{Error, Result};
-use crate::event::{EventSink, ScanEvent};
+use crate::event::EventSink;
 use crate::fsutil::{map_open_file, open_regular};
 use crate::kerneldb::{self, Database};
 use rayon::prelude::*;

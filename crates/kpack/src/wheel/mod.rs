@@ -11,9 +11,10 @@ pub mod split;
 mod split_checks;
 
 use crate::error::{Error, Result};
-use crate::event::{EventSink, ScanEvent};
+use crate::event::EventSink;
 use crate::fsutil;
 use crate::kerneldb::{self, Database};
+use crate::scan::ScanEvent;
 use crate::scan::{self, FileKind, FileReport, ScanOptions, TreeReport};
 use crate::zip::{self, Member, ZipIndex};
 use rayon::prelude::*;
