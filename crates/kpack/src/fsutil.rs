@@ -140,6 +140,34 @@ impl Write for SparseWriter<'_> {
     }
 }
 
+/// Copy the opened input `from` (at `src`) to the new file `dst`, with the mode and
+/// modification time of `meta`. A full disk is the output's problem and names
+/// `dst`; any other read error names `src`. Returns the bytes copied.
+pub fn copy_opened(
+    mut from: File,
+    src: &Path,
+    dst: &Path,
+    meta: &std::fs::Metadata,
+) -> Result<u64> {
+    let mut to = File::create_new(dst).map_err(|e| Error::io(dst, e))?;
+    let n = std::io::copy(&mut from, &mut to).map_err(|e| {
+        if matches!(
+            e.raw_os_error(),
+            Some(libc::ENOSPC | libc::EDQUOT | libc::EFBIG)
+        ) {
+            Error::io(dst, e)
+        } else {
+            Error::io(src, e)
+        }
+    })?;
+    drop(to);
+    std::fs::set_permissions(dst, meta.permissions()).map_err(|e| Error::io(dst, e))?;
+    if let (Ok(f), Ok(m)) = (File::options().write(true).open(dst), meta.modified()) {
+        let _ = f.set_times(std::fs::FileTimes::new().set_modified(m));
+    }
+    Ok(n)
+}
+
 /// Open a regular file for reading without following a symlink or blocking on a
 /// fifo swapped in after the walk.
 pub fn open_regular(path: &Path) -> std::io::Result<File> {

@@ -650,27 +650,8 @@ impl Ctx<'_> {
 /// Copy a regular input file the scan read (`identity`): not through a symlink, and
 /// only the very file the scan saw.
 fn copy(src: &Path, dst: &Path, identity: Option<(u64, u64)>) -> Result<u64> {
-    let (mut from, meta) = fsutil::open_scanned(src, identity).map_err(|e| changed(src, e))?;
-    let mut to = std::fs::File::create_new(dst).map_err(|e| Error::io(dst, e))?;
-    let n = std::io::copy(&mut from, &mut to).map_err(|e| {
-        if matches!(
-            e.raw_os_error(),
-            Some(libc::ENOSPC | libc::EDQUOT | libc::EFBIG)
-        ) {
-            Error::io(dst, e)
-        } else {
-            Error::io(src, e)
-        }
-    })?;
-    drop(to);
-    std::fs::set_permissions(dst, meta.permissions()).map_err(|e| Error::io(dst, e))?;
-    if let (Ok(f), Ok(m)) = (
-        std::fs::File::options().write(true).open(dst),
-        meta.modified(),
-    ) {
-        let _ = f.set_times(std::fs::FileTimes::new().set_modified(m));
-    }
-    Ok(n)
+    let (from, meta) = fsutil::open_scanned(src, identity).map_err(|e| changed(src, e))?;
+    fsutil::copy_opened(from, src, dst, &meta)
 }
 
 fn changed(src: &Path, e: std::io::Error) -> Error {

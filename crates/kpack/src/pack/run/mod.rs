@@ -35,15 +35,6 @@ fn changed(src: &Path, e: std::io::Error) -> Error {
     ))
 }
 
-fn set_mtime(path: &Path, meta: &std::fs::Metadata) {
-    if let (Ok(f), Ok(m)) = (
-        std::fs::File::options().write(true).open(path),
-        meta.modified(),
-    ) {
-        let _ = f.set_times(std::fs::FileTimes::new().set_modified(m));
-    }
-}
-
 fn set_dir_mtime(path: &Path, meta: &std::fs::Metadata) {
     if let (Ok(f), Ok(m)) = (std::fs::File::open(path), meta.modified()) {
         let _ = f.set_times(std::fs::FileTimes::new().set_modified(m));
@@ -231,24 +222,9 @@ impl Worker<'_> {
     /// is still the file `meta` describes (a file swapped for a symlink or another
     /// file after the scan is not followed out of the tree).
     fn copy(&self, src: &Path, dst: &Path, meta: &std::fs::Metadata) -> Result<u64> {
-        let (mut from, _) = fsutil::open_scanned(src, Some((meta.dev(), meta.ino())))
+        let (from, _) = fsutil::open_scanned(src, Some((meta.dev(), meta.ino())))
             .map_err(|e| changed(src, e))?;
-        let mut to = std::fs::File::create_new(dst).map_err(|e| Error::io(dst, e))?;
-        // A full disk is the output's problem, not the source file's.
-        let n = std::io::copy(&mut from, &mut to).map_err(|e| {
-            if matches!(
-                e.raw_os_error(),
-                Some(libc::ENOSPC | libc::EDQUOT | libc::EFBIG)
-            ) {
-                Error::io(dst, e)
-            } else {
-                Error::io(src, e)
-            }
-        })?;
-        drop(to);
-        std::fs::set_permissions(dst, meta.permissions()).map_err(|e| Error::io(dst, e))?;
-        set_mtime(dst, meta);
-        Ok(n)
+        fsutil::copy_opened(from, src, dst, meta)
     }
 
     fn process(&self, worker: usize, f: &FileReport) -> Result<()> {
