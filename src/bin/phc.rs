@@ -5,7 +5,7 @@ use std::os::unix::process::CommandExt;
 
 #[path = "../cli/generate.rs"]
 mod generate;
-#[path = "../phc_launch.rs"]
+#[path = "../phc_launch/mod.rs"]
 mod phc_launch;
 #[path = "../version.rs"]
 mod version;
