@@ -1,11 +1,15 @@
-//! A minimal streaming MessagePack reader for the `.kpack` TOC.
+//! A streaming MessagePack reader for the `.kpack` TOC, on `rmp`'s decoder.
 //!
 //! The TOC has one entry per kernel (tens of thousands in large archives); decoding
 //! it straight into the index, without building a value tree, halves the cost of
-//! opening an archive. Every read checks the bytes present, so a declared length
-//! never leads to an allocation larger than the input, and nesting is bounded.
+//! opening an archive. `rmp::decode` reads the markers, lengths and integers; this
+//! reader adds what a hostile file needs: every declared length is checked against
+//! the bytes present (no allocation larger than the input), nesting is bounded, and
+//! errors name the field and its file offset.
 
 use crate::error::{FormatError, FormatResult};
+use rmp::Marker;
+use rmp::decode;
 
 /// Deepest nesting skipped in unknown values.
 const MAX_DEPTH: u32 = 64;
@@ -57,20 +61,23 @@ impl Kind {
             Kind::Reserved => "an invalid MessagePack byte",
         }
     }
-}
 
-fn kind_of(b: u8) -> Kind {
-    match b {
-        0x00..=0x7f | 0xe0..=0xff | 0xcc..=0xd3 => Kind::Int,
-        0x80..=0x8f | 0xde | 0xdf => Kind::Map,
-        0x90..=0x9f | 0xdc | 0xdd => Kind::Array,
-        0xa0..=0xbf | 0xd9..=0xdb => Kind::Str,
-        0xc0 => Kind::Nil,
-        0xc2 | 0xc3 => Kind::Bool,
-        0xc4..=0xc6 => Kind::Bin,
-        0xca | 0xcb => Kind::Float,
-        0xc7..=0xc9 | 0xd4..=0xd8 => Kind::Ext,
-        0xc1 => Kind::Reserved,
+    fn of(m: Marker) -> Kind {
+        use Marker as M;
+        match m {
+            M::FixPos(_) | M::FixNeg(_) | M::U8 | M::U16 | M::U32 | M::U64 => Kind::Int,
+            M::I8 | M::I16 | M::I32 | M::I64 => Kind::Int,
+            M::FixMap(_) | M::Map16 | M::Map32 => Kind::Map,
+            M::FixArray(_) | M::Array16 | M::Array32 => Kind::Array,
+            M::FixStr(_) | M::Str8 | M::Str16 | M::Str32 => Kind::Str,
+            M::Null => Kind::Nil,
+            M::True | M::False => Kind::Bool,
+            M::Bin8 | M::Bin16 | M::Bin32 => Kind::Bin,
+            M::F32 | M::F64 => Kind::Float,
+            M::FixExt1 | M::FixExt2 | M::FixExt4 | M::FixExt8 | M::FixExt16 => Kind::Ext,
+            M::Ext8 | M::Ext16 | M::Ext32 => Kind::Ext,
+            M::Reserved => Kind::Reserved,
+        }
     }
 }
 
@@ -94,9 +101,22 @@ impl<'a> Reader<'a> {
         FormatError::new(self.offset(), what)
     }
 
+    fn truncated(&self) -> FormatError {
+        self.err("truncated MessagePack value")
+    }
+
+    /// Run an `rmp` decoder on the bytes left, advancing past what it read; any
+    /// error it reports is a value cut short (the kind was checked before).
+    fn decode<T, E>(&mut self, f: impl FnOnce(&mut &'a [u8]) -> Result<T, E>) -> FormatResult<T> {
+        let mut rest: &'a [u8] = &self.buf[self.pos..];
+        let v = f(&mut rest).map_err(|_| self.truncated())?;
+        self.pos = self.buf.len() - rest.len();
+        Ok(v)
+    }
+
     fn take(&mut self, n: usize) -> FormatResult<&'a [u8]> {
         if n > self.remaining() {
-            return Err(self.err("truncated MessagePack value"));
+            return Err(self.truncated());
         }
         let s = &self.buf[self.pos..self.pos + n];
         self.pos += n;
@@ -114,28 +134,23 @@ impl<'a> Reader<'a> {
     pub fn peek(&self) -> FormatResult<Kind> {
         self.buf
             .get(self.pos)
-            .map(|&b| kind_of(b))
-            .ok_or_else(|| self.err("truncated MessagePack value"))
+            .map(|&b| Kind::of(Marker::from_u8(b)))
+            .ok_or_else(|| self.truncated())
     }
 
-    fn expect(&self, want: Kind, what: &str) -> FormatResult<u8> {
+    fn expect(&self, want: Kind, what: &str) -> FormatResult<()> {
         let k = self.peek()?;
         if k != want {
             return Err(self.err(format!("{what} is {}, expected {}", k.name(), want.name())));
         }
-        Ok(self.buf[self.pos])
+        Ok(())
     }
 
     /// A map header; the count is bounded by the bytes left (two per entry at least).
     pub fn map_len(&mut self, what: &str) -> FormatResult<usize> {
-        let b = self.expect(Kind::Map, what)?;
-        self.pos += 1;
-        let n = match b {
-            0x80..=0x8f => u64::from(b & 0x0f),
-            0xde => self.be(2)?,
-            _ => self.be(4)?,
-        };
-        if n > self.remaining() as u64 / 2 {
+        self.expect(Kind::Map, what)?;
+        let n = self.decode(decode::read_map_len)?;
+        if u64::from(n) > self.remaining() as u64 / 2 {
             return Err(self.err(format!(
                 "{what}: map of {n} entries is larger than the data"
             )));
@@ -145,14 +160,9 @@ impl<'a> Reader<'a> {
 
     /// An array header; the count is bounded by the bytes left.
     pub fn array_len(&mut self, what: &str) -> FormatResult<usize> {
-        let b = self.expect(Kind::Array, what)?;
-        self.pos += 1;
-        let n = match b {
-            0x90..=0x9f => u64::from(b & 0x0f),
-            0xdc => self.be(2)?,
-            _ => self.be(4)?,
-        };
-        if n > self.remaining() as u64 {
+        self.expect(Kind::Array, what)?;
+        let n = self.decode(decode::read_array_len)?;
+        if u64::from(n) > self.remaining() as u64 {
             return Err(self.err(format!(
                 "{what}: array of {n} items is larger than the data"
             )));
@@ -162,37 +172,19 @@ impl<'a> Reader<'a> {
 
     /// A str-family string (bin is an error: the runtime ignores bin keys).
     pub fn str(&mut self, what: &str) -> FormatResult<&'a str> {
-        let b = self.expect(Kind::Str, what)?;
+        self.expect(Kind::Str, what)?;
         let at = self.offset();
-        self.pos += 1;
-        let n = match b {
-            0xa0..=0xbf => usize::from(b & 0x1f),
-            0xd9 => self.be(1)? as usize,
-            0xda => self.be(2)? as usize,
-            _ => self.be(4)? as usize,
-        };
-        let bytes = self.take(n)?;
+        let n = self.decode(decode::read_str_len)?;
+        let bytes = self.take(n as usize)?;
         std::str::from_utf8(bytes)
             .map_err(|_| FormatError::new(at, format!("{what} is not valid UTF-8")))
     }
 
     /// A non-negative integer in any width or signedness.
     pub fn uint(&mut self, what: &str) -> FormatResult<u64> {
-        let b = self.expect(Kind::Int, what)?;
+        self.expect(Kind::Int, what)?;
         let at = self.offset();
-        self.pos += 1;
-        let v: i128 = match b {
-            0x00..=0x7f => i128::from(b),
-            0xe0..=0xff => i128::from(b as i8),
-            0xcc => i128::from(self.be(1)?),
-            0xcd => i128::from(self.be(2)?),
-            0xce => i128::from(self.be(4)?),
-            0xcf => i128::from(self.be(8)?),
-            0xd0 => i128::from(self.be(1)? as u8 as i8),
-            0xd1 => i128::from(self.be(2)? as u16 as i16),
-            0xd2 => i128::from(self.be(4)? as u32 as i32),
-            _ => i128::from(self.be(8)? as i64),
-        };
+        let v: i128 = self.decode(decode::read_int)?;
         u64::try_from(v).map_err(|_| FormatError::new(at, format!("{what} is negative ({v})")))
     }
 
@@ -202,56 +194,43 @@ impl<'a> Reader<'a> {
     }
 
     fn skip_depth(&mut self, depth: u32) -> FormatResult<()> {
+        use Marker as M;
         if depth > MAX_DEPTH {
             return Err(self.err("MessagePack nested too deeply"));
         }
-        let b = self.take(1)?[0];
-        let payload = match b {
-            0x00..=0x7f | 0xe0..=0xff | 0xc0 | 0xc2 | 0xc3 => 0,
-            0xa0..=0xbf => usize::from(b & 0x1f),
-            0x80..=0x8f | 0xde | 0xdf => {
-                let n = match b {
-                    0x80..=0x8f => u64::from(b & 0x0f),
-                    0xde => self.be(2)?,
+        let at = self.offset();
+        let m = self.decode(decode::read_marker)?;
+        let payload = match m {
+            M::FixPos(_) | M::FixNeg(_) | M::Null | M::True | M::False => 0,
+            M::FixStr(n) => usize::from(n),
+            M::FixMap(_) | M::Map16 | M::Map32 | M::FixArray(_) | M::Array16 | M::Array32 => {
+                let n = match m {
+                    M::FixMap(n) | M::FixArray(n) => u64::from(n),
+                    M::Map16 | M::Array16 => self.be(2)?,
                     _ => self.be(4)?,
                 };
-                for _ in 0..n.saturating_mul(2) {
+                let per = if Kind::of(m) == Kind::Map { 2 } else { 1 };
+                for _ in 0..n.saturating_mul(per) {
                     self.skip_depth(depth + 1)?;
                 }
                 0
             }
-            0x90..=0x9f | 0xdc | 0xdd => {
-                let n = match b {
-                    0x90..=0x9f => u64::from(b & 0x0f),
-                    0xdc => self.be(2)?,
-                    _ => self.be(4)?,
-                };
-                for _ in 0..n {
-                    self.skip_depth(depth + 1)?;
-                }
-                0
-            }
-            0xcc | 0xd0 => 1,
-            0xcd | 0xd1 => 2,
-            0xce | 0xd2 | 0xca => 4,
-            0xcf | 0xd3 | 0xcb => 8,
-            0xd9 | 0xc4 => self.be(1)? as usize,
-            0xda | 0xc5 => self.be(2)? as usize,
-            0xdb | 0xc6 => self.be(4)? as usize,
-            0xd4 => 2,
-            0xd5 => 3,
-            0xd6 => 5,
-            0xd7 => 9,
-            0xd8 => 17,
-            0xc7 => self.be(1)? as usize + 1,
-            0xc8 => self.be(2)? as usize + 1,
-            0xc9 => self.be(4)? as usize + 1,
-            _ => {
-                return Err(FormatError::new(
-                    self.offset() - 1,
-                    "invalid MessagePack byte 0xc1",
-                ));
-            }
+            M::U8 | M::I8 => 1,
+            M::U16 | M::I16 => 2,
+            M::U32 | M::I32 | M::F32 => 4,
+            M::U64 | M::I64 | M::F64 => 8,
+            M::Str8 | M::Bin8 => self.be(1)? as usize,
+            M::Str16 | M::Bin16 => self.be(2)? as usize,
+            M::Str32 | M::Bin32 => self.be(4)? as usize,
+            M::FixExt1 => 2,
+            M::FixExt2 => 3,
+            M::FixExt4 => 5,
+            M::FixExt8 => 9,
+            M::FixExt16 => 17,
+            M::Ext8 => self.be(1)? as usize + 1,
+            M::Ext16 => self.be(2)? as usize + 1,
+            M::Ext32 => self.be(4)? as usize + 1,
+            M::Reserved => return Err(FormatError::new(at, "invalid MessagePack byte 0xc1")),
         };
         self.take(payload).map(|_| ())
     }
