@@ -198,23 +198,19 @@ fn segment_ranges(data: &[u8]) -> Option<Vec<Range>> {
 fn pe_ranges(data: &[u8]) -> Vec<Range> {
     const EXECUTE: u32 = 0x2000_0000;
     const INITIALIZED: u32 = 0x0000_0040;
-    let Ok(pe) = goblin::pe::PE::parse(data) else {
+    let Ok(pe) = crate::coff::headers(data) else {
         return Vec::new();
     };
     pe.sections
-        .iter()
+        .into_iter()
         .filter(|s| s.characteristics & EXECUTE == 0 && s.characteristics & INITIALIZED != 0)
-        .filter_map(|s| {
-            let name = String::from_utf8_lossy(&s.name)
-                .trim_end_matches('\0')
-                .to_string();
-            (!HIP_SECTIONS.contains(&name.as_str()) && s.size_of_raw_data > 0).then(|| {
-                (
-                    name,
-                    u64::from(s.pointer_to_raw_data),
-                    u64::from(s.size_of_raw_data),
-                )
-            })
+        .filter(|s| !HIP_SECTIONS.contains(&s.name.as_str()) && s.size_of_raw_data > 0)
+        .map(|s| {
+            (
+                s.name,
+                u64::from(s.pointer_to_raw_data),
+                u64::from(s.size_of_raw_data),
+            )
         })
         .collect()
 }

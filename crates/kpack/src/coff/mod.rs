@@ -1,5 +1,6 @@
 //! PE/COFF DLLs with HIP device code: section `.hip_fat` (bundles) and `.hipFatB`
-//! (wrappers), names truncated to 8 characters. Parsed with goblin.
+//! (wrappers), names truncated to 8 characters. Headers read with `object`'s PE
+//! reader ([`headers`]); the rewrite reads and writes them itself (`rewrite.rs`).
 
 use crate::bundle::{self, BundleInfo};
 use crate::error::{FormatError, FormatResult};
@@ -37,17 +38,72 @@ pub fn is_pe(data: &[u8]) -> bool {
     data.starts_with(b"MZ")
 }
 
+/// One section header of a PE image.
+#[derive(Debug, Clone)]
+pub struct SectionHeader {
+    /// Its name (up to 8 bytes, no NUL).
+    pub name: String,
+    /// Bytes in memory.
+    pub virtual_size: u32,
+    /// Its RVA.
+    pub virtual_address: u32,
+    /// Bytes in the file.
+    pub size_of_raw_data: u32,
+    /// Where they are.
+    pub pointer_to_raw_data: u32,
+    /// Its flags.
+    pub characteristics: u32,
+}
+
+/// The preferred load address and the section headers of a PE32+ or PE32 image.
+#[derive(Debug, Clone)]
+pub struct Headers {
+    /// `ImageBase`.
+    pub image_base: u64,
+    /// The section table, in order.
+    pub sections: Vec<SectionHeader>,
+}
+
+/// Read a PE image's headers (`object`'s PE reader: PE32+, else PE32).
+pub fn headers(data: &[u8]) -> Result<Headers, object::read::Error> {
+    use object::pe::{ImageNtHeaders32, ImageNtHeaders64};
+    use object::read::pe::{ImageNtHeaders, PeFile};
+    fn of<H: ImageNtHeaders>(pe: &PeFile<'_, H>) -> Headers {
+        use object::LittleEndian as LE;
+        use object::Object;
+        let sections = (pe.section_table().iter())
+            .map(|h| SectionHeader {
+                name: String::from_utf8_lossy(h.raw_name()).into_owned(),
+                virtual_size: h.virtual_size.get(LE),
+                virtual_address: h.virtual_address.get(LE),
+                size_of_raw_data: h.size_of_raw_data.get(LE),
+                pointer_to_raw_data: h.pointer_to_raw_data.get(LE),
+                characteristics: h.characteristics.get(LE),
+            })
+            .collect();
+        Headers {
+            image_base: pe.relative_address_base(),
+            sections,
+        }
+    }
+    match PeFile::<ImageNtHeaders64>::parse(data) {
+        Ok(pe) => Ok(of(&pe)),
+        Err(e64) => PeFile::<ImageNtHeaders32>::parse(data)
+            .map(|pe| of(&pe))
+            .map_err(|_| e64),
+    }
+}
+
 /// Inspect a PE image; `Ok(None)` when it has no `.hip_fat` section.
 pub fn inspect(data: &[u8]) -> FormatResult<Option<PeFatBinary>> {
-    let pe = goblin::pe::PE::parse(data)
-        .map_err(|e| FormatError::new(0, format!("malformed PE image: {e}")))?;
+    let pe = headers(data).map_err(|e| FormatError::new(0, format!("malformed PE image: {e}")))?;
     let mut fat = None;
     let mut wrapper_count = 0;
     let mut host_only = false;
     let mut marker = None;
     let mut wrap_at = None;
     for s in &pe.sections {
-        let name = s.name().unwrap_or_default();
+        let name = s.name.as_str();
         let start = s.pointer_to_raw_data as usize;
         // Raw data is padded to FileAlignment; the virtual size is the real content.
         let len = if s.virtual_size == 0 {
@@ -99,7 +155,7 @@ pub fn inspect(data: &[u8]) -> FormatResult<Option<PeFatBinary>> {
     let fat_va = pe
         .sections
         .iter()
-        .find(|s| s.name().unwrap_or_default() == FATBIN_SECTION)
+        .find(|s| s.name == FATBIN_SECTION)
         .map(|s| pe.image_base + s.virtual_address as u64);
     let mut wrappers = Vec::new();
     if let Some(at) = wrap_at {
