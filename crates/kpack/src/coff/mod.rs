@@ -38,30 +38,13 @@ pub fn is_pe(data: &[u8]) -> bool {
     data.starts_with(b"MZ")
 }
 
-/// One section header of a PE image.
-#[derive(Debug, Clone)]
-pub struct SectionHeader {
-    /// Its name (up to 8 bytes, no NUL).
-    pub name: String,
-    /// Bytes in memory.
-    pub virtual_size: u32,
-    /// Its RVA.
-    pub virtual_address: u32,
-    /// Bytes in the file.
-    pub size_of_raw_data: u32,
-    /// Where they are.
-    pub pointer_to_raw_data: u32,
-    /// Its flags.
-    pub characteristics: u32,
-}
-
 /// The preferred load address and the section headers of a PE32+ or PE32 image.
 #[derive(Debug, Clone)]
 pub struct Headers {
     /// `ImageBase`.
     pub image_base: u64,
     /// The section table, in order.
-    pub sections: Vec<SectionHeader>,
+    pub sections: Vec<rewrite::PeSection>,
 }
 
 /// Read a PE image's headers (`object`'s PE reader: PE32+, else PE32).
@@ -72,7 +55,7 @@ pub fn headers(data: &[u8]) -> Result<Headers, object::read::Error> {
         use object::LittleEndian as LE;
         use object::Object;
         let sections = (pe.section_table().iter())
-            .map(|h| SectionHeader {
+            .map(|h| rewrite::PeSection {
                 name: String::from_utf8_lossy(h.raw_name()).into_owned(),
                 virtual_size: h.virtual_size.get(LE),
                 virtual_address: h.virtual_address.get(LE),
