@@ -163,8 +163,11 @@ impl Place {
         let (data, lay, page) = (site.data, &site.lay, site.page());
         let mut new_vaddr = round_up(lay.load_end(), page);
         let n_phdr = n_segs as u64 + 1;
-        let room = make_room(site, relocs, cut, phdrs, n_phdr);
-        let fits_in_place = room.is_some() || table_fits(site, cut, n_phdr);
+        let fits = table_fits(site, cut, n_phdr);
+        let room = (!fits && phdrs == PhdrLayout::InPlace)
+            .then(|| make_room(site, relocs, cut, n_phdr))
+            .flatten();
+        let fits_in_place = fits || room.is_some();
         let table_bytes = if fits_in_place { 0 } else { n_phdr * PHENT };
         // An executable whose table moves gets it where the kernel looks (workflows.md
         // §5): Linux 4.18 (EL8) computes AT_PHDR as the load address + e_phoff, and a
@@ -257,19 +260,9 @@ fn table_fits(site: &Site, cut: &Cut, n_phdr: u64) -> bool {
 
 /// No room for the table: the block that follows it moves into the marker's
 /// segment (room.rs), so the table grows in place and strip/objcopy keep the
-/// layout. `None` when it has room, when the reference layout is asked for, or when
-/// nothing can move.
-fn make_room(
-    site: &Site,
-    relocs: &Relocs,
-    cut: &Cut,
-    phdrs: PhdrLayout,
-    n_phdr: u64,
-) -> Option<Room> {
+/// layout. `None` when nothing can move.
+fn make_room(site: &Site, relocs: &Relocs, cut: &Cut, n_phdr: u64) -> Option<Room> {
     let (data, lay) = (site.data, &site.lay);
-    if table_fits(site, cut, n_phdr) || phdrs == PhdrLayout::Reference {
-        return None;
-    }
     let dynamic_range = lay
         .sections
         .iter()
