@@ -151,6 +151,11 @@ impl<'a> Image<'a> {
     /// Output bytes `r` to change: a contiguous copy is made of the base bytes it
     /// covers (merged with earlier edits), or the appended bytes are handed out.
     pub fn edit(&mut self, r: Range<usize>) -> &mut [u8] {
+        if r.is_empty() {
+            // Nothing to change: an empty span kept at `r.start` would shadow the
+            // next edit there.
+            return &mut [];
+        }
         if r.start >= self.base_len {
             let b = self.base_len;
             return &mut self.tail[r.start - b..r.end - b];
@@ -175,7 +180,7 @@ impl<'a> Image<'a> {
         let touching: Vec<usize> = self
             .spans
             .range(self.span_before(r.start)..r.end)
-            .filter(|(s, span)| *s + span.len() > r.start)
+            .filter(|(s, span)| *s + span.len() > r.start || **s == r.start)
             .map(|(&s, _)| s)
             .collect();
         let lo = touching.first().map_or(r.start, |&s| s.min(r.start));
@@ -277,6 +282,50 @@ mod tests {
         got.sort_unstable();
         assert!(got.windows(2).all(|w| w[0] < w[1]));
         assert!(got.iter().all(|&o| !(12_288..20_480).contains(&o)));
+    }
+
+    #[test]
+    fn an_empty_edit_does_not_hide_a_later_one_at_the_same_offset() {
+        // The fuzz crash of stop 45: an empty write kept an empty span at 100, and
+        // the next edit there was handed that span (index out of range).
+        let input = vec![7u8; 4096];
+        let mut img = Image::new(&input, 1024..2048);
+        img.put(100, &[]);
+        img.put(100, &[1; 64]);
+        let mut want = model(&input, 1024..2048);
+        want[100..164].fill(1);
+        assert_eq!(img.to_vec(), want);
+    }
+
+    #[test]
+    fn random_edits_agree_with_a_plain_copy() {
+        // A small deterministic generator: edits of 0..40 bytes anywhere, some
+        // empty, some past the end (grown first), checked after each one.
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: usize| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % n as u64) as usize
+        };
+        let input: Vec<u8> = (0..3000u32).map(|i| (i % 253) as u8).collect();
+        for round in 0..50 {
+            let a = next(input.len());
+            let cut = a..a + next(input.len() - a);
+            let mut img = Image::new(&input, cut.clone());
+            let mut want = model(&input, cut.clone());
+            for step in 0..40 {
+                let o = next(want.len() + 20);
+                let b: Vec<u8> = (0..next(40)).map(|_| next(256) as u8).collect();
+                if o + b.len() > want.len() {
+                    img.grow_to(o + b.len());
+                    want.resize(o + b.len(), 0);
+                }
+                img.put(o, &b);
+                want[o..o + b.len()].copy_from_slice(&b);
+                assert_eq!(img.to_vec(), want, "round {round} step {step}, cut {cut:?}");
+            }
+        }
     }
 
     #[test]
