@@ -641,9 +641,9 @@ fn a_cancelled_wheel_split_writes_nothing() {
         return;
     };
     let out = tmp.path().join("dist");
-    let opts = kpack::wheel::split::WheelSplitOptions::new("amd-torch-device", "torch/");
+    let opts = kpack::wheel_split::WheelSplitOptions::new("amd-torch-device", "torch/");
     opts.cancel.cancel();
-    let r = kpack::wheel::split::split_wheel(&whl, &out, &opts, &kpack::event::NoEvents);
+    let r = kpack::wheel_split::split_wheel(&whl, &out, &opts, &kpack::event::NoEvents);
     assert!(matches!(r, Err(kpack::Error::Cancelled)), "{r:?}");
     assert!(!out.exists());
 }

@@ -5,7 +5,7 @@ use super::pack::plural;
 use super::progress::PackProgress;
 use super::{EXIT_OK, print_json, size};
 use anyhow::Result;
-use kpack::wheel::split::{WheelSplitOptions, WheelSplitReport, split_wheel};
+use kpack::wheel_split::{WheelSplitOptions, WheelSplitReport, split_wheel};
 use std::io::Write;
 use std::path::Path;
 

@@ -14,7 +14,7 @@ use kpack::family::Families;
 use kpack::kerneldb::Database;
 use kpack::kpack::{Marker, Scheme};
 use kpack::pack::{ArchivePer, Layout, PackOptions, Unassigned};
-use kpack::wheel::split::WheelSplitOptions;
+use kpack::wheel_split::WheelSplitOptions;
 use std::path::Path;
 
 impl Common {

@@ -45,7 +45,7 @@ pub enum AppEvent {
     /// The pack finished (or failed, or was cancelled).
     PackDone(Box<Result<kpack::pack::PackReport, String>>),
     /// The wheel split finished (or failed).
-    WheelDone(Box<Result<kpack::wheel::split::WheelSplitReport, String>>),
+    WheelDone(Box<Result<kpack::wheel_split::WheelSplitReport, String>>),
     /// A table was exported: the file written, or why not.
     Exported(Result<PathBuf, String>),
     /// Time passed.
@@ -298,7 +298,7 @@ pub enum PackState {
     /// Finished.
     Done(Box<Result<kpack::pack::PackReport, String>>),
     /// A wheel split finished.
-    WheelDone(Box<Result<kpack::wheel::split::WheelSplitReport, String>>),
+    WheelDone(Box<Result<kpack::wheel_split::WheelSplitReport, String>>),
 }
 
 /// Device code up to which the Architectures view computes the exact pack plan by

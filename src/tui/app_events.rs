@@ -163,7 +163,7 @@ impl App {
         self.cancelling = false;
     }
 
-    fn wheel_done(&mut self, r: Box<Result<kpack::wheel::split::WheelSplitReport, String>>) {
+    fn wheel_done(&mut self, r: Box<Result<kpack::wheel_split::WheelSplitReport, String>>) {
         match &*r {
             Ok(rep) => {
                 for w in &rep.warnings {

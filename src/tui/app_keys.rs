@@ -725,7 +725,7 @@ fn no_preview(f: &kpack::scan::FileReport) -> Option<String> {
              code); K lists its kernels"
                 .into()
         }
-        K::FatBinary if kpack::pack::packable(f) => return None,
+        K::FatBinary if f.packable() => return None,
         K::FatBinary => {
             "a fat binary pack cannot rewrite (see its detail); K lists its kernels".into()
         }

@@ -310,7 +310,7 @@ fn quick_projection(
     let packed: Vec<&kpack::scan::FileReport> = report
         .files
         .iter()
-        .filter(|f| f.kind == FileKind::FatBinary && kpack::pack::packable(f))
+        .filter(|f| f.kind == FileKind::FatBinary && f.packable())
         .collect();
     // A packed tree's archives are packed again: they leave too, and their kernels
     // count like the binaries' below.

@@ -169,13 +169,13 @@ fn run_wheel_split(
     s: &app::PackSettings,
     tx: &Sender<AppEvent>,
     cancel: &kpack::event::CancelToken,
-) -> Result<kpack::wheel::split::WheelSplitReport, String> {
-    let mut opts = kpack::wheel::split::WheelSplitOptions::new(&s.group, &s.overlay);
+) -> Result<kpack::wheel_split::WheelSplitReport, String> {
+    let mut opts = kpack::wheel_split::WheelSplitOptions::new(&s.group, &s.overlay);
     opts.cancel = cancel.clone();
     opts.targets = Some(s.selection.targets.clone());
     opts.level = s.level;
     opts.force = s.force;
-    kpack::wheel::split::split_wheel(root, Path::new(&s.output), &opts, &PackForward(tx.clone()))
+    kpack::wheel_split::split_wheel(root, Path::new(&s.output), &opts, &PackForward(tx.clone()))
         .map_err(|e| e.to_string())
 }
 

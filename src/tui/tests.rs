@@ -1406,11 +1406,11 @@ fn a_wheel_is_split_from_the_families_view() {
         ["gfx1030", "gfx900", "gfx90a", "gfx90a:xnack+"]
     );
     // The result screen lists the wheels the core wrote.
-    let mut opts = kpack::wheel::split::WheelSplitOptions::new(&s.group, &s.overlay);
+    let mut opts = kpack::wheel_split::WheelSplitOptions::new(&s.group, &s.overlay);
     opts.targets = Some(s.selection.targets.clone());
     let out = tmp.path().join("out");
     let report =
-        kpack::wheel::split::split_wheel(&whl, &out, &opts, &kpack::event::NoEvents).unwrap();
+        kpack::wheel_split::split_wheel(&whl, &out, &opts, &kpack::event::NoEvents).unwrap();
     app.update(AppEvent::WheelDone(Box::new(Ok(report))));
     let screen = format!("{:?}", render(&app, 120, 30).backend());
     assert!(screen.contains("wheels written"), "{screen}");

@@ -6,7 +6,7 @@ use super::app::{App, PackSettings};
 use super::widgets::Theme;
 use crate::text::size;
 use kpack::wheel::bootstrap::dist_name;
-use kpack::wheel::split::{WheelProjection, WheelSplitReport, project};
+use kpack::wheel_split::{WheelProjection, WheelSplitReport, project};
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};

@@ -116,6 +116,7 @@ pub mod relpath;
 pub mod scan;
 pub mod trace;
 pub mod wheel;
+pub mod wheel_split;
 pub mod zip;
 
 pub use error::{Error, FormatError, Result};

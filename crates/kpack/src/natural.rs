@@ -1,7 +1,7 @@
 //! Orders that read naturally: numbers inside names compare as numbers
 //! (`libk_4` < `libk_14`, `#2` < `#10`), and target IDs by processor number
 //! (`gfx900` < `gfx90a` < `gfx1010` < `gfx1250`, see
-//! [`crate::pack::units::target_order`]).
+//! [`crate::bundle::target::target_order`]).
 
 use std::cmp::Ordering;
 
@@ -44,7 +44,7 @@ fn trim_zeros(d: &[u8]) -> &[u8] {
 
 /// Target IDs by processor number, then features.
 pub fn target_cmp(a: &str, b: &str) -> Ordering {
-    crate::pack::units::target_order(a, b)
+    crate::bundle::target::target_order(a, b)
 }
 
 #[cfg(test)]

@@ -203,7 +203,7 @@ impl Gathered {
                 }
                 Job::Database(arch)
             }
-            FileKind::FatBinary if crate::pack::rewritable(src) => {
+            FileKind::FatBinary if src.rewritable() => {
                 let mut kernels = Vec::new();
                 for b in &src.bundles {
                     for t in &b.targets {

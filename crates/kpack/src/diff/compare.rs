@@ -58,7 +58,7 @@ pub(super) fn target_deltas(a: &Side, b: &Side) -> Vec<TargetDelta> {
         }
     }
     let mut targets: Vec<TargetDelta> = targets.into_values().collect();
-    targets.sort_by(|x, y| crate::pack::units::target_order(&x.target, &y.target));
+    targets.sort_by(|x, y| crate::bundle::target::target_order(&x.target, &y.target));
     targets
 }
 
@@ -199,7 +199,7 @@ fn file_delta(sa: &Sizes, sb: &Sizes, pa: Option<String>, pb: Option<String>) ->
             new_bytes: tb.get(t).copied().unwrap_or(0),
         })
         .collect();
-    targets.sort_by(|x, y| crate::pack::units::target_order(&x.target, &y.target));
+    targets.sort_by(|x, y| crate::bundle::target::target_order(&x.target, &y.target));
     FileDelta {
         targets,
         old_path: pa.filter(|p| *p != path),

@@ -153,7 +153,7 @@ pub(super) fn plan_files(
                 plans.copy(f, "damaged (--copy-damaged): copied with its device code");
                 continue;
             }
-            FileKind::FatBinary if super::plan::rewritable(f) && other_host(f).is_some() => {
+            FileKind::FatBinary if f.rewritable() && other_host(f).is_some() => {
                 let why = format!(
                     "{} host code: only {} fat binaries are rewritten; copied with its device code",
                     other_host(f).unwrap_or_default(),
@@ -163,7 +163,7 @@ pub(super) fn plan_files(
                 plans.copy(f, why);
                 continue;
             }
-            FileKind::FatBinary if !super::plan::rewritable(f) || f.bundles.is_empty() => {
+            FileKind::FatBinary if !f.rewritable() || f.bundles.is_empty() => {
                 plans.copy(
                     f,
                     "not an executable or shared library: copied with its device code",
@@ -175,7 +175,7 @@ pub(super) fn plan_files(
                 plans.fatbin_bytes += f.fatbin_bytes;
                 fat_binary(f)
             }
-            FileKind::HostOnlyBinary if !damaged && super::plan::rewritable(f) => {
+            FileKind::HostOnlyBinary if !damaged && f.rewritable() => {
                 let Some(m) = &f.marker else {
                     plans.copy(
                         f,

@@ -29,15 +29,9 @@ pub mod units;
 mod verify;
 mod verify_tree;
 
-pub(crate) use plan::rewritable;
 pub use plan::{estimate, plan_pack};
 
-/// Whether a scanned fat binary is one a pack rewrites host-only (an executable or
-/// shared library with bundles; not an object, static archive, PE image, RDC object
-/// or second hard link).
-pub fn packable(f: &crate::scan::FileReport) -> bool {
-    f.kind == crate::scan::FileKind::FatBinary && plan::rewritable(f) && !f.bundles.is_empty()
-}
+pub use crate::event::{PackEvent, Phase};
 pub use run::{check_plan, execute_pack};
 pub use verify::{DeviceHit, DeviceVerdict, TreeVerdict, verify_device, verify_tree};
 
@@ -141,29 +135,6 @@ impl PackOptions {
     }
 }
 
-/// A phase of one file's processing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Phase {
-    /// Extracting and compressing code objects.
-    Compress,
-    /// Rewriting host-only.
-    Rewrite,
-    /// Copying.
-    Copy,
-}
-
-impl Phase {
-    /// `compress`, `rewrite`, `copy`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Phase::Compress => "compress",
-            Phase::Rewrite => "rewrite",
-            Phase::Copy => "copy",
-        }
-    }
-}
-
 /// Running totals of a pack, folded from its events: what the batch progress line
 /// and the TUI panes both show.
 #[derive(Debug, Clone, Default)]
@@ -216,49 +187,6 @@ impl PackTally {
             PackEvent::Finishing(stage) => self.stage = stage,
         }
     }
-}
-
-/// Progress of a pack, for the TUI and the batch reporter.
-#[derive(Debug, Clone)]
-pub enum PackEvent {
-    /// The plan is ready: work to do.
-    Started {
-        /// Entries to process.
-        files: u64,
-        /// Their bytes.
-        bytes: u64,
-    },
-    /// A worker began a phase on a file.
-    Phase {
-        /// Worker index.
-        worker: usize,
-        /// Relative path.
-        path: String,
-        /// What it does.
-        phase: Phase,
-    },
-    /// A file is done.
-    FileDone {
-        /// Relative path.
-        path: String,
-        /// Bytes read.
-        bytes_in: u64,
-        /// Bytes written for it (archived kernels counted in their family).
-        bytes_out: u64,
-    },
-    /// A family archive grew.
-    Family {
-        /// Family name.
-        family: String,
-        /// Code objects so far.
-        code_objects: u64,
-        /// Stored bytes so far.
-        stored: u64,
-    },
-    /// Something worth telling.
-    Warning(String),
-    /// Writing archives, verifying, renaming.
-    Finishing(&'static str),
 }
 
 /// One kernel to archive.

@@ -7,7 +7,6 @@ use super::{
     ArchivePer, ArchivePlan, CopiedFile, KernelFrom, Layout, PackOptions, PackPlan, PlanDiagnostic,
     PlannedBinary, PlannedKernel,
 };
-use crate::elf::ElfKind;
 use crate::error::{Error, Result};
 use crate::fsutil;
 use crate::kpack::ledger::LEDGER_PATH;
@@ -37,21 +36,6 @@ pub(crate) fn place_of(f: &FileReport, unit_of: &BTreeMap<String, usize>) -> Pla
             .map_or(Place::Unselected, |&i| Place::Unit(i)),
         _ => Place::Generic,
     }
-}
-
-/// Whether a scanned fat file can be rewritten host-only.
-pub(crate) fn rewritable(f: &FileReport) -> bool {
-    // PE images (DLLs and EXEs) are rewritten by the PE transform.
-    if f.container == Some(crate::scan::Container::Pe) {
-        return f.hard_link_of.is_none();
-    }
-    f.container.is_none()
-        && matches!(
-            f.elf_kind,
-            Some(ElfKind::SharedLibrary | ElfKind::PieExecutable | ElfKind::Executable)
-        )
-        && !f.rdc_object
-        && f.hard_link_of.is_none()
 }
 
 /// The marker a binary at `rel` gets: per target, the one pattern

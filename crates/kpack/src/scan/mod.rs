@@ -10,6 +10,7 @@
 
 mod report;
 mod thin;
+mod wheel;
 
 mod event;
 pub use event::ScanEvent;
@@ -68,7 +69,7 @@ pub fn scan(
 ) -> Result<TreeReport> {
     let root_meta = std::fs::metadata(root).map_err(|e| Error::io(root, e))?;
     if root_meta.is_file() && crate::wheel::is_wheel_path(root) {
-        return crate::wheel::scan_wheel(root, opts, sink);
+        return wheel::scan_wheel(root, opts, sink);
     }
     let Listing {
         mut entries,

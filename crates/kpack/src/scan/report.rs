@@ -340,6 +340,30 @@ fn serialize_machine<S: serde::Serializer>(m: &Option<u16>, s: S) -> Result<S::O
 }
 
 impl FileReport {
+    /// Whether this fat file can be rewritten host-only: an ELF executable or
+    /// shared library, or a PE image, that is not an RDC object nor a second hard
+    /// link.
+    pub fn rewritable(&self) -> bool {
+        // PE images (DLLs and EXEs) are rewritten by the PE transform.
+        if self.container == Some(Container::Pe) {
+            return self.hard_link_of.is_none();
+        }
+        self.container.is_none()
+            && matches!(
+                self.elf_kind,
+                Some(ElfKind::SharedLibrary | ElfKind::PieExecutable | ElfKind::Executable)
+            )
+            && !self.rdc_object
+            && self.hard_link_of.is_none()
+    }
+
+    /// Whether this is a fat binary a pack rewrites host-only (a
+    /// [`rewritable`](Self::rewritable) one with bundles; not an object, static
+    /// archive or second hard link).
+    pub fn packable(&self) -> bool {
+        self.kind == FileKind::FatBinary && self.rewritable() && !self.bundles.is_empty()
+    }
+
     /// The host CPU's name when it is not x86-64 (what listings add to the ELF kind).
     pub fn other_machine(&self) -> Option<String> {
         self.machine

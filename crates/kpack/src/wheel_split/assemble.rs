@@ -3,11 +3,11 @@
 //! extras, RECORD), the device wheels (archives stored, database files, dist-info),
 //! and the RECORD check every written wheel passes.
 
-use super::Wheel;
-use super::bootstrap;
-use super::metadata;
-use super::split::{Out, WheelArchive, WheelOut, WheelSplitOptions, sha_of};
+use super::{Out, WheelArchive, WheelOut, WheelSplitOptions, sha_of};
 use crate::error::{Error, Result};
+use crate::wheel::Wheel;
+use crate::wheel::bootstrap;
+use crate::wheel::metadata;
 use crate::zip::{self, Member, Stored, ZipWriter};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufWriter, Write};
@@ -284,7 +284,7 @@ pub fn check_record(w: &Wheel) -> Vec<String> {
     };
     let mut listed: BTreeMap<String, (String, String)> = BTreeMap::new();
     let mut faults = Vec::new();
-    for row in super::metadata::parse_record(&text) {
+    for row in metadata::parse_record(&text) {
         let [path, hash, size] = <[String; 3]>::try_from(row.clone()).unwrap_or_else(|_| {
             faults.push(format!("RECORD row {row:?} does not have 3 fields"));
             Default::default()

@@ -13,29 +13,33 @@
 //! from the mapped wheel; members that are only copied keep their compressed bytes),
 //! and nothing appears in the output until every wheel is written and read back.
 
-pub use super::assemble::check_record;
-use super::assemble::{DeviceWheel, deflate_to, write_device, write_host};
-use super::bootstrap;
-use super::metadata;
-use super::project::keeps;
-pub use super::project::{ProjectedWheel, WheelProjection, project};
-use super::split_checks::{
-    Selection, bad, check_wheel, check_written, finish_archives, output_dir, place_wheels,
-    placed_sizes, refuse_present, require_split,
-};
-use super::{Contents, Wheel};
+mod assemble;
+mod project;
+mod split_checks;
+
 use crate::elf::{self, ElfContent, ElfKind};
 use crate::error::{Error, Result};
 use crate::event::EventSink;
+use crate::event::{PackEvent, Phase};
 use crate::kerneldb::{self, Database};
 use crate::kpack::Marker;
 use crate::kpack::archive::{ArchiveMeta, ArchiveWriter, Scheme};
 use crate::kpack::resolve::GFXARCH;
-use crate::pack::{PackEvent, Phase};
+use crate::wheel::bootstrap;
+use crate::wheel::metadata;
+use crate::wheel::{Contents, Wheel};
 use crate::zip::{Member, Stored};
+pub use assemble::check_record;
+use assemble::{DeviceWheel, deflate_to, write_device, write_host};
+use project::keeps;
+pub use project::{ProjectedWheel, WheelProjection, project};
 use rayon::prelude::*;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
+use split_checks::{
+    Selection, bad, check_wheel, check_written, finish_archives, output_dir, place_wheels,
+    placed_sizes, refuse_present, require_split,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};

@@ -1,9 +1,9 @@
 //! What a wheel split would write, from a scan of the wheel (nothing compressed),
 //! and which targets a `--target`/`--family` choice keeps.
 
-use super::bootstrap;
-use super::metadata;
 use crate::kerneldb::{self, Database, base_arch};
+use crate::wheel::bootstrap;
+use crate::wheel::metadata;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -131,7 +131,7 @@ pub fn project(
             }
             continue;
         }
-        if f.kind != FileKind::FatBinary || !crate::pack::packable(f) {
+        if f.kind != FileKind::FatBinary || !f.packable() {
             kept += stored;
             continue;
         }

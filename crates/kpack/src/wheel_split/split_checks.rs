@@ -5,14 +5,14 @@
 //! ([`finish_archives`], [`check_written`]), then placed in one switch
 //! ([`place_wheels`], [`placed_sizes`]).
 
-use super::Wheel;
-use super::bootstrap;
-use super::split::WheelOut;
-use super::split::WheelSplitOptions;
+use super::WheelOut;
+use super::WheelSplitOptions;
 use crate::error::{Error, Result};
 use crate::event::EventSink;
 use crate::kpack::archive::{Archive, ArchiveWriter};
 use crate::pack::PackEvent;
+use crate::wheel::Wheel;
+use crate::wheel::bootstrap;
 use crate::zip;
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;
@@ -32,7 +32,7 @@ pub(super) fn check_wheel(
     opts: &WheelSplitOptions,
     sink: &dyn EventSink<PackEvent>,
 ) -> Result<()> {
-    let record_faults = super::assemble::check_record(wheel);
+    let record_faults = super::check_record(wheel);
     if record_faults.is_empty() {
         return Ok(());
     }
@@ -207,7 +207,7 @@ pub(super) fn check_written(stage: &Path, names: &[String]) -> Result<()> {
         let w = Wheel::open(&stage.join(n)).map_err(|e| {
             Error::Invalid(format!("the wheel just written does not read back: {e}"))
         })?;
-        if let Some(f) = super::assemble::check_record(&w).into_iter().next() {
+        if let Some(f) = super::check_record(&w).into_iter().next() {
             return Err(Error::Invalid(format!(
                 "{n}: the wheel just written is inconsistent: {f}"
             )));

@@ -1,0 +1,194 @@
+//! The library's top-level modules import one another one way only: no circle
+//! (`scan` reads wheels, `wheel_split` uses `scan`; never both ways). Read from the
+//! sources: every `crate::<module>` path outside comments and test modules is an
+//! edge, and the graph must have no strongly connected component of two or more.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+const SRC: &str = "crates/kpack/src";
+
+/// The text of `path` without its line comments and its test module (which may
+/// import anything).
+fn code_of(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = String::new();
+    for (i, line) in lines.iter().enumerate() {
+        let t = line.trim_start();
+        if t.starts_with("#[cfg(test)]")
+            && lines
+                .get(i + 1)
+                .is_some_and(|n| n.trim_start().starts_with("mod "))
+        {
+            break;
+        }
+        if t.starts_with("//") {
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+/// The modules named as `crate::<name>` in `code`.
+fn crate_paths(code: &str) -> BTreeSet<String> {
+    code.match_indices("crate::")
+        .filter(|(i, _)| {
+            // Not `kpack_crate::` or similar: the byte before is no identifier.
+            *i == 0
+                || !code.as_bytes()[i - 1].is_ascii_alphanumeric() && code.as_bytes()[i - 1] != b'_'
+        })
+        .map(|(i, m)| {
+            code[i + m.len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect::<String>()
+        })
+        .filter(|n| !n.is_empty() && n.chars().next().is_some_and(|c| c.is_ascii_lowercase()))
+        .collect()
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// Top-level module → the top-level modules it imports.
+fn graph() -> BTreeMap<String, BTreeSet<String>> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(SRC);
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for f in files {
+        let rel = f.strip_prefix(&root).unwrap();
+        let first = rel
+            .components()
+            .next()
+            .unwrap()
+            .as_os_str()
+            .to_string_lossy();
+        let module = first.trim_end_matches(".rs").to_string();
+        if module == "lib" {
+            continue;
+        }
+        let deps = crate_paths(&code_of(&f));
+        let e = g.entry(module.clone()).or_default();
+        e.extend(deps.into_iter().filter(|d| *d != module));
+    }
+    g
+}
+
+/// The strongly connected components of two or more modules (Tarjan).
+fn circles(g: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    struct T<'a> {
+        g: &'a BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        on: BTreeSet<&'a str>,
+        out: Vec<Vec<String>>,
+    }
+    fn visit<'a>(t: &mut T<'a>, v: &'a str) {
+        let n = t.index.len();
+        t.index.insert(v, n);
+        t.low.insert(v, n);
+        t.stack.push(v);
+        t.on.insert(v);
+        if let Some(ws) = t.g.get(v) {
+            for w in ws {
+                let w = w.as_str();
+                if !t.index.contains_key(w) {
+                    visit(t, w);
+                    let lw = t.low[w];
+                    let lv = t.low.get_mut(v).unwrap();
+                    *lv = (*lv).min(lw);
+                } else if t.on.contains(w) {
+                    let iw = t.index[w];
+                    let lv = t.low.get_mut(v).unwrap();
+                    *lv = (*lv).min(iw);
+                }
+            }
+        }
+        if t.low[v] == t.index[v] {
+            let mut c = Vec::new();
+            while let Some(w) = t.stack.pop() {
+                t.on.remove(w);
+                c.push(w.to_string());
+                if w == v {
+                    break;
+                }
+            }
+            if c.len() > 1 {
+                c.sort();
+                t.out.push(c);
+            }
+        }
+    }
+    let mut t = T {
+        g,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on: BTreeSet::new(),
+        out: Vec::new(),
+    };
+    for v in g.keys() {
+        if !t.index.contains_key(v.as_str()) {
+            visit(&mut t, v);
+        }
+    }
+    t.out
+}
+
+#[test]
+fn the_library_modules_import_one_way() {
+    let g = graph();
+    // The reader saw the library: the known layers are there.
+    for (m, d) in [("scan", "wheel"), ("wheel_split", "scan"), ("pack", "scan")] {
+        assert!(g[m].contains(d), "{m} should import {d}: {:?}", g[m]);
+    }
+    let found = circles(&g);
+    let shown: Vec<String> = found
+        .iter()
+        .map(|c| {
+            let edges: Vec<String> = c
+                .iter()
+                .map(|m| {
+                    let inside: Vec<&str> = g[m]
+                        .iter()
+                        .filter(|d| c.contains(d))
+                        .map(String::as_str)
+                        .collect();
+                    format!("{m} -> {}", inside.join(", "))
+                })
+                .collect();
+            edges.join("; ")
+        })
+        .collect();
+    assert!(found.is_empty(), "import circles: {shown:#?}");
+}
+
+#[test]
+fn the_circle_finder_finds_a_circle() {
+    let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let edge = |g: &mut BTreeMap<String, BTreeSet<String>>, a: &str, b: &str| {
+        g.entry(a.into()).or_default().insert(b.into());
+    };
+    edge(&mut g, "scan", "wheel");
+    edge(&mut g, "wheel", "pack");
+    edge(&mut g, "pack", "scan");
+    edge(&mut g, "pack", "zip");
+    assert_eq!(circles(&g), vec![vec!["pack", "scan", "wheel"]]);
+    assert_eq!(
+        crate_paths("use crate::scan::X; // crate::b\nfoo_crate::c; crate::Error; crate::zip"),
+        ["b", "scan", "zip"].map(String::from).into_iter().collect()
+    );
+}
