@@ -3,6 +3,7 @@
 //! ```text
 //! cargo run --release --example gen_tree -- OUT --size-mb 1024 [--seed 1] [--fixtures tests/fixtures/bin]
 //! cp -al OUT NEXT && cargo run --release --example gen_tree -- NEXT --size-mb 1024 [--seed 1] --rebuild 5
+//! cargo run --release --example gen_tree -- --single lib/libbig.so --tus 1 --size-mb 72 [--archs 1]
 //! ```
 //!
 //! `--rebuild N` turns a copy of a generated tree (same size and seed) into its next
@@ -134,6 +135,7 @@ fn main() {
     let mut size_mb = 1024u64;
     let mut seed = 1u64;
     let mut single_tus: Option<usize> = None;
+    let mut single_archs: Option<usize> = None;
     let mut rebuild: Option<usize> = None;
     let mut fixtures = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/bin"));
     let mut it = args.iter();
@@ -147,6 +149,9 @@ fn main() {
                 rebuild = Some(it.next().and_then(|v| v.parse().ok()).expect("--rebuild N"))
             }
             "--tus" => single_tus = Some(it.next().and_then(|v| v.parse().ok()).expect("--tus N")),
+            "--archs" => {
+                single_archs = Some(it.next().and_then(|v| v.parse().ok()).expect("--archs N"))
+            }
             s if !s.starts_with('-') && out.is_none() => out = Some(PathBuf::from(s)),
             s => panic!(
                 "unknown argument {s}; usage: gen_tree OUT --size-mb N [--seed S] [--fixtures DIR]"
@@ -158,9 +163,12 @@ fn main() {
     );
     let out = std::path::absolute(&out).expect("absolute output path");
     if let Some(n_tus) = single_tus {
-        // One shared library of about `size_mb`, `n_tus` bundles over every arch.
+        // One shared library of about `size_mb`, `n_tus` bundles over every arch (or
+        // the first `--archs N`: one arch and one TU make one code object of 90% of
+        // the file).
         let pool = load_pool(&fixtures);
-        let per = ((size_mb << 20) as usize * 9 / 10) / (n_tus * ARCHES.len());
+        let arches = &ARCHES[..single_archs.unwrap_or(ARCHES.len()).clamp(1, ARCHES.len())];
+        let per = ((size_mb << 20) as usize * 9 / 10) / (n_tus * arches.len());
         let tus = (0..n_tus)
             .map(|i| {
                 let comp = if i % 3 == 2 {
@@ -170,7 +178,7 @@ fn main() {
                 };
                 (
                     comp,
-                    ARCHES.iter().map(|(a, _)| (a.to_string(), per)).collect(),
+                    arches.iter().map(|(a, _)| (a.to_string(), per)).collect(),
                 )
             })
             .collect();

@@ -98,6 +98,10 @@ impl EventSink<ScanEvent> for ScanProgress {
     }
 }
 
+/// Files at least this large get a line of their own on a pipe as each phase of
+/// theirs begins (`packing: compress lib/librocblas.so (1.2 GiB)`).
+pub const LARGE_FILE: u64 = 64 << 20;
+
 /// Progress of a pack or split on stderr.
 pub struct PackProgress {
     verb: &'static str,
@@ -142,6 +146,16 @@ impl EventSink<PackEvent> for PackProgress {
                 eprint!("\r\x1b[2K");
             }
             eprintln!("warning: {w}");
+        }
+        if !self.tty
+            && let PackEvent::Phase {
+                path, phase, bytes, ..
+            } = &e
+            && *bytes >= LARGE_FILE
+        {
+            // On a pipe (a CI log) the periodic line comes every 5 s; a large file
+            // may take longer than that, so it is named as it begins.
+            eprintln!("{}: {} {path} ({})", self.verb, phase.name(), size(*bytes));
         }
         s.tally.apply(e);
         let now = Instant::now();

@@ -611,11 +611,13 @@ fn pack_dialog_live_panes_cancel_and_result() {
             worker: 0,
             path: "bin/vadd_app".into(),
             phase: Phase::Compress,
+            bytes: 20_000,
         },
         PackEvent::Phase {
             worker: 1,
             path: "lib/librdc.so".into(),
             phase: Phase::Rewrite,
+            bytes: 30_000,
         },
         PackEvent::FileDone {
             path: "include/vadd.h".into(),

@@ -97,6 +97,8 @@ pub enum PackEvent {
         path: String,
         /// What it does.
         phase: Phase,
+        /// The file's size (a reporter may name large files as they begin).
+        bytes: u64,
     },
     /// A file is done.
     FileDone {

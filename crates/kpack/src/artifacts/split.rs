@@ -538,6 +538,7 @@ impl Ctx<'_> {
             worker,
             path: format!("{}/{}", j.prefix, j.report.path),
             phase,
+            bytes: j.report.size,
         });
     }
 

@@ -169,6 +169,7 @@ impl PackTally {
                 worker,
                 path,
                 phase,
+                ..
             } => {
                 self.workers.insert(worker, (path, phase));
             }
@@ -424,6 +425,7 @@ mod tests {
                 worker: 1,
                 path: "a".into(),
                 phase: Phase::Compress,
+                bytes: 100,
             },
             PackEvent::FileDone {
                 path: "a".into(),

@@ -2,6 +2,15 @@
 //! non-blocking descriptors, a held-token set that never returns a token twice, and a
 //! local pipe of `slots - 1` tokens when there is no jobserver, so one code path caps
 //! concurrency either way.
+//!
+//! Why not the `jobserver` crate (which cargo uses): it can only be built from the
+//! environment, and reads `CARGO_MAKEFLAGS` before `MAKEFLAGS` (spec §2.2 wants
+//! `MAKEFLAGS` unless it is empty: under make inside cargo the two differ, and an
+//! empty but present `CARGO_MAKEFLAGS` hides make's pool from it); it cannot be
+//! handed the source we detected, so the detection before every other open
+//! (§2.2: the trace file must not land on descriptor 3) and its diagnostics would
+//! be two code paths. What it would replace here, the token read and write-back, is
+//! the small part; the held set (§2.5) stays ours either way.
 
 use nix::fcntl::OFlag;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};

@@ -475,6 +475,7 @@ impl Ctx<'_> {
             worker,
             path: m.name.clone(),
             phase,
+            bytes: m.size,
         });
     }
 

@@ -20,6 +20,7 @@ impl Worker<'_> {
             worker,
             path: f.path.clone(),
             phase: Phase::Rewrite,
+            bytes: f.size,
         });
         let map = map_input(f, src, meta)?;
         let data: &[u8] = &map;
@@ -59,6 +60,7 @@ impl Worker<'_> {
             worker,
             path: f.path.clone(),
             phase: Phase::Compress,
+            bytes: f.size,
         });
         let mut entry = LedgerBinary {
             path: f.path.clone(),

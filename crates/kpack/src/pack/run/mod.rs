@@ -273,6 +273,7 @@ impl Worker<'_> {
                         worker,
                         path: f.path.clone(),
                         phase: Phase::Copy,
+                        bytes: f.size,
                     });
                     self.copy(&src, &dst, &meta)?
                 };
