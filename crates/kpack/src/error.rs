@@ -76,6 +76,14 @@ pub enum Error {
         /// What is unsupported.
         what: String,
     },
+    /// The archive writer refused a code object, or could not finish the archive.
+    #[error("{}: {error}", path.display())]
+    Archive {
+        /// The archive being written.
+        path: PathBuf,
+        /// What it refused.
+        error: crate::kpack::archive::WriteError,
+    },
     /// A request that cannot be carried out as asked (bad argument, existing output…).
     #[error("{0}")]
     Invalid(String),

@@ -5,18 +5,21 @@
 
 use super::{CodeObjectRef, KernelsOptions, list_kernels};
 use crate::error::{Error, Result};
-use crate::kpack::archive::{safe_arch, safe_relative_path};
+use crate::kpack::archive::{UnsafeKey, safe_arch, safe_relative_path};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Where [`extract_code_objects`] writes a code object under `root`:
 /// `<binary>#<bundle>/<target>.hsaco` (the layout of `extract --all`), or why the
 /// binary's name or the target cannot be a path below `root`.
-pub fn destination(root: &Path, id: &CodeObjectRef) -> std::result::Result<PathBuf, String> {
+pub fn destination(root: &Path, id: &CodeObjectRef) -> std::result::Result<PathBuf, UnsafeKey> {
+    let unsafe_name = |why| UnsafeKey {
+        key: id.binary.clone(),
+        why,
+    };
     // The check takes a key (`name#TU`): a `#` of the name itself stays in it.
-    let rel = safe_relative_path(&format!("{}#0", id.binary))
-        .map_err(|e| format!("{:?}: {e}", id.binary))?;
-    let target = safe_arch(&id.target).map_err(|e| format!("{:?}: {e}", id.binary))?;
+    let rel = safe_relative_path(&format!("{}#0", id.binary)).map_err(unsafe_name)?;
+    let target = safe_arch(&id.target).map_err(unsafe_name)?;
     let mut name = rel
         .file_name()
         .map(|n| n.to_os_string())
@@ -95,7 +98,7 @@ pub fn extract_code_objects(
                     plan.insert(p, (id, bytes));
                 }
             },
-            Err(e) => refused.push(e),
+            Err(e) => refused.push(e.to_string()),
         }
     }
     if !refused.is_empty() {

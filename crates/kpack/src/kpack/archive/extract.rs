@@ -3,19 +3,62 @@
 use super::*;
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
+
+/// Why a name read from a file (an archive key, a target ID, a binary's name) cannot
+/// become a path below a directory.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum UnsafePath {
+    /// Nothing before the `#`.
+    #[error("empty path")]
+    Empty,
+    /// A NUL byte.
+    #[error("path contains NUL")]
+    Nul,
+    /// Starts at `/`.
+    #[error("absolute path")]
+    Absolute,
+    /// A backslash (a separator on Windows).
+    #[error("path contains a backslash")]
+    Backslash,
+    /// `a//b` or `a/./b`.
+    #[error("path has an empty or '.' component: {0:?}")]
+    EmptyComponent(String),
+    /// A `..` component.
+    #[error("path escapes with '..': {0:?}")]
+    Escapes(String),
+    /// A target ID that cannot be a file name.
+    #[error("arch {0:?} cannot be used as a file name")]
+    Arch(String),
+}
+
+/// A name whose path or target ID is unsafe: what it was, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{key:?}: {why}")]
+pub struct UnsafeKey {
+    /// The key (or the binary's name) as read.
+    pub key: String,
+    /// What is wrong with it.
+    pub why: UnsafePath,
+}
+
 /// Check that an arch can be a file name.
-pub fn safe_arch(arch: &str) -> std::result::Result<&str, String> {
+pub fn safe_arch(arch: &str) -> std::result::Result<&str, UnsafePath> {
     if arch.is_empty() || arch == "." || arch == ".." || arch.contains(['/', '\\', '\0']) {
-        return Err(format!("arch {arch:?} cannot be used as a file name"));
+        return Err(UnsafePath::Arch(arch.to_string()));
     }
     Ok(arch)
 }
 
 /// Where [`Archive::extract_to`] writes a kernel under `root`:
 /// `<key path>#<tu>/<arch>.hsaco`, or why the key or arch is unsafe.
-pub fn extract_path(root: &Path, k: &KernelEntry) -> std::result::Result<PathBuf, String> {
-    let rel = safe_relative_path(&k.key).map_err(|e| format!("key {:?}: {e}", k.key))?;
-    let arch = safe_arch(&k.arch).map_err(|e| format!("key {:?}: {e}", k.key))?;
+pub fn extract_path(root: &Path, k: &KernelEntry) -> std::result::Result<PathBuf, UnsafeKey> {
+    let unsafe_key = |why| UnsafeKey {
+        key: k.key.clone(),
+        why,
+    };
+    let rel = safe_relative_path(&k.key).map_err(unsafe_key)?;
+    let arch = safe_arch(&k.arch).map_err(unsafe_key)?;
     let tu = k.key.rsplit_once('#').map_or("0", |(_, n)| n);
     let mut dir = rel;
     // The name's own bytes (it may not be UTF-8), then `#<tu>`.
@@ -39,7 +82,7 @@ impl Archive {
         for k in self.index.kernels.iter().filter(|k| want(k)) {
             match extract_path(root, k) {
                 Ok(p) => plan.push((p, k)),
-                Err(e) => refused.push(e),
+                Err(e) => refused.push(format!("key {e}")),
             }
         }
         if !refused.is_empty() {
@@ -86,25 +129,25 @@ impl Archive {
 /// no `..`, no empty components, no NUL, no backslash. A key spelling a name that
 /// is not UTF-8 ([`crate::relpath`]: `lib/libv\xff.so#0`) is checked, and
 /// returned, as the bytes it stands for.
-pub fn safe_relative_path(key: &str) -> std::result::Result<PathBuf, String> {
+pub fn safe_relative_path(key: &str) -> std::result::Result<PathBuf, UnsafePath> {
     let path = key.rsplit_once('#').map_or(key, |(p, _)| p);
     if path.is_empty() {
-        return Err("empty path".into());
+        return Err(UnsafePath::Empty);
     }
     let bytes = crate::relpath::decode(path);
     if bytes.contains(&0) {
-        return Err("path contains NUL".into());
+        return Err(UnsafePath::Nul);
     }
     if bytes.starts_with(b"/") {
-        return Err("absolute path".into());
+        return Err(UnsafePath::Absolute);
     }
     if bytes.contains(&b'\\') {
-        return Err("path contains a backslash".into());
+        return Err(UnsafePath::Backslash);
     }
     for c in bytes.split(|&b| b == b'/') {
         match c {
-            b"" | b"." => return Err(format!("path has an empty or '.' component: {path:?}")),
-            b".." => return Err(format!("path escapes with '..': {path:?}")),
+            b"" | b"." => return Err(UnsafePath::EmptyComponent(path.to_string())),
+            b".." => return Err(UnsafePath::Escapes(path.to_string())),
             _ => {}
         }
     }

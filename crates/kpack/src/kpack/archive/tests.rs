@@ -151,23 +151,27 @@ fn higher_levels_are_not_larger_and_compressible_data_shrinks() {
 #[test]
 fn path_safety() {
     assert!(safe_relative_path("lib/a.so#0").is_ok());
-    for bad in [
-        "../x#0",
-        "/etc/passwd#0",
-        "a/../../b#0",
-        "a\0b#0",
-        "a//b#0",
-        "#0",
-        "a\\b#0",
-        "./a#0",
+    use UnsafePath as U;
+    let esc = |s: &str| s.to_string();
+    for (bad, why) in [
+        ("../x#0", U::Escapes(esc("../x"))),
+        ("/etc/passwd#0", U::Absolute),
+        ("a/../../b#0", U::Escapes(esc("a/../../b"))),
+        ("a\0b#0", U::Nul),
+        ("a//b#0", U::EmptyComponent(esc("a//b"))),
+        ("#0", U::Empty),
+        ("a\\b#0", U::Backslash),
+        ("./a#0", U::EmptyComponent(esc("./a"))),
         // Escaped spellings are checked as the bytes they stand for.
-        "\\x2e\\x2e/x\\xff#0",
-        "a\\x00\\xff#0",
-        "\\x2fetc\\xff#0",
-        "a\\\\b\\xff#0",
+        ("\\x2e\\x2e/x\\xff#0", U::Escapes(esc("\\x2e\\x2e/x\\xff"))),
+        ("a\\x00\\xff#0", U::Nul),
+        ("\\x2fetc\\xff#0", U::Absolute),
+        ("a\\\\b\\xff#0", U::Backslash),
     ] {
-        assert!(safe_relative_path(bad).is_err(), "{bad:?}");
+        assert_eq!(safe_relative_path(bad), Err(why), "{bad:?}");
     }
+    assert_eq!(safe_arch("gfx/90a"), Err(U::Arch("gfx/90a".into())));
+    assert_eq!(safe_arch(".."), Err(U::Arch("..".into())));
     #[cfg(unix)]
     {
         use std::os::unix::ffi::OsStrExt;
@@ -557,4 +561,47 @@ fn level_max_is_the_real_maximum_within_the_readers_window() {
         assert!((22..=MAX_WINDOW_LOG).contains(&window_log), "{window_log}");
     }
     assert_eq!(LEVEL_MAX, zstd::zstd_safe::max_c_level());
+}
+
+#[test]
+fn the_writer_refuses_with_typed_errors_naming_the_archive() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("w.kpack");
+    let w = ArchiveWriter::create(&p, meta(), Scheme::ZstdPerKernel, 3).unwrap();
+    let refused = |r: crate::Result<u64>| match r {
+        Err(crate::Error::Archive { path, error }) => {
+            assert_eq!(path, p);
+            error
+        }
+        other => panic!("not an archive refusal: {other:?}"),
+    };
+    assert_eq!(
+        refused(w.add("lib/a.so", "gfx90a", b"x".as_slice())),
+        WriteError::KeyWithoutTu("lib/a.so".into())
+    );
+    assert!(matches!(
+        refused(w.add("../a.so#0", "gfx90a", b"x".as_slice())),
+        WriteError::UnsafeKey { .. }
+    ));
+    assert_eq!(
+        refused(w.add("lib/a.so#0", "gfx/90a", b"x".as_slice())),
+        WriteError::NotTargetId("gfx/90a".into())
+    );
+    w.add("lib/a.so#0", "gfx90a", b"x".as_slice()).unwrap();
+    assert_eq!(
+        refused(w.add("lib/a.so#0", "gfx90a", b"y".as_slice())),
+        WriteError::AddedTwice {
+            key: "lib/a.so#0".into(),
+            arch: "gfx90a".into()
+        }
+    );
+    // The message a user sees names the archive, then the problem.
+    let e = w.add("lib/a.so#0", "gfx90a", b"y".as_slice()).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}: code object lib/a.so#0 @ gfx90a added twice",
+            p.display()
+        )
+    );
 }

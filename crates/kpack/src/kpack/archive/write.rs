@@ -105,6 +105,51 @@ pub(crate) struct SpoolState {
 /// TOC aliases: `(key, arch)` → the arch of the same key whose frame it lists again.
 pub(crate) type Aliases = BTreeMap<(String, String), String>;
 
+/// Why the archive writer refused a code object, or could not finish (reported
+/// with the archive's path as [`Error::Archive`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WriteError {
+    /// A key must name its translation unit: `path#<index>`.
+    #[error("code-object key {0:?} must end in #<TU index>")]
+    KeyWithoutTu(String),
+    /// A key is not a safe relative path (`..`, absolute, NUL…).
+    #[error("code-object key {key:?}: {why}")]
+    UnsafeKey {
+        /// The key.
+        key: String,
+        /// What is wrong with it.
+        why: UnsafePath,
+    },
+    /// An arch that cannot be a target ID (empty, or holding `/`, `\` or NUL).
+    #[error("arch {0:?} is not a target ID")]
+    NotTargetId(String),
+    /// The same (key, arch) given twice.
+    #[error("code object {key} @ {arch} added twice")]
+    AddedTwice {
+        /// The key.
+        key: String,
+        /// The target ID.
+        arch: String,
+    },
+    /// More code objects than an archive may hold.
+    #[error("more than {MAX_KERNELS} code objects")]
+    TooMany,
+    /// An alias naming a target of the key that holds no frame.
+    #[error("alias {key} @ {arch} names {of}, which holds no code object")]
+    DanglingAlias {
+        /// The key.
+        key: String,
+        /// The aliased target ID.
+        arch: String,
+        /// The target ID whose frame it should share.
+        of: String,
+    },
+    /// A thread panicked while adding (the spool's lock is poisoned).
+    #[error("archive writer poisoned by a panic")]
+    Poisoned,
+}
+
 /// Writes an archive: add kernels (from any thread), then [`finish`](Self::finish).
 pub struct ArchiveWriter {
     path: PathBuf,
@@ -134,6 +179,20 @@ pub struct ArchiveSummary {
 }
 
 impl ArchiveWriter {
+    fn refused(&self, error: WriteError) -> Error {
+        Error::Archive {
+            path: self.path.clone(),
+            error,
+        }
+    }
+
+    fn check_arch(&self, arch: &str) -> Result<()> {
+        if arch.is_empty() || arch.contains(['/', '\\', '\0']) {
+            return Err(self.refused(WriteError::NotTargetId(arch.to_string())));
+        }
+        Ok(())
+    }
+
     /// Start an archive at `path` (nothing appears there until `finish`).
     pub fn create(
         path: &Path,
@@ -205,15 +264,12 @@ impl ArchiveWriter {
             .rsplit_once('#')
             .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
         if !tu_ok {
-            return Err(Error::Invalid(format!(
-                "code-object key {key:?} must end in #<TU index>"
-            )));
+            return Err(self.refused(WriteError::KeyWithoutTu(key)));
         }
-        safe_relative_path(&key)
-            .map_err(|e| Error::Invalid(format!("code-object key {key:?}: {e}")))?;
-        if arch.is_empty() || arch.contains(['/', '\\', '\0']) {
-            return Err(Error::Invalid(format!("arch {arch:?} is not a target ID")));
+        if let Err(why) = safe_relative_path(&key) {
+            return Err(self.refused(WriteError::UnsafeKey { key, why }));
         }
+        self.check_arch(arch)?;
         let stop = || self.cancel.as_ref().is_some_and(|c| c.is_cancelled());
         let stored = encode_kernel_until(data, self.scheme, self.level, &stop)
             .map_err(|e| Error::io(&self.path, e))?
@@ -221,18 +277,15 @@ impl ArchiveWriter {
         let mut s = self
             .spool
             .lock()
-            .map_err(|_| Error::Invalid("archive writer poisoned by a panic".into()))?;
+            .map_err(|_| self.refused(WriteError::Poisoned))?;
         if s.entries.contains_key(&(key.clone(), arch.to_string())) {
-            return Err(Error::Invalid(format!(
-                "{}: code object {key} @ {arch} added twice",
-                self.path.display()
-            )));
+            return Err(self.refused(WriteError::AddedTwice {
+                key,
+                arch: arch.to_string(),
+            }));
         }
         if s.entries.len() as u64 >= MAX_KERNELS {
-            return Err(Error::Invalid(format!(
-                "{}: more than {MAX_KERNELS} code objects",
-                self.path.display()
-            )));
+            return Err(self.refused(WriteError::TooMany));
         }
         let offset = s.len;
         let stored_len = stored.len() as u64;
@@ -257,20 +310,15 @@ impl ArchiveWriter {
     /// time [`finish`](Self::finish) runs.
     pub fn alias(&self, key: &str, arch: &str, of: &str) -> Result<()> {
         let key = normal_key(key);
-        if arch.is_empty() || arch.contains(['/', '\\', '\0']) {
-            return Err(Error::Invalid(format!("arch {arch:?} is not a target ID")));
-        }
+        self.check_arch(arch)?;
         let mut s = self
             .spool
             .lock()
-            .map_err(|_| Error::Invalid("archive writer poisoned by a panic".into()))?;
+            .map_err(|_| self.refused(WriteError::Poisoned))?;
         let k = (key, arch.to_string());
         if s.entries.contains_key(&k) || s.aliases.contains_key(&k) {
-            return Err(Error::Invalid(format!(
-                "{}: code object {} @ {arch} added twice",
-                self.path.display(),
-                k.0
-            )));
+            let (key, arch) = k;
+            return Err(self.refused(WriteError::AddedTwice { key, arch }));
         }
         s.aliases.insert(k, of.to_string());
         Ok(())
@@ -291,10 +339,10 @@ impl ArchiveWriter {
             entries,
             aliases,
             ..
-        } = self
-            .spool
-            .into_inner()
-            .map_err(|_| Error::Invalid("archive writer poisoned by a panic".into()))?;
+        } = self.spool.into_inner().map_err(|_| Error::Archive {
+            path: self.path.clone(),
+            error: WriteError::Poisoned,
+        })?;
         let mut aliases = aliases;
         let spool = file
             .into_inner()
@@ -355,10 +403,14 @@ impl ArchiveWriter {
         }
         for ((k, a), of) in &aliases {
             if !entries.contains_key(&(k.clone(), of.clone())) {
-                return Err(Error::Invalid(format!(
-                    "{}: alias {k} @ {a} names {of}, which holds no code object",
-                    self.path.display()
-                )));
+                return Err(Error::Archive {
+                    path: self.path.clone(),
+                    error: WriteError::DanglingAlias {
+                        key: k.clone(),
+                        arch: a.clone(),
+                        of: of.clone(),
+                    },
+                });
             }
         }
         let toc = encode_toc(&meta, self.scheme, &entries, &aliases, &blobs, toc_offset);
