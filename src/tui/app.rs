@@ -305,6 +305,62 @@ pub enum PackState {
 /// itself (the core compresses it all, as `pack --dry-run`, in well under a second).
 pub const AUTO_PLAN_BYTES: u64 = 8 << 20;
 
+/// The archive inspector: the archive shown, where it is, and what is selected.
+#[derive(Default)]
+pub struct InspectorState {
+    /// The archive shown.
+    pub index: Option<ArchiveIndex>,
+    /// Where it is.
+    pub at: Option<ArchiveAt>,
+    /// The extract prompt: what to extract (one kernel, or all), the destination
+    /// being typed, the cursor.
+    pub extract: Option<ExtractPrompt>,
+    /// Row selected.
+    pub cursor: usize,
+    /// Rows marked (Space): what `x` extracts when any is.
+    pub marks: std::collections::BTreeSet<usize>,
+    /// The last extract/verify outcome, or the one running.
+    pub status: Option<String>,
+}
+
+/// The Kernels view: what it lists, how, and what is marked.
+pub struct KernelsState {
+    /// The subtree shown, its kernels (sorted) once read.
+    pub report: Option<(String, Result<kpack::kernels::KernelsReport, String>)>,
+    /// Kernels are being read.
+    pub loading: bool,
+    /// Row selected.
+    pub cursor: usize,
+    /// Sort.
+    pub sort: kpack::kernels::SortBy,
+    /// The order reversed (key `S`).
+    pub reverse: bool,
+    /// Only names containing this (mangled or demangled).
+    pub filter: String,
+    /// Kernels marked (Space): their code object and name.
+    pub marks: std::collections::BTreeSet<super::kernelmarks::KernelMark>,
+    /// The extract prompt: the code objects, the destination being typed, the cursor.
+    pub extract: Option<super::kernelmarks::ExtractPrompt>,
+    /// Only this archive entry (key, target), from the inspector.
+    pub entry: Option<(String, String)>,
+}
+
+impl Default for KernelsState {
+    fn default() -> Self {
+        KernelsState {
+            report: None,
+            loading: false,
+            cursor: 0,
+            sort: kpack::kernels::SortBy::Size,
+            reverse: false,
+            filter: String::new(),
+            marks: Default::default(),
+            extract: None,
+            entry: None,
+        }
+    }
+}
+
 /// The whole UI state.
 pub struct App {
     /// What was opened.
@@ -337,8 +393,6 @@ pub struct App {
     pub progress: (u64, u64),
     /// The tree shown is a scan in progress.
     pub partial: bool,
-    /// The last extract/verify outcome in the inspector, or the one running.
-    pub archive_status: Option<String>,
     /// A fatal error to show.
     pub error: Option<String>,
     /// Help overlay shown.
@@ -361,17 +415,8 @@ pub struct App {
     /// every feature-flagged target ID, each packed on its own when on (and not
     /// already in a selected preset).
     pub singles: Vec<(String, bool)>,
-    /// The archive shown by the inspector.
-    pub archive: Option<ArchiveIndex>,
-    /// Where it is.
-    pub archive_at: Option<ArchiveAt>,
-    /// The extract prompt: what to extract (one kernel, or all), the destination
-    /// being typed, the cursor.
-    pub extract_prompt: Option<ExtractPrompt>,
-    /// Row selected in the inspector.
-    pub archive_cursor: usize,
-    /// Rows marked in the inspector (Space): what `x` extracts when any is.
-    pub archive_marks: std::collections::BTreeSet<usize>,
+    /// The archive inspector's state.
+    pub inspector: InspectorState,
     /// Preview result, for the path it was computed for.
     pub preview: Option<(String, Result<kpack::fatbin::Plan, String>)>,
     /// Preview scroll.
@@ -403,25 +448,8 @@ pub struct App {
     pub cancel_pack: bool,
     /// A cancel was asked of the running pack: said until it ends.
     pub cancelling: bool,
-    /// The Kernels view: the subtree shown, its kernels (sorted) once read.
-    pub kernels: Option<(String, Result<kpack::kernels::KernelsReport, String>)>,
-    /// Kernels are being read.
-    pub kernels_loading: bool,
-    /// Row selected in the Kernels view.
-    pub kernel_cursor: usize,
-    /// Sort of the Kernels view.
-    pub kernel_sort: kpack::kernels::SortBy,
-    /// The kernels' order reversed (key `S`).
-    pub kernel_reverse: bool,
-    /// Kernels view: only names containing this (mangled or demangled).
-    pub kernel_filter: String,
-    /// Kernels marked in the Kernels view (Space): their code object and name.
-    pub kernel_marks: std::collections::BTreeSet<super::kernelmarks::KernelMark>,
-    /// The Kernels view's extract prompt: the code objects, the destination being
-    /// typed, the cursor.
-    pub kernel_extract: Option<super::kernelmarks::ExtractPrompt>,
-    /// Kernels view: only this archive entry (key, target), from the inspector.
-    pub kernel_entry: Option<(String, String)>,
+    /// The Kernels view's state.
+    pub kernels: KernelsState,
     /// Sections and segments of ELF files, read in the background on selection.
     pub layouts: std::collections::HashMap<String, Result<kpack::elf::rewrite::ElfLayout, String>>,
     /// Every problem and operation outcome of the session (`!` shows them whole).
@@ -488,11 +516,11 @@ impl App {
             families: vec![false; PRESETS.len()],
             family_cursor: 0,
             singles: Vec::new(),
-            archive_at,
-            extract_prompt: None,
-            archive: archive.map(natural_order),
-            archive_cursor: 0,
-            archive_marks: Default::default(),
+            inspector: InspectorState {
+                index: archive.map(natural_order),
+                at: archive_at,
+                ..InspectorState::default()
+            },
             preview: None,
             requests: Vec::new(),
             quit: false,
@@ -517,21 +545,12 @@ impl App {
             jump: None,
             jumps_back: Vec::new(),
             jumps_forward: Vec::new(),
-            kernels: None,
-            kernels_loading: false,
-            kernel_cursor: 0,
-            kernel_sort: kpack::kernels::SortBy::Size,
-            kernel_reverse: false,
-            kernel_marks: Default::default(),
-            kernel_extract: None,
-            kernel_filter: String::new(),
+            kernels: KernelsState::default(),
             families_note: None,
             explorer_note: None,
             pack_note: None,
             back: Vec::new(),
-            kernel_entry: None,
             partial: false,
-            archive_status: None,
         }
     }
 
@@ -670,14 +689,15 @@ impl App {
     /// The rows the Kernels view shows: its report's, narrowed by the filter and the
     /// archive entry.
     pub fn kernel_rows(&self) -> Vec<&kpack::kernels::KernelRow> {
-        let Some((_, Ok(r))) = &self.kernels else {
+        let Some((_, Ok(r))) = &self.kernels.report else {
             return Vec::new();
         };
-        let f = self.kernel_filter.as_str();
+        let f = self.kernels.filter.as_str();
         r.kernels
             .iter()
             .filter(|k| {
-                self.kernel_entry
+                self.kernels
+                    .entry
                     .as_ref()
                     .is_none_or(|(key, arch)| k.key.as_deref() == Some(key) && k.target == *arch)
             })
@@ -692,15 +712,15 @@ impl App {
     /// Ask for the kernels under `path` (relative; `""` the whole tree), unless they
     /// are shown already (or, without `replace`, anything is shown or loading).
     pub(super) fn want_kernels(&mut self, path: String, replace: bool) {
-        if (self.report.is_none() && self.archive.is_none()) || self.kernels_loading {
+        if (self.report.is_none() && self.inspector.index.is_none()) || self.kernels.loading {
             return;
         }
-        let shown = self.kernels.as_ref().map(|(p, _)| p.as_str());
+        let shown = self.kernels.report.as_ref().map(|(p, _)| p.as_str());
         if shown == Some(path.as_str()) || (!replace && shown.is_some()) {
             return;
         }
-        self.kernels_loading = true;
-        self.kernels = None;
+        self.kernels.loading = true;
+        self.kernels.report = None;
         self.requests.push(Request::Kernels(path));
     }
 
@@ -773,13 +793,13 @@ impl App {
     }
 
     pub(super) fn resort_kernels(&mut self) {
-        if let Some((_, Ok(r))) = &mut self.kernels {
-            kpack::kernels::sort_rows(&mut r.kernels, self.kernel_sort);
-            if self.kernel_reverse {
+        if let Some((_, Ok(r))) = &mut self.kernels.report {
+            kpack::kernels::sort_rows(&mut r.kernels, self.kernels.sort);
+            if self.kernels.reverse {
                 r.kernels.reverse();
             }
         }
-        self.kernel_cursor = 0;
+        self.kernels.cursor = 0;
     }
 
     /// The explorer's order.

@@ -54,8 +54,8 @@ impl App {
             }
             AppEvent::ArchiveOpened(rel, r) => match *r {
                 Ok(idx) => {
-                    self.archive = Some(natural_order(idx));
-                    self.archive_at =
+                    self.inspector.index = Some(natural_order(idx));
+                    self.inspector.at =
                         Some(if self.report.as_ref().is_some_and(|r| r.wheel.is_some()) {
                             ArchiveAt::WheelMember(self.root.clone(), rel)
                         } else if self.root.is_file() {
@@ -63,9 +63,9 @@ impl App {
                         } else {
                             ArchiveAt::File(self.root.join(kpack::relpath::to_path(&rel)))
                         });
-                    self.archive_cursor = 0;
-                    self.archive_marks.clear();
-                    self.archive_status = None;
+                    self.inspector.cursor = 0;
+                    self.inspector.marks.clear();
+                    self.inspector.status = None;
                     if !self.views.contains(&View::Inspector) {
                         self.views.push(View::Inspector);
                     }
@@ -106,9 +106,9 @@ impl App {
     }
 
     fn kernels_read(&mut self, path: String, mut r: Result<kpack::kernels::KernelsReport, String>) {
-        self.kernels_loading = false;
+        self.kernels.loading = false;
         // Marks name kernels of the list they were made in.
-        self.kernel_marks.clear();
+        self.kernels.marks.clear();
         let about = if path.is_empty() {
             "kernels".to_string()
         } else {
@@ -123,18 +123,19 @@ impl App {
             Err(e) => self.log.push(Level::Error, &about, e),
         }
         if let Ok(rep) = &mut r {
-            kpack::kernels::sort_rows(&mut rep.kernels, self.kernel_sort);
-            if self.kernel_reverse {
+            kpack::kernels::sort_rows(&mut rep.kernels, self.kernels.sort);
+            if self.kernels.reverse {
                 rep.kernels.reverse();
             }
         }
-        self.kernels = Some((path, r));
-        self.kernel_cursor = 0;
+        self.kernels.report = Some((path, r));
+        self.kernels.cursor = 0;
     }
 
     fn archive_done(&mut self, r: Result<String, String>) {
         let about = self
-            .archive_at
+            .inspector
+            .at
             .as_ref()
             .map(|a| a.file_name())
             .unwrap_or_default();
@@ -143,7 +144,7 @@ impl App {
             Err(m) => (Level::Error, m),
         };
         self.log.push(level, about, &msg);
-        self.archive_status = Some(msg);
+        self.inspector.status = Some(msg);
     }
 
     fn pack_done(&mut self, r: Box<Result<kpack::pack::PackReport, String>>) {

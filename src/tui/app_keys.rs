@@ -55,9 +55,11 @@ impl App {
                     {
                         self.family_cursor = i - 1;
                     }
-                    View::Kernels if i < self.kernel_rows().len() => self.kernel_cursor = i,
-                    View::Inspector if i < self.archive.as_ref().map_or(0, |a| a.kernels.len()) => {
-                        self.archive_cursor = i;
+                    View::Kernels if i < self.kernel_rows().len() => self.kernels.cursor = i,
+                    View::Inspector
+                        if i < self.inspector.index.as_ref().map_or(0, |a| a.kernels.len()) =>
+                    {
+                        self.inspector.cursor = i;
                     }
                     _ => {}
                 }
@@ -97,18 +99,18 @@ impl App {
                     (self.family_cursor as isize + d).clamp(0, n as isize - 1) as usize;
             }
             View::Inspector => {
-                let n = self.archive.as_ref().map_or(0, |a| a.kernels.len());
+                let n = self.inspector.index.as_ref().map_or(0, |a| a.kernels.len());
                 if n > 0 {
-                    self.archive_cursor =
-                        (self.archive_cursor as isize + d).clamp(0, n as isize - 1) as usize;
+                    self.inspector.cursor =
+                        (self.inspector.cursor as isize + d).clamp(0, n as isize - 1) as usize;
                 }
             }
             View::Preview => self.scroll_side(d),
             View::Kernels => {
                 let n = self.kernel_rows().len();
                 if n > 0 {
-                    self.kernel_cursor =
-                        (self.kernel_cursor as isize + d).clamp(0, n as isize - 1) as usize;
+                    self.kernels.cursor =
+                        (self.kernels.cursor as isize + d).clamp(0, n as isize - 1) as usize;
                 }
             }
             // A result screen (a wheel split's list of wheels) scrolls.
@@ -136,24 +138,24 @@ impl App {
             }
             return;
         }
-        if self.kernel_extract.is_some() {
+        if self.kernels.extract.is_some() {
             self.kernel_extract_key(k);
             return;
         }
-        if let Some((which, dest, cursor)) = &mut self.extract_prompt {
+        if let Some((which, dest, cursor)) = &mut self.inspector.extract {
             match k.code {
                 KeyCode::Enter if !dest.is_empty() => {
-                    if let Some(at) = &self.archive_at {
+                    if let Some(at) = &self.inspector.at {
                         self.requests.push(Request::Extract(
                             at.clone(),
                             which.clone(),
                             PathBuf::from(dest.as_str()),
                         ));
-                        self.archive_status = Some("extracting…".into());
+                        self.inspector.status = Some("extracting…".into());
                     }
-                    self.extract_prompt = None;
+                    self.inspector.extract = None;
                 }
-                KeyCode::Esc => self.extract_prompt = None,
+                KeyCode::Esc => self.inspector.extract = None,
                 _ => {
                     super::textedit::edit(dest, cursor, k);
                 }
@@ -183,7 +185,7 @@ impl App {
         }
         if self.filtering {
             let filter = if self.view == View::Kernels {
-                &mut self.kernel_filter
+                &mut self.kernels.filter
             } else {
                 &mut self.filter
             };
@@ -206,7 +208,7 @@ impl App {
             }
             self.selected = 0;
             self.scroll = 0;
-            self.kernel_cursor = 0;
+            self.kernels.cursor = 0;
             return;
         }
         if self.help {
@@ -288,12 +290,14 @@ impl App {
                 }
             }
             KeyCode::Char('K') if self.view == View::Inspector => {
-                let Some(a) = &self.archive else { return };
-                self.kernel_entry = a
+                let Some(a) = &self.inspector.index else {
+                    return;
+                };
+                self.kernels.entry = a
                     .kernels
-                    .get(self.archive_cursor)
+                    .get(self.inspector.cursor)
                     .map(|k| (k.key.clone(), k.arch.clone()));
-                self.kernel_cursor = 0;
+                self.kernels.cursor = 0;
                 self.want_kernels(String::new(), false);
                 if !self.views.contains(&View::Kernels) {
                     self.views.push(View::Kernels);
@@ -301,41 +305,41 @@ impl App {
                 self.drill_into(View::Kernels);
             }
             KeyCode::Char(c @ ('x' | 'X')) if self.view == View::Inspector => {
-                let (Some(a), Some(at)) = (&self.archive, &self.archive_at) else {
+                let (Some(a), Some(at)) = (&self.inspector.index, &self.inspector.at) else {
                     return;
                 };
                 // x: the marked rows, else the selected one; X: everything.
                 let entry = |i: &usize| a.kernels.get(*i).map(|k| (k.key.clone(), k.arch.clone()));
                 let which = if c == 'X' {
                     None
-                } else if self.archive_marks.is_empty() {
-                    let Some(e) = entry(&self.archive_cursor) else {
+                } else if self.inspector.marks.is_empty() {
+                    let Some(e) = entry(&self.inspector.cursor) else {
                         return;
                     };
                     Some(vec![e])
                 } else {
-                    Some(self.archive_marks.iter().filter_map(entry).collect())
+                    Some(self.inspector.marks.iter().filter_map(entry).collect())
                 };
                 // Ask where: by default beside the current directory, not inside the
                 // install tree the archive came from.
                 let dest = self.default_output(&format!("{}.extracted", at.file_name()));
                 let cursor = dest.chars().count();
-                self.extract_prompt = Some((which, dest, cursor));
+                self.inspector.extract = Some((which, dest, cursor));
             }
             // Space marks the row (and moves on), as in yazi; u clears the marks.
             KeyCode::Char(' ') if self.view == View::Inspector => {
-                let n = self.archive.as_ref().map_or(0, |a| a.kernels.len());
-                if self.archive_cursor < n {
-                    if !self.archive_marks.remove(&self.archive_cursor) {
-                        self.archive_marks.insert(self.archive_cursor);
+                let n = self.inspector.index.as_ref().map_or(0, |a| a.kernels.len());
+                if self.inspector.cursor < n {
+                    if !self.inspector.marks.remove(&self.inspector.cursor) {
+                        self.inspector.marks.insert(self.inspector.cursor);
                     }
                     self.move_list(1);
                 }
             }
-            KeyCode::Char('u') if self.view == View::Inspector => self.archive_marks.clear(),
+            KeyCode::Char('u') if self.view == View::Inspector => self.inspector.marks.clear(),
             KeyCode::Char('v') if self.view == View::Inspector => {
-                if let Some(at) = &self.archive_at {
-                    self.archive_status = Some("verifying…".into());
+                if let Some(at) = &self.inspector.at {
+                    self.inspector.status = Some("verifying…".into());
                     self.requests.push(Request::VerifyArchive(at.clone()));
                 }
             }
@@ -360,9 +364,9 @@ impl App {
             KeyCode::End | KeyCode::Char('G') => self.move_by(1 << 30),
             // Esc: a filter first (the Kernels view's own in that view), then back to
             // where a drill-down came from; Backspace goes back too.
-            KeyCode::Esc if self.view == View::Kernels && !self.kernel_filter.is_empty() => {
-                self.kernel_filter.clear();
-                self.kernel_cursor = 0;
+            KeyCode::Esc if self.view == View::Kernels && !self.kernels.filter.is_empty() => {
+                self.kernels.filter.clear();
+                self.kernels.cursor = 0;
             }
             KeyCode::Esc if self.view != View::Kernels && !self.filter.is_empty() => {
                 self.clear_filter();
@@ -429,7 +433,7 @@ impl App {
     /// Enter on a kernel: its file in the Explorer (the binary an archive entry
     /// belongs to, when the tree has it); Esc comes back.
     fn jump_to_kernel_file(&mut self) {
-        let Some(k) = self.kernel_rows().get(self.kernel_cursor).copied() else {
+        let Some(k) = self.kernel_rows().get(self.kernels.cursor).copied() else {
             return;
         };
         let binary = k
@@ -539,14 +543,14 @@ impl App {
                 if matches!(k.code, KeyCode::Enter | KeyCode::Char('o')) && self.tree.is_some() {
                     self.jump_to_kernel_file();
                 }
-                if k.code == KeyCode::Char('a') && self.kernel_entry.is_some() {
+                if k.code == KeyCode::Char('a') && self.kernels.entry.is_some() {
                     // The whole archive again, not only the inspector's entry.
-                    self.kernel_entry = None;
-                    self.kernel_cursor = 0;
+                    self.kernels.entry = None;
+                    self.kernels.cursor = 0;
                 }
                 if k.code == KeyCode::Char('s') {
                     use kpack::kernels::SortBy::*;
-                    self.kernel_sort = match self.kernel_sort {
+                    self.kernels.sort = match self.kernels.sort {
                         Size => Vgpr,
                         Vgpr => Sgpr,
                         Sgpr => Lds,
@@ -559,7 +563,7 @@ impl App {
                     self.resort_kernels();
                 }
                 if k.code == KeyCode::Char('S') {
-                    self.kernel_reverse = !self.kernel_reverse;
+                    self.kernels.reverse = !self.kernels.reverse;
                     self.resort_kernels();
                 }
             }
@@ -652,7 +656,7 @@ impl App {
             }
             KeyCode::Char('K') => {
                 let path = tree.path(row.node);
-                self.kernel_entry = None;
+                self.kernels.entry = None;
                 self.want_kernels(path, true);
                 self.drill_into(View::Kernels);
             }

@@ -117,12 +117,12 @@ impl App {
             }
             View::Kernels => {
                 let rows = self.kernel_rows();
-                let k = rows.get(self.kernel_cursor)?;
+                let k = rows.get(self.kernels.cursor)?;
                 Some((k.kernel.display_name().to_string(), "the kernel's name"))
             }
             View::Inspector => {
-                let a = self.archive.as_ref()?;
-                let k = a.kernels.get(self.archive_cursor)?;
+                let a = self.inspector.index.as_ref()?;
+                let k = a.kernels.get(self.inspector.cursor)?;
                 Some((k.key.clone(), "the archive key"))
             }
             View::Families => {
@@ -199,7 +199,7 @@ impl App {
                 })
             }
             View::Inspector => {
-                let a = self.archive.as_ref()?;
+                let a = self.inspector.index.as_ref()?;
                 let rows = a
                     .kernels
                     .iter()

@@ -11,7 +11,9 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Clear, Paragraph};
 
 pub(crate) fn inspector(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
-    let Some(a) = &app.archive else { return };
+    let Some(a) = &app.inspector.index else {
+        return;
+    };
     let [head, list] = Layout::vertical([Constraint::Length(4), Constraint::Min(3)]).areas(area);
     // TOC aliases repeat a frame: the totals count it once.
     let frames = || a.kernels.iter().filter(|k| !k.is_alias());
@@ -32,14 +34,16 @@ pub(crate) fn inspector(frame: &mut Frame, app: &App, area: Rect, theme: Theme) 
         .block(
             Block::bordered()
                 .title_bottom(
-                    app.archive_status
+                    app.inspector
+                        .status
                         .as_ref()
                         .map(|m| format!(" {} ", end_cut(m, head.width.saturating_sub(4) as usize)))
                         .unwrap_or_default(),
                 )
                 .title(format!(
                     " {} · {} · {} raw · {} stored ",
-                    app.archive_at
+                    app.inspector
+                        .at
                         .as_ref()
                         .map_or_else(|| app.title(), |a| a.file_name()),
                     crate::text::count(frames().count() as u64, "code object", "code objects"),
@@ -57,7 +61,7 @@ pub(crate) fn inspector(frame: &mut Frame, app: &App, area: Rect, theme: Theme) 
     let fixed = 2 + 16 + 11 + 11 + 8 + 4;
     let key_w = (list.width as usize).saturating_sub(fixed).max(12);
     let h = (list.height as usize).saturating_sub(1);
-    let start = app.archive_cursor.saturating_sub(h.saturating_sub(1));
+    let start = app.inspector.cursor.saturating_sub(h.saturating_sub(1));
     app.drawn.list.set(Rect {
         x: list.x,
         y: list.y + 1,
@@ -82,7 +86,7 @@ pub(crate) fn inspector(frame: &mut Frame, app: &App, area: Rect, theme: Theme) 
         };
         last_key = &k.key;
         // Marked rows (Space) carry a `*`: what `x` extracts.
-        let mark = if app.archive_marks.contains(&i) {
+        let mark = if app.inspector.marks.contains(&i) {
             "* "
         } else {
             "  "
@@ -101,13 +105,13 @@ pub(crate) fn inspector(frame: &mut Frame, app: &App, area: Rect, theme: Theme) 
                     ),
                 },
         );
-        if i == app.archive_cursor {
+        if i == app.inspector.cursor {
             line = line.style(theme.selected());
         }
         lines.push(line);
     }
     frame.render_widget(Paragraph::new(lines), list);
-    if let Some((which, dest, cursor)) = &app.extract_prompt {
+    if let Some((which, dest, cursor)) = &app.inspector.extract {
         let what = match which.as_deref() {
             Some([(key, arch)]) => format!("Extract {key} @ {arch} into"),
             Some(marked) => format!("Extract the {} marked code objects into", marked.len()),

@@ -27,7 +27,7 @@ pub fn mark_of(r: &KernelRow) -> KernelMark {
 impl App {
     /// Whether the row is marked.
     pub fn is_marked(&self, r: &KernelRow) -> bool {
-        !self.kernel_marks.is_empty() && self.kernel_marks.contains(&mark_of(r))
+        !self.kernels.marks.is_empty() && self.kernels.marks.contains(&mark_of(r))
     }
 
     /// Space, `u` and `x` in the Kernels view.
@@ -36,17 +36,17 @@ impl App {
             KeyCode::Char(' ') => {
                 let Some(m) = self
                     .kernel_rows()
-                    .get(self.kernel_cursor)
+                    .get(self.kernels.cursor)
                     .map(|r| mark_of(r))
                 else {
                     return;
                 };
-                if !self.kernel_marks.remove(&m) {
-                    self.kernel_marks.insert(m);
+                if !self.kernels.marks.remove(&m) {
+                    self.kernels.marks.insert(m);
                 }
                 self.move_by(1);
             }
-            KeyCode::Char('u') => self.kernel_marks.clear(),
+            KeyCode::Char('u') => self.kernels.marks.clear(),
             KeyCode::Char('x') => self.open_kernel_extract(),
             _ => {}
         }
@@ -55,19 +55,19 @@ impl App {
     /// `x`: ask where to extract the marked kernels' code objects (the selected
     /// kernel's when none is marked).
     fn open_kernel_extract(&mut self) {
-        let Some((listed, Ok(_))) = &self.kernels else {
+        let Some((listed, Ok(_))) = &self.kernels.report else {
             self.flash = Some("no kernels listed to extract".into());
             return;
         };
         let listed = listed.clone();
-        let wanted: BTreeSet<CodeObjectRef> = if self.kernel_marks.is_empty() {
+        let wanted: BTreeSet<CodeObjectRef> = if self.kernels.marks.is_empty() {
             self.kernel_rows()
-                .get(self.kernel_cursor)
+                .get(self.kernels.cursor)
                 .map(|r| r.code_object())
                 .into_iter()
                 .collect()
         } else {
-            self.kernel_marks.iter().map(|(c, _)| c.clone()).collect()
+            self.kernels.marks.iter().map(|(c, _)| c.clone()).collect()
         };
         if wanted.is_empty() {
             return;
@@ -81,18 +81,19 @@ impl App {
         };
         let dest = self.default_output(&format!("{name}.extracted"));
         let cursor = dest.chars().count();
-        self.kernel_extract = Some((wanted, dest, cursor));
+        self.kernels.extract = Some((wanted, dest, cursor));
     }
 
     /// Keys of the extract prompt: Enter extracts (in the background), Esc cancels.
     pub(super) fn kernel_extract_key(&mut self, k: KeyEvent) {
-        let Some((wanted, dest, cursor)) = &mut self.kernel_extract else {
+        let Some((wanted, dest, cursor)) = &mut self.kernels.extract else {
             return;
         };
         match k.code {
             KeyCode::Enter if !dest.is_empty() => {
                 let listed = self
                     .kernels
+                    .report
                     .as_ref()
                     .map(|(p, _)| p.clone())
                     .unwrap_or_default();
@@ -102,9 +103,9 @@ impl App {
                     dest: PathBuf::from(dest.as_str()),
                 });
                 self.flash = Some("extracting…".into());
-                self.kernel_extract = None;
+                self.kernels.extract = None;
             }
-            KeyCode::Esc => self.kernel_extract = None,
+            KeyCode::Esc => self.kernels.extract = None,
             _ => {
                 super::textedit::edit(dest, cursor, k);
             }
@@ -114,19 +115,19 @@ impl App {
 
 /// The prompt over the Kernels view.
 pub(crate) fn draw_prompt(frame: &mut Frame, app: &App, area: Rect) {
-    let Some((wanted, dest, cursor)) = &app.kernel_extract else {
+    let Some((wanted, dest, cursor)) = &app.kernels.extract else {
         return;
     };
     if app.view != View::Kernels {
         return;
     }
-    let what = if app.kernel_marks.is_empty() {
+    let what = if app.kernels.marks.is_empty() {
         "Extract the selected kernel's code object into".to_string()
     } else {
         format!(
             "Extract the {} holding the {} marked kernel(s) into",
             crate::text::count(wanted.len() as u64, "code object", "code objects"),
-            app.kernel_marks.len()
+            app.kernels.marks.len()
         )
     };
     let body = vec![

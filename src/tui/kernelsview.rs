@@ -49,8 +49,8 @@ fn sort_arrow(s: kpack::kernels::SortBy, reverse: bool) -> char {
 /// The kernels of the selected subtree: a table, per-target totals, the selected
 /// kernel's detail. Spills are red, scratch yellow.
 pub(crate) fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
-    let (path, report) = match &app.kernels {
-        _ if app.kernels_loading => {
+    let (path, report) = match &app.kernels.report {
+        _ if app.kernels.loading => {
             frame.render_widget(
                 Paragraph::new("reading the code objects…")
                     .block(Block::bordered().title(" kernels ")),
@@ -101,9 +101,9 @@ pub(crate) fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         .iter()
         .map(|(t, (n, b))| format!("{t} {n} / {}", size(*b)))
         .collect();
-    let mut title = match &app.kernel_entry {
+    let mut title = match &app.kernels.entry {
         Some((key, arch)) => format!("{key} {arch}"),
-        None if path.is_empty() && app.archive.is_some() => "the archive".to_string(),
+        None if path.is_empty() && app.inspector.index.is_some() => "the archive".to_string(),
         // Opened on one file (a binary, a wheel): that file, not "the tree".
         None if path.is_empty() && app.root_is_file => app.root.file_name().map_or_else(
             || app.root.display().to_string(),
@@ -114,7 +114,7 @@ pub(crate) fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     };
     // The code objects of what is shown: all of the read's, or, narrowed to an entry
     // or a search, those the shown kernels come from.
-    let code_objects = if app.kernel_entry.is_none() && app.kernel_filter.is_empty() {
+    let code_objects = if app.kernels.entry.is_none() && app.kernels.filter.is_empty() {
         report.code_objects
     } else {
         shown
@@ -123,13 +123,13 @@ pub(crate) fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             .collect::<std::collections::BTreeSet<_>>()
             .len() as u64
     };
-    if !app.kernel_filter.is_empty() {
-        title = format!("{title} matching {:?}", app.kernel_filter);
+    if !app.kernels.filter.is_empty() {
+        title = format!("{title} matching {:?}", app.kernels.filter);
     }
-    let marked = if app.kernel_marks.is_empty() {
+    let marked = if app.kernels.marks.is_empty() {
         String::new()
     } else {
-        format!(" · {} marked", app.kernel_marks.len())
+        format!(" · {} marked", app.kernels.marks.len())
     };
     frame.render_widget(
         Paragraph::new(vec![
@@ -141,8 +141,8 @@ pub(crate) fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                 if code_objects == 1 { "" } else { "s" },
                 size(code),
                 spilling,
-                kernel_sort_label(app.kernel_sort),
-                sort_arrow(app.kernel_sort, app.kernel_reverse)
+                kernel_sort_label(app.kernels.sort),
+                sort_arrow(app.kernels.sort, app.kernels.reverse)
             )),
             Line::from(Span::styled(targets.join(" · "), theme.fg(Color::Gray))),
         ])
@@ -150,7 +150,7 @@ pub(crate) fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         head,
     );
     let rows_h = list.height.saturating_sub(3) as usize;
-    let start = app.kernel_cursor.saturating_sub(rows_h.saturating_sub(1));
+    let start = app.kernels.cursor.saturating_sub(rows_h.saturating_sub(1));
     // Data rows start under the border and the header.
     app.drawn.list.set(Rect {
         x: list.x + 1,
@@ -174,8 +174,8 @@ pub(crate) fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         _ => r.path.clone(),
     };
     // The sorted column says so, with its direction.
-    let sorted = sort_column(app.kernel_sort);
-    let arrow = sort_arrow(app.kernel_sort, app.kernel_reverse);
+    let sorted = sort_column(app.kernels.sort);
+    let arrow = sort_arrow(app.kernels.sort, app.kernels.reverse);
     let mut heads: Vec<&str> = vec!["code", "vgpr"];
     if wide {
         heads.push("agpr");
@@ -283,7 +283,7 @@ pub(crate) fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             if marked {
                 row = row.style(theme.fg(Color::LightCyan).add_modifier(Modifier::BOLD));
             }
-            if i == app.kernel_cursor {
+            if i == app.kernels.cursor {
                 row = row.style(theme.selected());
             }
             row
@@ -320,7 +320,7 @@ pub(crate) fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     if detail.height == 0 {
         return;
     }
-    let lines = match shown.get(app.kernel_cursor) {
+    let lines = match shown.get(app.kernels.cursor) {
         None => vec![Line::from("no kernels")],
         Some(r) => {
             let k = &r.kernel;

@@ -434,7 +434,7 @@ fn inspector_extract_and_verify_requests() {
             Request::VerifyArchive(at)
         ]
     );
-    assert_eq!(app.archive_status.as_deref(), Some("verifying…"));
+    assert_eq!(app.inspector.status.as_deref(), Some("verifying…"));
     app.update(AppEvent::ArchiveDone(Ok("verify: sound".into())));
     let screen = format!("{:?}", render(&app, 80, 24).backend());
     assert!(screen.contains("verify: sound"), "{screen}");
@@ -1061,7 +1061,7 @@ fn kernels_view_lists_the_kernels_of_the_selection() {
         app.requests
             .contains(&super::app::Request::Kernels("lib/libzkern.so".into()))
     );
-    assert!(app.kernels_loading);
+    assert!(app.kernels.loading);
     // The background read, as the loop would deliver it (a fixture with spills).
     let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bin/libkernels.so");
     let mut r = kpack::kernels::list_kernels(&lib, &Default::default()).unwrap();
@@ -1070,13 +1070,13 @@ fn kernels_view_lists_the_kernels_of_the_selection() {
         "lib/libkernels.so".into(),
         Box::new(Ok(r)),
     ));
-    assert!(!app.kernels_loading);
+    assert!(!app.kernels.loading);
     insta::assert_snapshot!("kernels_80x24", render(&app, 80, 24).backend());
     // Sorted by code size; `s` sorts by VGPRs next; the cursor moves.
     key(&mut app, KeyCode::Char('s'));
-    assert_eq!(app.kernel_sort, kpack::kernels::SortBy::Vgpr);
+    assert_eq!(app.kernels.sort, kpack::kernels::SortBy::Vgpr);
     key(&mut app, KeyCode::Down);
-    assert_eq!(app.kernel_cursor, 1);
+    assert_eq!(app.kernels.cursor, 1);
     insta::assert_snapshot!("kernels_160x48", render(&app, 160, 48).backend());
     // With colours, a spilling kernel's spills are red and its scratch yellow; the
     // columns beside them are not coloured.
@@ -1203,7 +1203,7 @@ fn kernels_are_found_by_name_and_read_from_the_inspector() {
         a.index.kernels[1].key.clone(),
         a.index.kernels[1].arch.clone(),
     );
-    assert_eq!(app.kernel_entry.as_ref(), Some(&second));
+    assert_eq!(app.kernels.entry.as_ref(), Some(&second));
     let r = kpack::kernels::list_kernels(&path, &Default::default()).unwrap();
     assert_eq!(r.kernels.len(), 10);
     app.update(AppEvent::Kernels(String::new(), Box::new(Ok(r))));
@@ -1744,7 +1744,7 @@ fn sorts_read_naturally_and_reverse() {
     key(&mut app, KeyCode::Char('4'));
     let report = kpack::kernels::list_kernels(&demo(), &Default::default()).unwrap();
     app.update(AppEvent::Kernels(String::new(), Box::new(Ok(report))));
-    while app.kernel_sort != kpack::kernels::SortBy::Target {
+    while app.kernels.sort != kpack::kernels::SortBy::Target {
         key(&mut app, KeyCode::Char('s'));
     }
     let targets =
@@ -2016,7 +2016,8 @@ fn the_inspector_sorts_keys_and_targets_naturally() {
     let a = kpack::kpack::Archive::open(&path).unwrap();
     let app = App::new(PathBuf::from("n.kpack"), Some(a.index));
     let shown: Vec<(String, String)> = app
-        .archive
+        .inspector
+        .index
         .as_ref()
         .unwrap()
         .kernels
@@ -2199,8 +2200,8 @@ fn drill_downs_go_back_and_keys_that_do_nothing_say_why() {
     assert_eq!(app.selected, before);
     // Tab into the Kernels view asks for the tree's kernels, as its digit does.
     app.requests.clear();
-    app.kernels = None;
-    app.kernels_loading = false; // K's read above never answered in this test
+    app.kernels.report = None;
+    app.kernels.loading = false; // K's read above never answered in this test
     while app.view != View::Kernels {
         key(&mut app, KeyCode::Tab);
     }
@@ -2215,9 +2216,9 @@ fn drill_downs_go_back_and_keys_that_do_nothing_say_why() {
     key(&mut app, KeyCode::Char('/'));
     key(&mut app, KeyCode::Char('v'));
     key(&mut app, KeyCode::Enter);
-    assert_eq!(app.kernel_filter, "v");
+    assert_eq!(app.kernels.filter, "v");
     key(&mut app, KeyCode::Esc);
-    assert_eq!(app.kernel_filter, "");
+    assert_eq!(app.kernels.filter, "");
     key(&mut app, KeyCode::Esc);
     assert_eq!(app.view, View::Kernels);
 }
@@ -2693,7 +2694,7 @@ fn jump_from_a_kernel_open_all_and_next_damaged() {
     key(&mut app, KeyCode::Char('4'));
     assert_eq!(app.view, View::Kernels);
     key(&mut app, KeyCode::Down);
-    let want = app.kernel_rows()[app.kernel_cursor].path.clone();
+    let want = app.kernel_rows()[app.kernels.cursor].path.clone();
     key(&mut app, KeyCode::Enter);
     assert_eq!(app.view, View::Explorer);
     let tree = app.tree.as_ref().unwrap();
@@ -2783,8 +2784,10 @@ fn marked_rows_are_what_x_extracts() {
         .iter()
         .map(|&i| {
             (
-                app.archive.as_ref().unwrap().kernels[i].key.clone(),
-                app.archive.as_ref().unwrap().kernels[i].arch.clone(),
+                app.inspector.index.as_ref().unwrap().kernels[i].key.clone(),
+                app.inspector.index.as_ref().unwrap().kernels[i]
+                    .arch
+                    .clone(),
             )
         })
         .collect();
@@ -2796,7 +2799,7 @@ fn marked_rows_are_what_x_extracts() {
     );
     let dir = tempfile::tempdir().unwrap();
     let dest = dir.path().join("out");
-    app.extract_prompt.as_mut().unwrap().1 = dest.display().to_string();
+    app.inspector.extract.as_mut().unwrap().1 = dest.display().to_string();
     key(&mut app, KeyCode::Enter);
     let req = app.requests.pop().expect("an extract");
     let super::app::Request::Extract(_, Some(which), _) = &req else {
@@ -2813,7 +2816,7 @@ fn marked_rows_are_what_x_extracts() {
     let files = walk(&dest);
     assert_eq!(files.len(), 2, "{files:?}");
     key(&mut app, KeyCode::Char('u'));
-    assert!(app.archive_marks.is_empty());
+    assert!(app.inspector.marks.is_empty());
 }
 
 fn walk(d: &Path) -> Vec<PathBuf> {
@@ -2919,7 +2922,7 @@ fn marked_kernels_are_what_x_extracts() {
     );
     let dir = tempfile::tempdir().unwrap();
     let dest = dir.path().join("out");
-    app.kernel_extract.as_mut().unwrap().1 = dest.display().to_string();
+    app.kernels.extract.as_mut().unwrap().1 = dest.display().to_string();
     key(&mut app, KeyCode::Enter);
     let req = app.requests.pop().expect("an extract");
     let super::app::Request::ExtractCodeObjects { wanted, .. } = &req else {
@@ -2948,15 +2951,15 @@ fn marked_kernels_are_what_x_extracts() {
     }
     assert_eq!(walk(&dest).len(), want.len());
     key(&mut app, KeyCode::Char('u'));
-    assert!(app.kernel_marks.is_empty());
+    assert!(app.kernels.marks.is_empty());
     key(&mut app, KeyCode::Char('x'));
-    let Some((one, _, _)) = &app.kernel_extract else {
+    let Some((one, _, _)) = &app.kernels.extract else {
         panic!("no prompt")
     };
     assert_eq!(one.len(), 1);
     key(&mut app, KeyCode::Esc);
     assert!(
-        app.kernel_extract.is_none()
+        app.kernels.extract.is_none()
             && app
                 .requests
                 .iter()

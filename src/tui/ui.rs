@@ -136,7 +136,7 @@ fn status(app: &App) -> String {
     }
     if app.filtering {
         let f = if app.view == View::Kernels {
-            &app.kernel_filter
+            &app.kernels.filter
         } else {
             &app.filter
         };
@@ -166,9 +166,9 @@ fn status(app: &App) -> String {
         View::Preview => "↑↓ scroll".to_string(),
         View::Kernels => format!(
             "↑↓ move · s/S sort ({}{}) · / find by name · Space mark · x extract{}",
-            super::kernelsview::kernel_sort_label(app.kernel_sort),
-            if app.kernel_reverse { ", reversed" } else { "" },
-            if app.kernel_entry.is_some() {
+            super::kernelsview::kernel_sort_label(app.kernels.sort),
+            if app.kernels.reverse { ", reversed" } else { "" },
+            if app.kernels.entry.is_some() {
                 " · a whole archive"
             } else {
                 ""

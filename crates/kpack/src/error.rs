@@ -82,7 +82,7 @@ pub enum Error {
         /// The archive being written.
         path: PathBuf,
         /// What it refused.
-        error: crate::kpack::archive::WriteError,
+        error: WriteError,
     },
     /// A request that cannot be carried out as asked (bad argument, existing output…).
     #[error("{0}")]
@@ -112,6 +112,89 @@ impl Error {
             error: source,
         }
     }
+}
+
+/// Why a name read from a file (an archive key, a target ID, a binary's name) cannot
+/// become a path below a directory.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum UnsafePath {
+    /// Nothing before the `#`.
+    #[error("empty path")]
+    Empty,
+    /// A NUL byte.
+    #[error("path contains NUL")]
+    Nul,
+    /// Starts at `/`.
+    #[error("absolute path")]
+    Absolute,
+    /// A backslash (a separator on Windows).
+    #[error("path contains a backslash")]
+    Backslash,
+    /// `a//b` or `a/./b`.
+    #[error("path has an empty or '.' component: {0:?}")]
+    EmptyComponent(String),
+    /// A `..` component.
+    #[error("path escapes with '..': {0:?}")]
+    Escapes(String),
+    /// A target ID that cannot be a file name.
+    #[error("arch {0:?} cannot be used as a file name")]
+    Arch(String),
+}
+
+/// A name whose path or target ID is unsafe: what it was, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{key:?}: {why}")]
+pub struct UnsafeKey {
+    /// The key (or the binary's name) as read.
+    pub key: String,
+    /// What is wrong with it.
+    pub why: UnsafePath,
+}
+
+/// Why the archive writer refused a code object, or could not finish (reported
+/// with the archive's path as [`Error::Archive`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum WriteError {
+    /// A key must name its translation unit: `path#<index>`.
+    #[error("code-object key {0:?} must end in #<TU index>")]
+    KeyWithoutTu(String),
+    /// A key is not a safe relative path (`..`, absolute, NUL…).
+    #[error("code-object key {key:?}: {why}")]
+    UnsafeKey {
+        /// The key.
+        key: String,
+        /// What is wrong with it.
+        why: UnsafePath,
+    },
+    /// An arch that cannot be a target ID (empty, or holding `/`, `\` or NUL).
+    #[error("arch {0:?} is not a target ID")]
+    NotTargetId(String),
+    /// The same (key, arch) given twice.
+    #[error("code object {key} @ {arch} added twice")]
+    AddedTwice {
+        /// The key.
+        key: String,
+        /// The target ID.
+        arch: String,
+    },
+    /// More code objects than an archive may hold (the limit).
+    #[error("more than {0} code objects")]
+    TooMany(u64),
+    /// An alias naming a target of the key that holds no frame.
+    #[error("alias {key} @ {arch} names {of}, which holds no code object")]
+    DanglingAlias {
+        /// The key.
+        key: String,
+        /// The aliased target ID.
+        arch: String,
+        /// The target ID whose frame it should share.
+        of: String,
+    },
+    /// A thread panicked while adding (the spool's lock is poisoned).
+    #[error("archive writer poisoned by a panic")]
+    Poisoned,
 }
 
 /// Result alias for core operations.

@@ -4,44 +4,6 @@ use super::*;
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
 
-/// Why a name read from a file (an archive key, a target ID, a binary's name) cannot
-/// become a path below a directory.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum UnsafePath {
-    /// Nothing before the `#`.
-    #[error("empty path")]
-    Empty,
-    /// A NUL byte.
-    #[error("path contains NUL")]
-    Nul,
-    /// Starts at `/`.
-    #[error("absolute path")]
-    Absolute,
-    /// A backslash (a separator on Windows).
-    #[error("path contains a backslash")]
-    Backslash,
-    /// `a//b` or `a/./b`.
-    #[error("path has an empty or '.' component: {0:?}")]
-    EmptyComponent(String),
-    /// A `..` component.
-    #[error("path escapes with '..': {0:?}")]
-    Escapes(String),
-    /// A target ID that cannot be a file name.
-    #[error("arch {0:?} cannot be used as a file name")]
-    Arch(String),
-}
-
-/// A name whose path or target ID is unsafe: what it was, and why.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{key:?}: {why}")]
-pub struct UnsafeKey {
-    /// The key (or the binary's name) as read.
-    pub key: String,
-    /// What is wrong with it.
-    pub why: UnsafePath,
-}
-
 /// Check that an arch can be a file name.
 pub fn safe_arch(arch: &str) -> std::result::Result<&str, UnsafePath> {
     if arch.is_empty() || arch == "." || arch == ".." || arch.contains(['/', '\\', '\0']) {

@@ -30,12 +30,12 @@ mod reader;
 mod verify;
 mod write;
 
-pub use extract::{UnsafeKey, UnsafePath, extract_path, safe_arch, safe_relative_path};
+pub use crate::error::{UnsafeKey, UnsafePath, WriteError};
+pub use extract::{extract_path, safe_arch, safe_relative_path};
 pub use index::{ReadAt, parse_index, parse_index_at, parse_index_file};
 pub use reader::{Archive, decompress_frame};
 pub use write::{
-    ArchiveSummary, ArchiveWriter, ENCODE_CHUNK, WriteError, archive_size, encode_kernel,
-    encode_kernel_until,
+    ArchiveSummary, ArchiveWriter, ENCODE_CHUNK, archive_size, encode_kernel, encode_kernel_until,
 };
 
 use serde::Serialize;

@@ -151,27 +151,32 @@ fn higher_levels_are_not_larger_and_compressible_data_shrinks() {
 #[test]
 fn path_safety() {
     assert!(safe_relative_path("lib/a.so#0").is_ok());
-    use UnsafePath as U;
     let esc = |s: &str| s.to_string();
     for (bad, why) in [
-        ("../x#0", U::Escapes(esc("../x"))),
-        ("/etc/passwd#0", U::Absolute),
-        ("a/../../b#0", U::Escapes(esc("a/../../b"))),
-        ("a\0b#0", U::Nul),
-        ("a//b#0", U::EmptyComponent(esc("a//b"))),
-        ("#0", U::Empty),
-        ("a\\b#0", U::Backslash),
-        ("./a#0", U::EmptyComponent(esc("./a"))),
+        ("../x#0", UnsafePath::Escapes(esc("../x"))),
+        ("/etc/passwd#0", UnsafePath::Absolute),
+        ("a/../../b#0", UnsafePath::Escapes(esc("a/../../b"))),
+        ("a\0b#0", UnsafePath::Nul),
+        ("a//b#0", UnsafePath::EmptyComponent(esc("a//b"))),
+        ("#0", UnsafePath::Empty),
+        ("a\\b#0", UnsafePath::Backslash),
+        ("./a#0", UnsafePath::EmptyComponent(esc("./a"))),
         // Escaped spellings are checked as the bytes they stand for.
-        ("\\x2e\\x2e/x\\xff#0", U::Escapes(esc("\\x2e\\x2e/x\\xff"))),
-        ("a\\x00\\xff#0", U::Nul),
-        ("\\x2fetc\\xff#0", U::Absolute),
-        ("a\\\\b\\xff#0", U::Backslash),
+        (
+            "\\x2e\\x2e/x\\xff#0",
+            UnsafePath::Escapes(esc("\\x2e\\x2e/x\\xff")),
+        ),
+        ("a\\x00\\xff#0", UnsafePath::Nul),
+        ("\\x2fetc\\xff#0", UnsafePath::Absolute),
+        ("a\\\\b\\xff#0", UnsafePath::Backslash),
     ] {
         assert_eq!(safe_relative_path(bad), Err(why), "{bad:?}");
     }
-    assert_eq!(safe_arch("gfx/90a"), Err(U::Arch("gfx/90a".into())));
-    assert_eq!(safe_arch(".."), Err(U::Arch("..".into())));
+    assert_eq!(
+        safe_arch("gfx/90a"),
+        Err(UnsafePath::Arch("gfx/90a".into()))
+    );
+    assert_eq!(safe_arch(".."), Err(UnsafePath::Arch("..".into())));
     #[cfg(unix)]
     {
         use std::os::unix::ffi::OsStrExt;

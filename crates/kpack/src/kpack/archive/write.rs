@@ -105,51 +105,6 @@ pub(crate) struct SpoolState {
 /// TOC aliases: `(key, arch)` → the arch of the same key whose frame it lists again.
 pub(crate) type Aliases = BTreeMap<(String, String), String>;
 
-/// Why the archive writer refused a code object, or could not finish (reported
-/// with the archive's path as [`Error::Archive`]).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum WriteError {
-    /// A key must name its translation unit: `path#<index>`.
-    #[error("code-object key {0:?} must end in #<TU index>")]
-    KeyWithoutTu(String),
-    /// A key is not a safe relative path (`..`, absolute, NUL…).
-    #[error("code-object key {key:?}: {why}")]
-    UnsafeKey {
-        /// The key.
-        key: String,
-        /// What is wrong with it.
-        why: UnsafePath,
-    },
-    /// An arch that cannot be a target ID (empty, or holding `/`, `\` or NUL).
-    #[error("arch {0:?} is not a target ID")]
-    NotTargetId(String),
-    /// The same (key, arch) given twice.
-    #[error("code object {key} @ {arch} added twice")]
-    AddedTwice {
-        /// The key.
-        key: String,
-        /// The target ID.
-        arch: String,
-    },
-    /// More code objects than an archive may hold.
-    #[error("more than {MAX_KERNELS} code objects")]
-    TooMany,
-    /// An alias naming a target of the key that holds no frame.
-    #[error("alias {key} @ {arch} names {of}, which holds no code object")]
-    DanglingAlias {
-        /// The key.
-        key: String,
-        /// The aliased target ID.
-        arch: String,
-        /// The target ID whose frame it should share.
-        of: String,
-    },
-    /// A thread panicked while adding (the spool's lock is poisoned).
-    #[error("archive writer poisoned by a panic")]
-    Poisoned,
-}
-
 /// Writes an archive: add kernels (from any thread), then [`finish`](Self::finish).
 pub struct ArchiveWriter {
     path: PathBuf,
@@ -285,7 +240,7 @@ impl ArchiveWriter {
             }));
         }
         if s.entries.len() as u64 >= MAX_KERNELS {
-            return Err(self.refused(WriteError::TooMany));
+            return Err(self.refused(WriteError::TooMany(MAX_KERNELS)));
         }
         let offset = s.len;
         let stored_len = stored.len() as u64;
