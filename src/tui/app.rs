@@ -305,6 +305,60 @@ pub enum PackState {
 /// itself (the core compresses it all, as `pack --dry-run`, in well under a second).
 pub const AUTO_PLAN_BYTES: u64 = 8 << 20;
 
+/// The Explorer: open folders, the selection, the order and the filter.
+pub struct ExplorerState {
+    /// Open folders.
+    pub expanded: HashSet<usize>,
+    /// Row selected.
+    pub selected: usize,
+    /// First row shown.
+    pub scroll: usize,
+    /// Order of children.
+    pub sort: Sort,
+    /// The order reversed (key `S`).
+    pub reverse: bool,
+    /// The filter.
+    pub filter: String,
+    /// Typing the filter.
+    pub filtering: bool,
+    /// What the Explorer says of the last key that did nothing visible (Enter on a
+    /// file without a preview), until the next key.
+    pub note: Option<String>,
+    /// Last height of the list, for paging.
+    pub page: usize,
+}
+
+impl Default for ExplorerState {
+    fn default() -> Self {
+        ExplorerState {
+            expanded: HashSet::new(),
+            selected: 0,
+            scroll: 0,
+            sort: Sort::Size,
+            reverse: false,
+            filter: String::new(),
+            filtering: false,
+            note: None,
+            page: 10,
+        }
+    }
+}
+
+/// The Architectures view: which family presets and single targets are on.
+#[derive(Default)]
+pub struct FamiliesState {
+    /// Family presets selected (one per `PRESETS` entry).
+    pub presets: Vec<bool>,
+    /// Cursor in the list (presets, then single targets).
+    pub cursor: usize,
+    /// Why the last key did nothing.
+    pub note: Option<String>,
+    /// Single targets present in the tree: every processor (all its variants) and
+    /// every feature-flagged target ID, each packed on its own when on (and not
+    /// already in a selected preset).
+    pub singles: Vec<(String, bool)>,
+}
+
 /// The archive inspector: the archive shown, where it is, and what is selected.
 #[derive(Default)]
 pub struct InspectorState {
@@ -375,20 +429,8 @@ pub struct App {
     pub report: Option<TreeReport>,
     /// Its tree.
     pub tree: Option<Tree>,
-    /// Open folders.
-    pub expanded: HashSet<usize>,
-    /// Row selected in the explorer.
-    pub selected: usize,
-    /// First row shown.
-    pub scroll: usize,
-    /// Order of children.
-    pub sort: Sort,
-    /// The explorer's order reversed (key `S`).
-    pub sort_reverse: bool,
-    /// Explorer filter.
-    pub filter: String,
-    /// Typing the filter.
-    pub filtering: bool,
+    /// The Explorer's state.
+    pub explorer: ExplorerState,
     /// Scan progress (done, total).
     pub progress: (u64, u64),
     /// The tree shown is a scan in progress.
@@ -397,24 +439,13 @@ pub struct App {
     pub error: Option<String>,
     /// Help overlay shown.
     pub help: bool,
-    /// Family presets selected (Families view).
-    pub families: Vec<bool>,
-    /// Cursor in the family list.
-    pub family_cursor: usize,
-    /// A note for the families view (why a key did nothing).
-    pub families_note: Option<String>,
-    /// What the Explorer says of the last key that did nothing visible (Enter on a
-    /// file without a preview), until the next key.
-    pub explorer_note: Option<String>,
     /// Why Enter did not start the pack (an empty field, nothing selected).
     pub pack_note: Option<String>,
     /// Views a drill-down came from (K, Enter on a fat binary or an archive): Esc or
     /// Backspace returns to the last.
     pub back: Vec<View>,
-    /// Single targets present in the tree: every processor (all its variants) and
-    /// every feature-flagged target ID, each packed on its own when on (and not
-    /// already in a selected preset).
-    pub singles: Vec<(String, bool)>,
+    /// The Architectures view's state.
+    pub families: FamiliesState,
     /// The archive inspector's state.
     pub inspector: InspectorState,
     /// Preview result, for the path it was computed for.
@@ -424,8 +455,6 @@ pub struct App {
     pub requests: Vec<Request>,
     /// Leave the loop.
     pub quit: bool,
-    /// Last height of the explorer list, for paging.
-    pub page: usize,
     /// The core's pack plan, for the selection it was computed for.
     pub plan: Option<(Selection, Result<kpack::pack::PackPlan, String>)>,
     /// A plan is being computed.
@@ -503,19 +532,14 @@ impl App {
             views,
             report: None,
             tree: None,
-            expanded: HashSet::new(),
-            selected: 0,
-            scroll: 0,
-            sort: Sort::Size,
-            sort_reverse: false,
-            filter: String::new(),
-            filtering: false,
+            explorer: ExplorerState::default(),
             progress: (0, 0),
             error: None,
             help: false,
-            families: vec![false; PRESETS.len()],
-            family_cursor: 0,
-            singles: Vec::new(),
+            families: FamiliesState {
+                presets: vec![false; PRESETS.len()],
+                ..FamiliesState::default()
+            },
             inspector: InspectorState {
                 index: archive.map(natural_order),
                 at: archive_at,
@@ -524,7 +548,6 @@ impl App {
             preview: None,
             requests: Vec::new(),
             quit: false,
-            page: 10,
             plan: None,
             planning: false,
             pack: None,
@@ -546,8 +569,6 @@ impl App {
             jumps_back: Vec::new(),
             jumps_forward: Vec::new(),
             kernels: KernelsState::default(),
-            families_note: None,
-            explorer_note: None,
             pack_note: None,
             back: Vec::new(),
             partial: false,
@@ -559,7 +580,7 @@ impl App {
         match self.tree.take() {
             None => {
                 // First sight: open the first level, preselect the families with code.
-                self.expanded = tree.nodes[0]
+                self.explorer.expanded = tree.nodes[0]
                     .children
                     .iter()
                     .copied()
@@ -567,17 +588,23 @@ impl App {
                     .collect();
                 for (i, (name, _)) in PRESETS.iter().enumerate() {
                     if let Ok(f) = Family::parse(name) {
-                        self.families[i] = report.archs.keys().any(|a| f.contains(a));
+                        self.families.presets[i] = report.archs.keys().any(|a| f.contains(a));
                     }
                 }
             }
             Some(old) => {
                 let selected = self.report.as_ref().and_then(|r| {
-                    old.rows(&self.expanded, self.order(), &self.filter, r)
-                        .get(self.selected)
-                        .map(|row| old.path(row.node))
+                    old.rows(
+                        &self.explorer.expanded,
+                        self.order(),
+                        &self.explorer.filter,
+                        r,
+                    )
+                    .get(self.explorer.selected)
+                    .map(|row| old.path(row.node))
                 });
-                self.expanded = self
+                self.explorer.expanded = self
+                    .explorer
                     .expanded
                     .iter()
                     .filter_map(|&n| tree.find(&old.path(n)))
@@ -585,7 +612,7 @@ impl App {
                 if report.archs.len() > self.report.as_ref().map_or(0, |r| r.archs.len()) {
                     for (i, (name, _)) in PRESETS.iter().enumerate() {
                         if let Ok(f) = Family::parse(name) {
-                            self.families[i] |= report.archs.keys().any(|a| f.contains(a));
+                            self.families.presets[i] |= report.archs.keys().any(|a| f.contains(a));
                         }
                     }
                 }
@@ -599,7 +626,7 @@ impl App {
                         .iter()
                         .position(|r| self.tree.as_ref().is_some_and(|t| t.path(r.node) == path))
                     {
-                        self.selected = i;
+                        self.explorer.selected = i;
                     }
                 }
                 return;
@@ -614,7 +641,7 @@ impl App {
     pub fn selected_file(&self) -> Option<&kpack::scan::FileReport> {
         let (tree, report) = (self.tree.as_ref()?, self.report.as_ref()?);
         let rows = self.rows();
-        let f = tree.nodes[rows.get(self.selected)?.node].file?;
+        let f = tree.nodes[rows.get(self.explorer.selected)?.node].file?;
         report.files.get(f)
     }
 
@@ -638,7 +665,12 @@ impl App {
     /// Rows of the explorer.
     pub fn rows(&self) -> Vec<Row> {
         match (&self.tree, &self.report) {
-            (Some(t), Some(r)) => t.rows(&self.expanded, self.order(), &self.filter, r),
+            (Some(t), Some(r)) => t.rows(
+                &self.explorer.expanded,
+                self.order(),
+                &self.explorer.filter,
+                r,
+            ),
             _ => Vec::new(),
         }
     }
@@ -647,11 +679,12 @@ impl App {
     pub fn picks(&self) -> Vec<Pick> {
         let presets: Vec<Family> = PRESETS
             .iter()
-            .zip(&self.families)
+            .zip(&self.families.presets)
             .filter(|(_, on)| **on)
             .filter_map(|((n, _), _)| Family::parse(n).ok())
             .collect();
         let singles: Vec<Pick> = self
+            .families
             .singles
             .iter()
             .filter(|(t, on)| *on && !presets.iter().any(|f| f.contains(t)))
@@ -680,7 +713,7 @@ impl App {
     pub fn covered_by(&self, processor: &str) -> Option<&'static str> {
         PRESETS
             .iter()
-            .zip(&self.families)
+            .zip(&self.families.presets)
             .filter(|(_, on)| **on)
             .find(|((n, _), _)| Family::parse(n).is_ok_and(|f| f.contains(processor)))
             .map(|((n, _), _)| *n)
@@ -739,8 +772,8 @@ impl App {
             }
         }
         rows.sort_by(|a, b| kpack::natural::target_cmp(a, b));
-        let old = std::mem::take(&mut self.singles);
-        self.singles = rows
+        let old = std::mem::take(&mut self.families.singles);
+        self.families.singles = rows
             .into_iter()
             .map(|p| {
                 let on = old.iter().any(|(q, on)| *q == p && *on);
@@ -805,8 +838,8 @@ impl App {
     /// The explorer's order.
     pub fn order(&self) -> super::tree::Order {
         super::tree::Order {
-            sort: self.sort,
-            reverse: self.sort_reverse,
+            sort: self.explorer.sort,
+            reverse: self.explorer.reverse,
         }
     }
 

@@ -74,8 +74,8 @@ impl App {
                 Err(e) => {
                     // Said where Enter was pressed, and kept in the log.
                     self.log.push(Level::Error, &rel, &e);
-                    self.explorer_note = Some(format!("{rel}: {e} (! lists every message)"));
-                    self.families_note = Some(format!("{rel}: {e}"));
+                    self.explorer.note = Some(format!("{rel}: {e} (! lists every message)"));
+                    self.families.note = Some(format!("{rel}: {e}"));
                 }
             },
             AppEvent::Layout(path, r) => {

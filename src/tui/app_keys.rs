@@ -45,15 +45,16 @@ impl App {
                 let i = self.drawn.list_first.get() + (m.row - self.drawn.list.get().y) as usize;
                 match self.view {
                     View::Explorer if i < self.rows().len() => {
-                        self.selected = i;
+                        self.explorer.selected = i;
                         self.side_scroll = 0;
                     }
                     // The presets, a "single targets" label, then the targets.
-                    View::Families if i < PRESETS.len() => self.family_cursor = i,
+                    View::Families if i < PRESETS.len() => self.families.cursor = i,
                     View::Families
-                        if i > PRESETS.len() && i <= PRESETS.len() + self.singles.len() =>
+                        if i > PRESETS.len()
+                            && i <= PRESETS.len() + self.families.singles.len() =>
                     {
-                        self.family_cursor = i - 1;
+                        self.families.cursor = i - 1;
                     }
                     View::Kernels if i < self.kernel_rows().len() => self.kernels.cursor = i,
                     View::Inspector
@@ -89,14 +90,15 @@ impl App {
             View::Explorer => {
                 let n = self.rows().len();
                 if n > 0 {
-                    self.selected = (self.selected as isize + d).clamp(0, n as isize - 1) as usize;
+                    self.explorer.selected =
+                        (self.explorer.selected as isize + d).clamp(0, n as isize - 1) as usize;
                     self.side_scroll = 0;
                 }
             }
             View::Families => {
-                let n = PRESETS.len() + self.singles.len();
-                self.family_cursor =
-                    (self.family_cursor as isize + d).clamp(0, n as isize - 1) as usize;
+                let n = PRESETS.len() + self.families.singles.len();
+                self.families.cursor =
+                    (self.families.cursor as isize + d).clamp(0, n as isize - 1) as usize;
             }
             View::Inspector => {
                 let n = self.inspector.index.as_ref().map_or(0, |a| a.kernels.len());
@@ -183,16 +185,16 @@ impl App {
             }
             return;
         }
-        if self.filtering {
+        if self.explorer.filtering {
             let filter = if self.view == View::Kernels {
                 &mut self.kernels.filter
             } else {
-                &mut self.filter
+                &mut self.explorer.filter
             };
             match k.code {
-                KeyCode::Enter => self.filtering = false,
+                KeyCode::Enter => self.explorer.filtering = false,
                 KeyCode::Esc => {
-                    self.filtering = false;
+                    self.explorer.filtering = false;
                     if self.view == View::Kernels {
                         filter.clear();
                     } else {
@@ -206,8 +208,8 @@ impl App {
                 KeyCode::Char(c) => filter.push(c),
                 _ => {}
             }
-            self.selected = 0;
-            self.scroll = 0;
+            self.explorer.selected = 0;
+            self.explorer.scroll = 0;
             self.kernels.cursor = 0;
             return;
         }
@@ -216,7 +218,7 @@ impl App {
             self.help = false;
             return;
         }
-        self.explorer_note = None;
+        self.explorer.note = None;
         self.flash = None;
         // In the Pack view Esc belongs to the view (cancel, back); in the dialog every
         // key but Tab is typing.
@@ -358,8 +360,8 @@ impl App {
             }
             KeyCode::Down | KeyCode::Char('j') => self.move_by(1),
             KeyCode::Up | KeyCode::Char('k') => self.move_by(-1),
-            KeyCode::PageDown => self.move_by(self.page as isize),
-            KeyCode::PageUp => self.move_by(-(self.page as isize)),
+            KeyCode::PageDown => self.move_by(self.explorer.page as isize),
+            KeyCode::PageUp => self.move_by(-(self.explorer.page as isize)),
             KeyCode::Home | KeyCode::Char('g') => self.move_by(-(1 << 30)),
             KeyCode::End | KeyCode::Char('G') => self.move_by(1 << 30),
             // Esc: a filter first (the Kernels view's own in that view), then back to
@@ -368,7 +370,7 @@ impl App {
                 self.kernels.filter.clear();
                 self.kernels.cursor = 0;
             }
-            KeyCode::Esc if self.view != View::Kernels && !self.filter.is_empty() => {
+            KeyCode::Esc if self.view != View::Kernels && !self.explorer.filter.is_empty() => {
                 self.clear_filter();
             }
             KeyCode::Esc | KeyCode::Backspace => {
@@ -417,14 +419,14 @@ impl App {
         };
         let mut up = tree.nodes[node].parent;
         while let Some(p) = up {
-            self.expanded.insert(p);
+            self.explorer.expanded.insert(p);
             up = tree.nodes[p].parent;
         }
         if !self.rows().iter().any(|r| r.node == node) {
-            self.filter.clear();
+            self.explorer.filter.clear();
         }
         if let Some(i) = self.rows().iter().position(|r| r.node == node) {
-            self.selected = i;
+            self.explorer.selected = i;
             self.side_scroll = 0;
         }
         true
@@ -452,20 +454,20 @@ impl App {
     /// Clear the Explorer's filter, staying on the entry selected (its folders open
     /// so that it shows), not on the first row (trial 30).
     pub(super) fn clear_filter(&mut self) {
-        let node = self.rows().get(self.selected).map(|r| r.node);
-        self.filter.clear();
-        self.selected = 0;
-        self.scroll = 0;
+        let node = self.rows().get(self.explorer.selected).map(|r| r.node);
+        self.explorer.filter.clear();
+        self.explorer.selected = 0;
+        self.explorer.scroll = 0;
         let (Some(node), Some(tree)) = (node, &self.tree) else {
             return;
         };
         let mut up = tree.nodes[node].parent;
         while let Some(p) = up {
-            self.expanded.insert(p);
+            self.explorer.expanded.insert(p);
             up = tree.nodes[p].parent;
         }
         if let Some(i) = self.rows().iter().position(|r| r.node == node) {
-            self.selected = i;
+            self.explorer.selected = i;
         }
     }
 
@@ -507,19 +509,25 @@ impl App {
             View::Explorer => self.explorer_key(k),
             View::Families => match k.code {
                 KeyCode::Char(' ') | KeyCode::Enter => {
-                    let c = self.family_cursor;
-                    self.families_note = None;
+                    let c = self.families.cursor;
+                    self.families.note = None;
                     if c < PRESETS.len() {
-                        self.families[c] = !self.families[c];
-                    } else if let Some(t) = self.singles.get(c - PRESETS.len()).map(|s| s.0.clone())
+                        self.families.presets[c] = !self.families.presets[c];
+                    } else if let Some(t) = self
+                        .families
+                        .singles
+                        .get(c - PRESETS.len())
+                        .map(|s| s.0.clone())
                     {
                         // A target inside a selected preset is packed with it: no hidden
                         // choice, say so.
                         if let Some(preset) = self.covered_by(&t) {
-                            self.families_note = Some(format!(
+                            self.families.note = Some(format!(
                                 "{t} is packed with {preset}; deselect {preset} to choose it on its own"
                             ));
-                        } else if let Some((_, on)) = self.singles.get_mut(c - PRESETS.len()) {
+                        } else if let Some((_, on)) =
+                            self.families.singles.get_mut(c - PRESETS.len())
+                        {
                             *on = !*on;
                         }
                     }
@@ -538,7 +546,7 @@ impl App {
             View::Kernels => {
                 self.kernels_mark_key(k);
                 if k.code == KeyCode::Char('/') {
-                    self.filtering = true;
+                    self.explorer.filtering = true;
                 }
                 if matches!(k.code, KeyCode::Enter | KeyCode::Char('o')) && self.tree.is_some() {
                     self.jump_to_kernel_file();
@@ -574,13 +582,13 @@ impl App {
     pub(super) fn explorer_key(&mut self, k: KeyEvent) {
         let rows = self.rows();
         let Some(tree) = &self.tree else { return };
-        let Some(row) = rows.get(self.selected).copied() else {
+        let Some(row) = rows.get(self.explorer.selected).copied() else {
             return;
         };
         let node = &tree.nodes[row.node];
         match k.code {
             KeyCode::Char('/') => {
-                self.filtering = true;
+                self.explorer.filtering = true;
             }
             KeyCode::Char('z') => self.jump = Some(String::new()),
             KeyCode::Char('[') => self.walk_jumps(true),
@@ -602,17 +610,17 @@ impl App {
                     None => self.flash = Some(format!("{rel}: not a text file to edit")),
                 }
             }
-            KeyCode::Char('s') => self.sort = self.sort.next(),
-            KeyCode::Char('S') => self.sort_reverse = !self.sort_reverse,
+            KeyCode::Char('s') => self.explorer.sort = self.explorer.sort.next(),
+            KeyCode::Char('S') => self.explorer.reverse = !self.explorer.reverse,
             // Every folder open, or all closed (staying on the selected entry's
             // top folder).
             KeyCode::Char('+') => {
                 let folders: Vec<usize> = (0..tree.nodes.len())
                     .filter(|&n| tree.nodes[n].file.is_none())
                     .collect();
-                self.expanded.extend(folders);
+                self.explorer.expanded.extend(folders);
                 if let Some(i) = self.rows().iter().position(|r| r.node == row.node) {
-                    self.selected = i;
+                    self.explorer.selected = i;
                 }
             }
             KeyCode::Char('-') => {
@@ -620,8 +628,9 @@ impl App {
                 while let Some(p) = tree.nodes[top].parent.filter(|&p| p != 0) {
                     top = p;
                 }
-                self.expanded.retain(|&n| n == 0);
-                self.selected = self.rows().iter().position(|r| r.node == top).unwrap_or(0);
+                self.explorer.expanded.retain(|&n| n == 0);
+                self.explorer.selected =
+                    self.rows().iter().position(|r| r.node == top).unwrap_or(0);
             }
             // The next (previous) damaged file, its folders opened.
             KeyCode::Char(c @ ('n' | 'N')) => {
@@ -661,16 +670,16 @@ impl App {
                 self.drill_into(View::Kernels);
             }
             // Enter toggles a folder; → and l only open it.
-            KeyCode::Enter if node.file.is_none() && !self.expanded.insert(row.node) => {
-                self.expanded.remove(&row.node);
+            KeyCode::Enter if node.file.is_none() && !self.explorer.expanded.insert(row.node) => {
+                self.explorer.expanded.remove(&row.node);
             }
             KeyCode::Enter | KeyCode::Right | KeyCode::Char('l') if node.file.is_none() => {
-                self.expanded.insert(row.node);
+                self.explorer.expanded.insert(row.node);
             }
             // On a file, → and l go into its detail (as yazi's and gitui's panes do).
             KeyCode::Right | KeyCode::Char('l') => self.side_focus = true,
             KeyCode::Left | KeyCode::Char('h') => {
-                if node.file.is_none() && self.expanded.remove(&row.node) {
+                if node.file.is_none() && self.explorer.expanded.remove(&row.node) {
                     return;
                 }
                 // To the parent first; the next press there collapses it (as file
@@ -678,7 +687,7 @@ impl App {
                 if let Some(p) = node.parent.filter(|&p| p != 0)
                     && let Some(pos) = self.rows().iter().position(|r| r.node == p)
                 {
-                    self.selected = pos;
+                    self.explorer.selected = pos;
                 }
             }
             KeyCode::Enter
@@ -696,7 +705,7 @@ impl App {
                     .file
                     .and_then(|f| self.report.as_ref().map(|r| &r.files[f]));
                 match file.map(no_preview) {
-                    Some(Some(why)) => self.explorer_note = Some(format!("{path}: {why}")),
+                    Some(Some(why)) => self.explorer.note = Some(format!("{path}: {why}")),
                     Some(None) => {
                         if self.preview.as_ref().is_none_or(|(p, _)| p != &path) {
                             self.preview = None;

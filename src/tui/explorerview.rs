@@ -41,10 +41,10 @@ pub(crate) fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     .areas(area);
     let rows = app.rows();
     let inner_h = left.height.saturating_sub(2) as usize;
-    let scroll = if app.selected >= app.scroll + inner_h.max(1) {
-        app.selected + 1 - inner_h.max(1)
+    let scroll = if app.explorer.selected >= app.explorer.scroll + inner_h.max(1) {
+        app.explorer.selected + 1 - inner_h.max(1)
     } else {
-        app.scroll.min(app.selected)
+        app.explorer.scroll.min(app.explorer.selected)
     };
     let width = left.width.saturating_sub(2) as usize;
     app.drawn.list.set(Rect {
@@ -64,7 +64,7 @@ pub(crate) fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                 theme.kind(report.files[f].kind),
             ),
             None => (
-                if app.expanded.contains(&r.node) || !app.filter.is_empty() {
+                if app.explorer.expanded.contains(&r.node) || !app.explorer.filter.is_empty() {
                     '▾'
                 } else {
                     '▸'
@@ -96,7 +96,7 @@ pub(crate) fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             Span::raw(" ".repeat(pad)),
             Span::raw(right),
         ]);
-        if i == app.selected {
+        if i == app.explorer.selected {
             line = line.style(theme.selected());
         }
         lines.push(line);
@@ -112,10 +112,10 @@ pub(crate) fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     } else {
         let damaged = report.files.iter().filter(|f| f.is_damaged()).count() as u64;
         // With a filter, the totals are the matching files'.
-        let (entries, bytes, device) = if app.filter.is_empty() {
+        let (entries, bytes, device) = if app.explorer.filter.is_empty() {
             (t.entries, t.bytes, t.device_raw)
         } else {
-            let f = app.filter.to_lowercase();
+            let f = app.explorer.filter.to_lowercase();
             report
                 .files
                 .iter()
@@ -131,7 +131,7 @@ pub(crate) fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         };
         format!(
             " {}{} · {} · device {}{} ",
-            if app.filter.is_empty() {
+            if app.explorer.filter.is_empty() {
                 ""
             } else {
                 "matching: "
@@ -148,9 +148,12 @@ pub(crate) fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     };
     // The order and the filter always show under the list (trial 30), whatever the
     // footer has room for.
-    let mut status = format!(" sort: {} ", app.sort.describe(app.sort_reverse));
-    if !app.filter.is_empty() {
-        status.push_str(&format!("· filter {:?} ", app.filter));
+    let mut status = format!(
+        " sort: {} ",
+        app.explorer.sort.describe(app.explorer.reverse)
+    );
+    if !app.explorer.filter.is_empty() {
+        status.push_str(&format!("· filter {:?} ", app.explorer.filter));
     }
     let status = middle_cut(&status, width.saturating_sub(1));
     frame.render_widget(
@@ -161,7 +164,10 @@ pub(crate) fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         ),
         left,
     );
-    let detail_lines = match rows.get(app.selected).and_then(|r| tree.nodes[r.node].file) {
+    let detail_lines = match rows
+        .get(app.explorer.selected)
+        .and_then(|r| tree.nodes[r.node].file)
+    {
         Some(f) => {
             let mut l = super::detail::file_detail(&report.files[f], theme);
             if let Some(Ok(layout)) = app.layouts.get(&report.files[f].path) {
@@ -178,7 +184,7 @@ pub(crate) fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             }
             l
         }
-        None => match rows.get(app.selected) {
+        None => match rows.get(app.explorer.selected) {
             Some(r) => {
                 let n = &tree.nodes[r.node];
                 vec![

@@ -101,7 +101,7 @@ impl App {
         match self.view {
             View::Explorer => {
                 let tree = self.tree.as_ref()?;
-                let row = self.rows().get(self.selected).copied()?;
+                let row = self.rows().get(self.explorer.selected).copied()?;
                 let rel = tree.path(row.node);
                 // A path to use in a shell: under the tree opened (a wheel's member
                 // is named as in the wheel).
@@ -265,7 +265,7 @@ impl App {
             View::Preview => Some(Open::Text(super::previewview::preview_text(self))),
             View::Explorer => {
                 let (tree, report) = (self.tree.as_ref()?, self.report.as_ref()?);
-                let row = self.rows().get(self.selected).copied()?;
+                let row = self.rows().get(self.explorer.selected).copied()?;
                 let f = &report.files[tree.nodes[row.node].file?];
                 if let Some(p) = self.editable(f) {
                     return Some(Open::File(p));

@@ -34,19 +34,19 @@ pub(crate) fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                 "{:<w$}",
                 format!(
                     "[{}] {name}{}",
-                    if app.families[i] { 'x' } else { ' ' },
+                    if app.families.presets[i] { 'x' } else { ' ' },
                     if has { "" } else { " ·" }
                 ),
                 w = left.width.saturating_sub(2) as usize
             ));
-            if i == app.family_cursor {
+            if i == app.families.cursor {
                 line = line.style(theme.selected());
             }
             line
         })
         .collect();
     lines.push(Line::styled("single targets", theme.fg(Color::DarkGray)));
-    for (k, (p, on)) in app.singles.iter().enumerate() {
+    for (k, (p, on)) in app.families.singles.iter().enumerate() {
         let covered = app.covered_by(p);
         let mark = if covered.is_some() {
             '-'
@@ -62,7 +62,7 @@ pub(crate) fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             _ => format!("[{mark}] {p}"),
         };
         let mut line = Line::from(format!("{text:<inner$}"));
-        if PRESETS.len() + k == app.family_cursor {
+        if PRESETS.len() + k == app.families.cursor {
             line = line.style(theme.selected());
         }
         lines.push(line);

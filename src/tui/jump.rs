@@ -58,7 +58,9 @@ impl App {
     /// The Explorer's selected path, if any.
     fn selected_path(&self) -> Option<String> {
         let tree = self.tree.as_ref()?;
-        self.rows().get(self.selected).map(|r| tree.path(r.node))
+        self.rows()
+            .get(self.explorer.selected)
+            .map(|r| tree.path(r.node))
     }
 
     /// Select `rel`, remembering where the selection was (for `[`).

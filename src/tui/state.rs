@@ -99,15 +99,23 @@ impl App {
     /// The state to remember of this run (only once a tree was shown).
     pub fn remembered(&self) -> Option<Remembered> {
         let tree = self.tree.as_ref()?;
-        let mut expanded: Vec<String> = self.expanded.iter().map(|&n| tree.path(n)).collect();
+        let mut expanded: Vec<String> = self
+            .explorer
+            .expanded
+            .iter()
+            .map(|&n| tree.path(n))
+            .collect();
         expanded.sort();
         Some(Remembered {
             view: self.view.title().to_string(),
-            sort: self.sort.label().to_string(),
-            reverse: self.sort_reverse,
-            filter: self.filter.clone(),
+            sort: self.explorer.sort.label().to_string(),
+            reverse: self.explorer.reverse,
+            filter: self.explorer.filter.clone(),
             expanded,
-            selected: self.rows().get(self.selected).map(|r| tree.path(r.node)),
+            selected: self
+                .rows()
+                .get(self.explorer.selected)
+                .map(|r| tree.path(r.node)),
             used: 0,
         })
     }
@@ -115,13 +123,13 @@ impl App {
     /// Put back what was remembered, as far as the tree still has it.
     pub fn restore(&mut self, r: &Remembered) {
         let Some(tree) = &self.tree else { return };
-        self.sort = [Sort::Size, Sort::Name, Sort::DeviceShare]
+        self.explorer.sort = [Sort::Size, Sort::Name, Sort::DeviceShare]
             .into_iter()
             .find(|s| s.label() == r.sort)
-            .unwrap_or(self.sort);
-        self.sort_reverse = r.reverse;
-        self.expanded = r.expanded.iter().filter_map(|p| tree.find(p)).collect();
-        self.filter = r.filter.clone();
+            .unwrap_or(self.explorer.sort);
+        self.explorer.reverse = r.reverse;
+        self.explorer.expanded = r.expanded.iter().filter_map(|p| tree.find(p)).collect();
+        self.explorer.filter = r.filter.clone();
         if let Some(p) = &r.selected {
             self.reveal(p);
         }

@@ -82,7 +82,7 @@ fn select(app: &mut App, name: &str) {
     for _ in 0..200 {
         let rows = app.rows();
         let tree = app.tree.as_ref().unwrap();
-        if tree.nodes[rows[app.selected].node].name == name {
+        if tree.nodes[rows[app.explorer.selected].node].name == name {
             return;
         }
         key(app, KeyCode::Down);
@@ -166,7 +166,10 @@ fn the_tree_fills_in_while_the_scan_runs() {
     assert!(!app.partial);
     let rows = app.rows();
     let tree = app.tree.as_ref().unwrap();
-    assert_eq!(tree.nodes[rows[app.selected].node].name, "librdc.so");
+    assert_eq!(
+        tree.nodes[rows[app.explorer.selected].node].name,
+        "librdc.so"
+    );
     assert!(rows.len() > rows_before, "new entries shown");
     insta::assert_snapshot!("explorer_partial_80x24", partial_screen);
 }
@@ -237,7 +240,12 @@ fn single_targets_are_packed_on_their_own() {
     let mut app = scanned();
     key(&mut app, KeyCode::Char('2'));
     // Every processor, and every feature-flagged target ID after its processor.
-    let rows: Vec<&str> = app.singles.iter().map(|(p, _)| p.as_str()).collect();
+    let rows: Vec<&str> = app
+        .families
+        .singles
+        .iter()
+        .map(|(p, _)| p.as_str())
+        .collect();
     assert_eq!(
         rows,
         [
@@ -252,12 +260,17 @@ fn single_targets_are_packed_on_their_own() {
     // gfx90X off, then gfx906 and gfx90a:xnack+ alone.
     key(&mut app, KeyCode::Char(' '));
     for t in ["gfx906", "gfx90a:xnack+"] {
-        let at =
-            kpack::family::PRESETS.len() + app.singles.iter().position(|(p, _)| p == t).unwrap();
-        while app.family_cursor > at {
+        let at = kpack::family::PRESETS.len()
+            + app
+                .families
+                .singles
+                .iter()
+                .position(|(p, _)| p == t)
+                .unwrap();
+        while app.families.cursor > at {
             key(&mut app, KeyCode::Up);
         }
-        while app.family_cursor < at {
+        while app.families.cursor < at {
             key(&mut app, KeyCode::Down);
         }
         key(&mut app, KeyCode::Char(' '));
@@ -309,10 +322,10 @@ fn families_view() {
     key(&mut app, KeyCode::Char('2'));
     assert_eq!(app.view, View::Families);
     // gfx90X and gfx103X have code in the demo: preselected.
-    assert!(app.families[0] && app.families[4]);
+    assert!(app.families.presets[0] && app.families.presets[4]);
     key(&mut app, KeyCode::Down);
     key(&mut app, KeyCode::Char(' '));
-    assert!(app.families[1]);
+    assert!(app.families.presets[1]);
     plan_now(&mut app);
     insta::assert_snapshot!("families_80x24", render(&app, 80, 24).backend());
     insta::assert_snapshot!("families_160x48", render(&app, 160, 48).backend());
@@ -369,7 +382,7 @@ fn help_overlay_and_filter() {
     // Trial 30: Esc clears the filter and stays on the entry selected, opening the
     // folders it is in (rocblas/library is closed without the filter).
     let name = |app: &App| {
-        app.tree.as_ref().unwrap().nodes[app.rows()[app.selected].node]
+        app.tree.as_ref().unwrap().nodes[app.rows()[app.explorer.selected].node]
             .name
             .clone()
     };
@@ -383,7 +396,7 @@ fn help_overlay_and_filter() {
     key(&mut app, KeyCode::Enter);
     select(&mut app, "Kernels.so-000-gfx900.hsaco");
     key(&mut app, KeyCode::Esc);
-    assert!(app.filter.is_empty());
+    assert!(app.explorer.filter.is_empty());
     assert_eq!(name(&app), "Kernels.so-000-gfx900.hsaco");
     assert!(app.rows().len() > 3, "the whole tree shows again");
     // The same from the prompt, while typing.
@@ -391,7 +404,7 @@ fn help_overlay_and_filter() {
     key(&mut app, KeyCode::Char('/'));
     key(&mut app, KeyCode::Char('r'));
     key(&mut app, KeyCode::Esc);
-    assert!(app.filter.is_empty());
+    assert!(app.explorer.filter.is_empty());
 }
 
 #[test]
@@ -529,16 +542,16 @@ fn keys_move_collapse_sort_and_quit() {
     let mut app = scanned();
     let n = app.rows().len();
     key(&mut app, KeyCode::End);
-    assert_eq!(app.selected, n - 1);
+    assert_eq!(app.explorer.selected, n - 1);
     key(&mut app, KeyCode::Home);
-    assert_eq!(app.selected, 0);
+    assert_eq!(app.explorer.selected, 0);
     // The first row is an open folder: ← closes it.
     key(&mut app, KeyCode::Left);
     assert!(app.rows().len() < n);
     key(&mut app, KeyCode::Right);
     assert_eq!(app.rows().len(), n);
     key(&mut app, KeyCode::Char('s'));
-    assert_eq!(app.sort, super::tree::Sort::Name);
+    assert_eq!(app.explorer.sort, super::tree::Sort::Name);
     key(&mut app, KeyCode::Tab);
     assert_eq!(app.view, View::Families);
     key(&mut app, KeyCode::BackTab);
@@ -1293,15 +1306,15 @@ fn left_goes_to_the_parent_first_and_collapses_on_the_next_press() {
     let parent = {
         let rows = app.rows();
         let tree = app.tree.as_ref().unwrap();
-        tree.nodes[rows[app.selected].node].parent.unwrap()
+        tree.nodes[rows[app.explorer.selected].node].parent.unwrap()
     };
     key(&mut app, KeyCode::Char('h'));
     let rows = app.rows();
-    assert_eq!(rows[app.selected].node, parent, "on the parent");
-    assert!(app.expanded.contains(&parent), "still open");
+    assert_eq!(rows[app.explorer.selected].node, parent, "on the parent");
+    assert!(app.explorer.expanded.contains(&parent), "still open");
     key(&mut app, KeyCode::Char('h'));
     assert!(
-        !app.expanded.contains(&parent),
+        !app.explorer.expanded.contains(&parent),
         "closed on the second press"
     );
 }
@@ -1311,18 +1324,26 @@ fn a_target_inside_a_selected_preset_is_not_toggled_in_secret() {
     let mut app = scanned();
     key(&mut app, KeyCode::Char('2'));
     // gfx90X is selected (the demo has its code): gfx906 is packed with it.
-    let at =
-        kpack::family::PRESETS.len() + app.singles.iter().position(|(p, _)| p == "gfx906").unwrap();
-    while app.family_cursor < at {
+    let at = kpack::family::PRESETS.len()
+        + app
+            .families
+            .singles
+            .iter()
+            .position(|(p, _)| p == "gfx906")
+            .unwrap();
+    while app.families.cursor < at {
         key(&mut app, KeyCode::Down);
     }
     key(&mut app, KeyCode::Char(' '));
     assert!(
-        !app.singles.iter().any(|(p, on)| p == "gfx906" && *on),
+        !app.families
+            .singles
+            .iter()
+            .any(|(p, on)| p == "gfx906" && *on),
         "no hidden choice"
     );
     assert!(app.selection().targets.is_empty());
-    let note = app.families_note.clone().unwrap();
+    let note = app.families.note.clone().unwrap();
     assert!(note.contains("gfx906 is packed with gfx90X"), "{note}");
     let screen = format!("{:?}", render(&app, 120, 30).backend());
     assert!(screen.contains("deselect gfx90X"), "{screen}");
@@ -1873,7 +1894,7 @@ fn panes_scroll_to_their_end_and_the_mouse_hits_what_it_points_at() {
     assert!(y >= list.y);
     mouse(&mut app, MouseEventKind::Down(MouseButton::Left), 5, y);
     let selected = |app: &App| {
-        app.tree.as_ref().unwrap().nodes[app.rows()[app.selected].node]
+        app.tree.as_ref().unwrap().nodes[app.rows()[app.explorer.selected].node]
             .name
             .clone()
     };
@@ -1930,7 +1951,7 @@ fn panes_scroll_to_their_end_and_the_mouse_hits_what_it_points_at() {
         list.x + 1,
         list.y + 2,
     );
-    assert_eq!(app.family_cursor, 2);
+    assert_eq!(app.families.cursor, 2);
 }
 
 /// Issue #19 item 5, trials 18 and 19: `w` (or → on a file) moves the focus into the
@@ -1947,7 +1968,7 @@ fn w_focuses_the_detail_and_tab_always_switches_view() {
     app.update(AppEvent::Layout("lib/librdc.so".into(), Box::new(layout)));
     render(&app, 100, 14);
     assert!(app.drawn.side_max.get() > 0);
-    let sel = app.selected;
+    let sel = app.explorer.selected;
     key(&mut app, KeyCode::Char('w'));
     assert!(app.side_focus);
     assert_eq!(app.view, View::Explorer);
@@ -1965,7 +1986,7 @@ fn w_focuses_the_detail_and_tab_always_switches_view() {
         app.drawn.side_max.get(),
         "scrolled to the end"
     );
-    assert_eq!(app.selected, sel, "the tree did not move");
+    assert_eq!(app.explorer.selected, sel, "the tree did not move");
     key(&mut app, KeyCode::Esc);
     assert!(!app.side_focus);
     let screen = format!("{}", render(&app, 100, 14).backend());
@@ -1975,7 +1996,7 @@ fn w_focuses_the_detail_and_tab_always_switches_view() {
     key(&mut app, KeyCode::Left);
     assert!(!app.side_focus);
     key(&mut app, KeyCode::Down);
-    assert_ne!(app.selected, sel);
+    assert_ne!(app.explorer.selected, sel);
 
     // One Tab reaches the next view from a file whose detail overflows, and the
     // focus stays behind.
@@ -2110,7 +2131,7 @@ fn a_packed_trees_archived_targets_are_shown_preselected_and_kept() {
     let archs: Vec<String> = app.report.as_ref().unwrap().archs.keys().cloned().collect();
     assert!(archs.contains(&"gfx1030".to_string()), "{archs:?}");
     assert!(
-        app.families[0] && app.families[4],
+        app.families.presets[0] && app.families.presets[4],
         "gfx90X and gfx103X preselected"
     );
     key(&mut app, KeyCode::Char('2'));
@@ -2185,19 +2206,20 @@ fn drill_downs_go_back_and_keys_that_do_nothing_say_why() {
     select(&mut app, "libvadd.so");
     key(&mut app, KeyCode::Enter);
     assert!(
-        app.explorer_note
+        app.explorer
+            .note
             .as_deref()
             .is_some_and(|n| n.contains("a symlink to libvadd.so.1")),
         "{:?}",
-        app.explorer_note
+        app.explorer.note
     );
     // Any key closes the help, and does nothing else.
     key(&mut app, KeyCode::Char('?'));
     assert!(app.help);
-    let before = app.selected;
+    let before = app.explorer.selected;
     key(&mut app, KeyCode::Down);
     assert!(!app.help);
-    assert_eq!(app.selected, before);
+    assert_eq!(app.explorer.selected, before);
     // Tab into the Kernels view asks for the tree's kernels, as its digit does.
     app.requests.clear();
     app.kernels.report = None;
@@ -2698,7 +2720,7 @@ fn jump_from_a_kernel_open_all_and_next_damaged() {
     key(&mut app, KeyCode::Enter);
     assert_eq!(app.view, View::Explorer);
     let tree = app.tree.as_ref().unwrap();
-    assert_eq!(tree.path(app.rows()[app.selected].node), want);
+    assert_eq!(tree.path(app.rows()[app.explorer.selected].node), want);
     key(&mut app, KeyCode::Esc);
     assert_eq!(app.view, View::Kernels, "Esc comes back");
 
@@ -2734,7 +2756,10 @@ fn jump_from_a_kernel_open_all_and_next_damaged() {
     key(&mut app, KeyCode::Char('-'));
     key(&mut app, KeyCode::Char('n'));
     let tree = app.tree.as_ref().unwrap();
-    assert_eq!(tree.path(app.rows()[app.selected].node), "a/b/trunc.so");
+    assert_eq!(
+        tree.path(app.rows()[app.explorer.selected].node),
+        "a/b/trunc.so"
+    );
 }
 
 /// `V` pages what the view shows; `e` edits only plain files of a tree on disk.
@@ -2840,7 +2865,7 @@ fn z_jumps_by_letters_and_brackets_walk_the_jumps() {
     let mut app = scanned();
     let name = |app: &App| {
         let tree = app.tree.as_ref().unwrap();
-        tree.path(app.rows()[app.selected].node)
+        tree.path(app.rows()[app.explorer.selected].node)
     };
     let start = name(&app);
     key(&mut app, KeyCode::Char('z'));

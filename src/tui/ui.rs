@@ -134,11 +134,11 @@ fn status(app: &App) -> String {
             app.jump_target().as_deref().unwrap_or("(no match)")
         );
     }
-    if app.filtering {
+    if app.explorer.filtering {
         let f = if app.view == View::Kernels {
             &app.kernels.filter
         } else {
-            &app.filter
+            &app.explorer.filter
         };
         return format!(" filter: {f}▏  Enter keep · Esc clear");
     }
@@ -149,14 +149,14 @@ fn status(app: &App) -> String {
         View::Explorer | View::Families if app.side_focus => {
             "↑↓ PgUp PgDn scroll the pane · w, ← or Esc back to the list".to_string()
         }
-        View::Explorer if app.explorer_note.is_some() => {
-            app.explorer_note.clone().unwrap_or_default()
+        View::Explorer if app.explorer.note.is_some() => {
+            app.explorer.note.clone().unwrap_or_default()
         }
         // Ranked by use: what a narrow footer cuts is the least needed (the sort and
         // the filter show under the list).
         View::Explorer => "Enter/p preview · K kernels · / filter · s/S sort · ↑↓ move · →← open/close · w detail"
             .to_string(),
-        View::Families => app.families_note.clone().unwrap_or_else(|| {
+        View::Families => app.families.note.clone().unwrap_or_else(|| {
             if app.report.as_ref().is_some_and(|r| r.wheel.is_some()) {
                 "↑↓ move · Space toggle · P split the wheel".to_string()
             } else {
