@@ -92,7 +92,11 @@ pub fn rewrite_plan(out: &mut dyn Write, binary: &Path, p: &RewritePlan) -> std:
         writeln!(
             out,
             "  wrapper {}: HIPF -> HIPK, pointer {:#x} -> {:#x} ({}), co_index {}",
-            w.index, w.old_pointer, w.new_pointer, w.via, w.co_index
+            w.index,
+            w.old_pointer,
+            w.new_pointer,
+            w.via.name(),
+            w.co_index
         )?;
     }
     let seg = |s: &rewrite::Segment| {

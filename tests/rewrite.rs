@@ -301,7 +301,11 @@ fn wrappers_point_at_the_marker_at_run_time_pie_and_non_pie() {
         }
         assert_eq!(
             plan.wrappers.iter().map(|w| w.via).collect::<Vec<_>>()[0],
-            if pie { "rela-relative" } else { "in-place" }
+            if pie {
+                kpack::elf::rewrite::PointerVia::RelaRelative
+            } else {
+                kpack::elf::rewrite::PointerVia::InPlace
+            }
         );
         if tool("eu-elflint").is_some() {
             let old = problems("eu-elflint", &["--gnu-ld"], &exe);

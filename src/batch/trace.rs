@@ -179,7 +179,13 @@ pub fn run(file: &Path, export: bool, output: Option<&Path>, how: &Output) -> Re
             }
             writeln!(out, "  slowest steps:")?;
             for s in &a.slowest_steps {
-                writeln!(out, "    {:>10}  {:<6}  {}", ms(s.ms), s.kind, s.name)?;
+                writeln!(
+                    out,
+                    "    {:>10}  {:<6}  {}",
+                    ms(s.ms),
+                    s.kind.category(),
+                    s.name
+                )?;
             }
         }
         if t.diagnostic_count > 0 {

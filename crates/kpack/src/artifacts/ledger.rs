@@ -24,11 +24,11 @@ pub(super) fn unit_ledger(
 ) -> Ledger {
     let mut l = Ledger::new(ap);
     // An install may hold some targets' artifacts only.
-    l.layout = "split".into();
+    l.layout = crate::kpack::ledger::Layout::Split;
     l.selection = Selection {
-        archive_per: "target".into(),
+        archive_per: crate::kpack::ledger::ArchivePer::Target,
         targets: vec![unit.to_string()],
-        unassigned: "drop".into(),
+        unassigned: crate::kpack::ledger::Unassigned::Drop,
         ..Selection::default()
     };
     let of_unit = |t: &str| units.get(t).map_or(t, String::as_str) == unit;

@@ -26,6 +26,41 @@ pub const LEDGER_SCHEMA: &str = "kpack-tui.ledger/1";
 /// A ledger larger than this is not read (a tree of a million kernels is ~250 MB).
 pub const MAX_LEDGER_SIZE: u64 = 1 << 30;
 
+/// How the output is laid out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Layout {
+    /// One tree with `.kpack/<group>_<family>.kpack` at its root.
+    #[default]
+    Combined,
+    /// `OUT/generic/…` plus one overlay `OUT/<family>/…` per family.
+    Split,
+}
+
+/// What one archive holds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ArchivePer {
+    /// One archive per target ID (`<group>_gfx90a:xnack+.kpack`), markers with one
+    /// `@GFXARCH@` pattern: the shape ROCm ships; host binaries never change when
+    /// device packages are added or removed.
+    #[default]
+    Target,
+    /// One archive per selected family, markers listing each archive.
+    Family,
+}
+
+/// What to do with code for archs outside every selected family.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Unassigned {
+    /// Stop before writing anything.
+    #[default]
+    Error,
+    /// Leave it out and report it.
+    Drop,
+}
+
 /// The whole ledger.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -41,7 +76,7 @@ pub struct Ledger {
     /// `combined` (one tree), or `split` (a generic tree plus one overlay per family:
     /// an install may hold only some overlays, and the archives of the others are
     /// then not installed rather than missing).
-    pub layout: String,
+    pub layout: Layout,
     /// What was selected.
     pub selection: Selection,
     /// Archives written, relative to the install root.
@@ -89,8 +124,8 @@ pub struct UnpackedBinary {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Selection {
-    /// `target` (one archive per target ID) or `family`.
-    pub archive_per: String,
+    /// One archive per target ID, or per family.
+    pub archive_per: ArchivePer,
     /// Families: name and processors.
     pub families: Vec<SelectedFamily>,
     /// Target IDs or processors selected one by one.
@@ -99,8 +134,8 @@ pub struct Selection {
     /// Every target in the tree was selected.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub all: bool,
-    /// `error` or `drop`.
-    pub unassigned: String,
+    /// What happened to code of targets outside the selection.
+    pub unassigned: Unassigned,
 }
 
 /// One selected family.
@@ -195,7 +230,7 @@ impl Ledger {
             generator: format!("kpack-tui {}", env!("CARGO_PKG_VERSION")),
             group: group.into(),
             hash: "sha256".into(),
-            layout: "combined".into(),
+            layout: Layout::Combined,
             ..Ledger::default()
         }
     }
@@ -342,7 +377,7 @@ pub fn merge(found: Vec<(String, Ledger)>) -> Merged {
             // The first ledger gives the header (schema, generator, selection…).
             m.ledger = l;
         } else {
-            if l.layout == "split" {
+            if l.layout == Layout::Split {
                 m.ledger.layout = l.layout;
             }
             m.ledger.archives.extend(l.archives);

@@ -43,37 +43,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// How the output is laid out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Layout {
-    /// One tree with `.kpack/<group>_<family>.kpack` at its root.
-    Combined,
-    /// `OUT/generic/…` plus one overlay `OUT/<family>/…` per family.
-    Split,
-}
-
-/// What one archive holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ArchivePer {
-    /// One archive per target ID (`<group>_gfx90a:xnack+.kpack`), markers with one
-    /// `@GFXARCH@` pattern: the shape ROCm ships; host binaries never change when
-    /// device packages are added or removed.
-    Target,
-    /// One archive per selected family, markers listing each archive.
-    Family,
-}
-
-/// What to do with code for archs outside every selected family.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Unassigned {
-    /// Stop before writing anything.
-    Error,
-    /// Leave it out and report it.
-    Drop,
-}
+pub use crate::kpack::ledger::{ArchivePer, Layout, Unassigned};
 
 /// Options of a pack.
 #[derive(Debug, Clone)]

@@ -1,7 +1,7 @@
 //! The ledger a pack writes, built from its plan and the kernels it archived (also
 //! used, with placeholder hashes, to project the ledger's size before packing).
 
-use super::{Layout, PackOptions, PackPlan, Unassigned};
+use super::{Layout, PackOptions, PackPlan};
 use crate::kpack::ledger::{
     DroppedKernel, Ledger, LedgerArchive, LedgerBinary, SelectedFamily, Selection, UnpackedBinary,
 };
@@ -15,14 +15,9 @@ pub(super) fn ledger_of(
     binaries: Vec<LedgerBinary>,
 ) -> Ledger {
     let mut ledger = Ledger::new(&opts.group);
-    if opts.layout == Layout::Split {
-        ledger.layout = "split".into();
-    }
+    ledger.layout = opts.layout;
     ledger.selection = Selection {
-        archive_per: match opts.archive_per {
-            super::ArchivePer::Target => "target".into(),
-            super::ArchivePer::Family => "family".into(),
-        },
+        archive_per: opts.archive_per,
         targets: opts.targets.clone(),
         all: opts.all,
         families: opts
@@ -34,10 +29,7 @@ pub(super) fn ledger_of(
                 processors: f.processors.clone(),
             })
             .collect(),
-        unassigned: match opts.unassigned {
-            Unassigned::Error => "error".into(),
-            Unassigned::Drop => "drop".into(),
-        },
+        unassigned: opts.unassigned,
     };
     for f in &plan.units {
         let Some(path) = &f.archive else { continue };

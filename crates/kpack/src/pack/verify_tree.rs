@@ -265,7 +265,7 @@ impl Tree<'_> {
         let mut not_installed: BTreeSet<&str> = BTreeSet::new();
         for la in &l.archives {
             match self.archives.get(&la.path) {
-                None if l.layout == "split" => {
+                None if l.layout == Layout::Split => {
                     v.notes.push(format!(
                         "{}: not installed (its overlay is not in this tree): {} {} for {} \
                          unavailable",

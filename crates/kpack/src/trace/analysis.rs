@@ -46,8 +46,8 @@ pub struct ObjectTime {
 pub struct StepTime {
     /// Names.
     pub name: String,
-    /// `device`, `bundle`, `host`, `other`.
-    pub kind: &'static str,
+    /// What the step did (`device`, `bundle`, `host`, `other` in JSON).
+    pub kind: JobKind,
     /// Duration.
     pub ms: i64,
     /// Start.
@@ -286,7 +286,7 @@ pub fn analyse(build: &Build) -> BuildAnalysis {
         .iter()
         .map(|&(_, i)| StepTime {
             name: build.label(&jobs[i]),
-            kind: jobs[i].kind.category(),
+            kind: jobs[i].kind,
             ms: jobs[i].duration(),
             start_ms: jobs[i].start,
         })

@@ -4,7 +4,7 @@
 //! builds output; every refusal is said before a byte is computed.
 
 use super::layout::{ElfLayout, Section, Segment, range, rd_u32, rd_u64};
-use super::{DT_RELR, Result, RewriteError, SHT_RELR, malformed, round_up};
+use super::{DT_RELR, PointerVia, Result, RewriteError, SHT_RELR, malformed, round_up};
 use crate::bundle;
 use crate::elf::machine::HostMachine;
 use crate::elf::{FATBIN_SECTION, MAGIC_HIPF, MAGIC_HIPK, WRAPPER_SECTION, WRAPPER_SIZE};
@@ -205,7 +205,8 @@ pub(super) struct Target {
     pub co_index: u32,
     /// Where it points.
     pub pointer: u64,
-    pub via: &'static str,
+    /// How its pointer is set.
+    pub via: PointerVia,
 }
 
 /// Where every wrapper points (and so its co_index). Relocations into
@@ -248,7 +249,7 @@ fn wrapper_target(site: &Site, relocs: &Relocs, i: usize) -> Result<Target> {
     let (pointer, via) = if site.lay.e_type == elf::ET_DYN {
         relocated_pointer(site, relocs, i, slot_vaddr)?
     } else {
-        (rd_u64(data, w + 8), "in-place")
+        (rd_u64(data, w + 8), PointerVia::InPlace)
     };
     let fb_hi = fb.sh_addr + fb.sh_size;
     let co_index = pointer
@@ -275,7 +276,7 @@ fn relocated_pointer(
     relocs: &Relocs,
     i: usize,
     slot_vaddr: u64,
-) -> Result<(u64, &'static str)> {
+) -> Result<(u64, PointerVia)> {
     let (data, lay) = (site.data, &site.lay);
     let symbol_value = |symtab: u32, sym: u32| -> Option<u64> {
         let t = lay.sections.get(symtab as usize)?;
@@ -287,7 +288,7 @@ fn relocated_pointer(
     };
     match relocs.slots.get(&slot_vaddr) {
         Some(r) if r.r_type == site.relative() && r.sym == 0 => {
-            Ok((r.addend as u64, "rela-relative"))
+            Ok((r.addend as u64, PointerVia::RelaRelative))
         }
         Some(r) if r.r_type == site.machine.abs64() => {
             let v = symbol_value(r.symtab, r.sym).ok_or_else(|| {
@@ -296,7 +297,10 @@ fn relocated_pointer(
                     r.sym
                 ))
             })?;
-            Ok((v.wrapping_add(r.addend as u64), "rela-abs64→relative"))
+            Ok((
+                v.wrapping_add(r.addend as u64),
+                PointerVia::RelaAbs64ToRelative,
+            ))
         }
         Some(r) => Err(RewriteError::Refused(format!(
             "wrapper {i}: pointer relocated by unsupported type {}",

@@ -93,8 +93,35 @@ pub struct WrapperChange {
     pub new_pointer: u64,
     /// The bundle it pointed to: stored as co_index.
     pub co_index: u32,
-    /// How the pointer is set: `rela-relative`, `rela-abs64→relative`, `in-place`.
-    pub via: &'static str,
+    /// How the pointer is set.
+    pub via: PointerVia,
+}
+
+/// How a wrapper's pointer to its bundle is set, and so how the rewrite re-points
+/// it at the marker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum PointerVia {
+    /// An `R_*_RELATIVE` relocation's addend (shared libraries, PIE).
+    #[serde(rename = "rela-relative")]
+    RelaRelative,
+    /// An absolute 64-bit relocation against a symbol, turned into a relative one.
+    #[serde(rename = "rela-abs64→relative")]
+    RelaAbs64ToRelative,
+    /// The value in the wrapper itself (executables that are not PIE).
+    #[serde(rename = "in-place")]
+    InPlace,
+}
+
+impl PointerVia {
+    /// The spelling reports use (`rela-relative`, `rela-abs64→relative`,
+    /// `in-place`).
+    pub fn name(self) -> &'static str {
+        match self {
+            PointerVia::RelaRelative => "rela-relative",
+            PointerVia::RelaAbs64ToRelative => "rela-abs64→relative",
+            PointerVia::InPlace => "in-place",
+        }
+    }
 }
 
 /// The rewrite, computed: what changes, and the bytes to write.
