@@ -57,6 +57,15 @@ fn main() {
 }
 
 fn run(cli: Cli) -> Result<i32> {
+    if cli.generate == Some(cli::generate::GenerateKind::Schemas) {
+        let Some(dir) = &cli.path else {
+            anyhow::bail!("--generate schemas writes into a directory: give it as PATH");
+        };
+        let n = batch::schemas::write_all(dir)
+            .with_context(|| format!("cannot write the schemas into {}", dir.display()))?;
+        eprintln!("{n} schemas written to {}", dir.display());
+        return Ok(EXIT_OK);
+    }
     if let Some(kind) = cli.generate {
         return with_stdout(|out| {
             cli::generate::generate(kind, <Cli as clap::CommandFactory>::command(), out)?;

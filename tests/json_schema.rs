@@ -331,3 +331,39 @@ fn every_schema_id_in_the_source_has_a_schema_file() {
     }
     assert!(missing.is_empty(), "{missing:#?}");
 }
+
+/// The committed schemas are generated from the types that write the documents
+/// (`kpack-tui --generate schemas docs/schema`, schemars): a field added to a report
+/// without regenerating them fails here, and the validation above then checks real
+/// outputs against what the types say.
+#[test]
+fn the_committed_schemas_are_the_generated_ones() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = kpack(&["--generate", "schemas", tmp.path().to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let names = |d: &Path| -> std::collections::BTreeSet<String> {
+        std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".schema.json"))
+            .collect()
+    };
+    let committed = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/schema");
+    assert_eq!(
+        names(tmp.path()),
+        names(&committed),
+        "run `kpack-tui --generate schemas docs/schema`"
+    );
+    for n in names(tmp.path()) {
+        let made = std::fs::read_to_string(tmp.path().join(&n)).unwrap();
+        let kept = std::fs::read_to_string(committed.join(&n)).unwrap();
+        assert!(
+            made == kept,
+            "{n} differs from what the types generate: run `kpack-tui --generate schemas docs/schema`"
+        );
+    }
+    // Without a directory it says what it needs.
+    let o = kpack(&["--generate", "schemas"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("give it as PATH"), "{}", stderr(&o));
+}

@@ -7,26 +7,67 @@ use serde::Serialize;
 use std::io::Write;
 use std::path::Path;
 
-/// JSON view of an archive.
-#[derive(Serialize)]
-struct ArchiveJson<'a> {
-    path: String,
-    version: u32,
-    file_size: u64,
-    toc_offset: u64,
-    group_name: &'a str,
-    gfx_arch_family: &'a str,
-    gfx_arches: &'a [String],
-    compression_scheme: &'static str,
-    code_objects: &'a [KernelEntry],
-    totals: Totals,
+/// `archive FILE --json`: an archive's header and TOC.
+#[derive(Serialize, schemars::JsonSchema)]
+pub struct ArchiveJson<'a> {
+    /// The archive.
+    pub path: String,
+    /// Format version.
+    pub version: u32,
+    /// Bytes.
+    pub file_size: u64,
+    /// Where the TOC starts.
+    pub toc_offset: u64,
+    /// The group (product) name.
+    pub group_name: &'a str,
+    /// The family name the archive was written for.
+    pub gfx_arch_family: &'a str,
+    /// The target IDs it holds.
+    pub gfx_arches: &'a [String],
+    /// How code objects are stored.
+    pub compression_scheme: &'static str,
+    /// Every TOC entry.
+    pub code_objects: &'a [KernelEntry],
+    /// Sums.
+    pub totals: Totals,
 }
 
-#[derive(Serialize)]
-struct Totals {
-    code_objects: u64,
-    raw_size: u64,
-    stored_size: u64,
+/// Sums over an archive's code objects.
+#[derive(Serialize, schemars::JsonSchema)]
+pub struct Totals {
+    /// Code objects.
+    pub code_objects: u64,
+    /// Their uncompressed bytes.
+    pub raw_size: u64,
+    /// Their stored bytes.
+    pub stored_size: u64,
+}
+
+/// `verify FILE.kpack --json`.
+#[derive(Serialize, schemars::JsonSchema)]
+pub struct VerifyArchiveJson {
+    /// The archive.
+    pub path: String,
+    /// Always `archive`.
+    pub kind: ArchiveKind,
+    /// No fault.
+    pub sound: bool,
+    /// Code objects in the TOC.
+    pub code_objects: usize,
+    /// Whether its frames carry a checksum.
+    pub checksummed: bool,
+    /// What is wrong.
+    pub faults: Vec<String>,
+    /// What is worth knowing.
+    pub notes: Vec<String>,
+}
+
+/// The kind of thing `verify` looked at, for an archive.
+#[derive(Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ArchiveKind {
+    /// A `.kpack` file.
+    Archive,
 }
 
 fn ratio(raw: u64, stored: u64) -> String {
@@ -167,7 +208,15 @@ pub fn verify(path: &Path, format: Format, out: &mut dyn Write) -> Result<i32> {
         super::write_json(
             out,
             "kpack-tui.verify-archive/2",
-            &serde_json::json!({"path": path.display().to_string(), "kind": "archive", "sound": faults.is_empty(), "code_objects": kernels, "checksummed": checksummed, "faults": faults, "notes": notes}),
+            &VerifyArchiveJson {
+                path: path.display().to_string(),
+                kind: ArchiveKind::Archive,
+                sound: faults.is_empty(),
+                code_objects: kernels,
+                checksummed,
+                faults: faults.clone(),
+                notes,
+            },
         )?;
         return Ok(if faults.is_empty() {
             EXIT_OK

@@ -9,6 +9,7 @@ pub mod pack;
 pub mod progress;
 pub mod rewrite;
 pub mod scan;
+pub mod schemas;
 pub mod trace;
 pub mod wheel;
 
@@ -86,7 +87,7 @@ pub struct Output {
 
 /// A `--json` document: `{"schema": "kpack-tui.<command>/<version>", ...value}`.
 /// Every `--json` output has a schema under `docs/schema/` (tests validate them).
-#[derive(serde::Serialize)]
+#[derive(serde::Serialize, schemars::JsonSchema)]
 pub struct Versioned<'a, T: serde::Serialize> {
     /// `kpack-tui.<command>/<version>`.
     pub schema: &'static str,

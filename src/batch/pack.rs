@@ -31,7 +31,11 @@ fn print_plan(out: &mut dyn Write, plan: &PackPlan) -> std::io::Result<()> {
             plan.consumed_archives.join(", ")
         )?;
     }
-    let approx = if plan.projection == "exact" { "" } else { "~" };
+    let approx = if plan.projection == pack::Projection::Exact {
+        ""
+    } else {
+        "~"
+    };
     for f in &plan.units {
         writeln!(
             out,
@@ -67,7 +71,9 @@ fn print_plan(out: &mut dyn Write, plan: &PackPlan) -> std::io::Result<()> {
         writeln!(out, "  warning: {w}")?;
     }
     let what = match plan.projection {
-        "exact" => "projected output (archives exact: every code object compressed)",
+        pack::Projection::Exact => {
+            "projected output (archives exact: every code object compressed)"
+        }
         _ => "projected output (archives estimated from a sample)",
     };
     writeln!(
@@ -235,6 +241,41 @@ fn layout_of(root: &Path) -> Layout {
     }
 }
 
+/// `verify --device --json`: one verdict per device asked about.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct VerifyDeviceJson<'a> {
+    /// The tree verified.
+    pub path: String,
+    /// Every device finds every code object it needs.
+    pub sound: bool,
+    /// Per device.
+    pub devices: &'a [pack::DeviceVerdict],
+}
+
+/// What `verify TREE` found at the path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum VerifiedKind {
+    /// An install tree (or a pack's output).
+    Tree,
+    /// The artifact directories of `split` or `combine`, checked where they lie.
+    Artifacts,
+}
+
+/// `verify TREE --json`.
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct VerifyTreeJson<'a> {
+    /// The tree verified.
+    pub path: String,
+    /// What it is.
+    pub kind: VerifiedKind,
+    /// No fault.
+    pub sound: bool,
+    /// The verdict.
+    #[serde(flatten)]
+    pub verdict: &'a pack::TreeVerdict,
+}
+
 /// `kpack-tui verify TREE --device ISA...`: 0 when every bundle of every binary loads
 /// on every device, 1 with what would not.
 pub fn verify_devices(
@@ -251,16 +292,10 @@ pub fn verify_devices(
         .collect::<std::result::Result<_, _>>()?;
     let ok = verdicts.iter().all(|v| v.missing.is_empty());
     if format.is_json() {
-        #[derive(serde::Serialize)]
-        struct Out<'a> {
-            path: String,
-            sound: bool,
-            devices: &'a [pack::DeviceVerdict],
-        }
         write_json(
             out,
             "kpack-tui.verify-device/1",
-            &Out {
+            &VerifyDeviceJson {
                 path: root.display().to_string(),
                 sound: ok,
                 devices: &verdicts,
@@ -305,26 +340,18 @@ pub fn verify(root: &Path, loaders: &[Loader], format: Format, out: &mut dyn Wri
         && !root.join(".kpack").exists()
         && !pack::installed::artifact_dirs(root).is_empty()
     {
-        "artifacts"
+        VerifiedKind::Artifacts
     } else {
-        "tree"
+        VerifiedKind::Tree
     };
     let verdict = pack::verify_tree(root, None, layout, loaders);
     let sound = verdict.faults.is_empty();
     let code = if sound { EXIT_OK } else { EXIT_FINDINGS };
     if format.is_json() {
-        #[derive(serde::Serialize)]
-        struct Out<'a> {
-            path: String,
-            kind: &'static str,
-            sound: bool,
-            #[serde(flatten)]
-            verdict: &'a pack::TreeVerdict,
-        }
         write_json(
             out,
             "kpack-tui.verify-tree/1",
-            &Out {
+            &VerifyTreeJson {
                 path: root.display().to_string(),
                 kind,
                 sound,

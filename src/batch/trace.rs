@@ -11,16 +11,25 @@ use std::path::Path;
 /// Largest trace read (the parser streams; this bounds a mistaken argument).
 const MAX_TRACE: u64 = 8 << 30;
 
-#[derive(Serialize)]
-struct Json<'a> {
-    file: String,
-    version: u32,
-    header: bool,
-    epoch: bool,
-    lines: u64,
-    builds: Vec<analysis::BuildAnalysis>,
-    diagnostics: &'a [trace::LineDiagnostic],
-    diagnostic_count: u64,
+/// `trace FILE --json`: every build of the log, analysed.
+#[derive(Serialize, schemars::JsonSchema)]
+pub struct Json<'a> {
+    /// The trace file.
+    pub file: String,
+    /// Its `# ninja log vN` version.
+    pub version: u32,
+    /// Whether it had that header line.
+    pub header: bool,
+    /// Whether times are epoch-based (phc) rather than build-relative (ninja).
+    pub epoch: bool,
+    /// Lines read.
+    pub lines: u64,
+    /// One per build (a restart of the times starts a new one).
+    pub builds: Vec<analysis::BuildAnalysis>,
+    /// Lines that could not be read (the first ones).
+    pub diagnostics: &'a [trace::LineDiagnostic],
+    /// How many there were.
+    pub diagnostic_count: u64,
 }
 
 fn ms(v: i64) -> String {

@@ -17,6 +17,9 @@ pub enum GenerateKind {
     CompletePowershell,
     /// The man page (roff): `man -l -` reads it.
     Man,
+    /// The JSON Schemas of every `--json` output and of the ledger, written into
+    /// the directory given as PATH (what `docs/schema/` holds).
+    Schemas,
 }
 
 /// Write `kind` for `cmd` (the program's full clap command) to `out`.
@@ -29,6 +32,11 @@ pub fn generate(kind: GenerateKind, mut cmd: clap::Command, out: &mut dyn Write)
         GenerateKind::CompleteFish => Shell::Fish,
         GenerateKind::CompletePowershell => Shell::PowerShell,
         GenerateKind::Man => return man(cmd, out),
+        GenerateKind::Schemas => {
+            return Err(io::Error::other(
+                "--generate schemas writes files: give the directory as PATH",
+            ));
+        }
     };
     if shell == Shell::Bash && name.contains('-') {
         return bash_hyphenated(cmd, &name, out);

@@ -24,7 +24,8 @@ use std::path::PathBuf;
     override_usage = "kpack-tui [OPTIONS] [PATH] [NEW]\n       kpack-tui [OPTIONS] <COMMAND>"
 )]
 pub struct Cli {
-    /// Print a shell completion script or the man page to stdout and exit.
+    /// Print a shell completion script or the man page to stdout, or write the JSON
+    /// Schemas of every `--json` output into PATH, and exit.
     #[arg(long, value_enum, value_name = "KIND")]
     pub generate: Option<generate::GenerateKind>,
 

@@ -3,6 +3,7 @@
 
 use super::app::{App, View};
 use crate::text::csv_field;
+use std::collections::BTreeMap;
 
 /// A view's table: its columns and every row it lists (not only those on screen).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,6 +14,17 @@ pub struct Table {
     pub header: Vec<String>,
     /// The rows, as many fields as columns.
     pub rows: Vec<Vec<String>>,
+}
+
+/// `kpack-tui.table/1`: a view's table as exported (`E`, JSON).
+#[derive(serde::Serialize, schemars::JsonSchema)]
+pub struct TableJson {
+    /// The view's name for it.
+    pub table: String,
+    /// Column names, in the view's order (made unique: `name_2`).
+    pub columns: Vec<String>,
+    /// One object per row, column name → the text shown.
+    pub rows: Vec<BTreeMap<String, String>>,
 }
 
 impl Table {
@@ -42,23 +54,19 @@ impl Table {
             }
             columns.push(c);
         }
-        let rows: Vec<serde_json::Map<String, serde_json::Value>> = self
+        let rows: Vec<BTreeMap<String, String>> = self
             .rows
             .iter()
-            .map(|r| {
-                columns
-                    .iter()
-                    .cloned()
-                    .zip(r.iter().map(|v| serde_json::Value::String(v.clone())))
-                    .collect()
-            })
+            .map(|r| columns.iter().cloned().zip(r.iter().cloned()).collect())
             .collect();
-        let doc = serde_json::json!({
-            "schema": "kpack-tui.table/1",
-            "table": self.name,
-            "columns": columns,
-            "rows": rows,
-        });
+        let doc = crate::batch::Versioned {
+            schema: "kpack-tui.table/1",
+            value: &TableJson {
+                table: self.name.to_string(),
+                columns,
+                rows,
+            },
+        };
         let mut s = serde_json::to_string_pretty(&doc).unwrap_or_default();
         s.push('\n');
         s

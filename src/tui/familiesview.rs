@@ -224,14 +224,18 @@ pub(crate) fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         _ if app.planning => l.push(Line::from("computing the pack plan…")),
         Some((for_sel, Ok(p))) if *for_sel == selection => {
             l.push(Line::from(Span::styled(
-                if p.projection == "exact" {
+                if p.projection == kpack::pack::Projection::Exact {
                     "pack plan (every code object compressed: exact)"
                 } else {
                     "pack plan (estimate from a compressed sample)"
                 },
                 Style::new().add_modifier(Modifier::BOLD),
             )));
-            let approx = if p.projection == "exact" { "" } else { "≈" };
+            let approx = if p.projection == kpack::pack::Projection::Exact {
+                ""
+            } else {
+                "≈"
+            };
             for f in &p.units {
                 let note = if f.archive.is_none() && f.database_files > 0 {
                     format!("  ({} kernel-database files, no archive)", f.database_files)

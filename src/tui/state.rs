@@ -16,7 +16,7 @@ const KEEP: usize = 100;
 const MAX_BYTES: u64 = 4 << 20;
 
 /// One path's state.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Remembered {
     /// The view's title (`Explorer`, `Kernels`).
     pub view: String,

@@ -22,6 +22,7 @@ pub const NT_AMDGPU_METADATA: u32 = 32;
 
 /// One kernel.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Kernel {
     /// The (mangled) name.
     pub name: String,
@@ -86,6 +87,7 @@ impl Kernel {
 
 /// What a code object holds.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CodeObjectInfo {
     /// Target ID from `e_flags` (`None` for an unknown processor).
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -34,6 +34,7 @@ pub type Range = (String, u64, u64);
 
 /// What an embedded object is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum EmbeddedFormat {
     /// An AMDGPU ELF code object.
@@ -46,6 +47,7 @@ pub enum EmbeddedFormat {
 
 /// A target of an embedded object and the bytes of its code object.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct EmbeddedTarget {
     /// Target ID (`gfx942`, `gfx90a:xnack+`; `unknown` for an unknown processor).
     pub arch: String,
@@ -56,6 +58,7 @@ pub struct EmbeddedTarget {
 
 /// One device-code object found in a file's data.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Embedded {
     /// The section it lies in (`file` when searched outside any section).
     pub section: String,

@@ -57,6 +57,7 @@ impl CancelToken {
 
 /// A phase of one file's processing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Phase {
     /// Extracting and compressing code objects.

@@ -63,6 +63,7 @@ pub const PRESETS: &[(&str, &[&str])] = &[
 
 /// A selected family.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Family {
     /// Name, used in archive file names (`<group>_<name>.kpack`).
     pub name: String,
@@ -149,6 +150,7 @@ fn check_name(name: &str) -> Result<()> {
 
 /// Selected families, checked not to overlap.
 #[derive(Debug, Clone, Default, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Families(pub Vec<Family>);
 
 impl Families {

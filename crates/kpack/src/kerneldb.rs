@@ -16,6 +16,7 @@ use std::sync::LazyLock;
 
 /// Which library (handler) a database file belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Database {
     /// `…/rocblas/library/…` (Tensile).
@@ -88,6 +89,7 @@ impl Database {
 /// Which rule attributed a file (shown by `scan`, so a surprising attribution can be
 /// traced to its cause).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Rule {
     /// An arch in a Tensile `.co`/`.hsaco`/`.dat` file name.
@@ -126,6 +128,7 @@ impl Rule {
 
 /// A recognised database file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DatabaseFile {
     /// The handler that claimed it.
     pub database: Database,

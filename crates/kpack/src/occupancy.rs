@@ -87,6 +87,7 @@ fn generation(processor: &str) -> Option<Generation> {
 
 /// The hint for one kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Occupancy {
     /// Waves per SIMD: the smallest of the limits below.
     pub waves: u64,

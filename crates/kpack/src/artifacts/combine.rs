@@ -32,6 +32,7 @@ use std::path::{Path, PathBuf};
 
 /// A group of targets combined into one artifact (`<component>_<group>`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TargetGroup {
     /// The group key (artifact suffix).
     pub name: String,
@@ -43,6 +44,7 @@ pub struct TargetGroup {
 
 /// The reference's packaging configuration (workflows §3.2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CombineConfig {
     /// The shard whose generic artifacts the reference takes.
     pub primary_shard: String,
@@ -148,6 +150,7 @@ pub struct CombineOptions {
 
 /// One difference between shards.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Difference {
     /// The artifact (`blas_lib_generic`, `blas_lib_gfx942`).
     pub artifact: String,
@@ -178,6 +181,7 @@ impl std::fmt::Display for Difference {
 
 /// A combined output artifact.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CombinedArtifact {
     /// Directory name.
     pub name: String,
@@ -191,6 +195,7 @@ pub struct CombinedArtifact {
 
 /// What a combine did.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CombineReport {
     /// The shards, as given.
     pub shards: Vec<PathBuf>,

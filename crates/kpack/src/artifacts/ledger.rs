@@ -64,6 +64,7 @@ pub fn left_path(out: &Path, ap: &str) -> std::path::PathBuf {
 
 /// What a split with `--gpu-targets` left to the shards building the other targets.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct LeftToOthers {
     /// Always `kpack-tui.split-left/1`.

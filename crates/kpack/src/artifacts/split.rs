@@ -50,6 +50,7 @@ pub struct SplitOptions {
 
 /// One artifact written.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SplitArtifact {
     /// Directory name (`blas_lib_gfx942`).
     pub name: String,
@@ -75,6 +76,7 @@ pub struct SplitArtifact {
 
 /// What a split did.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SplitReport {
     /// Input.
     pub artifact_dir: PathBuf,

@@ -18,6 +18,7 @@ pub const CCOB_MAGIC: &[u8; 4] = b"CCOB";
 
 /// Compression of a bundle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Compression {
     /// Uncompressed `__CLANG_OFFLOAD_BUNDLE__`.

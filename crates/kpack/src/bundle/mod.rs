@@ -30,6 +30,7 @@ pub const MAX_ID_LEN: u64 = 1024;
 
 /// One entry of a bundle's descriptor table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct BundleEntry {
     /// The entry ID (target triple), parsed.
     pub id: EntryId,
@@ -142,6 +143,7 @@ pub fn parse_table<R: Read>(reader: R, available: u64) -> FormatResult<BundleTab
 
 /// One bundle (one translation unit) found in a `.hip_fatbin` section or a file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct BundleInfo {
     /// Position in the section: the TU index `k` of keys `path#k`.
     pub index: usize,

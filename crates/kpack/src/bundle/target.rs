@@ -10,6 +10,7 @@ use std::fmt;
 
 /// A parsed bundle entry ID.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct EntryId {
     /// The ID exactly as stored in the bundle.
     pub triple: String,
@@ -54,6 +55,7 @@ impl EntryId {
 
 /// An AMD target ID: a processor and zero or more `feature+`/`feature-` flags.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TargetId {
     /// Processor, e.g. `gfx90a` or `gfx9-4-generic`.
     pub processor: String,

@@ -32,6 +32,7 @@ pub struct DiffOptions {
 
 /// Device bytes of one target on both sides.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TargetDelta {
     /// Target ID.
     pub target: String,
@@ -53,6 +54,7 @@ pub struct TargetDelta {
 
 /// What happened to a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Change {
     /// Only in NEW.
@@ -69,6 +71,7 @@ pub enum Change {
 
 /// One file on both sides.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FileDelta {
     /// Path in NEW (in OLD for a removed file).
     pub path: String,
@@ -92,6 +95,7 @@ pub struct FileDelta {
 
 /// One target of one file on both sides.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FileTargetDelta {
     /// Target ID.
     pub target: String,
@@ -105,6 +109,7 @@ pub struct FileTargetDelta {
 
 /// One kernel on both sides (code sizes summed over the binary's bundles).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct KernelDelta {
     /// The binary (NEW's path).
     pub binary: String,
@@ -132,6 +137,7 @@ impl KernelDelta {
 
 /// A file class on both sides.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ClassDelta {
     /// `fat_binary`, `host_only_binary`, `kernel_database`, …
     pub class: String,
@@ -147,6 +153,7 @@ pub struct ClassDelta {
 
 /// The comparison.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DiffReport {
     /// OLD.
     pub old: PathBuf,

@@ -53,6 +53,17 @@ impl Serialize for HostMachine {
     }
 }
 
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for HostMachine {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "HostMachine".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let names: Vec<&str> = Self::ALL.iter().map(|m| m.name()).collect();
+        schemars::json_schema!({ "type": "string", "enum": names })
+    }
+}
+
 impl HostMachine {
     /// Every machine handled, in the order the documentation lists them.
     pub const ALL: [HostMachine; 3] = [Self::X86_64, Self::Aarch64, Self::Ppc64le];

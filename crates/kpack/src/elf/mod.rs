@@ -42,6 +42,7 @@ pub const OBJECT_BUNDLE_PREFIX: &str = "__CLANG_OFFLOAD_BUNDLE__";
 
 /// What sort of ELF file this is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum ElfKind {
     /// `ET_EXEC`: a non-PIE executable.
@@ -75,6 +76,7 @@ impl ElfKind {
 
 /// Where a section sits.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SectionSpan {
     /// Section header index.
     pub index: usize,
@@ -90,6 +92,7 @@ pub struct SectionSpan {
 
 /// The wrapper's magic, decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum WrapperMagic {
     /// Fat binary: points at a bundle.
     #[serde(rename = "HIPF")]
@@ -104,6 +107,7 @@ pub enum WrapperMagic {
 
 /// One `__CudaFatBinaryWrapper` record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct WrapperInfo {
     /// Position in `.hipFatBinSegment`.
     pub index: usize,
@@ -126,6 +130,7 @@ pub struct WrapperInfo {
 
 /// The device-code facts of an ELF fat (or host-only) binary.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FatBinary {
     /// ELF type.
     pub elf_kind: ElfKind,
@@ -550,6 +555,7 @@ fn read_wrappers(
 
 /// A member of a static archive that carries device code.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ArchiveMember {
     /// Member name.
     pub name: String,

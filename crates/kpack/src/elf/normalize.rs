@@ -28,6 +28,7 @@ const PT_PHDR: u32 = 6;
 
 /// Where a file stands.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "state", rename_all = "snake_case")]
 pub enum PhdrState {
     /// Not an executable with an interpreter, or its table is where the linker put
@@ -368,6 +369,7 @@ pub fn normalize(data: &[u8]) -> Result<Option<Vec<u8>>> {
 
 /// One file's outcome in a tree run.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct NormalizeEntry {
     /// The path.
     pub path: std::path::PathBuf,
@@ -380,6 +382,7 @@ pub struct NormalizeEntry {
 
 /// A tree run.
 #[derive(Debug, Clone, Default, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct NormalizeReport {
     /// ELF files examined.
     pub scanned: u64,

@@ -21,6 +21,7 @@ pub use extract::{destination, extract_code_objects};
 
 /// One kernel where it lives.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct KernelRow {
     /// The file holding the code object, relative to the root (the file name for a
     /// single file).
@@ -47,6 +48,7 @@ pub struct KernelRow {
 
 /// One code object where it lives (the unit of device bytes a diff compares).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CodeObjectRow {
     /// The file holding it.
     pub path: String,
@@ -115,6 +117,7 @@ fn binary_and_tu(path: &str, key: Option<&str>, bundle: Option<u32>) -> (String,
 
 /// Every kernel found.
 #[derive(Debug, Clone, Default, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct KernelsReport {
     /// What was read.
     pub root: PathBuf,

@@ -28,6 +28,7 @@ pub const MAX_LEDGER_SIZE: u64 = 1 << 30;
 
 /// How the output is laid out.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Layout {
     /// One tree with `.kpack/<group>_<family>.kpack` at its root.
@@ -39,6 +40,7 @@ pub enum Layout {
 
 /// What one archive holds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum ArchivePer {
     /// One archive per target ID (`<group>_gfx90a:xnack+.kpack`), markers with one
@@ -52,6 +54,7 @@ pub enum ArchivePer {
 
 /// What to do with code for archs outside every selected family.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Unassigned {
     /// Stop before writing anything.
@@ -63,6 +66,7 @@ pub enum Unassigned {
 
 /// The whole ledger.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Ledger {
     /// Always [`LEDGER_SCHEMA`].
@@ -98,6 +102,7 @@ pub struct Ledger {
 
 /// A kernel-database file an output holds.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct LedgerFile {
     /// Path relative to the install root.
@@ -107,11 +112,13 @@ pub struct LedgerFile {
     /// Bytes.
     pub size: u64,
     /// SHA-256, lower-case hex.
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = r"^[0-9a-f]{64}$")))]
     pub sha256: String,
 }
 
 /// A host-only binary the pack copied without its kernels.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct UnpackedBinary {
     /// Path relative to the install root.
@@ -122,6 +129,7 @@ pub struct UnpackedBinary {
 
 /// The selection a pack was run with.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Selection {
     /// One archive per target ID, or per family.
@@ -140,6 +148,7 @@ pub struct Selection {
 
 /// One selected family.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SelectedFamily {
     /// Its name.
@@ -150,6 +159,7 @@ pub struct SelectedFamily {
 
 /// An archive written.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct LedgerArchive {
     /// Path relative to the install root.
@@ -162,6 +172,7 @@ pub struct LedgerArchive {
 
 /// A host-only binary and its promised kernels.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct LedgerBinary {
     /// Path relative to the install root.
@@ -176,11 +187,13 @@ pub struct LedgerBinary {
     /// artifact: an archive from another build shows as a ledger made for other host
     /// binaries).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = r"^[0-9a-f]{64}$")))]
     pub host_sha256: Option<String>,
 }
 
 /// One promised code object.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct LedgerKernel {
     /// Bundle index (the `#N` of the TOC key, the wrapper's co_index).
@@ -190,11 +203,13 @@ pub struct LedgerKernel {
     /// Code-object bytes.
     pub size: u64,
     /// SHA-256 of the code object, lower-case hex.
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = r"^[0-9a-f]{64}$")))]
     pub sha256: String,
 }
 
 /// A kernel left out on purpose.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct DroppedKernel {
     /// Binary path.

@@ -14,6 +14,7 @@ pub const MARKER_SECTION: &str = ".rocm_kpack_ref";
 
 /// A decoded marker.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Marker {
     /// Archive paths or patterns, in search order (`@GFXARCH@` allowed).
     pub kpack_search_paths: Vec<String>,

@@ -193,6 +193,7 @@ pub enum Lookup<'a> {
 
 /// Which loader's rules to follow: the generations deployed in 2026.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum Loader {
     /// ROCm up to 7.14 and the reference runtime in `shared/oracles` (Feb 2026,

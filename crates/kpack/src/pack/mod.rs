@@ -160,8 +160,23 @@ impl PackTally {
     }
 }
 
+/// How a plan's output size was projected.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "lowercase")]
+pub enum Projection {
+    /// Not yet ([`estimate`] fills it in).
+    #[default]
+    None,
+    /// Every kernel compressed: the archives' sizes are exact.
+    Exact,
+    /// Extrapolated from a sample of kernels.
+    Estimate,
+}
+
 /// One kernel to archive.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PlannedKernel {
     /// `relpath#k`.
     pub key: String,
@@ -177,6 +192,7 @@ fn is_zero(n: &u64) -> bool {
 
 /// One archive of a plan: a target ID (per-target archives) or a family.
 #[derive(Debug, Clone, Default, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ArchivePlan {
     /// The target ID, or the family's name.
     pub name: String,
@@ -206,6 +222,7 @@ pub struct ArchivePlan {
 
 /// A host-only binary of the input whose kernels are packed again from archives.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RepackedBinary {
     /// Relative path.
     pub path: String,
@@ -217,6 +234,7 @@ pub struct RepackedBinary {
 
 /// A file copied as it is, and why.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CopiedFile {
     /// Relative path.
     pub path: String,
@@ -226,11 +244,12 @@ pub struct CopiedFile {
 
 /// A scan diagnostic, as the plan reports it.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PlanDiagnostic {
     /// Relative path.
     pub path: String,
-    /// `error` or `warning`.
-    pub severity: &'static str,
+    /// How bad.
+    pub severity: crate::scan::Severity,
     /// What is wrong.
     pub message: String,
 }
@@ -262,6 +281,7 @@ pub(crate) struct PlannedBinary {
 
 /// What a pack will do.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PackPlan {
     /// Input tree.
     pub tree: String,
@@ -299,7 +319,7 @@ pub struct PackPlan {
     pub projected_bytes: u64,
     /// Whether the projection is exact for the archives (every kernel compressed)
     /// or an estimate from a sample.
-    pub projection: &'static str,
+    pub projection: Projection,
     /// Problems found while scanning.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub diagnostics: Vec<PlanDiagnostic>,
@@ -324,6 +344,7 @@ pub struct PackPlan {
 
 /// An archive a pack wrote.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct WrittenArchive {
     /// Path relative to the output.
     pub path: String,
@@ -340,6 +361,7 @@ pub struct WrittenArchive {
 /// A binary whose output is larger than its input would suggest: its device code was
 /// stored compressed (CCOB) and compresses less per kernel.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Growth {
     /// Relative path.
     pub path: String,
@@ -353,6 +375,7 @@ pub struct Growth {
 
 /// What a pack did.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PackReport {
     /// The plan it carried out.
     pub plan: PackPlan,

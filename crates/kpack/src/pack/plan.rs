@@ -98,16 +98,13 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
         .iter()
         .map(|d| PlanDiagnostic {
             path: d.path.clone(),
-            severity: match d.severity {
-                Severity::Error => "error",
-                Severity::Warning => "warning",
-            },
+            severity: d.severity,
             message: d.message.clone(),
         })
         .collect();
     let damaged: Vec<PlanDiagnostic> = diagnostics
         .iter()
-        .filter(|d| d.severity == "error")
+        .filter(|d| d.severity == Severity::Error)
         .cloned()
         .collect();
     let damaged_paths: BTreeSet<&str> = damaged.iter().map(|d| d.path.as_str()).collect();
@@ -185,7 +182,7 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
         fatbin_bytes: files.fatbin_bytes,
         input_bytes: report.totals.bytes,
         projected_bytes: 0,
-        projection: "none",
+        projection: super::Projection::None,
         diagnostics,
         warnings,
         kernels,
@@ -614,7 +611,11 @@ pub fn estimate(plan: &mut PackPlan, tree: &Path, opts: &PackOptions) {
         + host_written
         + archives
         + super::record::ledger_size(plan, opts);
-    plan.projection = if exact { "exact" } else { "estimate" };
+    plan.projection = if exact {
+        super::Projection::Exact
+    } else {
+        super::Projection::Estimate
+    };
 }
 
 /// A path of at most about 160 characters: its start and end, `…` between (a path

@@ -24,6 +24,7 @@ fn is_zero(n: &u64) -> bool {
 
 /// The verdict on a packed tree.
 #[derive(Debug, Clone, Default, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TreeVerdict {
     /// Problems that break loading (non-empty = not sound).
     pub faults: Vec<String>,
@@ -231,6 +232,7 @@ pub(super) fn check_unledgered(
 /// looked up as CLR asks (the device's ISA, then its generic ISA), by the newest
 /// loader's rules.
 #[derive(Debug, Clone, Default, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DeviceVerdict {
     /// The device ISA asked about (`amdgcn-amd-amdhsa--` stripped).
     pub device: String,
@@ -249,6 +251,7 @@ pub struct DeviceVerdict {
 
 /// One bundle resolved for a device.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DeviceHit {
     /// Binary path.
     pub path: String,

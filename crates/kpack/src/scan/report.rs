@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 /// The class of a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum FileKind {
     /// ELF executable, shared library, object or static archive with device code, or
@@ -73,6 +74,7 @@ impl FileKind {
 
 /// One device target of a bundle, as reported.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TargetReport {
     /// Entry ID exactly as stored.
     pub triple: String,
@@ -88,6 +90,7 @@ pub struct TargetReport {
 
 /// One bundle (TU), as reported.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct BundleReport {
     /// TU index (position in the section).
     pub index: usize,
@@ -139,6 +142,7 @@ impl BundleReport {
 
 /// A static-archive member with device code.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct MemberReport {
     /// Member name.
     pub name: String,
@@ -157,6 +161,7 @@ pub struct MemberReport {
 
 /// A binary's container when it is not a plain ELF file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Container {
     /// A PE/COFF image (DLL or EXE) with a `.hip_fat` section.
@@ -177,6 +182,7 @@ impl Container {
 
 /// One entry of the tree.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FileReport {
     /// Path relative to the scanned root, `/`-separated (the file name for a single file).
     pub path: String,
@@ -195,6 +201,7 @@ pub struct FileReport {
         skip_serializing_if = "Option::is_none",
         serialize_with = "serialize_machine"
     )]
+    #[cfg_attr(feature = "schema", schemars(with = "Option<String>"))]
     pub machine: Option<u16>,
     /// The container when it is not a plain ELF file: a PE image or a static archive.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -272,6 +279,7 @@ pub struct FileReport {
 
 /// What the scan reports of a `.kpack` archive.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct KpackSummary {
     /// Group name.
     pub group_name: String,
@@ -473,6 +481,7 @@ impl FileReport {
 
 /// Severity of a diagnostic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     /// Something could not be read or is malformed.
@@ -483,6 +492,7 @@ pub enum Severity {
 
 /// A problem with one path.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Diagnostic {
     /// Path relative to the root.
     pub path: String,
@@ -498,6 +508,7 @@ pub struct Diagnostic {
 
 /// Count and bytes of one class.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct KindTotal {
     /// Number of files.
     pub count: u64,
@@ -507,6 +518,7 @@ pub struct KindTotal {
 
 /// Device bytes of one arch over the tree.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ArchTotal {
     /// Uncompressed code-object bytes in bundles and raw code objects.
     pub raw: u64,
@@ -538,6 +550,7 @@ pub struct ArchTotal {
 
 /// Totals over the tree.
 #[derive(Debug, Clone, Default, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Totals {
     /// Entries listed (all kinds).
     pub entries: u64,
@@ -560,6 +573,7 @@ pub struct Totals {
 
 /// The result of a scan.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TreeReport {
     /// The scanned path as given.
     pub root: String,

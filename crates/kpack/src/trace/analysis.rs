@@ -11,6 +11,7 @@ pub const TOP: usize = 10;
 
 /// Device-compile time of one arch.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ArchTime {
     /// Total ms.
     pub total_ms: i64,
@@ -22,6 +23,7 @@ pub struct ArchTime {
 
 /// One object's steps.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ObjectTime {
     /// The object.
     pub object: String,
@@ -43,6 +45,7 @@ pub struct ObjectTime {
 
 /// A step in a top list.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct StepTime {
     /// Names.
     pub name: String,
@@ -56,6 +59,7 @@ pub struct StepTime {
 
 /// The analysis of a build.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct BuildAnalysis {
     /// First start to last end.
     pub wall_ms: i64,

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 /// One trace event.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Event {
     /// Name.
     pub name: String,
@@ -32,6 +33,7 @@ pub struct Event {
 
 /// The exported document.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct Document {
     /// Events.

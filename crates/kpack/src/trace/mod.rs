@@ -43,6 +43,7 @@ pub const MAX_DIAGNOSTICS: usize = 50;
 /// What a job did. The object and arch are read from the name
 /// ([`Build::object`], [`Build::arch`]), so a job holds no copies of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum JobKind {
     /// Device compile of an object for one arch (`obj::gfx942`).
@@ -221,6 +222,7 @@ impl Build {
 
 /// A problem with one line.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct LineDiagnostic {
     /// 1-based line number.
     pub line: u64,

@@ -16,7 +16,8 @@ use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
 /// Level of a bundle.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Level {
     /// gfx11

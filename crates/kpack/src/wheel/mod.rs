@@ -22,6 +22,7 @@ const MAX_TEXT: u64 = 64 << 20;
 
 /// Who a wheel is: from its dist-info.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct WheelInfo {
     /// `Name` from METADATA, as written.
     pub name: String,

@@ -258,11 +258,7 @@ pub(crate) fn write_device(d: &DeviceWheel<'_>) -> Result<WheelOut> {
         file: String::new(),
         dist,
         bundle_key: Some(d.key.to_string()),
-        level: bootstrap::bundle(d.key).map(|b| match b.level {
-            bootstrap::Level::Target => "target",
-            bootstrap::Level::SubFamily => "sub_family",
-            bootstrap::Level::Family => "family",
-        }),
+        level: bootstrap::bundle(d.key).map(|b| b.level),
         members: record.len() as u64 + 1,
         bytes: 0,
         archives,

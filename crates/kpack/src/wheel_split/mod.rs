@@ -99,6 +99,7 @@ impl WheelSplitOptions {
 
 /// One archive of a device wheel.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct WheelArchive {
     /// Member path (`torch/.kpack/torch_gfx90a.kpack`).
     pub path: String,
@@ -116,6 +117,7 @@ pub struct WheelArchive {
 
 /// One wheel written.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct WheelOut {
     /// File name.
     pub file: String,
@@ -124,9 +126,9 @@ pub struct WheelOut {
     /// Bundle key (device wheels).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bundle_key: Option<String>,
-    /// `target`, `sub_family` or `family` (device wheels).
+    /// What the bundle key covers (device wheels).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub level: Option<&'static str>,
+    pub level: Option<crate::wheel::bootstrap::Level>,
     /// Members (RECORD included).
     pub members: u64,
     /// File size.
@@ -145,6 +147,7 @@ fn is_zero(v: &u64) -> bool {
 
 /// What a split did.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct WheelSplitReport {
     /// Input wheel.
     pub input: PathBuf,

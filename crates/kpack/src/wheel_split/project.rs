@@ -41,6 +41,7 @@ pub(crate) fn keeps(
 
 /// A device wheel as projected before splitting.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ProjectedWheel {
     /// Bundle key.
     pub key: String,
@@ -58,6 +59,7 @@ pub struct ProjectedWheel {
 
 /// What a split would write, from a scan of the wheel (nothing compressed yet).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct WheelProjection {
     /// The host wheel, low end of the guess: members kept as they are (their stored
     /// bytes) plus the host part of the rewritten binaries deflated to 25%.

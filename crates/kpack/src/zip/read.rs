@@ -18,6 +18,7 @@ pub const MAX_MEMBER: u64 = 1 << 36;
 
 /// How a member's bytes are stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum Method {
     /// As is.

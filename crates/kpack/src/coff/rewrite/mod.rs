@@ -87,6 +87,7 @@ fn put_u64(d: &mut [u8], o: usize, v: u64) {
 
 /// One section header.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PeSection {
     /// Name (up to 8 bytes).
     pub name: String,
@@ -104,6 +105,7 @@ pub struct PeSection {
 
 /// The parts of a PE32+ image the rewrite reads and changes.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PeLayout {
     /// File offset of the COFF header.
     pub coff: usize,
@@ -310,6 +312,7 @@ pub fn dir64_slots(d: &[u8], l: &PeLayout) -> R<Vec<u32>> {
 
 /// What a PE rewrite does.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PeRewritePlan {
     /// Input size.
     pub input_size: u64,

@@ -15,6 +15,7 @@ pub(crate) const EHDR: usize = 64;
 
 /// A program header, as plain numbers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Segment {
     /// `p_type`.
     pub p_type: u32,
@@ -77,6 +78,7 @@ impl Segment {
 
 /// A section header, as plain numbers, with its name.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Section {
     /// Name from `.shstrtab`.
     pub name: String,

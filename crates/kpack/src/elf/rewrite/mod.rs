@@ -84,6 +84,7 @@ fn malformed(offset: u64, what: impl Into<String>) -> RewriteError {
 
 /// What happens to one wrapper.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct WrapperChange {
     /// Position in `.hipFatBinSegment`.
     pub index: usize,
@@ -100,6 +101,7 @@ pub struct WrapperChange {
 /// How a wrapper's pointer to its bundle is set, and so how the rewrite re-points
 /// it at the marker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum PointerVia {
     /// An `R_*_RELATIVE` relocation's addend (shared libraries, PIE).
     #[serde(rename = "rela-relative")]
@@ -126,6 +128,7 @@ impl PointerVia {
 
 /// The rewrite, computed: what changes, and the bytes to write.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RewritePlan {
     /// The host CPU.
     pub machine: crate::elf::machine::HostMachine,

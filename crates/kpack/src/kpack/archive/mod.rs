@@ -68,6 +68,7 @@ pub const MAX_WINDOW_LOG: u32 = 27;
 
 /// How kernels are stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum Scheme {
     /// Raw bytes, concatenated.
     #[serde(rename = "none")]
@@ -89,6 +90,7 @@ impl Scheme {
 
 /// Archive-level metadata.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ArchiveMeta {
     /// Group (product) name.
     pub group_name: String,
@@ -100,6 +102,7 @@ pub struct ArchiveMeta {
 
 /// One kernel of an archive.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct KernelEntry {
     /// Binary key, `relative/path#TU-index`.
     pub key: String,
@@ -133,6 +136,7 @@ impl KernelEntry {
 
 /// The parsed header and TOC.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ArchiveIndex {
     /// Format version from the header.
     pub version: u32,

@@ -122,6 +122,7 @@ pub struct ArchiveWriter {
 
 /// What [`ArchiveWriter::finish`] wrote.
 #[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ArchiveSummary {
     /// Where.
     pub path: PathBuf,
