@@ -344,6 +344,32 @@ impl Default for ExplorerState {
     }
 }
 
+/// The pack dialog (Pack view) and the pack it runs.
+#[derive(Default)]
+pub struct PackingState {
+    /// The dialog, and the pack once started.
+    pub run: Option<PackState>,
+    /// The dialog's settings when it was last closed (kept for the next opening).
+    pub last: Option<PackSettings>,
+    /// Why Enter did not start the pack (an empty field, nothing selected).
+    pub note: Option<String>,
+    /// Set by Esc during a pack: the loop cancels the core's token.
+    pub cancel: bool,
+    /// A cancel was asked of the running pack: said until it ends.
+    pub cancelling: bool,
+}
+
+/// The `z` prompt, and the Explorer's jump list.
+#[derive(Default)]
+pub struct JumpState {
+    /// The prompt's letters, while it is open.
+    pub prompt: Option<String>,
+    /// Places jumped from (`[` goes back).
+    pub back: Vec<String>,
+    /// Places gone back from (`]`).
+    pub forward: Vec<String>,
+}
+
 /// The Architectures view: which family presets and single targets are on.
 #[derive(Default)]
 pub struct FamiliesState {
@@ -357,6 +383,10 @@ pub struct FamiliesState {
     /// every feature-flagged target ID, each packed on its own when on (and not
     /// already in a selected preset).
     pub singles: Vec<(String, bool)>,
+    /// The core's pack plan, for the selection it was computed for.
+    pub plan: Option<(Selection, Result<kpack::pack::PackPlan, String>)>,
+    /// A plan is being computed.
+    pub planning: bool,
 }
 
 /// The archive inspector: the archive shown, where it is, and what is selected.
@@ -439,8 +469,6 @@ pub struct App {
     pub error: Option<String>,
     /// Help overlay shown.
     pub help: bool,
-    /// Why Enter did not start the pack (an empty field, nothing selected).
-    pub pack_note: Option<String>,
     /// Views a drill-down came from (K, Enter on a fat binary or an archive): Esc or
     /// Backspace returns to the last.
     pub back: Vec<View>,
@@ -455,14 +483,8 @@ pub struct App {
     pub requests: Vec<Request>,
     /// Leave the loop.
     pub quit: bool,
-    /// The core's pack plan, for the selection it was computed for.
-    pub plan: Option<(Selection, Result<kpack::pack::PackPlan, String>)>,
-    /// A plan is being computed.
-    pub planning: bool,
-    /// The Pack view.
-    pub pack: Option<PackState>,
-    /// The dialog's settings when it was last closed (kept for the next opening).
-    pub last_pack: Option<PackSettings>,
+    /// The pack dialog and the pack it runs.
+    pub packing: PackingState,
     /// A name for the opened path instead of the path (the demo's temporary copy).
     pub title: Option<String>,
     /// `q` was pressed while a pack runs: the next `q` (or `y`) cancels and quits.
@@ -473,10 +495,6 @@ pub struct App {
     pub side_scroll: u16,
     /// The side pane has the focus (Tab): the arrows and pages scroll it.
     pub side_focus: bool,
-    /// Set by Esc during a pack: the loop cancels the core's token.
-    pub cancel_pack: bool,
-    /// A cancel was asked of the running pack: said until it ends.
-    pub cancelling: bool,
     /// The Kernels view's state.
     pub kernels: KernelsState,
     /// Sections and segments of ELF files, read in the background on selection.
@@ -492,12 +510,8 @@ pub struct App {
     pub external: Option<super::external::External>,
     /// What an earlier run remembered of this path, put back when the scan is done.
     pub pending_restore: Option<super::state::Remembered>,
-    /// The `z` prompt's letters, while it is open.
-    pub jump: Option<String>,
-    /// Places the Explorer jumped from (`[` goes back), and back from (`]`).
-    pub jumps_back: Vec<String>,
-    /// See `jumps_back`.
-    pub jumps_forward: Vec<String>,
+    /// The `z` prompt and the places jumped from.
+    pub jumps: JumpState,
 }
 
 impl App {
@@ -548,28 +562,20 @@ impl App {
             preview: None,
             requests: Vec::new(),
             quit: false,
-            plan: None,
-            planning: false,
-            pack: None,
-            last_pack: None,
+            packing: PackingState::default(),
             title: None,
             quit_asked: false,
             drawn: Drawn::default(),
             side_scroll: 0,
             side_focus: false,
-            cancel_pack: false,
-            cancelling: false,
             layouts: std::collections::HashMap::new(),
             log: Default::default(),
             copy: None,
             flash: None,
             external: None,
             pending_restore: None,
-            jump: None,
-            jumps_back: Vec::new(),
-            jumps_forward: Vec::new(),
+            jumps: JumpState::default(),
             kernels: KernelsState::default(),
-            pack_note: None,
             back: Vec::new(),
             partial: false,
         }
@@ -803,7 +809,7 @@ impl App {
     /// for as soon as the Architectures view shows it, instead of a guess (#30 item 7).
     fn want_plan(&mut self) {
         let Some(r) = &self.report else { return };
-        if self.planning
+        if self.families.planning
             || self.partial
             || r.wheel.is_some()
             || r.totals.device_raw > AUTO_PLAN_BYTES
@@ -811,10 +817,10 @@ impl App {
             return;
         }
         let sel = self.selection();
-        if sel.is_empty() || self.plan.as_ref().is_some_and(|(s, _)| *s == sel) {
+        if sel.is_empty() || self.families.plan.as_ref().is_some_and(|(s, _)| *s == sel) {
             return;
         }
-        self.planning = true;
+        self.families.planning = true;
         self.requests.push(Request::Plan(sel));
     }
 

@@ -86,7 +86,7 @@ impl App {
                 self.layouts.insert(path, *r);
             }
             AppEvent::Pack(e) => {
-                if let Some(PackState::Running(p)) = &mut self.pack {
+                if let Some(PackState::Running(p)) = &mut self.packing.run {
                     p.tally.apply(e);
                 }
             }
@@ -96,11 +96,11 @@ impl App {
             // The plan is for the selection it was asked for (the user may have
             // changed it meanwhile: then it is not shown as the current one's).
             AppEvent::Plan(sel, r) => {
-                self.planning = false;
+                self.families.planning = false;
                 if let Err(e) = &*r {
                     self.log.push(Level::Error, "plan", e);
                 }
-                self.plan = Some((sel, *r));
+                self.families.plan = Some((sel, *r));
             }
         }
     }
@@ -160,8 +160,8 @@ impl App {
             }
             Err(e) => self.log.push(Level::Error, "pack", e),
         }
-        self.pack = Some(PackState::Done(r));
-        self.cancelling = false;
+        self.packing.run = Some(PackState::Done(r));
+        self.packing.cancelling = false;
     }
 
     fn wheel_done(&mut self, r: Box<Result<kpack::wheel_split::WheelSplitReport, String>>) {
@@ -174,8 +174,8 @@ impl App {
             }
             Err(e) => self.log.push(Level::Error, "wheel split", e),
         }
-        self.pack = Some(PackState::WheelDone(r));
-        self.cancelling = false;
+        self.packing.run = Some(PackState::WheelDone(r));
+        self.packing.cancelling = false;
         self.side_scroll = 0;
     }
 

@@ -164,11 +164,11 @@ impl App {
             }
             return;
         }
-        if let Some(pattern) = &mut self.jump {
+        if let Some(pattern) = &mut self.jumps.prompt {
             match k.code {
                 KeyCode::Enter => {
                     let target = self.jump_target();
-                    self.jump = None;
+                    self.jumps.prompt = None;
                     match target {
                         Some(t) => {
                             self.jump_to(&t);
@@ -176,7 +176,7 @@ impl App {
                         None => self.flash = Some("no path matches".into()),
                     }
                 }
-                KeyCode::Esc => self.jump = None,
+                KeyCode::Esc => self.jumps.prompt = None,
                 KeyCode::Backspace => {
                     pattern.pop();
                 }
@@ -223,7 +223,7 @@ impl App {
         // In the Pack view Esc belongs to the view (cancel, back); in the dialog every
         // key but Tab is typing.
         let in_dialog = matches!(
-            self.pack,
+            self.packing.run,
             Some(PackState::Confirm { .. } | PackState::Replace(_))
         );
         if self.view == View::Pack
@@ -535,8 +535,8 @@ impl App {
                 KeyCode::Char('P') => self.open_pack_dialog(),
                 KeyCode::Char('e') => {
                     let sel = self.selection();
-                    if !sel.is_empty() && !self.planning {
-                        self.planning = true;
+                    if !sel.is_empty() && !self.families.planning {
+                        self.families.planning = true;
                         self.requests.push(Request::Plan(sel));
                     }
                 }
@@ -590,7 +590,7 @@ impl App {
             KeyCode::Char('/') => {
                 self.explorer.filtering = true;
             }
-            KeyCode::Char('z') => self.jump = Some(String::new()),
+            KeyCode::Char('z') => self.jumps.prompt = Some(String::new()),
             KeyCode::Char('[') => self.walk_jumps(true),
             KeyCode::Char(']') => self.walk_jumps(false),
             // $EDITOR on a text file of the tree (the user's choice to change it).
@@ -709,7 +709,7 @@ impl App {
                     Some(None) => {
                         if self.preview.as_ref().is_none_or(|(p, _)| p != &path) {
                             self.preview = None;
-                            let group = match &self.pack {
+                            let group = match &self.packing.run {
                                 Some(
                                     PackState::Confirm { settings, .. }
                                     | PackState::Replace(settings),

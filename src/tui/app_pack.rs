@@ -7,7 +7,7 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent};
 impl App {
     /// Open the confirm dialog with the selected families.
     pub fn open_pack_dialog(&mut self) {
-        if self.report.is_none() || matches!(self.pack, Some(PackState::Running(_))) {
+        if self.report.is_none() || matches!(self.packing.run, Some(PackState::Running(_))) {
             return;
         }
         let selection = self.selection();
@@ -48,7 +48,7 @@ impl App {
             },
         };
         // Edits of an earlier opening are kept (the selection is today's).
-        let settings = match self.last_pack.take() {
+        let settings = match self.packing.last.take() {
             Some(mut last) if last.wheel == settings.wheel => {
                 last.selection = settings.selection;
                 last
@@ -56,7 +56,7 @@ impl App {
             _ => settings,
         };
         let cursor = settings.group.chars().count();
-        self.pack = Some(PackState::Confirm {
+        self.packing.run = Some(PackState::Confirm {
             settings,
             field: 0,
             cursor,
@@ -70,7 +70,7 @@ impl App {
 
     /// An open dialog takes the selection again, after a scan report changed it.
     pub(super) fn refresh_dialog_selection(&mut self) {
-        let wheel = match &self.pack {
+        let wheel = match &self.packing.run {
             Some(PackState::Confirm { settings, .. }) => settings.wheel,
             _ => return,
         };
@@ -79,7 +79,7 @@ impl App {
         } else {
             self.selection()
         };
-        if let Some(PackState::Confirm { settings, .. }) = &mut self.pack {
+        if let Some(PackState::Confirm { settings, .. }) = &mut self.packing.run {
             settings.selection = selection;
         }
     }
@@ -135,7 +135,7 @@ impl App {
 
     pub(super) fn start_pack(&mut self, s: PackSettings) {
         self.requests.push(Request::Pack(s));
-        self.pack = Some(PackState::Running(PackProgress {
+        self.packing.run = Some(PackState::Running(PackProgress {
             started: Some(std::time::Instant::now()),
             ..PackProgress::default()
         }));
@@ -143,12 +143,12 @@ impl App {
 
     /// Whether a pack (or split) is running.
     pub fn packing(&self) -> bool {
-        matches!(self.pack, Some(PackState::Running(_)))
+        matches!(self.packing.run, Some(PackState::Running(_)))
     }
 
     pub(super) fn pack_key(&mut self, k: KeyEvent) {
-        self.pack_note = None;
-        match &mut self.pack {
+        self.packing.note = None;
+        match &mut self.packing.run {
             Some(PackState::Confirm {
                 settings,
                 field,
@@ -157,7 +157,7 @@ impl App {
                 // The preselection follows the scan: a pack started now could leave
                 // out targets the rest of the tree has.
                 KeyCode::Enter if self.partial => {
-                    self.pack_note = Some(
+                    self.packing.note = Some(
                         "the scan is still running and the selection can still grow: \
                          Enter once it is done"
                             .into(),
@@ -169,16 +169,16 @@ impl App {
                         && (!settings.wheel || !settings.overlay.is_empty()) =>
                 {
                     let s = settings.clone();
-                    self.last_pack = Some(s.clone());
+                    self.packing.last = Some(s.clone());
                     if previous_output(&s) {
-                        self.pack = Some(PackState::Replace(s));
+                        self.packing.run = Some(PackState::Replace(s));
                     } else {
                         self.start_pack(s);
                     }
                 }
                 KeyCode::Enter => {
                     // Said, not ignored.
-                    self.pack_note = Some(if settings.selection.is_empty() {
+                    self.packing.note = Some(if settings.selection.is_empty() {
                         "nothing selected: Esc back, Space on a family or target".into()
                     } else if settings.group.is_empty() {
                         "the group is empty: type its name (the first field)".into()
@@ -187,8 +187,8 @@ impl App {
                     });
                 }
                 KeyCode::Esc => {
-                    self.last_pack = Some(settings.clone());
-                    self.pack = None;
+                    self.packing.last = Some(settings.clone());
+                    self.packing.run = None;
                     self.views.retain(|v| *v != View::Pack);
                     self.view = View::Families;
                 }
@@ -238,7 +238,7 @@ impl App {
                 KeyCode::Char('n' | 'N') | KeyCode::Esc => {
                     let settings = s.clone();
                     let cursor = settings.group.chars().count();
-                    self.pack = Some(PackState::Confirm {
+                    self.packing.run = Some(PackState::Confirm {
                         settings,
                         field: 0,
                         cursor,
@@ -248,8 +248,8 @@ impl App {
             },
             Some(PackState::Running(_)) => {
                 if k.code == KeyCode::Esc {
-                    self.cancel_pack = true;
-                    self.cancelling = true;
+                    self.packing.cancel = true;
+                    self.packing.cancelling = true;
                 }
             }
             // A refused pack goes back to its dialog, where the option it asks for is.
@@ -257,9 +257,9 @@ impl App {
                 if r.as_ref().as_ref().is_err_and(|e| e != "cancelled")
                     && matches!(k.code, KeyCode::Esc | KeyCode::Enter) =>
             {
-                if let Some(settings) = self.last_pack.take() {
+                if let Some(settings) = self.packing.last.take() {
                     let cursor = settings.group.chars().count();
-                    self.pack = Some(PackState::Confirm {
+                    self.packing.run = Some(PackState::Confirm {
                         settings,
                         field: 0,
                         cursor,
@@ -274,7 +274,7 @@ impl App {
                 }
                 // o: the output in a kpack-tui of its own; q there comes back here.
                 if k.code == KeyCode::Char('o')
-                    && let Some(out) = self.last_pack.as_ref().map(|s| s.output.clone())
+                    && let Some(out) = self.packing.last.as_ref().map(|s| s.output.clone())
                 {
                     self.external =
                         std::env::current_exe()

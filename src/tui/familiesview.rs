@@ -220,8 +220,8 @@ pub(crate) fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     }
     l.push(Line::from(""));
     let selection = app.selection();
-    match &app.plan {
-        _ if app.planning => l.push(Line::from("computing the pack plan…")),
+    match &app.families.plan {
+        _ if app.families.planning => l.push(Line::from("computing the pack plan…")),
         Some((for_sel, Ok(p))) if *for_sel == selection => {
             l.push(Line::from(Span::styled(
                 if p.projection == kpack::pack::Projection::Exact {

@@ -50,7 +50,7 @@ pub fn best<'a>(paths: impl Iterator<Item = &'a str>, pattern: &str) -> Option<&
 impl App {
     /// The path the `z` prompt would jump to now.
     pub fn jump_target(&self) -> Option<String> {
-        let pattern = self.jump.as_ref()?;
+        let pattern = self.jumps.prompt.as_ref()?;
         let report = self.report.as_ref()?;
         best(report.files.iter().map(|f| f.path.as_str()), pattern).map(str::to_string)
     }
@@ -70,8 +70,8 @@ impl App {
             return false;
         }
         if let Some(f) = from.filter(|f| f != rel) {
-            self.jumps_back.push(f);
-            self.jumps_forward.clear();
+            self.jumps.back.push(f);
+            self.jumps.forward.clear();
         }
         true
     }
@@ -80,9 +80,9 @@ impl App {
     pub(super) fn walk_jumps(&mut self, back: bool) {
         let here = self.selected_path();
         let from = if back {
-            &mut self.jumps_back
+            &mut self.jumps.back
         } else {
-            &mut self.jumps_forward
+            &mut self.jumps.forward
         };
         let Some(target) = from.pop() else {
             self.flash = Some(if back {
@@ -93,9 +93,9 @@ impl App {
             return;
         };
         let to = if back {
-            &mut self.jumps_forward
+            &mut self.jumps.forward
         } else {
-            &mut self.jumps_back
+            &mut self.jumps.back
         };
         to.extend(here);
         self.reveal(&target);

@@ -541,7 +541,7 @@ pub fn run_titled(
                 }
                 start(r, &app.root, &tx, &pack_cancel);
             }
-            if std::mem::take(&mut app.cancel_pack) {
+            if std::mem::take(&mut app.packing.cancel) {
                 pack_cancel.cancel();
             }
             if app.quit {
@@ -550,7 +550,7 @@ pub fn run_titled(
                 // status is then the cancelled one.
                 if app.packing() {
                     pack_cancel.cancel();
-                    app.cancelling = true;
+                    app.packing.cancelling = true;
                     app.view = app::View::Pack;
                     terminal.draw(|f| ui::draw(f, &app, theme))?;
                     let until = Instant::now() + Duration::from_secs(60);

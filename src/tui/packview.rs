@@ -44,7 +44,7 @@ fn level(l: i32) -> String {
 
 pub(crate) fn pack(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     use super::app::PackState;
-    match &app.pack {
+    match &app.packing.run {
         None => frame.render_widget(
             Paragraph::new("Choose families in the Architectures view and press P."),
             area,

@@ -214,12 +214,19 @@ fn the_pack_dialog_follows_the_scan_and_waits_for_it() {
     assert!(full.archs.keys().any(|a| !partial.takes(a)), "{partial:?}");
     key(&mut app, KeyCode::Enter);
     assert!(
-        matches!(app.pack, Some(super::app::PackState::Confirm { .. })) && app.requests.is_empty(),
+        matches!(app.packing.run, Some(super::app::PackState::Confirm { .. }))
+            && app.requests.is_empty(),
         "no pack on a partial selection"
     );
-    assert!(app.pack_note.as_deref().unwrap().contains("still running"));
+    assert!(
+        app.packing
+            .note
+            .as_deref()
+            .unwrap()
+            .contains("still running")
+    );
     app.update(AppEvent::ScanDone(Box::new(Ok(full.clone()))));
-    let Some(super::app::PackState::Confirm { settings, .. }) = &app.pack else {
+    let Some(super::app::PackState::Confirm { settings, .. }) = &app.packing.run else {
         panic!("the dialog stays open")
     };
     for a in full.archs.keys() {
@@ -566,7 +573,7 @@ fn families_view_shows_the_core_pack_plan() {
     // The demo is small: the view asks for the exact plan by itself (#30 item 7),
     // and shows no guess meanwhile.
     key(&mut app, KeyCode::Char('2'));
-    assert!(app.planning);
+    assert!(app.families.planning);
     let text = format!("{}", render(&app, 160, 48).backend());
     assert!(!text.contains("a guess"), "{text}");
     assert!(text.contains("computing the pack plan"), "{text}");
@@ -584,7 +591,7 @@ fn families_view_shows_the_core_pack_plan() {
         .map(|f| f.code_objects)
         .collect::<Vec<_>>();
     app.update(AppEvent::Plan(names.clone(), Box::new(plan)));
-    assert!(!app.planning);
+    assert!(!app.families.planning);
     assert!(app.requests.is_empty(), "{:?}", app.requests.len());
     let text = format!("{}", render(&app, 160, 48).backend());
     assert!(
@@ -665,12 +672,12 @@ fn pack_dialog_live_panes_cancel_and_result() {
     key(&mut app, KeyCode::Char('x'));
     assert!(!app.quit_asked && !app.quit);
     key(&mut app, KeyCode::Esc);
-    assert!(app.cancel_pack, "Esc asks the core to cancel");
+    assert!(app.packing.cancel, "Esc asks the core to cancel");
     // Said at once, until the pack ends (#30 item 3).
     let t = format!("{}", render(&app, 100, 24).backend());
     assert!(t.contains("cancelling… removing what was staged"), "{t}");
     app.update(AppEvent::PackDone(Box::new(Err("cancelled".into()))));
-    assert!(!app.cancelling);
+    assert!(!app.packing.cancelling);
     let t = format!("{}", render(&app, 80, 24).backend());
     assert!(t.contains("pack cancelled: nothing was written"), "{t}");
     assert!(!t.contains("pack failed"), "{t}");
@@ -690,16 +697,19 @@ fn pack_into_a_previous_output_asks_and_q_twice_quits() {
     let mut app = scanned();
     key(&mut app, KeyCode::Char('2'));
     key(&mut app, KeyCode::Char('P'));
-    if let Some(super::app::PackState::Confirm { settings: s, .. }) = &mut app.pack {
+    if let Some(super::app::PackState::Confirm { settings: s, .. }) = &mut app.packing.run {
         s.output = out.display().to_string();
     }
     key(&mut app, KeyCode::Enter);
-    assert!(matches!(app.pack, Some(super::app::PackState::Replace(_))));
+    assert!(matches!(
+        app.packing.run,
+        Some(super::app::PackState::Replace(_))
+    ));
     let t = format!("{}", render(&app, 100, 24).backend());
     assert!(t.contains("Replace the previous output?"), "{t}");
     key(&mut app, KeyCode::Char('n'));
     assert!(matches!(
-        app.pack,
+        app.packing.run,
         Some(super::app::PackState::Confirm { .. })
     ));
     key(&mut app, KeyCode::Enter);
@@ -1589,7 +1599,7 @@ fn pack_dialog_fields_edit_like_text_and_are_kept() {
     key(&mut app, KeyCode::Char('+'));
     key(&mut app, KeyCode::Char('+'));
     key(&mut app, KeyCode::Left);
-    let Some(PackState::Confirm { settings, .. }) = &app.pack else {
+    let Some(PackState::Confirm { settings, .. }) = &app.packing.run else {
         panic!("dialog closed")
     };
     assert_eq!(settings.group, "my-group+x");
@@ -1601,7 +1611,7 @@ fn pack_dialog_fields_edit_like_text_and_are_kept() {
     // Esc and P again: the edits are still there.
     key(&mut app, KeyCode::Esc);
     key(&mut app, KeyCode::Char('P'));
-    let Some(PackState::Confirm { settings, .. }) = &app.pack else {
+    let Some(PackState::Confirm { settings, .. }) = &app.packing.run else {
         panic!("dialog closed")
     };
     assert_eq!(settings.output, "out/demo-packed-tui");
@@ -2264,7 +2274,7 @@ fn the_pack_dialog_says_why_enter_did_not_start() {
     }
     key(&mut app, KeyCode::Enter);
     assert!(matches!(
-        app.pack,
+        app.packing.run,
         Some(super::app::PackState::Confirm { .. })
     ));
     let screen = format!("{}", render(&app, 160, 30).backend());
@@ -2337,7 +2347,7 @@ fn the_dialog_stops_on_unselected_code_by_default_and_f4_drops_it() {
     let mut app = scanned();
     key(&mut app, KeyCode::Char('2'));
     key(&mut app, KeyCode::Char('P'));
-    if let Some(super::app::PackState::Confirm { settings: s, .. }) = &mut app.pack {
+    if let Some(super::app::PackState::Confirm { settings: s, .. }) = &mut app.packing.run {
         assert_eq!(s.unassigned, kpack::pack::Unassigned::Error);
         assert!(!s.copy_damaged);
         s.output = tmp.path().join("out").display().to_string();
@@ -2376,7 +2386,7 @@ fn the_dialog_stops_on_unselected_code_by_default_and_f4_drops_it() {
     assert!(t.contains("Enter or Esc: back to the dialog"), "{t}");
     key(&mut app, KeyCode::Enter);
     assert!(matches!(
-        app.pack,
+        app.packing.run,
         Some(super::app::PackState::Confirm { .. })
     ));
     key(&mut app, KeyCode::F(4));

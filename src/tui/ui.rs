@@ -128,7 +128,7 @@ fn status(app: &App) -> String {
                 key goes on"
             .to_string();
     }
-    if let Some(p) = &app.jump {
+    if let Some(p) = &app.jumps.prompt {
         return format!(
             " jump to: {p}▏ → {}  Enter go · Esc cancel",
             app.jump_target().as_deref().unwrap_or("(no match)")
@@ -179,8 +179,8 @@ fn status(app: &App) -> String {
         View::Inspector => {
             "↑↓ move · x extract the selected code object · X extract all · v verify".to_string()
         }
-        View::Pack if app.pack_note.is_some() => app.pack_note.clone().unwrap_or_default(),
-        View::Pack => match &app.pack {
+        View::Pack if app.packing.note.is_some() => app.packing.note.clone().unwrap_or_default(),
+        View::Pack => match &app.packing.run {
             Some(super::app::PackState::Confirm { settings, .. }) if settings.wheel => {
                 "type to edit · ↑↓ field · Enter split · Esc back".to_string()
             }
@@ -188,7 +188,7 @@ fn status(app: &App) -> String {
                 "type to edit · ↑↓ field · F2 layout · F3 archives · F4 other code · F5 damaged · Enter start · Esc back"
                     .to_string()
             }
-            Some(super::app::PackState::Running(_)) if app.cancelling => {
+            Some(super::app::PackState::Running(_)) if app.packing.cancelling => {
                 "cancelling… removing what was staged; the output is left untouched".to_string()
             }
             Some(super::app::PackState::Running(_)) => {
@@ -205,7 +205,7 @@ fn status(app: &App) -> String {
     };
     // In the dialog every key types into its field: no keys it would swallow.
     if matches!(
-        (app.view, &app.pack),
+        (app.view, &app.packing.run),
         (
             View::Pack,
             Some(super::app::PackState::Confirm { .. } | super::app::PackState::Replace(_))
