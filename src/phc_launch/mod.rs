@@ -85,7 +85,10 @@ pub fn main(argv: Vec<String>, env: &Env) -> i32 {
     let mut trace = env.trace.as_ref().and_then(|p| match TraceFile::open(p) {
         Ok(t) => Some(t),
         Err(e) => {
-            eprintln!("phc: {e} (continuing without a trace)");
+            eprintln!(
+                "phc: cannot open trace {}: {e} (continuing without a trace)",
+                p.display()
+            );
             None
         }
     });

@@ -406,21 +406,42 @@ pub fn check_apart(input: &Path, output: &Path) -> Result<()> {
     )))
 }
 
+/// Why a directory is no place to write below a root.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum NotBelow {
+    /// The directory is not under the root at all.
+    #[error("{} is not under {}", dir.display(), root.display())]
+    Outside {
+        /// The directory.
+        dir: PathBuf,
+        /// The root.
+        root: PathBuf,
+    },
+    /// A component on the way is a symlink (it could lead a write elsewhere).
+    #[error("{} is a symlink", .0.display())]
+    Symlink(PathBuf),
+    /// A component on the way is a file.
+    #[error("{} is not a directory", .0.display())]
+    NotADirectory(PathBuf),
+}
+
 /// Check the directories from `root` down to `dir` that exist already: each must be
 /// a real directory, not a symlink (which could lead a write elsewhere) nor a file.
 /// Components that do not exist yet are fine: they will be created as directories.
-pub fn real_dirs_below(root: &Path, dir: &Path) -> std::result::Result<(), String> {
+pub fn real_dirs_below(root: &Path, dir: &Path) -> std::result::Result<(), NotBelow> {
     let Ok(rel) = dir.strip_prefix(root) else {
-        return Err(format!("{} is not under {}", dir.display(), root.display()));
+        return Err(NotBelow::Outside {
+            dir: dir.to_path_buf(),
+            root: root.to_path_buf(),
+        });
     };
     let mut at = root.to_path_buf();
     for c in rel.components() {
         at.push(c);
         match std::fs::symlink_metadata(&at) {
-            Ok(m) if m.file_type().is_symlink() => {
-                return Err(format!("{} is a symlink", at.display()));
-            }
-            Ok(m) if !m.is_dir() => return Err(format!("{} is not a directory", at.display())),
+            Ok(m) if m.file_type().is_symlink() => return Err(NotBelow::Symlink(at)),
+            Ok(m) if !m.is_dir() => return Err(NotBelow::NotADirectory(at)),
             Ok(_) => {}
             Err(_) => return Ok(()),
         }
@@ -442,6 +463,7 @@ pub fn write_below<T>(
     let blocked: std::collections::BTreeSet<String> = plan
         .iter()
         .filter_map(|(dest, _)| real_dirs_below(root, dest.parent().unwrap_or(root)).err())
+        .map(|e| e.to_string())
         .collect();
     if !blocked.is_empty() {
         return Err(Error::Invalid(format!(

@@ -13,9 +13,17 @@
 
 use std::path::{Path, PathBuf};
 
+/// A valid UTF-8 name that reads like an escaped one: it cannot be carried exactly.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "its name {0:?} holds `\\x` and two hex digits, the spelling kpack-tui gives \
+     bytes that are not UTF-8: it could name another file"
+)]
+pub struct Ambiguous(pub String);
+
 /// The text of a relative path (see the module documentation), or why it cannot
 /// be carried exactly.
-pub fn encode(rel: &Path) -> Result<String, String> {
+pub fn encode(rel: &Path) -> Result<String, Ambiguous> {
     let mut parts = Vec::new();
     for c in rel.components() {
         parts.push(c.as_os_str().as_encoded_bytes());
@@ -25,12 +33,9 @@ pub fn encode(rel: &Path) -> Result<String, String> {
 
 /// The text of a name given as bytes (a symlink's target, a path as the system
 /// gives it): as it is when UTF-8, escaped otherwise.
-pub fn encode_bytes(bytes: &[u8]) -> Result<String, String> {
+pub fn encode_bytes(bytes: &[u8]) -> Result<String, Ambiguous> {
     match std::str::from_utf8(bytes) {
-        Ok(s) if has_escape(s) => Err(format!(
-            "its name {s:?} holds `\\x` and two hex digits, the spelling kpack-tui gives \
-             bytes that are not UTF-8: it could name another file"
-        )),
+        Ok(s) if has_escape(s) => Err(Ambiguous(s.to_string())),
         Ok(s) => Ok(s.to_string()),
         Err(_) => Ok(escape(bytes)),
     }
@@ -176,6 +181,7 @@ mod tests {
         assert_ne!(raw, lossy);
         // The name that reads like the escape is refused, not confused with it.
         let e = encode(Path::new("v\\xff")).unwrap_err();
-        assert!(e.contains("could name another file"), "{e}");
+        assert_eq!(e, Ambiguous("v\\xff".into()));
+        assert!(e.to_string().contains("could name another file"), "{e}");
     }
 }

@@ -69,14 +69,9 @@ pub fn line(start_ms: i64, end_ms: i64, name: &str) -> String {
 }
 
 impl TraceFile {
-    /// Open `path` for append, writing the header if the file is empty. `Err` carries
-    /// the message to show once.
-    pub fn open(path: &Path) -> Result<TraceFile, String> {
-        let file = OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(path)
-            .map_err(|e| format!("cannot open trace {}: {e}", path.display()))?;
+    /// Open `path` for append, writing the header if the file is empty.
+    pub fn open(path: &Path) -> std::io::Result<TraceFile> {
+        let file = OpenOptions::new().append(true).create(true).open(path)?;
         if file.lock().is_ok() {
             let empty = file.metadata().map(|m| m.len() == 0).unwrap_or(false);
             if empty {

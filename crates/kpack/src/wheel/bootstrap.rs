@@ -58,18 +58,48 @@ pub struct Table {
     pub aliases: BTreeMap<String, String>,
 }
 
-static TABLE: LazyLock<Result<Table, String>> = LazyLock::new(|| {
+/// Why a target has no bundle key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BootstrapError {
+    /// The table compiled in does not parse (a build defect: a test catches it).
+    #[error("data/rocm-bootstrap.json: {0}")]
+    Table(String),
+    /// A chain of the table with no key.
+    #[error("{table}: empty chain for {processor}")]
+    EmptyChain {
+        /// The table's source (package and version).
+        table: String,
+        /// The processor.
+        processor: String,
+    },
+    /// A target rocm-bootstrap has no package for.
+    #[error(
+        "target {target} has no package in {table} (known: {}); leave it out with --target",
+        known.join(" ")
+    )]
+    Unknown {
+        /// The target ID.
+        target: String,
+        /// The table's source.
+        table: String,
+        /// The targets it knows.
+        known: Vec<String>,
+    },
+}
+
+static TABLE: LazyLock<Result<Table, BootstrapError>> = LazyLock::new(|| {
     serde_json::from_str(include_str!("../../data/rocm-bootstrap.json"))
-        .map_err(|e| format!("data/rocm-bootstrap.json: {e}"))
+        .map_err(|e| BootstrapError::Table(e.to_string()))
 });
 
 /// The table compiled into the binary.
-pub fn table() -> Result<&'static Table, String> {
+pub fn table() -> Result<&'static Table, BootstrapError> {
     TABLE.as_ref().map_err(Clone::clone)
 }
 
 /// Bundle key for a target ID (see the module text for the rules).
-pub fn bundle_key(target: &str) -> Result<String, String> {
+pub fn bundle_key(target: &str) -> Result<String, BootstrapError> {
     let t = table()?;
     let base = base_arch(target);
     // A bundle key itself (AOTriton image directories name families: gfx11, gfx12_0).
@@ -80,7 +110,10 @@ pub fn bundle_key(target: &str) -> Result<String, String> {
         return chain
             .first()
             .cloned()
-            .ok_or_else(|| format!("{}: empty chain for {base}", t.source));
+            .ok_or_else(|| BootstrapError::EmptyChain {
+                table: t.source.clone(),
+                processor: base.clone(),
+            });
     }
     if let Some(b) = t
         .bundles
@@ -89,11 +122,11 @@ pub fn bundle_key(target: &str) -> Result<String, String> {
     {
         return Ok(b.key.clone());
     }
-    Err(format!(
-        "target {target} has no package in {} (known: {}); leave it out with --target",
-        t.source,
-        t.targets.join(" ")
-    ))
+    Err(BootstrapError::Unknown {
+        target: target.to_string(),
+        table: t.source.clone(),
+        known: t.targets.clone(),
+    })
 }
 
 /// The chain of a bundle key, itself first: a target key's sub-family and family
@@ -146,6 +179,12 @@ mod tests {
         assert_eq!(bundle_key("gfx12_0").unwrap(), "gfx12_0");
         assert_eq!(bundle_key("gfx11_0").unwrap(), "gfx110x");
         let e = bundle_key("gfx940").unwrap_err();
+        assert!(
+            matches!(&e, BootstrapError::Unknown { target, known, .. }
+                if target == "gfx940" && known.iter().any(|k| k == "gfx942")),
+            "{e:?}"
+        );
+        let e = e.to_string();
         assert!(e.contains("gfx940") && e.contains("--target"), "{e}");
     }
 

@@ -67,7 +67,7 @@ impl Wheel {
             .map_err(|e| Error::io(path, e))?
             .ok_or_else(|| invalid(path, "empty file, not a wheel"))?;
         let index = zip::read_index(&map).map_err(|e| Error::format(path, e))?;
-        let info = identity(&map, &index).map_err(|e| invalid(path, &e))?;
+        let info = identity(&map, &index).map_err(|e| invalid(path, &e.to_string()))?;
         Ok(Wheel {
             path: path.to_path_buf(),
             map,
@@ -251,8 +251,62 @@ pub fn contents<'a>(
     Ok(Contents::Mapped(map))
 }
 
+/// Why a wheel's identity (its dist-info, METADATA and WHEEL) cannot be read: the
+/// wheel is refused with this reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum IdentityError {
+    /// No `*.dist-info` directory.
+    #[error("no *.dist-info directory")]
+    NoDistInfo,
+    /// More than one.
+    #[error("{} *.dist-info directories ({})", .0.len(), .0.join(", "))]
+    ManyDistInfo(Vec<String>),
+    /// A dist-info member missing (`METADATA`, `WHEEL`).
+    #[error("{0} is missing")]
+    Missing(String),
+    /// A dist-info text larger than the bound.
+    #[error("{member} is {size} bytes, too large")]
+    TooLarge {
+        /// The member.
+        member: String,
+        /// Its declared size.
+        size: u64,
+    },
+    /// A dist-info member that does not inflate (the zip reader's reason).
+    #[error("{0}")]
+    Unreadable(String),
+    /// A dist-info text that is not UTF-8.
+    #[error("{0} is not UTF-8")]
+    NotUtf8(String),
+    /// A METADATA field missing or empty (`Name`, `Version`).
+    #[error("METADATA has no {0}")]
+    NoField(&'static str),
+    /// WHEEL without a `Tag`.
+    #[error("WHEEL has no Tag")]
+    NoTag,
+    /// The first tag not in three parts.
+    #[error("WHEEL Tag {0:?} is not <python>-<abi>-<platform>")]
+    TagShape(String),
+    /// The first tag with an empty part.
+    #[error("WHEEL Tag {0:?} has an empty part")]
+    TagEmptyPart(String),
+    /// A Name that is not a distribution name (it becomes part of file names).
+    #[error(
+        "METADATA Name {0:?} is not a valid distribution name (PEP 508: letters, digits, \
+         '.', '_', '-', starting and ending with a letter or digit)"
+    )]
+    BadName(String),
+    /// A Version with characters PEP 440 does not allow.
+    #[error("METADATA Version {0:?} is not a valid version (PEP 440)")]
+    BadVersion(String),
+    /// A tag with characters PEP 425 does not allow.
+    #[error("WHEEL Tag {0:?} is not a valid tag (PEP 425)")]
+    BadTag(String),
+}
+
 /// Read the identity of a wheel from its members (reference §4.3 step 2).
-pub fn identity(zip: &[u8], index: &ZipIndex) -> std::result::Result<WheelInfo, String> {
+pub fn identity(zip: &[u8], index: &ZipIndex) -> std::result::Result<WheelInfo, IdentityError> {
     let mut dist_infos: Vec<&str> = index
         .members
         .iter()
@@ -267,27 +321,28 @@ pub fn identity(zip: &[u8], index: &ZipIndex) -> std::result::Result<WheelInfo, 
     dist_infos.dedup();
     let dist_info = match dist_infos.as_slice() {
         [one] => one.to_string(),
-        [] => return Err("no *.dist-info directory".into()),
+        [] => return Err(IdentityError::NoDistInfo),
         many => {
-            return Err(format!(
-                "{} *.dist-info directories ({})",
-                many.len(),
-                many.join(", ")
+            return Err(IdentityError::ManyDistInfo(
+                many.iter().map(|d| d.to_string()).collect(),
             ));
         }
     };
-    let text = |name: &str| -> std::result::Result<String, String> {
+    let text = |name: &str| -> std::result::Result<String, IdentityError> {
         let full = format!("{dist_info}/{name}");
-        let m = index
-            .members
-            .iter()
-            .find(|m| m.name == full)
-            .ok_or_else(|| format!("{full} is missing"))?;
+        let Some(m) = index.members.iter().find(|m| m.name == full) else {
+            return Err(IdentityError::Missing(full));
+        };
         if m.size > MAX_TEXT {
-            return Err(format!("{full} is {} bytes, too large", m.size));
+            return Err(IdentityError::TooLarge {
+                member: full,
+                size: m.size,
+            });
         }
-        let bytes = m.read_all(zip).map_err(|e| e.to_string())?;
-        String::from_utf8(bytes).map_err(|_| format!("{full} is not UTF-8"))
+        let bytes = m
+            .read_all(zip)
+            .map_err(|e| IdentityError::Unreadable(e.to_string()))?;
+        String::from_utf8(bytes).map_err(|_| IdentityError::NotUtf8(full))
     };
     let md = text("METADATA")?;
     let headers = metadata::headers(&md);
@@ -299,25 +354,23 @@ pub fn identity(zip: &[u8], index: &ZipIndex) -> std::result::Result<WheelInfo, 
     };
     let name = field("Name")
         .filter(|s| !s.is_empty())
-        .ok_or("METADATA has no Name")?;
+        .ok_or(IdentityError::NoField("Name"))?;
     let version = field("Version")
         .filter(|s| !s.is_empty())
-        .ok_or("METADATA has no Version")?;
+        .ok_or(IdentityError::NoField("Version"))?;
     let wheel = text("WHEEL")?;
     let tags: Vec<String> = metadata::headers(&wheel)
         .into_iter()
         .filter(|(h, _)| h.eq_ignore_ascii_case("Tag"))
         .map(|(_, v)| v.to_string())
         .collect();
-    let first = tags.first().ok_or("WHEEL has no Tag")?;
+    let first = tags.first().ok_or(IdentityError::NoTag)?;
     let parts: Vec<&str> = first.split('-').collect();
     let [py, abi, plat] = parts.as_slice() else {
-        return Err(format!(
-            "WHEEL Tag {first:?} is not <python>-<abi>-<platform>"
-        ));
+        return Err(IdentityError::TagShape(first.clone()));
     };
     if [py, abi, plat].iter().any(|p| p.is_empty()) {
-        return Err(format!("WHEEL Tag {first:?} has an empty part"));
+        return Err(IdentityError::TagEmptyPart(first.clone()));
     }
     check_identity(&name, &version, &tags)?;
     let files = index.members.iter().filter(|m| !m.is_dir());
@@ -338,7 +391,11 @@ pub fn identity(zip: &[u8], index: &ZipIndex) -> std::result::Result<WheelInfo, 
 /// what the packaging specifications allow before it is used. Distribution names as
 /// PEP 508 says (letters, digits, `.`, `_`, `-`, starting and ending with a letter
 /// or digit), versions as PEP 440's characters, tags as PEP 425's.
-fn check_identity(name: &str, version: &str, tags: &[String]) -> std::result::Result<(), String> {
+fn check_identity(
+    name: &str,
+    version: &str,
+    tags: &[String],
+) -> std::result::Result<(), IdentityError> {
     let word = |s: &str, extra: &[char]| {
         !s.is_empty()
             && s.chars()
@@ -349,18 +406,14 @@ fn check_identity(name: &str, version: &str, tags: &[String]) -> std::result::Re
             && s.chars().last().is_some_and(|c| c.is_ascii_alphanumeric())
     };
     if !word(name, &['.', '_', '-']) || !ends_alnum(name) {
-        return Err(format!(
-            "METADATA Name {name:?} is not a valid distribution name (PEP 508: letters, digits,              '.', '_', '-', starting and ending with a letter or digit)"
-        ));
+        return Err(IdentityError::BadName(name.to_string()));
     }
     if !word(version, &['.', '_', '-', '+', '!']) || !ends_alnum(version) {
-        return Err(format!(
-            "METADATA Version {version:?} is not a valid version (PEP 440)"
-        ));
+        return Err(IdentityError::BadVersion(version.to_string()));
     }
     for t in tags {
         if !t.split('-').all(|part| word(part, &['.', '_'])) {
-            return Err(format!("WHEEL Tag {t:?} is not a valid tag (PEP 425)"));
+            return Err(IdentityError::BadTag(t.clone()));
         }
     }
     Ok(())

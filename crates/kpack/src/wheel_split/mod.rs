@@ -304,7 +304,7 @@ fn split_wheel_into(
         .map(|t| {
             Ok((
                 t.clone(),
-                bootstrap::bundle_key(t).map_err(|e| bad(input, e))?,
+                bootstrap::bundle_key(t).map_err(|e| bad(input, e.to_string()))?,
             ))
         })
         .collect::<Result<_>>()?;

@@ -187,26 +187,42 @@ pub fn is_zip(data: &[u8]) -> bool {
     data.len() >= 4 && (u32_at(data, 0) == LOCAL_SIG || u32_at(data, 0) == EOCD_SIG)
 }
 
+/// Why a member name cannot be a path below the directory a wheel is installed to.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BadName {
+    /// Empty (or only `/`).
+    #[error("empty member name")]
+    Empty,
+    /// Starts at `/`, or holds a backslash or NUL.
+    #[error("member name {0:?} is absolute or holds '\\' or NUL")]
+    Absolute(String),
+    /// `C:…`.
+    #[error("member name {0:?} starts with a drive letter")]
+    DriveLetter(String),
+    /// An empty, `.` or `..` part.
+    #[error(
+        "member name {0:?} has an empty, '.' or '..' part (it could escape the \
+         directory it is extracted to)"
+    )]
+    Escapes(String),
+}
+
 /// Check a member name: relative, `/`-separated, no `..`, no empty or odd parts.
-pub fn check_name(name: &str) -> Result<(), String> {
+pub fn check_name(name: &str) -> Result<(), BadName> {
     let trimmed = name.strip_suffix('/').unwrap_or(name);
     if name.is_empty() || trimmed.is_empty() {
-        return Err("empty member name".into());
+        return Err(BadName::Empty);
     }
     if name.starts_with('/') || name.contains('\\') || name.contains('\0') {
-        return Err(format!(
-            "member name {name:?} is absolute or holds '\\' or NUL"
-        ));
+        return Err(BadName::Absolute(name.to_string()));
     }
     if name.len() > 1 && name.as_bytes()[1] == b':' {
-        return Err(format!("member name {name:?} starts with a drive letter"));
+        return Err(BadName::DriveLetter(name.to_string()));
     }
     for part in trimmed.split('/') {
         if part.is_empty() || part == "." || part == ".." {
-            return Err(format!(
-                "member name {name:?} has an empty, '.' or '..' part (it could escape the \
-                 directory it is extracted to)"
-            ));
+            return Err(BadName::Escapes(name.to_string()));
         }
     }
     Ok(())
@@ -376,7 +392,7 @@ fn read_entry(data: &[u8], o: usize, i: u64, dir: &Directory) -> FormatResult<(M
     zip64_sizes(data, o + 46 + nlen, xlen, &name, &mut sizes)?;
     let [usize_, csize, hoff] = sizes;
     let at = |what: String| FormatError::new(o as u64, format!("member {name}: {what}"));
-    check_name(&name).map_err(|e| FormatError::new(o as u64, e))?;
+    check_name(&name).map_err(|e| FormatError::new(o as u64, e.to_string()))?;
     if flags & 1 != 0 {
         return Err(at("encrypted members are not supported".into()));
     }
