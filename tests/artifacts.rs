@@ -320,7 +320,7 @@ fn split_refuses_bad_input_with_the_file_and_rule() {
     assert!(err(&tmp.path().join("nope"), &[]).contains("does not exist"));
     let empty = tmp.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
-    assert!(err(&empty, &[]).contains("artifact_manifest.txt not found"));
+    assert!(err(&empty, &[]).contains("empty: no artifact_manifest.txt in it"));
     std::fs::write(art.join("artifact_manifest.txt"), "../escape\n").unwrap();
     let e = err(&art, &[]);
     assert!(

@@ -84,6 +84,22 @@ pub enum Error {
         /// What it refused.
         error: WriteError,
     },
+    /// A ledger (`.kpack/kpack-tui-ledger*.json`) that cannot be read.
+    #[error("{}: {error}", path.display())]
+    Ledger {
+        /// The ledger file.
+        path: PathBuf,
+        /// What is wrong with it.
+        error: LedgerError,
+    },
+    /// An artifact directory whose `artifact_manifest.txt` cannot be used.
+    #[error("{}: {error}", path.display())]
+    Manifest {
+        /// The manifest (or the directory that lacks one).
+        path: PathBuf,
+        /// What is wrong.
+        error: ManifestError,
+    },
     /// A request that cannot be carried out as asked (bad argument, existing output…).
     #[error("{0}")]
     Invalid(String),
@@ -195,6 +211,80 @@ pub enum WriteError {
     /// A thread panicked while adding (the spool's lock is poisoned).
     #[error("archive writer poisoned by a panic")]
     Poisoned,
+}
+
+/// Why a ledger cannot be read (reported with its path as [`Error::Ledger`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LedgerError {
+    /// Not JSON of the ledger's shape (serde's reason).
+    #[error("not a kpack-tui ledger: {0}")]
+    NotALedger(String),
+    /// Another version's ledger.
+    #[error("ledger schema {found:?}, this version reads {reads:?}")]
+    Schema {
+        /// The `schema` it has.
+        found: String,
+        /// The one this version reads.
+        reads: &'static str,
+    },
+    /// A hash other than SHA-256.
+    #[error("ledger hash {0:?} is not sha256")]
+    Hash(String),
+    /// A directory, a symlink, a device.
+    #[error("the ledger is not a regular file")]
+    NotAFile,
+    /// Larger than any ledger is read.
+    #[error("ledger of {size} bytes is above the {bound}-byte bound")]
+    TooLarge {
+        /// Its size.
+        size: u64,
+        /// The bound.
+        bound: u64,
+    },
+}
+
+/// Why an `artifact_manifest.txt` cannot be used (its prefixes become paths that
+/// are written to).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ManifestError {
+    /// The artifact directory has none.
+    #[error("no artifact_manifest.txt in it")]
+    Missing,
+    /// A directory or a device.
+    #[error("not a regular file")]
+    NotAFile,
+    /// Larger than a manifest may be.
+    #[error("{size} bytes, more than a manifest can hold ({bound})")]
+    TooLarge {
+        /// Its size.
+        size: u64,
+        /// The bound.
+        bound: u64,
+    },
+    /// Not UTF-8.
+    #[error("not UTF-8 text ({0})")]
+    NotUtf8(String),
+    /// A prefix that cannot be a relative path below the output.
+    #[error("line {line}: prefix {prefix:?} {why}")]
+    BadPrefix {
+        /// 1-based line.
+        line: usize,
+        /// The prefix as written.
+        prefix: String,
+        /// What is wrong (`is absolute`, `holds a backslash or NUL`, `has an empty,
+        /// '.' or '..' component`).
+        why: &'static str,
+    },
+    /// A prefix listed twice.
+    #[error("line {line}: prefix {prefix:?} is listed twice")]
+    Twice {
+        /// 1-based line.
+        line: usize,
+        /// The prefix.
+        prefix: String,
+    },
 }
 
 /// Result alias for core operations.

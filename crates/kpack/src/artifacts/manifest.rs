@@ -5,7 +5,7 @@
 //! prefix must be a relative `/`-separated path without `.`/`..` components, NUL or
 //! backslashes, listed once, and the file is bounded in size.
 
-use crate::error::{Error, Result};
+use crate::error::{Error, ManifestError, Result};
 use std::path::Path;
 
 /// The file name inside an artifact directory.
@@ -17,36 +17,36 @@ pub const MAX_MANIFEST_BYTES: u64 = 1 << 20;
 /// Read `dir/artifact_manifest.txt`.
 pub fn read_manifest(dir: &Path) -> Result<Vec<String>> {
     let path = dir.join(MANIFEST);
+    let bad = |path: &Path, error| Error::Manifest {
+        path: path.to_path_buf(),
+        error,
+    };
     let meta = match std::fs::metadata(&path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(Error::Invalid(format!(
-                "{MANIFEST} not found in {}",
-                dir.display()
-            )));
+            return Err(bad(dir, ManifestError::Missing));
         }
         Err(e) => return Err(Error::io(&path, e)),
     };
     if !meta.is_file() {
-        return Err(Error::Invalid(format!(
-            "{}: not a regular file",
-            path.display()
-        )));
+        return Err(bad(&path, ManifestError::NotAFile));
     }
     if meta.len() > MAX_MANIFEST_BYTES {
-        return Err(Error::Invalid(format!(
-            "{}: {} bytes, more than a manifest can hold ({MAX_MANIFEST_BYTES})",
-            path.display(),
-            meta.len()
-        )));
+        return Err(bad(
+            &path,
+            ManifestError::TooLarge {
+                size: meta.len(),
+                bound: MAX_MANIFEST_BYTES,
+            },
+        ));
     }
     let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-    parse_manifest(&bytes).map_err(|e| Error::Invalid(format!("{}: {e}", path.display())))
+    parse_manifest(&bytes).map_err(|e| bad(&path, e))
 }
 
 /// Parse manifest text.
-pub fn parse_manifest(bytes: &[u8]) -> std::result::Result<Vec<String>, String> {
-    let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8 text ({e})"))?;
+pub fn parse_manifest(bytes: &[u8]) -> std::result::Result<Vec<String>, ManifestError> {
+    let text = std::str::from_utf8(bytes).map_err(|e| ManifestError::NotUtf8(e.to_string()))?;
     let mut out: Vec<String> = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let raw = line.trim();
@@ -65,12 +65,23 @@ pub fn parse_manifest(bytes: &[u8]) -> std::result::Result<Vec<String>, String> 
         }
         let shown = if p.is_empty() { raw } else { p };
         if raw.starts_with('/') {
-            return Err(format!("line {}: prefix {raw:?} is absolute", n + 1));
+            return Err(ManifestError::BadPrefix {
+                line: n + 1,
+                prefix: raw.to_string(),
+                why: "is absolute",
+            });
         }
-        check_prefix(shown).map_err(|e| format!("line {}: prefix {shown:?} {e}", n + 1))?;
+        check_prefix(shown).map_err(|why| ManifestError::BadPrefix {
+            line: n + 1,
+            prefix: shown.to_string(),
+            why,
+        })?;
         let p = p.to_string();
         if out.contains(&p) {
-            return Err(format!("line {}: prefix {p:?} is listed twice", n + 1));
+            return Err(ManifestError::Twice {
+                line: n + 1,
+                prefix: p,
+            });
         }
         out.push(p);
     }
@@ -123,6 +134,28 @@ mod tests {
             b"/",
         ] {
             assert!(parse_manifest(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(
+            parse_manifest(b"a\na/b\n../x\n"),
+            Err(ManifestError::BadPrefix {
+                line: 3,
+                prefix: "../x".into(),
+                why: "has an empty, '.' or '..' component"
+            })
+        );
+        assert_eq!(
+            parse_manifest(b"a\nb\na/\n"),
+            Err(ManifestError::Twice {
+                line: 3,
+                prefix: "a".into()
+            })
+        );
+        let d = tempfile::tempdir().unwrap();
+        match read_manifest(d.path()) {
+            Err(Error::Manifest { path, error }) => {
+                assert_eq!((path.as_path(), error), (d.path(), ManifestError::Missing))
+            }
+            other => panic!("{other:?}"),
         }
     }
 }

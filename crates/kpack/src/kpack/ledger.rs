@@ -8,7 +8,7 @@
 //! The runtime and the reference readers look only at `*.kpack` files named by
 //! markers, so an extra JSON file in `.kpack/` disturbs neither (checked in tests).
 
-use crate::error::{Error, Result};
+use crate::error::{Error, LedgerError, Result};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -276,22 +276,20 @@ impl Ledger {
 
     /// Parse a ledger, checking its schema.
     pub fn parse(path: &Path, data: &[u8]) -> Result<Ledger> {
-        let l: Ledger = serde_json::from_slice(data).map_err(|e| {
-            Error::Invalid(format!("{}: not a kpack-tui ledger: {e}", path.display()))
-        })?;
+        let bad = |error| Error::Ledger {
+            path: path.to_path_buf(),
+            error,
+        };
+        let l: Ledger = serde_json::from_slice(data)
+            .map_err(|e| bad(LedgerError::NotALedger(e.to_string())))?;
         if l.schema != LEDGER_SCHEMA {
-            return Err(Error::Invalid(format!(
-                "{}: ledger schema {:?}, this version reads {LEDGER_SCHEMA:?}",
-                path.display(),
-                l.schema
-            )));
+            return Err(bad(LedgerError::Schema {
+                found: l.schema,
+                reads: LEDGER_SCHEMA,
+            }));
         }
         if l.hash != "sha256" {
-            return Err(Error::Invalid(format!(
-                "{}: ledger hash {:?} is not sha256",
-                path.display(),
-                l.hash
-            )));
+            return Err(bad(LedgerError::Hash(l.hash)));
         }
         Ok(l)
     }
@@ -323,12 +321,7 @@ impl Ledger {
         for n in names {
             let path = dir.join(&n);
             let meta = std::fs::symlink_metadata(&path).map_err(|e| Error::io(&path, e))?;
-            if !meta.is_file() || meta.len() > MAX_LEDGER_SIZE {
-                return Err(Error::Invalid(format!(
-                    "{}: not a regular file of at most {MAX_LEDGER_SIZE} bytes",
-                    path.display()
-                )));
-            }
+            check_file(&path, &meta)?;
             let data = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
             found.push((format!(".kpack/{n}"), Ledger::parse(&path, &data)?));
         }
@@ -343,22 +336,28 @@ impl Ledger {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(Error::io(&path, e)),
         };
-        if !meta.is_file() {
-            return Err(Error::Invalid(format!(
-                "{}: the ledger is not a regular file",
-                path.display()
-            )));
-        }
-        if meta.len() > MAX_LEDGER_SIZE {
-            return Err(Error::Invalid(format!(
-                "{}: ledger of {} bytes is above the {MAX_LEDGER_SIZE}-byte bound",
-                path.display(),
-                meta.len()
-            )));
-        }
+        check_file(&path, &meta)?;
         let data = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
         Ledger::parse(&path, &data).map(|l| Some((path, l)))
     }
+}
+
+/// A ledger must be a regular file within [`MAX_LEDGER_SIZE`].
+fn check_file(path: &Path, meta: &std::fs::Metadata) -> Result<()> {
+    let error = if !meta.is_file() {
+        LedgerError::NotAFile
+    } else if meta.len() > MAX_LEDGER_SIZE {
+        LedgerError::TooLarge {
+            size: meta.len(),
+            bound: MAX_LEDGER_SIZE,
+        }
+    } else {
+        return Ok(());
+    };
+    Err(Error::Ledger {
+        path: path.to_path_buf(),
+        error,
+    })
 }
 
 /// Several ledgers of one install, merged.
@@ -546,5 +545,38 @@ mod tests {
                 .iter()
                 .any(|c| c.starts_with("b: ledger of blas_lib that does not know y"))
         );
+    }
+
+    #[test]
+    fn unreadable_ledgers_are_typed_refusals_naming_the_file() {
+        let p = Path::new("t/.kpack/kpack-tui-ledger.json");
+        let reason = |data: &[u8]| match Ledger::parse(p, data) {
+            Err(Error::Ledger { path, error }) => {
+                assert_eq!(path, p);
+                error
+            }
+            other => panic!("not a ledger refusal: {other:?}"),
+        };
+        assert!(matches!(reason(b"{}"), LedgerError::NotALedger(_)));
+        let mut l = Ledger::new("g");
+        l.schema = "kpack-tui.ledger/9".into();
+        assert_eq!(
+            reason(&l.to_json()),
+            LedgerError::Schema {
+                found: "kpack-tui.ledger/9".into(),
+                reads: LEDGER_SCHEMA
+            }
+        );
+        let mut l = Ledger::new("g");
+        l.hash = "md5".into();
+        assert_eq!(reason(&l.to_json()), LedgerError::Hash("md5".into()));
+        assert!(Ledger::parse(p, &Ledger::new("g").to_json()).is_ok());
+        // A directory where the ledger should be.
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join(LEDGER_PATH)).unwrap();
+        match Ledger::read(d.path()) {
+            Err(Error::Ledger { error, .. }) => assert_eq!(error, LedgerError::NotAFile),
+            other => panic!("{other:?}"),
+        }
     }
 }
