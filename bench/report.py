@@ -59,6 +59,11 @@ for r in rows:
               f"| {r['ours_s']:.2f} s | {r['ref_s']:.2f} s (cp -a of the tree + zstd -3 -T2 over the device bytes) "
               f"| {r['ours_s']/r['ref_s']:.2f} | ≤ 1.2; RSS ≤ 300 MB, flat when the tree doubles "
               f"| {size(int(r['peak_rss_kb'])*1024)} ({size(int(r['big_peak_rss_kb'])*1024)} on a {size(r['big_tree_bytes'])} tree) |")
+    elif b == "wheel":
+        print(f"| wheel split | {size(r['wheel_bytes'])} wheel (Python zipfile, deflate 6) of a generated tree, {size(r['device_bytes'])} of code objects → {r['wheels']} wheels, {size(r['out_bytes'])} "
+              f"| {r['ours_s']:.2f} s | {r['ref_s']:.2f} s (unzip -q to tmpfs + zstd -3 -T2 over the device bytes + zip -q -1 of the unpacked tree) "
+              f"| {r['ours_s']/r['ref_s']:.2f} | ≤ 1.2; RSS ≤ 300 MB, flat when the wheel doubles "
+              f"| {size(int(r['peak_rss_kb'])*1024)} ({size(int(r['big_peak_rss_kb'])*1024)} on a {size(r['big_wheel_bytes'])} wheel) |")
     elif b == "combine":
         print(f"| combine | two shards of the split above, {size(r['in_bytes'])} in all (every generic file compared) "
               f"| {r['ours_s']:.2f} s | {r['ref_s']:.2f} s (cp -a of the shards) "

@@ -303,7 +303,12 @@ pub fn check_record(w: &Wheel) -> Vec<String> {
             }
             continue;
         }
-        match sha_of(w.bytes(), m) {
+        let digest = sha_of(w.bytes(), m);
+        // Each member's pages go once hashed: the whole wheel is read here (the input
+        // before the split, every output wheel after it), and the map kept it all
+        // resident (667 MiB peak splitting a 603 MiB wheel; 229 MiB with this).
+        w.release(m);
+        match digest {
             Ok(d) => {
                 let b64 = metadata::record_hash(&d);
                 if hash != b64 {
