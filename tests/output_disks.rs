@@ -252,12 +252,7 @@ fn sigint_during_a_pack_leaves_nothing_behind() {
     assert_eq!(status.code(), Some(130), "{err}");
     assert!(err.contains("cancelled"), "{err}");
     assert!(!out.exists(), "no output");
-    let left: Vec<_> = std::fs::read_dir(tmp.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n != "tree")
-        .collect();
-    assert!(left.is_empty(), "staging left behind: {left:?}");
+    assert_only_tree_left(tmp.path());
 }
 
 /// Issue #27 item 10: a member that inflates past what the spill disk can take (a

@@ -439,3 +439,14 @@ pub fn bootstrap_wheel(dir: &Path) -> Option<()> {
     }
     Some(())
 }
+
+/// After a cancelled or failed run in `dir` (which held only the input `tree`):
+/// nothing else is there, no output and no staging directory.
+pub fn assert_only_tree_left(dir: &Path) {
+    let left: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "tree")
+        .collect();
+    assert!(left.is_empty(), "staging left behind: {left:?}");
+}
