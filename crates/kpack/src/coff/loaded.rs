@@ -60,7 +60,18 @@ pub fn loaded_faults(d: &[u8]) -> Result<Option<Vec<String>>, String> {
             faults.push(format!("… and more (stopped after {MAX_FAULTS})"));
             break;
         }
-        let rva = w.virtual_address + i * 24;
+        // A hostile VirtualAddress near 4 GiB would wrap: past the address space is
+        // nothing a loader maps.
+        let Some(rva) = w
+            .virtual_address
+            .checked_add(i * 24)
+            .filter(|r| r.checked_add(24).is_some())
+        else {
+            faults.push(format!(
+                "wrapper #{i} lies past the 4 GiB image address space"
+            ));
+            break;
+        };
         let what = format!("wrapper #{i} at RVA {rva:#x}");
         let Some(b) = read(d, &l, rva, 24).filter(|b| b.len() == 24) else {
             faults.push(format!("{what} is not mapped by any section"));
