@@ -219,6 +219,8 @@ struct Ctx<'a> {
     skipped: Mutex<(u64, u64)>,
     warnings: Mutex<Vec<String>>,
     compressed_input: std::sync::atomic::AtomicBool,
+    /// The SHA-256 of each member read, as it is in the input (for its RECORD check).
+    input_shas: Mutex<BTreeMap<String, [u8; 32]>>,
 }
 
 /// Split `input` into `out` (created if needed). See the module text.
@@ -247,7 +249,6 @@ fn split_wheel_into(
     crate::fsutil::check_apart(input, out)?;
     let wheel = Wheel::open(input)?;
     let info = wheel.info.clone();
-    check_wheel(input, &wheel, opts, sink)?;
     let sel = Selection::of(input, &wheel, opts)?;
     let prefix = opts.device_package_prefix.as_str();
     // Output directory: never the input's own, never over wheels without --force.
@@ -274,8 +275,13 @@ fn split_wheel_into(
         skipped: Mutex::new((0, 0)),
         warnings: Mutex::new(Vec::new()),
         compressed_input: std::sync::atomic::AtomicBool::new(false),
+        input_shas: Mutex::new(BTreeMap::new()),
     };
     let results = ctx.run()?;
+    // The input's RECORD, against the digests taken as the members were read (one
+    // inflate per member, not two); nothing is placed yet.
+    let input_shas = ctx.input_shas.into_inner().unwrap_or_default();
+    check_wheel(input, &wheel, &input_shas, opts, sink)?;
     let mut warnings = ctx.warnings.into_inner().unwrap_or_default();
     let compressed_input = ctx.compressed_input.into_inner();
     let (skipped_kernels, skipped_databases) = ctx.skipped.into_inner().unwrap_or_default();
@@ -358,7 +364,7 @@ fn split_wheel_into(
 
     // Read every wheel back before it is placed.
     sink.event(PackEvent::Finishing("checking wheels"));
-    check_written(stage.path(), &names)?;
+    check_written(stage.path(), &names, opts.threads)?;
     // The last moment a cancel keeps the output as it was.
     if opts.cancel.is_cancelled() {
         return Err(Error::Cancelled);
@@ -463,6 +469,13 @@ impl Ctx<'_> {
         Ok(results.into_inner().unwrap_or_default())
     }
 
+    /// Note the SHA-256 of member `m` as it is in the input.
+    fn read_as(&self, m: &Member, sha: [u8; 32]) {
+        if let Ok(mut s) = self.input_shas.lock() {
+            s.insert(m.name.clone(), sha);
+        }
+    }
+
     fn keep(&self, target: &str) -> bool {
         keeps(self.wanted.as_ref(), self.families.as_ref(), target)
     }
@@ -498,6 +511,10 @@ impl Ctx<'_> {
         let out = self.classify(worker, m, &ferr);
         w.release(m);
         let out = out?;
+        // What was copied was hashed as it is in the input.
+        if let Out::Raw { sha } | Out::Database { sha, .. } = &out {
+            self.read_as(m, *sha);
+        }
         self.sink.event(PackEvent::FileDone {
             path: m.name.clone(),
             bytes_in: m.size,
@@ -587,6 +604,7 @@ impl Ctx<'_> {
         };
         match crate::fatbin::read(&data) {
             Ok(Some(fat)) if splittable && !fat.bundles.is_empty() => {
+                self.read_as(m, metadata::sha256(&data));
                 self.binary(worker, m, rel, &data, &fat)
             }
             Ok(_) => Ok(Out::Raw {

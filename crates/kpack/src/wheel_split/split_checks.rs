@@ -26,13 +26,17 @@ pub(super) fn bad(input: &Path, what: String) -> Error {
 
 /// What pip would install must be what was built: a RECORD that does not match is
 /// not laundered into a fresh one (unless `--ignore-record`, with a warning).
+/// `known`: the digests of the members the split read (by name), so that no member
+/// is inflated twice; the others are hashed here. Nothing is placed before this
+/// check: the split's outputs are still in their stage.
 pub(super) fn check_wheel(
     input: &Path,
     wheel: &Wheel,
+    known: &BTreeMap<String, [u8; 32]>,
     opts: &WheelSplitOptions,
     sink: &dyn EventSink<PackEvent>,
 ) -> Result<()> {
-    let record_faults = super::check_record(wheel);
+    let record_faults = super::assemble::check_record_with(wheel, known);
     if record_faults.is_empty() {
         return Ok(());
     }
@@ -202,18 +206,25 @@ pub(super) fn require_split(
 }
 
 /// Every wheel written, read back with its RECORD checked, before it is placed.
-pub(super) fn check_written(stage: &Path, names: &[String]) -> Result<()> {
-    for n in names {
+/// The wheels are read back in parallel (on `threads`, as the split ran); the first
+/// failing one in `names` order is reported.
+pub(super) fn check_written(stage: &Path, names: &[String], threads: usize) -> Result<()> {
+    use rayon::prelude::*;
+    let one = |n: &String| -> Result<()> {
         let w = Wheel::open(&stage.join(n)).map_err(|e| {
             Error::Invalid(format!("the wheel just written does not read back: {e}"))
         })?;
-        if let Some(f) = super::check_record(&w).into_iter().next() {
-            return Err(Error::Invalid(format!(
+        match super::check_record(&w).into_iter().next() {
+            Some(f) => Err(Error::Invalid(format!(
                 "{n}: the wheel just written is inconsistent: {f}"
-            )));
+            ))),
+            None => Ok(()),
         }
-    }
-    Ok(())
+    };
+    let all = || names.par_iter().map(one).collect::<Vec<_>>();
+    crate::parallel::on_threads(threads, all)?
+        .into_iter()
+        .collect()
 }
 
 /// The host wheel's entry, and every wheel's size as placed in `out`.
