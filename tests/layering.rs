@@ -2,6 +2,8 @@
 //! (`scan` reads wheels, `wheel_split` uses `scan`; never both ways). Read from the
 //! sources: every `crate::<module>` path outside comments and test modules is an
 //! edge, and the graph must have no strongly connected component of two or more.
+//! The same holds for the TUI's modules (`super::<module>` paths inside `src/tui`):
+//! the widgets know no view and not the app, the views know the app, `ui` draws them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -86,6 +88,73 @@ fn graph() -> BTreeMap<String, BTreeSet<String>> {
     g
 }
 
+/// The sibling modules named in `code` of a module of `src/tui`: `super::<name>`,
+/// each name of `super::{a, b::c}`, and `crate::tui::<name>`.
+fn sibling_paths(code: &str) -> BTreeSet<String> {
+    let ident = |s: &str| -> String {
+        s.chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut out = BTreeSet::new();
+    for prefix in ["super::", "crate::tui::"] {
+        for (i, m) in code.match_indices(prefix) {
+            let rest = &code[i + m.len()..];
+            if let Some(group) = rest.strip_prefix('{') {
+                let group = &group[..group.find('}').unwrap_or(group.len())];
+                out.extend(group.split(',').map(|p| ident(p.trim())));
+            } else {
+                out.insert(ident(rest));
+            }
+        }
+    }
+    out.retain(|n| !n.is_empty() && n.chars().next().is_some_and(|c| c.is_ascii_lowercase()));
+    out
+}
+
+/// The TUI's modules → the sibling modules each imports (its test module and the
+/// `mod.rs` that declares them all left out).
+fn tui_graph() -> BTreeMap<String, BTreeSet<String>> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/tui");
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    let modules: BTreeSet<String> = files
+        .iter()
+        .filter(|f| f.parent() == Some(root.as_path()))
+        .map(|f| f.file_stem().unwrap().to_string_lossy().into_owned())
+        .filter(|m| m != "mod" && m != "tests")
+        .collect();
+    let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for m in &modules {
+        let deps = sibling_paths(&code_of(&root.join(format!("{m}.rs"))));
+        g.entry(m.clone())
+            .or_default()
+            .extend(deps.into_iter().filter(|d| d != m && modules.contains(d)));
+    }
+    g
+}
+
+/// The circles of `g`, each shown with its edges inside the circle.
+fn shown_circles(g: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    circles(g)
+        .iter()
+        .map(|c| {
+            let edges: Vec<String> = c
+                .iter()
+                .map(|m| {
+                    let inside: Vec<&str> = g[m]
+                        .iter()
+                        .filter(|d| c.contains(d))
+                        .map(String::as_str)
+                        .collect();
+                    format!("{m} -> {}", inside.join(", "))
+                })
+                .collect();
+            edges.join("; ")
+        })
+        .collect()
+}
+
 /// The strongly connected components of two or more modules (Tarjan).
 fn circles(g: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
     struct T<'a> {
@@ -155,25 +224,29 @@ fn the_library_modules_import_one_way() {
     for (m, d) in [("scan", "wheel"), ("wheel_split", "scan"), ("pack", "scan")] {
         assert!(g[m].contains(d), "{m} should import {d}: {:?}", g[m]);
     }
-    let found = circles(&g);
-    let shown: Vec<String> = found
-        .iter()
-        .map(|c| {
-            let edges: Vec<String> = c
-                .iter()
-                .map(|m| {
-                    let inside: Vec<&str> = g[m]
-                        .iter()
-                        .filter(|d| c.contains(d))
-                        .map(String::as_str)
-                        .collect();
-                    format!("{m} -> {}", inside.join(", "))
-                })
-                .collect();
-            edges.join("; ")
-        })
-        .collect();
-    assert!(found.is_empty(), "import circles: {shown:#?}");
+    let shown = shown_circles(&g);
+    assert!(shown.is_empty(), "import circles: {shown:#?}");
+}
+
+#[test]
+fn the_tui_modules_import_one_way() {
+    let g = tui_graph();
+    // The reader saw the TUI: the views import the app and the widgets, `ui` the views.
+    for (m, d) in [
+        ("explorerview", "app"),
+        ("explorerview", "widgets"),
+        ("ui", "kernelsview"),
+        ("app", "widgets"),
+    ] {
+        assert!(g[m].contains(d), "{m} should import {d}: {:?}", g[m]);
+    }
+    assert!(
+        g["widgets"].is_empty(),
+        "the widgets import no other module of the TUI: {:?}",
+        g["widgets"]
+    );
+    let shown = shown_circles(&g);
+    assert!(shown.is_empty(), "import circles in src/tui: {shown:#?}");
 }
 
 #[test]
@@ -190,5 +263,14 @@ fn the_circle_finder_finds_a_circle() {
     assert_eq!(
         crate_paths("use crate::scan::X; // crate::b\nfoo_crate::c; crate::Error; crate::zip"),
         ["b", "scan", "zip"].map(String::from).into_iter().collect()
+    );
+    assert_eq!(
+        sibling_paths(
+            "use super::app::{App, View};\nuse super::{tree, widgets::Theme};\nsuper::Foo; crate::tui::ui::draw"
+        ),
+        ["app", "tree", "ui", "widgets"]
+            .map(String::from)
+            .into_iter()
+            .collect()
     );
 }

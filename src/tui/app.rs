@@ -154,6 +154,19 @@ pub struct Drawn {
     pub projection: std::cell::RefCell<Option<((Vec<String>, usize, u64), (u64, Vec<u64>))>>,
 }
 
+impl App {
+    /// The scrollable side pane's state, for [`super::widgets::side_pane`].
+    pub(crate) fn side(&self) -> super::widgets::Side<'_> {
+        super::widgets::Side {
+            scroll: self.side_scroll,
+            focused: self.side_focus,
+            alone: self.view == View::Preview,
+            area: &self.drawn.side,
+            max: &self.drawn.side_max,
+        }
+    }
+}
+
 /// The inspector's order of an archive's kernels: keys with numbers as numbers
 /// (`lib/x.so#2` before `lib/x.so#10`), then targets by processor number. Only the
 /// shown copy is reordered; the file keeps its order.
@@ -422,9 +435,9 @@ pub struct KernelsState {
     /// Only names containing this (mangled or demangled).
     pub filter: String,
     /// Kernels marked (Space): their code object and name.
-    pub marks: std::collections::BTreeSet<super::kernelmarks::KernelMark>,
+    pub marks: std::collections::BTreeSet<super::marks::KernelMark>,
     /// The extract prompt: the code objects, the destination being typed, the cursor.
-    pub extract: Option<super::kernelmarks::ExtractPrompt>,
+    pub extract: Option<super::marks::ExtractPrompt>,
     /// Only this archive entry (key, target), from the inspector.
     pub entry: Option<(String, String)>,
 }

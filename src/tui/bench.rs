@@ -112,7 +112,7 @@ pub fn run(files: usize, jobs: usize, frames: usize, out: &mut dyn Write) -> Res
     let n = trace.builds.first().map_or(0, |b| b.jobs.len());
     let mut tl = Timeline::new(PathBuf::from("synthetic.trace"), trace, false);
     let ms = time_frames(frames, |t| {
-        let _ = t.draw(|f| timeline::draw(f, &tl, theme));
+        let _ = t.draw(|f| super::timeline_draw::draw(f, &tl, theme));
     })?;
     writeln!(
         out,
@@ -129,7 +129,7 @@ pub fn run(files: usize, jobs: usize, frames: usize, out: &mut dyn Write) -> Res
         )));
     }
     let ms = time_frames(frames, |t| {
-        let _ = t.draw(|f| timeline::draw(f, &tl, theme));
+        let _ = t.draw(|f| super::timeline_draw::draw(f, &tl, theme));
     })?;
     writeln!(
         out,

@@ -216,7 +216,7 @@ pub(crate) fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     };
     side_pane(
         frame,
-        app,
+        app.side(),
         detail_lines,
         (Block::bordered().title(" detail "), true),
         right,

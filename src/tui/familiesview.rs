@@ -173,7 +173,7 @@ pub(crate) fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         )));
         side_pane(
             frame,
-            app,
+            app.side(),
             l,
             (
                 Block::bordered().title(" raw device code per target "),
@@ -276,7 +276,7 @@ pub(crate) fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     }
     side_pane(
         frame,
-        app,
+        app.side(),
         l,
         (
             Block::bordered().title(" raw device code per target "),

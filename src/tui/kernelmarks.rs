@@ -3,6 +3,7 @@
 //! holding the marked kernels (or the selected one) to a directory it asks for.
 
 use super::app::{App, Request, View};
+use super::marks::mark_of;
 use super::widgets::centered;
 use kpack::kernels::{CodeObjectRef, KernelRow};
 use ratatui::Frame;
@@ -12,17 +13,6 @@ use ratatui::text::Line;
 use ratatui::widgets::{Block, Clear, Paragraph};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
-
-/// A marked kernel: its code object and its (mangled) name.
-pub type KernelMark = (CodeObjectRef, String);
-
-/// The extract prompt: the code objects, the directory being typed, the cursor.
-pub type ExtractPrompt = (BTreeSet<CodeObjectRef>, String, usize);
-
-/// How a row is marked.
-pub fn mark_of(r: &KernelRow) -> KernelMark {
-    (r.code_object(), r.kernel.name.clone())
-}
 
 impl App {
     /// Whether the row is marked.

@@ -5,6 +5,7 @@ pub mod app;
 mod app_events;
 mod app_keys;
 mod app_pack;
+mod app_remember;
 pub mod bench;
 pub mod detail;
 pub mod diffview;
@@ -17,6 +18,7 @@ pub mod inspector;
 pub mod jump;
 pub mod kernelmarks;
 pub mod kernelsview;
+pub mod marks;
 pub mod messages;
 pub mod packview;
 mod previewview;
@@ -682,7 +684,7 @@ pub fn run_timeline(path: PathBuf, follow: bool) -> Result<()> {
     with_terminal(|terminal| {
         let mut last = Instant::now();
         while !t.quit {
-            terminal.draw(|f| timeline::draw(f, &t, theme))?;
+            terminal.draw(|f| timeline_draw::draw(f, &t, theme))?;
             let playing = t.replay.is_some_and(|r| r.playing);
             let wait = Duration::from_millis(if playing { 33 } else { 150 });
             if event::poll(wait)? {

@@ -49,14 +49,9 @@ pub(crate) fn pack(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             Paragraph::new("Choose families in the Architectures view and press P."),
             area,
         ),
-        Some(PackState::Confirm {
-            settings,
-            field,
-            cursor,
-        }) if settings.wheel => {
-            super::wheelsplit::confirm(frame, app, settings, (*field, *cursor), area, theme);
-        }
-        Some(PackState::WheelDone(r)) => super::wheelsplit::done(frame, app, r, area, theme),
+        // A wheel's dialog and result are the wheel split's ([`super::ui`] draws them).
+        Some(PackState::Confirm { settings, .. }) if settings.wheel => {}
+        Some(PackState::WheelDone(_)) => {}
         Some(PackState::Replace(s)) => {
             let what = if s.wheel {
                 "already holds files; wheels of the same names are replaced"

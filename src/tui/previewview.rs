@@ -12,7 +12,7 @@ pub(crate) fn preview(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     let lines: Vec<Line<'static>> = text.lines().map(|l| Line::from(l.to_string())).collect();
     side_pane(
         frame,
-        app,
+        app.side(),
         lines,
         (
             Block::bordered().title(" rewrite preview (nothing is written) "),

@@ -775,7 +775,7 @@ mod timeline_views {
 
     fn render(t: &Timeline, w: u16, h: u16) -> Terminal<TestBackend> {
         let mut term = Terminal::new(TestBackend::new(w, h)).unwrap();
-        term.draw(|f| timeline::draw(f, t, Theme { color: false }))
+        term.draw(|f| super::super::timeline_draw::draw(f, t, Theme { color: false }))
             .unwrap();
         term
     }

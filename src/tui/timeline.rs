@@ -648,5 +648,3 @@ pub fn dur(ms: i64) -> String {
         format!("{ms} ms")
     }
 }
-
-pub use super::timeline_draw::draw;

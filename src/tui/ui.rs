@@ -80,7 +80,7 @@ pub fn draw(frame: &mut Frame, app: &App, theme: Theme) {
                 super::kernelsview::kernels(frame, app, body, theme);
                 super::kernelmarks::draw_prompt(frame, app, body);
             }
-            View::Pack => super::packview::pack(frame, app, body, theme),
+            View::Pack => pack(frame, app, body, theme),
         }
     }
     frame.render_widget(
@@ -93,6 +93,23 @@ pub fn draw(frame: &mut Frame, app: &App, theme: Theme) {
     }
     if app.log.open {
         super::messages::draw(frame, &app.log, area, theme);
+    }
+}
+
+/// The Pack view: a wheel's dialog and result are the wheel split's, the rest the
+/// pack's.
+fn pack(frame: &mut Frame, app: &App, body: Rect, theme: super::widgets::Theme) {
+    use super::app::PackState;
+    match &app.packing.run {
+        Some(PackState::Confirm {
+            settings,
+            field,
+            cursor,
+        }) if settings.wheel => {
+            super::wheelsplit::confirm(frame, app, settings, (*field, *cursor), body, theme);
+        }
+        Some(PackState::WheelDone(r)) => super::wheelsplit::done(frame, app, r, body, theme),
+        _ => super::packview::pack(frame, app, body, theme),
     }
 }
 

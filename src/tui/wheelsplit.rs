@@ -192,7 +192,7 @@ pub fn done(
     // Scrolls (↑↓, PgUp/PgDn) with "more below" when the wheels do not fit.
     super::widgets::side_pane(
         frame,
-        app,
+        app.side(),
         l,
         (Block::bordered().title(" wheels written "), true),
         area,

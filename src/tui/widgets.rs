@@ -1,13 +1,13 @@
 //! What every view draws with: the theme, panes that scroll, cut text, overlays.
 //! It knows no view (the views import it, `ui` draws the views).
 
-use super::app::{App, View};
 use kpack::scan::FileKind;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Clear, Paragraph, Wrap};
+use std::cell::Cell;
 
 /// Colours, or none at all when NO_COLOR is set.
 #[derive(Debug, Clone, Copy)]
@@ -92,9 +92,24 @@ pub fn too_small(frame: &mut Frame) -> bool {
 /// A side pane that scrolls: its lines wrap, the app's `side_scroll` picks the
 /// first line shown (clamped to the end), a scrollbar shows when there is more, and
 /// the frame records the pane and how far it can scroll (for keys and the mouse).
+/// What a side pane is given by the app: how far it is scrolled, whether it has the
+/// keys (and in which view), and where it records itself for keys and the mouse.
+pub(crate) struct Side<'a> {
+    /// The first line shown (clamped here to the end).
+    pub scroll: u16,
+    /// Whether the pane has the scrolling keys.
+    pub focused: bool,
+    /// The Preview view, whose one pane scrolls with the plain keys.
+    pub alone: bool,
+    /// Set to the pane's area when drawn.
+    pub area: &'a Cell<Rect>,
+    /// Set to how far it can scroll.
+    pub max: &'a Cell<u16>,
+}
+
 pub(crate) fn side_pane(
     frame: &mut Frame,
-    app: &App,
+    side: Side,
     lines: Vec<Line<'static>>,
     (block, wrap): (Block, bool),
     area: Rect,
@@ -111,12 +126,12 @@ pub(crate) fn side_pane(
         lines.len()
     };
     let max = total.saturating_sub(inner_h).min(u16::MAX as usize) as u16;
-    let scroll = app.side_scroll.min(max);
-    app.drawn.side.set(area);
-    app.drawn.side_max.set(max);
+    let scroll = side.scroll.min(max);
+    side.area.set(area);
+    side.max.set(max);
     // Focus shows in the border (thick, and coloured when colours are on), so the
     // pane keeps its title; the footer says which keys scroll it.
-    let focused = app.side_focus && app.view != View::Preview;
+    let focused = side.focused && !side.alone;
     let block = if focused {
         block
             .border_type(ratatui::widgets::BorderType::Thick)
@@ -128,7 +143,7 @@ pub(crate) fn side_pane(
         block.title_bottom(Line::from(if scroll < max {
             if focused {
                 " more below ↓ "
-            } else if app.view == View::Preview {
+            } else if side.alone {
                 " more below ↓ (↓, PgDn, G, wheel) "
             } else {
                 " more below ↓ (w, Shift-↓, wheel) "
