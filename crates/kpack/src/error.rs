@@ -100,7 +100,46 @@ pub enum Error {
         /// What is wrong.
         error: ManifestError,
     },
-    /// A request that cannot be carried out as asked (bad argument, existing output…).
+    /// The input changed while the operation read it: a file swapped, shortened or
+    /// gone, a binary no longer what the scan saw. Nothing was written; running the
+    /// operation again on the settled input is the remedy.
+    #[error("{}: {what}", path.display())]
+    Changed {
+        /// The file (or the archive) that changed.
+        path: PathBuf,
+        /// What was seen.
+        what: String,
+    },
+    /// What the operation just wrote does not read back as it was written (an
+    /// archive, a wheel, a repaired image, a packed tree): nothing was placed. A
+    /// fault of this tool or of the disk, never of the input.
+    #[error("{}: {what}", path.display())]
+    NotAsWritten {
+        /// What was written (in its stage).
+        path: PathBuf,
+        /// What its read-back found.
+        what: String,
+    },
+    /// The output is taken: a previous output, files of the same names, or what
+    /// another run placed first. Nothing was written (`--force` replaces what this
+    /// tool wrote, never a directory it did not).
+    #[error("{} {what}", path.display())]
+    OutputTaken {
+        /// The output directory.
+        path: PathBuf,
+        /// What it holds, and what to do.
+        what: String,
+    },
+    /// An option or argument that cannot be used as given (an unknown family or
+    /// target, a name that cannot become a file name, nothing chosen).
+    #[error("{0}")]
+    Usage(String),
+    /// The process could not do what any operation needs (start its threads, use a
+    /// lock a panicking thread left): not about the input.
+    #[error("{0}")]
+    Internal(String),
+    /// A request that cannot be carried out as asked (an existing output, an input
+    /// that holds nothing to do…).
     #[error("{0}")]
     Invalid(String),
     /// The operation ran, and found what the caller asked to be fatal (warnings under
@@ -308,5 +347,39 @@ mod tests {
             .shifted(0x1000)
             .context("bundle 2: ");
         assert_eq!(e.to_string(), "bundle 2: bad magic (at byte 0x1004)");
+    }
+
+    #[test]
+    fn operation_refusals_keep_their_path_apart() {
+        let changed = Error::Changed {
+            path: "lib/libx.so".into(),
+            what: "no longer a fat binary".into(),
+        };
+        assert_eq!(changed.to_string(), "lib/libx.so: no longer a fat binary");
+        let taken = Error::OutputTaken {
+            path: "out".into(),
+            what: "already holds a.whl (--force replaces it)".into(),
+        };
+        assert_eq!(
+            taken.to_string(),
+            "out already holds a.whl (--force replaces it)"
+        );
+        assert!(
+            matches!(&taken, Error::OutputTaken { path, .. } if path == std::path::Path::new("out")),
+            "a caller can tell what is taken without parsing the message"
+        );
+        let written = Error::NotAsWritten {
+            path: "stage/x.kpack".into(),
+            what: "the archive just written does not read back: bad TOC".into(),
+        };
+        assert!(
+            written
+                .to_string()
+                .starts_with("stage/x.kpack: the archive")
+        );
+        assert_eq!(
+            Error::Usage("choose at least one --family".into()).to_string(),
+            "choose at least one --family"
+        );
     }
 }

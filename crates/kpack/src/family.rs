@@ -81,7 +81,7 @@ impl Family {
                 .filter(|a| !a.is_empty())
                 .collect();
             if name.is_empty() || processors.is_empty() {
-                return Err(Error::Invalid(format!(
+                return Err(Error::Usage(format!(
                     "custom family {spec:?}: write NAME=arch,arch"
                 )));
             }
@@ -92,7 +92,7 @@ impl Family {
                 .filter(|p| !known_processor(p))
                 .collect();
             if !unknown.is_empty() {
-                return Err(Error::Invalid(format!(
+                return Err(Error::Usage(format!(
                     "custom family {name:?}: unknown arch name(s) {}; known: {}",
                     unknown.join(", "),
                     known_processors().join(" ")
@@ -112,7 +112,7 @@ impl Family {
             })
             .ok_or_else(|| {
                 let names: Vec<&str> = PRESETS.iter().map(|(n, _)| *n).collect();
-                Error::Invalid(format!(
+                Error::Usage(format!(
                     "unknown family {spec:?}; presets: {}; or NAME=arch,arch",
                     names.join(", ")
                 ))
@@ -141,7 +141,7 @@ pub fn known_processor(p: &str) -> bool {
 
 fn check_name(name: &str) -> Result<()> {
     if name.contains(['/', '\\', '\0', ':']) || name == "." || name == ".." {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Usage(format!(
             "family name {name:?} cannot be used in a file name"
         )));
     }
@@ -157,7 +157,7 @@ impl Families {
     /// Parse every `--family` value.
     pub fn parse(specs: &[String]) -> Result<Families> {
         if specs.is_empty() {
-            return Err(Error::Invalid("choose at least one --family".into()));
+            return Err(Error::Usage("choose at least one --family".into()));
         }
         // `--family gfx90X,gfx94X` lists presets; `NAME=a,b` is one custom family.
         let fams: Vec<Family> = specs
@@ -177,10 +177,10 @@ impl Families {
         for (i, a) in fams.iter().enumerate() {
             for b in &fams[i + 1..] {
                 if a.name == b.name {
-                    return Err(Error::Invalid(format!("family {} is given twice", a.name)));
+                    return Err(Error::Usage(format!("family {} is given twice", a.name)));
                 }
                 if let Some(p) = a.processors.iter().find(|p| b.processors.contains(p)) {
-                    return Err(Error::Invalid(format!(
+                    return Err(Error::Usage(format!(
                         "{p} is in both {} and {}",
                         a.name, b.name
                     )));

@@ -11,7 +11,7 @@ pub fn on_threads<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> Resu
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()
-        .map_err(|e| Error::Invalid(format!("cannot start {threads} threads: {e}")))?;
+        .map_err(|e| Error::Internal(format!("cannot start {threads} threads: {e}")))?;
     Ok(pool.install(f))
 }
 

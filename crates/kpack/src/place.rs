@@ -94,11 +94,13 @@ pub fn place_set_with(
     let lock = lock_dir(&parent);
     for n in change.guarded {
         if !change.replace && std::fs::symlink_metadata(out.join(n)).is_ok() {
-            return Err(Error::Invalid(format!(
-                "{} already holds {n} (another run placed it first?); pass --force to \
-                 replace it",
-                out.display()
-            )));
+            return Err(Error::OutputTaken {
+                path: out.to_path_buf(),
+                what: format!(
+                    "already holds {n} (another run placed it first?); pass --force to \
+                     replace it"
+                ),
+            });
         }
     }
     if !go(Step::Locked) {

@@ -450,10 +450,10 @@ fn copy_tree(src: &Path, dst: &Path, entries: &BTreeMap<String, Entry>) -> Resul
                 }
                 let n = std::fs::copy(&s, &d).map_err(|e| Error::io(&s, e))?;
                 if n != *size {
-                    return Err(Error::Invalid(format!(
-                        "{}: copied {n} of {size} bytes (changed while combining?)",
-                        s.display()
-                    )));
+                    return Err(Error::Changed {
+                        path: s.clone(),
+                        what: format!("copied {n} of {size} bytes (changed while combining?)"),
+                    });
                 }
                 if let Ok(m) = std::fs::metadata(&s)
                     && let Ok(t) = m.modified()

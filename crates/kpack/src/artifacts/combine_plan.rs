@@ -21,7 +21,7 @@ pub(super) struct Shard {
 /// manifests read, under a name no other shard has.
 pub(super) fn load_shards(shards: &[PathBuf], out: &Path) -> Result<Vec<Shard>> {
     if shards.is_empty() {
-        return Err(Error::Invalid("no shard given".into()));
+        return Err(Error::Usage("no shard given".into()));
     }
     let mut loaded: Vec<Shard> = Vec::new();
     for p in shards {
@@ -88,7 +88,7 @@ impl<'s> Holders<'s> {
                     .iter()
                     .position(|s| s.label == *want || s.path == Path::new(want))
                     .ok_or_else(|| {
-                        Error::Invalid(format!("--prefer {want}: not one of the shards given"))
+                        Error::Usage(format!("--prefer {want}: not one of the shards given"))
                     })?,
             ),
         };

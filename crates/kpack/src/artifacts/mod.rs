@@ -24,11 +24,13 @@ pub(crate) fn check_free(out: &Path, names: &[String], force: bool) -> Result<()
         .filter(|n| std::fs::symlink_metadata(out.join(n)).is_ok())
         .collect();
     if !existing.is_empty() && !force {
-        return Err(Error::Invalid(format!(
-            "{} already holds {} (pass --force to replace them)",
-            out.display(),
-            existing.join(", ")
-        )));
+        return Err(Error::OutputTaken {
+            path: out.to_path_buf(),
+            what: format!(
+                "already holds {} (pass --force to replace them)",
+                existing.join(", ")
+            ),
+        });
     }
     Ok(())
 }

@@ -133,7 +133,7 @@ pub(crate) fn check_name(what: &str, name: &str) -> Result<()> {
         || name.contains(['/', '\\', '\0'])
         || name.len() > 200
     {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Usage(format!(
             "{what} {name:?} cannot be used in a file name (empty, leading '.', '/', '\\', \
              NUL or longer than 200 bytes)"
         )));
@@ -378,10 +378,13 @@ fn target_artifact(
         let written = Archive::open(&st.join(&name).join(rel))?;
         let faults = written.verify();
         if !faults.is_empty() {
-            return Err(Error::Invalid(format!(
-                "{name}/{rel}: the archive just written does not read back: {}",
-                faults.join("; ")
-            )));
+            return Err(Error::NotAsWritten {
+                path: format!("{name}/{rel}").into(),
+                what: format!(
+                    "the archive just written does not read back: {}",
+                    faults.join("; ")
+                ),
+            });
         }
         gfx_arches = Some(written.index.meta.gfx_arches.clone());
         ledger_dir = rel
@@ -576,10 +579,10 @@ impl Ctx<'_> {
             })?;
         self.phase(worker, j, Phase::Compress);
         let Some(fat) = crate::fatbin::read(data).map_err(|e| Error::format(src, e))? else {
-            return Err(Error::Invalid(format!(
-                "{}: no longer a fat binary (changed while splitting?)",
-                src.display()
-            )));
+            return Err(Error::Changed {
+                path: src.to_path_buf(),
+                what: "no longer a fat binary (changed while splitting?)".into(),
+            });
         };
         let span_offset = fat.section.as_ptr() as usize - data.as_ptr() as usize;
         let sec = fat.section;
@@ -630,11 +633,13 @@ impl Ctx<'_> {
             );
         }
         if found != kernels.len() {
-            return Err(Error::Invalid(format!(
-                "{}: {} code object(s) planned, {found} found (the file changed while splitting?)",
-                src.display(),
-                kernels.len()
-            )));
+            return Err(Error::Changed {
+                path: src.to_path_buf(),
+                what: format!(
+                    "{} code object(s) planned, {found} found (the file changed while splitting?)",
+                    kernels.len()
+                ),
+            });
         }
         if let Ok(mut l) = self.ledger.lock() {
             l.push(LedgerBinary {
@@ -658,10 +663,12 @@ fn copy(src: &Path, dst: &Path, identity: Option<(u64, u64)>) -> Result<u64> {
 }
 
 fn changed(src: &Path, e: std::io::Error) -> Error {
-    Error::Invalid(format!(
-        "{}: no longer the regular file the scan saw ({e}); not read (changed while splitting?)",
-        src.display()
-    ))
+    Error::Changed {
+        path: src.to_path_buf(),
+        what: format!(
+            "no longer the regular file the scan saw ({e}); not read (changed while splitting?)"
+        ),
+    }
 }
 
 #[cfg(test)]

@@ -42,7 +42,7 @@ pub(super) fn wanted_targets(opts: &SplitOptions) -> Result<Option<BTreeSet<Stri
     let mut set = BTreeSet::new();
     for t in ts {
         if !t.starts_with("gfx") {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Usage(format!(
                 "--gpu-targets: {t:?} is not a target (gfx…)"
             )));
         }

@@ -534,15 +534,18 @@ fn write_repaired(path: &std::path::Path, data: &[u8], repair: &Repair) -> crate
         .map_err(|e| Error::io(path, e))?;
     let written = crate::fsutil::map_file(tmp.path())
         .map_err(|e| Error::io(path, e))?
-        .ok_or_else(|| Error::Invalid(format!("{}: repaired image is empty", path.display())))?;
+        .ok_or_else(|| Error::NotAsWritten {
+            path: path.to_path_buf(),
+            what: "repaired image is empty".into(),
+        })?;
     if !matches!(
         check(&written),
         Ok(PhdrState::Compliant | PhdrState::NotApplicable)
     ) {
-        return Err(Error::Invalid(format!(
-            "{}: the repaired image is not compliant; left as it was",
-            path.display()
-        )));
+        return Err(Error::NotAsWritten {
+            path: path.to_path_buf(),
+            what: "the repaired image is not compliant; left as it was".into(),
+        });
     }
     drop(written);
     // Owner first (a chown clears set-id bits and file capabilities), then the mode

@@ -86,7 +86,7 @@ fn user_archives(paths: &[PathBuf]) -> Result<Vec<(String, Archive)>> {
                 }
             }
             if files.is_empty() {
-                return Err(Error::Invalid(format!(
+                return Err(Error::Usage(format!(
                     "--archives {}: no .kpack file in it",
                     p.display()
                 )));

@@ -197,13 +197,13 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
 /// known targets, an output apart from the tree, and a tree that is a directory.
 fn check_options(tree: &Path, out: &Path, opts: &PackOptions) -> Result<()> {
     if opts.group.is_empty() || opts.group.contains(['/', '\\', '\0']) {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Usage(format!(
             "group name {:?} cannot be used in a file name",
             opts.group
         )));
     }
     if opts.families.0.is_empty() && opts.targets.is_empty() && !opts.all {
-        return Err(Error::Invalid(
+        return Err(Error::Usage(
             "choose what to pack: --family, --target or --all".into(),
         ));
     }

@@ -20,7 +20,7 @@ pub fn check_targets(targets: &[String]) -> Result<()> {
     if unknown.is_empty() {
         return Ok(());
     }
-    Err(Error::Invalid(format!(
+    Err(Error::Usage(format!(
         "unknown target(s) {}; known: {}",
         unknown.join(", "),
         known_processors().join(" ")
@@ -123,7 +123,7 @@ pub fn check_unit_name(unit: &str) -> Result<()> {
             matches!(c, '/' | '\\' | '\0' | '*' | '?' | '"' | '<' | '>' | '|') || c.is_control()
         })
     {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Usage(format!(
             "{unit:?} cannot be used in an archive's file name"
         )));
     }

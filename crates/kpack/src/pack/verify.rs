@@ -275,7 +275,7 @@ pub fn verify_device(
     let device = device.strip_prefix("amdgcn-amd-amdhsa--").unwrap_or(device);
     let processor = crate::bundle::target::base_processor(device);
     if !crate::family::known_processor(processor) {
-        return Err(crate::Error::Invalid(format!(
+        return Err(crate::Error::Usage(format!(
             "unknown device {device:?}; known processors: {}",
             crate::family::known_processors().join(" ")
         )));

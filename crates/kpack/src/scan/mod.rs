@@ -138,7 +138,7 @@ pub fn scan(
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(opts.threads)
             .build()
-            .map_err(|e| Error::Invalid(format!("cannot start {} threads: {e}", opts.threads)))?;
+            .map_err(|e| Error::Internal(format!("cannot start {} threads: {e}", opts.threads)))?;
         pool.install(|| entries.par_iter().enumerate().map(work).collect())
     } else {
         entries.par_iter().enumerate().map(work).collect()

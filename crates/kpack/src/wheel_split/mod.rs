@@ -624,7 +624,7 @@ impl Ctx<'_> {
         let mut ws = self
             .writers
             .lock()
-            .map_err(|_| Error::Invalid("archive writers poisoned".into()))?;
+            .map_err(|_| Error::Internal("archive writers poisoned".into()))?;
         crate::kpack::archive::safe_arch(arch)
             .map_err(|e| Error::Invalid(format!("{}: {e}", self.wheel.path().display())))?;
         if let Ok(mut t) = self.code_targets.lock() {

@@ -76,14 +76,14 @@ impl Selection {
     pub fn of(input: &Path, wheel: &Wheel, opts: &WheelSplitOptions) -> Result<Self> {
         let prefix = opts.device_package_prefix.as_str();
         if !valid_dist_name(prefix) {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Usage(format!(
                 "--device-package-prefix {prefix:?} is not a distribution name (lowercase \
                  letters, digits, '.', '_', '-')"
             )));
         }
         let overlay = opts.overlay_root.trim_matches('/').to_string();
         if overlay.is_empty() || zip::read::check_name(&overlay).is_err() {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Usage(format!(
                 "--overlay-root {:?} is not a directory path inside a wheel",
                 opts.overlay_root
             )));
@@ -121,7 +121,7 @@ fn bundle_keys(fs: &[String]) -> Result<BTreeSet<String>> {
     let mut set = BTreeSet::new();
     for f in fs {
         let b = bootstrap::bundle(f).ok_or_else(|| {
-            Error::Invalid(format!(
+            Error::Usage(format!(
                 "--family {f:?} is not a rocm-bootstrap bundle key (gfx9, gfx9_4, gfx11, \
                  gfx110x, gfx942…)"
             ))
@@ -211,13 +211,15 @@ pub(super) fn require_split(
 pub(super) fn check_written(stage: &Path, names: &[String], threads: usize) -> Result<()> {
     use rayon::prelude::*;
     let one = |n: &String| -> Result<()> {
-        let w = Wheel::open(&stage.join(n)).map_err(|e| {
-            Error::Invalid(format!("the wheel just written does not read back: {e}"))
+        let w = Wheel::open(&stage.join(n)).map_err(|e| Error::NotAsWritten {
+            path: n.into(),
+            what: format!("the wheel just written does not read back: {e}"),
         })?;
         match super::check_record(&w).into_iter().next() {
-            Some(f) => Err(Error::Invalid(format!(
-                "{n}: the wheel just written is inconsistent: {f}"
-            ))),
+            Some(f) => Err(Error::NotAsWritten {
+                path: n.into(),
+                what: format!("the wheel just written is inconsistent: {f}"),
+            }),
             None => Ok(()),
         }
     };
@@ -302,15 +304,17 @@ pub(super) fn finish_archives(
     let mut archives = BTreeMap::new();
     for (t, w) in writers {
         let w = std::sync::Arc::try_unwrap(w)
-            .map_err(|_| Error::Invalid("archive writer still in use".into()))?;
+            .map_err(|_| Error::Internal("archive writer still in use".into()))?;
         let s = w.finish()?;
         let faults = Archive::open(&s.path)?.verify();
         if !faults.is_empty() {
-            return Err(Error::Invalid(format!(
-                "{}: the archive just written does not read back: {}",
-                s.path.display(),
-                faults.join("; ")
-            )));
+            return Err(Error::NotAsWritten {
+                path: s.path.clone(),
+                what: format!(
+                    "the archive just written does not read back: {}",
+                    faults.join("; ")
+                ),
+            });
         }
         archives.insert(t, (s.path.clone(), s));
     }

@@ -73,10 +73,10 @@ impl Worker<'_> {
             self.archive_from_inputs(f, pb, &mut entry)?;
         } else {
             let Some(fat) = crate::fatbin::read(data).map_err(|e| Error::format(src, e))? else {
-                return Err(Error::Invalid(format!(
-                    "{}: no longer a fat binary",
-                    f.path
-                )));
+                return Err(Error::Changed {
+                    path: f.path.clone().into(),
+                    what: "no longer a fat binary".into(),
+                });
             };
             let stored = self.archive_from_bundles(f, pb, src, &map, &fat, &mut entry)?;
             if host + stored > f.size {
@@ -84,12 +84,14 @@ impl Worker<'_> {
             }
         }
         if entry.kernels.len() != pb.kernels.len() {
-            return Err(Error::Invalid(format!(
-                "{}: {} code object(s) planned, {} found while packing (the file changed?)",
-                f.path,
-                pb.kernels.len(),
-                entry.kernels.len()
-            )));
+            return Err(Error::Changed {
+                path: f.path.clone().into(),
+                what: format!(
+                    "{} code object(s) planned, {} found while packing (the file changed?)",
+                    pb.kernels.len(),
+                    entry.kernels.len()
+                ),
+            });
         }
         if let Ok(mut l) = self.ledger.lock() {
             l.push(entry);
@@ -112,12 +114,14 @@ impl Worker<'_> {
             let KernelFrom::Archive(p) = from else {
                 continue;
             };
-            let a = self.plan.inputs.get(p).ok_or_else(|| {
-                Error::Invalid(format!("{}: input archive {p} went away", f.path))
+            let a = self.plan.inputs.get(p).ok_or_else(|| Error::Changed {
+                path: f.path.clone().into(),
+                what: format!("input archive {p} went away"),
             })?;
             let key = format!("{}#{co}", pb.kernel_name);
-            let e = a.entry(&key, arch).ok_or_else(|| {
-                Error::Invalid(format!("{p}: {key} @ {arch} went away while packing"))
+            let e = a.entry(&key, arch).ok_or_else(|| Error::Changed {
+                path: p.into(),
+                what: format!("{key} @ {arch} went away while packing"),
             })?;
             let bytes = a.kernel(e)?;
             let triple = e.metadata.get("target").map(String::as_str);

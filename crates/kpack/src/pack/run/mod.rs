@@ -29,10 +29,12 @@ mod binary;
 
 /// An input that is no longer the regular file the scan saw.
 fn changed(src: &Path, e: std::io::Error) -> Error {
-    Error::Invalid(format!(
-        "{}: no longer the regular file the scan saw ({e}); not read (changed while packing?)",
-        src.display()
-    ))
+    Error::Changed {
+        path: src.to_path_buf(),
+        what: format!(
+            "no longer the regular file the scan saw ({e}); not read (changed while packing?)"
+        ),
+    }
 }
 
 fn set_dir_mtime(path: &Path, meta: &std::fs::Metadata) {
@@ -154,19 +156,23 @@ pub fn check_plan(plan: &PackPlan, out: &Path, opts: &PackOptions) -> Result<()>
             match (ledger_in(out), opts.force) {
                 (Some(_), true) => {}
                 (Some(l), false) => {
-                    return Err(Error::Invalid(format!(
-                        "{} holds a previous pack (ledger {}); pass --force to replace it",
-                        out.display(),
-                        l.display()
-                    )));
+                    return Err(Error::OutputTaken {
+                        path: out.to_path_buf(),
+                        what: format!(
+                            "holds a previous pack (ledger {}); pass --force to replace it",
+                            l.display()
+                        ),
+                    });
                 }
                 (None, _) => {
-                    return Err(Error::Invalid(format!(
-                        "{} exists, is not empty and is not a previous pack's output (no {}); \
-                         it is left alone even with --force: remove it or choose another output",
-                        out.display(),
-                        LEDGER_PATH
-                    )));
+                    return Err(Error::OutputTaken {
+                        path: out.to_path_buf(),
+                        what: format!(
+                            "exists, is not empty and is not a previous pack's output (no \
+                             {LEDGER_PATH}); it is left alone even with --force: remove it or \
+                             choose another output"
+                        ),
+                    });
                 }
             }
         }
@@ -340,10 +346,13 @@ pub fn execute_pack(
         verified_kernels = v.proved;
         if !verify_faults.is_empty() {
             let _ = std::fs::remove_dir_all(&stage);
-            return Err(Error::Invalid(format!(
-                "the packed tree fails verification, nothing was written:\n  {}",
-                verify_faults.join("\n  ")
-            )));
+            return Err(Error::NotAsWritten {
+                path: out.to_path_buf(),
+                what: format!(
+                    "the packed tree fails verification, nothing was written:\n  {}",
+                    verify_faults.join("\n  ")
+                ),
+            });
         }
     }
     if cancel.is_cancelled() {
@@ -379,11 +388,12 @@ pub fn execute_pack(
     if let Err(e) = placed {
         let _ = std::fs::remove_dir_all(&stage);
         if matches!(e.raw_os_error(), Some(libc::ENOTEMPTY) | Some(libc::EEXIST)) {
-            return Err(Error::Invalid(format!(
-                "{} appeared while packing (another pack finished first) and is kept; \
-                 pass --force to replace it",
-                out.display()
-            )));
+            return Err(Error::OutputTaken {
+                path: out.to_path_buf(),
+                what: "appeared while packing (another pack finished first) and is kept; pass \
+                       --force to replace it"
+                    .into(),
+            });
         }
         return Err(Error::io(out, e));
     }
@@ -421,7 +431,7 @@ fn run_stage(
     let report = plan
         .report
         .as_ref()
-        .ok_or_else(|| Error::Invalid("plan has no scan".into()))?;
+        .ok_or_else(|| Error::Internal("plan has no scan".into()))?;
     // Directories first (empty ones kept), in the layout's place.
     let dirs: Vec<PathBuf> = walk_dirs(tree)?;
     let roots: Vec<PathBuf> = match opts.layout {
