@@ -298,7 +298,7 @@ impl Worker<'_> {
 /// Carry out a plan. On any error or cancellation the temporary output is removed
 /// and the output is left as it was.
 pub fn execute_pack(
-    plan: PackPlan,
+    mut plan: PackPlan,
     tree: &Path,
     out: &Path,
     opts: &PackOptions,
@@ -337,6 +337,9 @@ pub fn execute_pack(
             return Err(e);
         }
     };
+    // The input's scan was for the workers and the ledger, both done: the verify
+    // scans the output, and two reports of a large tree need not be held at once.
+    plan.report = None;
     let mut verify_faults = Vec::new();
     let mut verified_kernels = 0;
     if opts.verify {
