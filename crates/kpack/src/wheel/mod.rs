@@ -198,10 +198,7 @@ pub fn contents<'a>(
         if stop() {
             return Error::Cancelled;
         }
-        Error::format(
-            path,
-            crate::FormatError::new(m.data_offset, format!("member {}: {e}", m.name)),
-        )
+        Error::format(path, m.io_error(&e))
     };
     if m.method == zip::Method::Stored {
         let s = m.stored(zip);

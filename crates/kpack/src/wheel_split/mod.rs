@@ -498,12 +498,7 @@ impl Ctx<'_> {
     fn process(&self, worker: usize, m: &Member) -> Result<Out> {
         let w = self.wheel;
         let path = w.path();
-        let ferr = |e: std::io::Error| {
-            Error::format(
-                path,
-                crate::FormatError::new(m.data_offset, format!("member {}: {e}", m.name)),
-            )
-        };
+        let ferr = |e: std::io::Error| Error::format(path, m.io_error(&e));
         let record = format!("{}/RECORD", w.info.dist_info);
         if m.is_dir() || m.name == record {
             return Ok(Out::Drop);

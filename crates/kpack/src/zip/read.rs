@@ -98,10 +98,23 @@ impl Member {
         }
         let mut out = vec![0u8; want];
         let mut d = DeflateDecoder::new(self.stored(zip));
-        d.read_exact(&mut out).map_err(|e| {
-            FormatError::new(self.data_offset, format!("member {}: {e}", self.name))
-        })?;
+        d.read_exact(&mut out).map_err(|e| self.io_error(&e))?;
         Ok(out)
+    }
+
+    /// A read error of this member, naming it once: the checked reader's own
+    /// errors already start with the member's name.
+    pub fn io_error(&self, e: &std::io::Error) -> FormatError {
+        let msg = e.to_string();
+        let named = msg
+            .strip_prefix("member ")
+            .is_some_and(|r| r.starts_with(self.name.as_str()));
+        let what = if named {
+            msg
+        } else {
+            format!("member {}: {msg}", self.name)
+        };
+        FormatError::new(self.data_offset, what)
     }
 
     /// All uncompressed bytes, checked (for members known to be small).
@@ -548,6 +561,14 @@ mod tests {
         let idx = read_index(&z).unwrap();
         let e = idx.members[0].read_all(&z).unwrap_err().to_string();
         assert!(e.contains("more than its declared"), "{e}");
+        // The member is named once, whether or not the reader's error named it.
+        let m = &idx.members[0];
+        let mut sink = Vec::new();
+        let io = m.reader(&z).read_to_end(&mut sink).unwrap_err();
+        assert_eq!(m.io_error(&io).to_string().matches("member z").count(), 1);
+        let other = std::io::Error::other("corrupt deflate stream");
+        let e = m.io_error(&other).to_string();
+        assert!(e.contains("member z: corrupt deflate stream"), "{e}");
     }
 
     #[test]
