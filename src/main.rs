@@ -31,7 +31,7 @@ fn main() {
                 EXIT_OK
             } else if e.chain().any(|c| {
                 matches!(
-                    c.downcast_ref::<kpack::Error>(),
+                    c.downcast_ref::<kpack::Error>().map(kpack::Error::cause),
                     Some(kpack::Error::Cancelled)
                 )
             }) {
@@ -40,7 +40,7 @@ fn main() {
                 130
             } else if e.chain().any(|c| {
                 matches!(
-                    c.downcast_ref::<kpack::Error>(),
+                    c.downcast_ref::<kpack::Error>().map(kpack::Error::cause),
                     Some(kpack::Error::Findings(_))
                 )
             }) {

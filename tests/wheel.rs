@@ -452,7 +452,7 @@ fn bad_wheels_and_bad_requests_are_refused_with_nothing_written() {
     refused(&inside, &out, &[], "holds the input wheel");
     std::fs::remove_file(&inside).unwrap();
     std::fs::write(out.join(dev("gfx900")), b"old").unwrap();
-    refused(&whl, &out, &[], "already exists");
+    refused(&whl, &out, &[], "already holds");
     std::fs::remove_file(out.join(dev("gfx900"))).unwrap();
 }
 

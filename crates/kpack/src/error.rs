@@ -138,10 +138,45 @@ pub enum Error {
     /// lock a panicking thread left): not about the input.
     #[error("{0}")]
     Internal(String),
-    /// A request that cannot be carried out as asked (an existing output, an input
-    /// that holds nothing to do…).
+    /// The operation refuses to do what the input asks, because doing it would be
+    /// unsafe: a name that leads outside the output, a link a repair would split.
+    /// Nothing was written.
+    #[error("{}: {what}", path.display())]
+    Refused {
+        /// The input that asks it.
+        path: PathBuf,
+        /// What it asks, and why not.
+        what: String,
+    },
+    /// The input is damaged in a way the operation will not carry through (files the
+    /// scan could not read, an archive a ledger promises that is not there).
+    #[error("{}: {what}", path.display())]
+    Damaged {
+        /// The input (a tree, a file in it).
+        path: PathBuf,
+        /// What is damaged, and the remedy.
+        what: String,
+    },
+    /// Two inputs claim one output (two shards of one name, two artifacts holding
+    /// one path): nothing was written.
     #[error("{0}")]
-    Invalid(String),
+    Conflict(String),
+    /// The input holds nothing the operation could act on (no ELF file, no code
+    /// object of a selected target): a run that checked or packed nothing does not
+    /// pass.
+    #[error("{0}")]
+    NothingToDo(String),
+    /// A failure while one file of a larger operation was handled: the file's name
+    /// in the operation, and the failure as it was ([`Error::cause`]).
+    // Not a `#[source]`: the message holds it, and a report of the chain would
+    // repeat it.
+    #[error("{path}: {error}")]
+    InFile {
+        /// The file, as the operation names it (relative to its tree).
+        path: String,
+        /// What went wrong.
+        error: Box<Error>,
+    },
     /// The operation ran, and found what the caller asked to be fatal (warnings under
     /// `--strict`, a failed check): exit status 1 at the command line.
     #[error("{0}")]
@@ -157,6 +192,31 @@ impl Error {
         Error::Io {
             path: path.into(),
             error: source,
+        }
+    }
+
+    /// The failure itself, through the files of an operation it happened in
+    /// ([`Error::InFile`]).
+    pub fn cause(&self) -> &Error {
+        match self {
+            Error::InFile { error, .. } => error.cause(),
+            e => e,
+        }
+    }
+
+    /// `error`, met while the file `path` of a larger operation was handled: as it
+    /// is when it names its file already, else [`Error::InFile`].
+    pub fn in_file(path: &str, error: Error) -> Error {
+        match error {
+            Error::Usage(_)
+            | Error::Internal(_)
+            | Error::Conflict(_)
+            | Error::NothingToDo(_)
+            | Error::Findings(_) => Error::InFile {
+                path: path.to_string(),
+                error: Box::new(error),
+            },
+            named => named,
         }
     }
 
@@ -381,5 +441,23 @@ mod tests {
             Error::Usage("choose at least one --family".into()).to_string(),
             "choose at least one --family"
         );
+    }
+    #[test]
+    fn a_file_of_an_operation_is_named_once() {
+        // An error that names its file stays as it is...
+        let named = Error::in_file(
+            "lib/a.so",
+            Error::Changed {
+                path: "lib/a.so".into(),
+                what: "empty".into(),
+            },
+        );
+        assert_eq!(named.to_string(), "lib/a.so: empty");
+        // ...one that does not is given the file, and keeps its kind.
+        let bare = Error::in_file("lib/a.so", Error::Conflict("two names".into()));
+        assert_eq!(bare.to_string(), "lib/a.so: two names");
+        assert!(matches!(bare.cause(), Error::Conflict(_)));
+        let findings = Error::in_file("x", Error::Findings("warnings".into()));
+        assert!(matches!(findings.cause(), Error::Findings(_)));
     }
 }

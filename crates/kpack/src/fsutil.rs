@@ -399,7 +399,7 @@ pub fn check_apart(input: &Path, output: &Path) -> Result<()> {
         Overlap::OutputInInput => "is inside the input",
         Overlap::InputInOutput => "holds the input",
     };
-    Err(crate::Error::Invalid(format!(
+    Err(crate::Error::Usage(format!(
         "the output {} {msg} {}; choose one outside it",
         output.display(),
         input.display()
@@ -466,12 +466,14 @@ pub fn write_below<T>(
         .map(|e| e.to_string())
         .collect();
     if !blocked.is_empty() {
-        return Err(Error::Invalid(format!(
-            "{}: refusing to extract into {}, nothing written:\n  {}",
-            what.display(),
-            root.display(),
-            blocked.into_iter().collect::<Vec<_>>().join("\n  ")
-        )));
+        return Err(Error::Refused {
+            path: what.to_path_buf(),
+            what: format!(
+                "refusing to extract into {}, nothing written:\n  {}",
+                root.display(),
+                blocked.into_iter().collect::<Vec<_>>().join("\n  ")
+            ),
+        });
     }
     std::fs::create_dir_all(root).map_err(|e| Error::io(root, e))?;
     let canon_root = root.canonicalize().map_err(|e| Error::io(root, e))?;
@@ -480,11 +482,13 @@ pub fn write_below<T>(
         std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
         let canon = parent.canonicalize().map_err(|e| Error::io(parent, e))?;
         if !canon.starts_with(&canon_root) {
-            return Err(Error::Invalid(format!(
-                "{} leads outside {} (through a symlink); not writing",
-                parent.display(),
-                root.display()
-            )));
+            return Err(Error::Refused {
+                path: parent.to_path_buf(),
+                what: format!(
+                    "leads outside {} (through a symlink); not writing",
+                    root.display()
+                ),
+            });
         }
         write_atomic(dest, &bytes(item)?, None)?;
     }

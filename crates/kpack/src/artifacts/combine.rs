@@ -58,7 +58,7 @@ const MAX_CONFIG_BYTES: u64 = 4 << 20;
 impl CombineConfig {
     /// Read and check a configuration file.
     pub fn read(path: &Path) -> Result<CombineConfig> {
-        let bad = |what: String| Error::Invalid(format!("{}: {what}", path.display()));
+        let bad = |what: String| Error::Usage(format!("{}: {what}", path.display()));
         let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
         if meta.len() == 0 {
             return Err(bad("configuration file is empty".into()));
@@ -253,10 +253,12 @@ fn walk(root: &Path) -> Result<BTreeMap<String, Entry>> {
         let rel = e
             .path()
             .strip_prefix(root)
-            .map_err(|_| Error::Invalid(format!("{}: outside its root", e.path().display())))?;
+            .map_err(|_| Error::Internal(format!("{}: outside its root", e.path().display())))?;
         // Exact text (bytes that are not UTF-8 escaped), never a lossy spelling.
-        let rel = crate::relpath::encode(rel)
-            .map_err(|why| Error::Invalid(format!("{}: {why}", e.path().display())))?;
+        let rel = crate::relpath::encode(rel).map_err(|why| Error::Unsupported {
+            path: e.path().to_path_buf(),
+            what: why.to_string(),
+        })?;
         let ft = e.file_type();
         let entry = if ft.is_symlink() {
             Entry::Symlink(std::fs::read_link(e.path()).map_err(|err| Error::io(e.path(), err))?)
@@ -265,10 +267,10 @@ fn walk(root: &Path) -> Result<BTreeMap<String, Entry>> {
         } else if ft.is_file() {
             Entry::File(e.metadata().map(|m| m.len()).unwrap_or(0))
         } else {
-            return Err(Error::Invalid(format!(
-                "{}: special file in a shard",
-                e.path().display()
-            )));
+            return Err(Error::Unsupported {
+                path: e.path().to_path_buf(),
+                what: "special file in a shard".into(),
+            });
         };
         out.insert(rel, entry);
     }
@@ -422,7 +424,7 @@ fn copy_tree(src: &Path, dst: &Path, entries: &BTreeMap<String, Entry>) -> Resul
             d.parent().unwrap_or(dst)
         };
         crate::fsutil::real_dirs_below(dst, dir).map_err(|why| {
-            Error::Invalid(format!(
+            Error::Conflict(format!(
                 "{rel}: cannot be placed, {why} (two artifacts of one output disagree on it)"
             ))
         })?;
@@ -430,7 +432,7 @@ fn copy_tree(src: &Path, dst: &Path, entries: &BTreeMap<String, Entry>) -> Resul
             Entry::Dir => std::fs::create_dir_all(&d).map_err(|e| Error::io(&d, e))?,
             Entry::Symlink(t) => {
                 if std::fs::symlink_metadata(&d).is_ok() {
-                    return Err(Error::Invalid(format!(
+                    return Err(Error::Conflict(format!(
                         "{}: two artifacts of one output hold this path",
                         d.display()
                     )));
@@ -440,7 +442,7 @@ fn copy_tree(src: &Path, dst: &Path, entries: &BTreeMap<String, Entry>) -> Resul
             }
             Entry::File(size) => {
                 if std::fs::symlink_metadata(&d).is_ok() {
-                    return Err(Error::Invalid(format!(
+                    return Err(Error::Conflict(format!(
                         "{}: two artifacts of one output hold this path",
                         d.display()
                     )));

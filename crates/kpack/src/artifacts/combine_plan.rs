@@ -27,7 +27,7 @@ pub(super) fn load_shards(shards: &[PathBuf], out: &Path) -> Result<Vec<Shard>> 
     for p in shards {
         let meta = std::fs::metadata(p).map_err(|e| Error::io(p, e))?;
         if !meta.is_dir() {
-            return Err(Error::Invalid(format!("{}: not a directory", p.display())));
+            return Err(Error::Usage(format!("{}: not a directory", p.display())));
         }
         crate::fsutil::check_apart(p, out)?;
         let label = p
@@ -47,13 +47,13 @@ pub(super) fn load_shards(shards: &[PathBuf], out: &Path) -> Result<Vec<Shard>> 
             }
         }
         if artifacts.is_empty() {
-            return Err(Error::Invalid(format!(
+            return Err(Error::NothingToDo(format!(
                 "{}: no artifacts (<component>_generic, <component>_gfx…) in this shard",
                 p.display()
             )));
         }
         if loaded.iter().any(|s| s.label == label) {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Conflict(format!(
                 "two shards named {label}: give shards distinct directory names"
             )));
         }
@@ -141,10 +141,12 @@ impl<'s> Holders<'s> {
                     }
                 }
             } else if !self.components.contains(&c) {
-                return Err(Error::Invalid(format!(
-                    "{name} (in {}): no shard holds {c}_generic, the host side of its code objects",
-                    hs[0].label
-                )));
+                return Err(Error::Damaged {
+                    path: PathBuf::from(&hs[0].label),
+                    what: format!(
+                        "{name}: no shard holds {c}_generic, the host side of its code objects"
+                    ),
+                });
             }
         }
         Ok(())
@@ -205,7 +207,7 @@ pub(super) fn plan_outputs<'a>(
     let mut seen = BTreeSet::new();
     for p in &plans {
         if !seen.insert(p.name.clone()) {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Conflict(format!(
                 "two outputs would be named {} (a group named like a target?)",
                 p.name
             )));

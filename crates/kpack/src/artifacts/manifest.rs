@@ -184,7 +184,7 @@ pub fn batch_artifacts(parent: &Path) -> Result<(Vec<BatchArtifact>, Vec<String>
         }
     }
     if dirs.is_empty() {
-        return Err(Error::Invalid(format!(
+        return Err(Error::NothingToDo(format!(
             "{}: no artifact directories in it",
             parent.display()
         )));

@@ -563,7 +563,10 @@ impl Ctx<'_> {
         let (file, meta) =
             fsutil::open_scanned(src, j.report.identity).map_err(|e| changed(src, e))?;
         if meta.len() == 0 {
-            return Err(Error::Invalid(format!("{}: empty", src.display())));
+            return Err(Error::Changed {
+                path: src.to_path_buf(),
+                what: "empty, where the scan saw a fat binary".into(),
+            });
         }
         let map = fsutil::map_open_file(&file).map_err(|e| Error::io(src, e))?;
         crate::mapped::note(&map, src);
@@ -572,9 +575,10 @@ impl Ctx<'_> {
         // The host part is streamed to the artifact (see `fatbin::write_host_only`).
         let (host, host_sha) = crate::fatbin::write_host_only(&map, &marker, dst, &meta, true)
             .map_err(|e| match e {
-                crate::fatbin::WriteError::Refused(e) => {
-                    Error::Invalid(format!("{}: cannot be rewritten: {e}", src.display()))
-                }
+                crate::fatbin::WriteError::Refused(e) => Error::Unsupported {
+                    path: src.to_path_buf(),
+                    what: format!("cannot be rewritten: {e}"),
+                },
                 crate::fatbin::WriteError::Io(e) => e,
             })?;
         self.phase(worker, j, Phase::Compress);

@@ -57,13 +57,13 @@ pub(super) fn check_input(artifact_dir: &Path, out: &Path, opts: &SplitOptions) 
     check_name("artifact prefix", &opts.artifact_prefix)?;
     let meta = std::fs::metadata(artifact_dir).map_err(|e| {
         if e.kind() == std::io::ErrorKind::NotFound {
-            Error::Invalid(format!("{} does not exist", artifact_dir.display()))
+            Error::Usage(format!("{} does not exist", artifact_dir.display()))
         } else {
             Error::io(artifact_dir, e)
         }
     })?;
     if !meta.is_dir() {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Usage(format!(
             "{} is not a directory",
             artifact_dir.display()
         )));
@@ -101,21 +101,20 @@ pub(super) fn gather(
         let dir = artifact_dir.join(p);
         // The prefix is data: it names a directory inside the artifact, never one a
         // symlink on the way leads to.
-        crate::fsutil::real_dirs_below(artifact_dir, &dir).map_err(|why| {
-            Error::Invalid(format!(
-                "{}: prefix {p} of {} does not stay inside the artifact: {why}",
-                artifact_dir.display(),
+        crate::fsutil::real_dirs_below(artifact_dir, &dir).map_err(|why| Error::Refused {
+            path: artifact_dir.to_path_buf(),
+            what: format!(
+                "prefix {p} of {} does not stay inside the artifact: {why}",
                 super::MANIFEST
-            ))
+            ),
         })?;
         match std::fs::symlink_metadata(&dir) {
             Ok(m) if m.is_dir() => {}
             Ok(_) => {
-                return Err(Error::Invalid(format!(
-                    "{}: prefix {p} of {} is not a directory",
-                    artifact_dir.display(),
-                    super::MANIFEST
-                )));
+                return Err(Error::Unsupported {
+                    path: artifact_dir.to_path_buf(),
+                    what: format!("prefix {p} of {} is not a directory", super::MANIFEST),
+                });
             }
             Err(_) => {
                 g.warnings
@@ -141,11 +140,14 @@ pub(super) fn gather(
             .map(|d| format!("{p}/{}: {}", d.path, d.message))
             .collect();
         if !damaged.is_empty() {
-            return Err(Error::Invalid(format!(
-                "{} damaged file(s) in the artifact; nothing written:\n  {}",
-                damaged.len(),
-                damaged.join("\n  ")
-            )));
+            return Err(Error::Damaged {
+                path: artifact_dir.to_path_buf(),
+                what: format!(
+                    "{} damaged file(s) in the artifact; nothing written:\n  {}",
+                    damaged.len(),
+                    damaged.join("\n  ")
+                ),
+            });
         }
         g.prefix_jobs(p, &report.files, wanted);
     }
@@ -285,14 +287,14 @@ impl Targets {
         let kernel_prefixes = rekey(kernel_prefixes);
         let artifact_prefixes = rekey(artifact_prefixes);
         for t in artifact_prefixes.keys() {
-            safe_arch(t).map_err(|e| Error::Invalid(format!("artifact {ap}_{t}: {e}")))?;
+            safe_arch(t).map_err(|e| Error::Usage(format!("artifact {ap}_{t}: {e}")))?;
             check_name("artifact", &format!("{ap}_{t}"))?;
         }
         if fat_binaries > 0
             && kernel_prefixes.is_empty()
             && let Some(ts) = &opts.gpu_targets
         {
-            return Err(Error::Invalid(format!(
+            return Err(Error::NothingToDo(format!(
                 "found {fat_binaries} fat binaries, but no device code objects matched \
                  --gpu-targets ({}); refusing to emit an untransformed generic artifact",
                 ts.join(", ")

@@ -488,7 +488,7 @@ pub fn normalize_paths(
     }
     // A check that checked nothing is not a pass.
     if report.scanned == 0 {
-        return Err(Error::Invalid(format!(
+        return Err(Error::NothingToDo(format!(
             "no ELF file under {}: nothing was checked",
             paths
                 .iter()
@@ -512,11 +512,13 @@ fn write_repaired(path: &std::path::Path, data: &[u8], repair: &Repair) -> crate
     let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
     // In-place semantics or nothing: a rename would split hard links.
     if meta.nlink() > 1 {
-        return Err(Error::Invalid(format!(
-            "{}: has {} hard links, which a repair would split; left as it was",
-            path.display(),
-            meta.nlink()
-        )));
+        return Err(Error::Refused {
+            path: path.to_path_buf(),
+            what: format!(
+                "has {} hard links, which a repair would split; left as it was",
+                meta.nlink()
+            ),
+        });
     }
     let attrs: Vec<(std::ffi::OsString, Vec<u8>)> = xattr::list(path)
         .map_err(|e| Error::io(path, e))?
@@ -551,11 +553,12 @@ fn write_repaired(path: &std::path::Path, data: &[u8], repair: &Repair) -> crate
     // Owner first (a chown clears set-id bits and file capabilities), then the mode
     // with its set-id bits, then every extended attribute (security.capability…).
     let keep = |what: &str, r: std::io::Result<()>| {
-        r.map_err(|e| {
-            Error::Invalid(format!(
-                "{}: cannot keep its {what} ({e}); left as it was",
-                path.display()
-            ))
+        r.map_err(|e| Error::Io {
+            path: path.to_path_buf(),
+            error: std::io::Error::new(
+                e.kind(),
+                format!("cannot keep its {what} ({e}); left as it was"),
+            ),
         })
     };
     keep(

@@ -75,12 +75,14 @@ pub fn extract_code_objects(
             .diagnostics
             .first()
             .map_or(String::new(), |d| format!("; {d}"));
-        return Err(Error::Invalid(format!(
-            "{}: {} code object(s) not found, nothing written (did the tree change?){why}:\n  {}",
-            source.display(),
-            missing.len(),
-            missing.join("\n  ")
-        )));
+        return Err(Error::Changed {
+            path: source.to_path_buf(),
+            what: format!(
+                "{} code object(s) not found, nothing written (did the tree change?){why}:\n  {}",
+                missing.len(),
+                missing.join("\n  ")
+            ),
+        });
     }
     let mut plan: BTreeMap<PathBuf, (&CodeObjectRef, &[u8])> = BTreeMap::new();
     let mut refused = Vec::new();
@@ -102,11 +104,13 @@ pub fn extract_code_objects(
         }
     }
     if !refused.is_empty() {
-        return Err(Error::Invalid(format!(
-            "{}: refusing to extract, nothing written:\n  {}",
-            source.display(),
-            refused.join("\n  ")
-        )));
+        return Err(Error::Refused {
+            path: source.to_path_buf(),
+            what: format!(
+                "refusing to extract, nothing written:\n  {}",
+                refused.join("\n  ")
+            ),
+        });
     }
     let plan: Vec<(PathBuf, &[u8])> = plan.into_iter().map(|(p, (_, b))| (p, b)).collect();
     crate::fsutil::write_below(dest, source, &plan, |b| Ok((*b).into()))?;

@@ -80,7 +80,10 @@ fn user_archives(paths: &[PathBuf]) -> Result<Vec<(String, Archive)>> {
                 .follow_links(false)
                 .sort_by_file_name()
             {
-                let e = e.map_err(|e| Error::Invalid(format!("{}: {e}", p.display())))?;
+                let e = e.map_err(|e| {
+                    let at = e.path().unwrap_or(p).to_path_buf();
+                    Error::io(at, e.into())
+                })?;
                 if e.file_type().is_file() && e.path().extension().is_some_and(|x| x == "kpack") {
                     files.push(e.path().to_path_buf());
                 }
@@ -309,11 +312,14 @@ fn host_only_binary(
     {
         for k in &lb.kernels {
             if !seen.contains(&(k.bundle, k.target.clone())) {
-                return Err(Error::Invalid(format!(
-                    "{}: the input's ledger promises bundle #{} for {}, and no \
-                     archive holds it (the input tree is damaged: run verify on it)",
-                    f.path, k.bundle, k.target
-                )));
+                return Err(Error::Damaged {
+                    path: f.path.clone().into(),
+                    what: format!(
+                        "the input's ledger promises bundle #{} for {}, and no archive \
+                         holds it (the input tree is damaged: run verify on it)",
+                        k.bundle, k.target
+                    ),
+                });
             }
         }
     }

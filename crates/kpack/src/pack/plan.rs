@@ -138,11 +138,15 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
             .iter()
             .map(|d| format!("{}: {}", d.path, d.message))
             .collect();
-        return Err(Error::Invalid(format!(
-            "the scan found {} damaged file(s); pass --copy-damaged to copy them as they are:\n  {}",
-            damaged.len(),
-            list.join("\n  ")
-        )));
+        return Err(Error::Damaged {
+            path: tree.to_path_buf(),
+            what: format!(
+                "the scan found {} damaged file(s); pass --copy-damaged to copy them as they \
+                 are:\n  {}",
+                damaged.len(),
+                list.join("\n  ")
+            ),
+        });
     }
     // Input archives: consumed ones are packed again, never copied; any other whose
     // name an output archive takes would be lost.
@@ -152,7 +156,7 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
             continue;
         }
         if inputs.in_tree.contains(&out_rel) && !files.consumed.contains(&out_rel) {
-            return Err(Error::Invalid(format!(
+            return Err(Error::Conflict(format!(
                 "the input archive {out_rel} would be replaced by the output archive of the \
                  same name, and no binary in the tree uses its kernels; move it out of the \
                  tree or choose another --group"
@@ -163,7 +167,7 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
     let unit_plans = unit_plans(&units, &kernels, &db_files, opts);
     warn_empty_selection(&unit_plans, &units, opts, &mut warnings);
     if unit_plans.iter().all(|f| f.archive.is_none()) && !files.planned.is_empty() {
-        return Err(Error::Invalid(
+        return Err(Error::NothingToDo(
             "no code object in the tree is for a selected target; nothing to pack".into(),
         ));
     }
@@ -211,7 +215,7 @@ fn check_options(tree: &Path, out: &Path, opts: &PackOptions) -> Result<()> {
     // Through symlinks and `..`, also in the parts of OUT that do not exist yet.
     crate::fsutil::check_apart(tree, out)?;
     if !std::fs::metadata(tree).map(|m| m.is_dir()).unwrap_or(false) {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Usage(format!(
             "{} is not a directory",
             tree.display()
         )));
@@ -232,13 +236,16 @@ fn refuse_unreadable(report: &TreeReport) -> Result<()> {
     if unreadable.is_empty() {
         return Ok(());
     }
-    Err(Error::Invalid(format!(
-        "{} path(s) of the tree cannot be read or named exactly, so nothing of them \
-         can be packed or copied (permissions, a directory nested past what the file \
-         system can name, a name that is not UTF-8?); nothing written:\n  {}",
-        unreadable.len(),
-        unreadable.join("\n  ")
-    )))
+    Err(Error::Damaged {
+        path: PathBuf::from(&report.root),
+        what: format!(
+            "{} path(s) of the tree cannot be read or named exactly, so nothing of them \
+             can be packed or copied (permissions, a directory nested past what the file \
+             system can name, a name that is not UTF-8?); nothing written:\n  {}",
+            unreadable.len(),
+            unreadable.join("\n  ")
+        ),
+    })
 }
 
 /// Kernel-database files per unit; in the split layout, those of targets nothing

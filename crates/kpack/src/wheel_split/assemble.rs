@@ -109,7 +109,10 @@ pub(crate) fn write_host(
                         .map_err(|e| Error::format(wheel.path(), e))?,
                 )
                 .map_err(|_| {
-                    Error::Invalid(format!("{}: METADATA is not UTF-8", wheel.path().display()))
+                    Error::format(
+                        wheel.path(),
+                        crate::FormatError::new(0, "METADATA is not UTF-8".to_string()),
+                    )
                 })?;
                 let lines = metadata::host_requirements(prefix, &info.version, keys);
                 let new = metadata::insert_headers(&text, &lines);

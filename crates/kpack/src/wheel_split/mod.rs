@@ -37,8 +37,8 @@ use rayon::prelude::*;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use split_checks::{
-    Selection, bad, check_wheel, check_written, finish_archives, output_dir, place_wheels,
-    placed_sizes, refuse_present, require_split,
+    Selection, check_wheel, check_written, finish_archives, output_dir, place_wheels, placed_sizes,
+    refuse_present, require_split,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
@@ -310,7 +310,10 @@ fn split_wheel_into(
         .map(|t| {
             Ok((
                 t.clone(),
-                bootstrap::bundle_key(t).map_err(|e| bad(input, e.to_string()))?,
+                bootstrap::bundle_key(t).map_err(|e| Error::Refused {
+                    path: input.to_path_buf(),
+                    what: e.to_string(),
+                })?,
             ))
         })
         .collect::<Result<_>>()?;
@@ -620,8 +623,10 @@ impl Ctx<'_> {
             .writers
             .lock()
             .map_err(|_| Error::Internal("archive writers poisoned".into()))?;
-        crate::kpack::archive::safe_arch(arch)
-            .map_err(|e| Error::Invalid(format!("{}: {e}", self.wheel.path().display())))?;
+        crate::kpack::archive::safe_arch(arch).map_err(|e| Error::Refused {
+            path: self.wheel.path().to_path_buf(),
+            what: e.to_string(),
+        })?;
         if let Ok(mut t) = self.code_targets.lock() {
             t.insert(arch.to_string());
         }
@@ -658,8 +663,12 @@ impl Ctx<'_> {
         fat: &crate::fatbin::Fat<'_>,
     ) -> Result<Out> {
         let path = self.wheel.path();
-        let ctx =
-            |what: String| Error::Invalid(format!("{}: member {}: {what}", path.display(), m.name));
+        let ctx = |what: String| {
+            Error::format(
+                path,
+                crate::FormatError::new(m.data_offset, format!("member {}: {what}", m.name)),
+            )
+        };
         let marker = Marker {
             kpack_search_paths: vec![format!(
                 "{}.kpack/{}_{GFXARCH}.kpack",

@@ -19,9 +19,9 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::path::PathBuf;
 
-/// `input: what`, as every refusal of the wheel says it.
-pub(super) fn bad(input: &Path, what: String) -> Error {
-    Error::Invalid(format!("{}: {what}", input.display()))
+/// `input: what`, a wheel that holds nothing to split.
+fn nothing(input: &Path, what: String) -> Error {
+    Error::NothingToDo(format!("{}: {what}", input.display()))
 }
 
 /// What pip would install must be what was built: a RECORD that does not match is
@@ -51,10 +51,10 @@ pub(super) fn check_wheel(
             .join("; ")
     );
     if !opts.ignore_record {
-        return Err(bad(
-            input,
-            format!("{what}; pass --ignore-record to split it anyway"),
-        ));
+        return Err(Error::Damaged {
+            path: input.to_path_buf(),
+            what: format!("{what}; pass --ignore-record to split it anyway"),
+        });
     }
     sink.event(PackEvent::Warning(format!(
         "{}: {what} (split anyway: --ignore-record)",
@@ -95,10 +95,10 @@ impl Selection {
             .iter()
             .any(|m| m.name.starts_with(&under))
         {
-            return Err(bad(
-                input,
-                format!("overlay root '{overlay}' does not exist in wheel"),
-            ));
+            return Err(Error::Usage(format!(
+                "{}: overlay root '{overlay}' does not exist in wheel",
+                input.display()
+            )));
         }
         if let Some(ts) = &opts.targets {
             crate::pack::units::check_targets(ts)?;
@@ -148,13 +148,13 @@ pub(super) fn output_dir(input: &Path, out: &Path) -> Result<String> {
     let input_name = input
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
-        .ok_or_else(|| bad(input, "no file name".into()))?;
+        .ok_or_else(|| Error::Usage(format!("{}: no file name", input.display())))?;
     if let (Ok(a), Ok(b)) = (
         std::fs::canonicalize(out.join(&input_name)),
         std::fs::canonicalize(input),
     ) && a == b
     {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Usage(format!(
             "{}: the output directory holds the input wheel, and the host wheel keeps its \
              name; choose another -o",
             input.display()
@@ -188,13 +188,13 @@ pub(super) fn require_split(
                 }
             ),
         };
-        return Err(bad(
+        return Err(nothing(
             input,
             format!("no fat binaries under '{overlay}' (nothing to split){hint}"),
         ));
     }
     if archives == 0 && skipped_kernels > 0 {
-        return Err(bad(
+        return Err(nothing(
             input,
             format!(
                 "none of the {skipped_kernels} code objects is of a target kept by \
@@ -258,10 +258,10 @@ pub(super) fn placed_sizes(
 pub(super) fn refuse_present(out: &Path, names: &[String], force: bool) -> Result<()> {
     for n in names {
         if !force && std::fs::symlink_metadata(out.join(n)).is_ok() {
-            return Err(Error::Invalid(format!(
-                "{}: {n} already exists (--force replaces it)",
-                out.display()
-            )));
+            return Err(Error::OutputTaken {
+                path: out.to_path_buf(),
+                what: format!("already holds {n} (--force replaces it)"),
+            });
         }
     }
     Ok(())

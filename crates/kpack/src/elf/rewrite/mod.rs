@@ -339,8 +339,10 @@ pub fn apply_rewrite(input: &Path, output: &Path, marker: &Marker) -> crate::Res
     crate::fsutil::check_apart(input, output)?;
     let map = crate::fsutil::map_file(input).map_err(|e| crate::Error::io(input, e))?;
     let data: &[u8] = map.as_deref().unwrap_or_default();
-    let rewritten = plan_rewrite(data, marker)
-        .map_err(|e| crate::Error::Invalid(format!("{}: {e}", input.display())))?;
+    let rewritten = plan_rewrite(data, marker).map_err(|e| crate::Error::Unsupported {
+        path: input.to_path_buf(),
+        what: e.to_string(),
+    })?;
     let mode = std::fs::metadata(input)
         .map_err(|e| crate::Error::io(input, e))?
         .permissions();

@@ -48,13 +48,15 @@ impl Archive {
             }
         }
         if !refused.is_empty() {
-            return Err(Error::Invalid(format!(
-                "{}: refusing to extract, {} key(s) would write outside {}:\n  {}",
-                self.path.display(),
-                refused.len(),
-                root.display(),
-                refused.join("\n  ")
-            )));
+            return Err(Error::Refused {
+                path: self.path.clone(),
+                what: format!(
+                    "refusing to extract, {} key(s) would write outside {}:\n  {}",
+                    refused.len(),
+                    root.display(),
+                    refused.join("\n  ")
+                ),
+            });
         }
         // Every kernel is checked (decoded, its size and zstd checksum) before
         // anything is written: bad bytes are never extracted.

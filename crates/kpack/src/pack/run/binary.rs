@@ -36,21 +36,20 @@ impl Worker<'_> {
         // output's leave memory as they are done); a host-only one is re-pointed in
         // memory (it is small) and written once its code objects are archived.
         let (repointed, host) = if pb.host_only {
-            let bytes = crate::fatbin::replace_marker(data, &marker).map_err(|e| {
-                Error::Invalid(format!(
-                    "{}: cannot point the host-only binary at the new archives: {e}",
-                    f.path
-                ))
-            })?;
+            let bytes =
+                crate::fatbin::replace_marker(data, &marker).map_err(|e| Error::Unsupported {
+                    path: f.path.clone().into(),
+                    what: format!("cannot point the host-only binary at the new archives: {e}"),
+                })?;
             let n = bytes.len() as u64;
             (Some(bytes), n)
         } else {
             let n = crate::fatbin::write_host_only(&map, &marker, dst, meta, false).map_err(
                 |e| match e {
-                    crate::fatbin::WriteError::Refused(e) => Error::Invalid(format!(
-                        "{}: cannot be rewritten host-only: {e}; nothing was written",
-                        f.path
-                    )),
+                    crate::fatbin::WriteError::Refused(e) => Error::Unsupported {
+                        path: f.path.clone().into(),
+                        what: format!("cannot be rewritten host-only: {e}; nothing was written"),
+                    },
                     crate::fatbin::WriteError::Io(e) => e,
                 },
             )?;
@@ -238,10 +237,13 @@ impl Worker<'_> {
             .get(&(path.to_string(), co, arch.to_string()))
             && *h != sha256
         {
-            return Err(Error::Invalid(format!(
-                "{path}: bundle #{co} for {arch} differs from the input ledger's hash \
-                 (the input tree is damaged: run verify on it)"
-            )));
+            return Err(Error::Damaged {
+                path: path.into(),
+                what: format!(
+                    "bundle #{co} for {arch} differs from the input ledger's hash (the input \
+                     tree is damaged: run verify on it)"
+                ),
+            });
         }
         let key = format!("{path}#{co}");
         let mut meta = BTreeMap::new();
@@ -276,7 +278,10 @@ fn map_input(f: &FileReport, src: &Path, meta: &std::fs::Metadata) -> Result<mem
     let (file, now) =
         fsutil::open_scanned(src, Some((meta.dev(), meta.ino()))).map_err(|e| changed(src, e))?;
     if now.len() == 0 {
-        return Err(Error::Invalid(format!("{}: empty", f.path)));
+        return Err(Error::Changed {
+            path: f.path.clone().into(),
+            what: "empty, where the scan saw a fat binary".into(),
+        });
     }
     let map = fsutil::map_open_file(&file).map_err(|e| Error::io(src, e))?;
     crate::mapped::note(&map, src);

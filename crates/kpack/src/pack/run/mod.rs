@@ -52,7 +52,7 @@ fn tmp_prefix(out: &Path) -> Result<(PathBuf, String)> {
         .to_path_buf();
     let name = out
         .file_name()
-        .ok_or_else(|| Error::Invalid(format!("{} has no file name", out.display())))?
+        .ok_or_else(|| Error::Usage(format!("{} has no file name", out.display())))?
         .to_string_lossy()
         .into_owned();
     Ok((parent, format!(".{name}.kpack-tmp-")))
@@ -118,7 +118,7 @@ pub fn check_plan(plan: &PackPlan, out: &Path, opts: &PackOptions) -> Result<()>
             .iter()
             .map(|(a, n)| format!("{a} ({n})"))
             .collect();
-        return Err(Error::Invalid(format!(
+        return Err(Error::Usage(format!(
             "code for targets nothing selects: {}; select them (--family, --target, --all) or pass --unassigned drop",
             list.join(", ")
         )));
@@ -126,7 +126,7 @@ pub fn check_plan(plan: &PackPlan, out: &Path, opts: &PackOptions) -> Result<()>
     if let Ok(m) = std::fs::symlink_metadata(out)
         && m.file_type().is_symlink()
     {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Usage(format!(
             "{} is a symlink{}; give the directory itself, or another output",
             out.display(),
             if out.exists() {
@@ -142,7 +142,7 @@ pub fn check_plan(plan: &PackPlan, out: &Path, opts: &PackOptions) -> Result<()>
         .find(|a| !a.as_os_str().is_empty() && std::fs::symlink_metadata(a).is_ok())
         && !a.is_dir()
     {
-        return Err(Error::Invalid(format!(
+        return Err(Error::Usage(format!(
             "{} cannot be created: {} is not a directory",
             out.display(),
             a.display()
@@ -493,7 +493,7 @@ fn run_stage(
             let worker = rayon::current_thread_index().unwrap_or(0);
             w.process(worker, f).map_err(|e| match e {
                 Error::Cancelled => Error::Cancelled,
-                other => Error::Invalid(format!("{}: {other}", f.path)),
+                other => Error::in_file(&f.path, other),
             })
         })
     };
@@ -643,7 +643,10 @@ fn walk_dirs(tree: &Path) -> Result<Vec<PathBuf>> {
         .sort_by_file_name()
         .min_depth(1)
     {
-        let e = e.map_err(|e| Error::Invalid(format!("{}: {e}", tree.display())))?;
+        let e = e.map_err(|e| {
+            let at = e.path().unwrap_or(tree).to_path_buf();
+            Error::io(at, e.into())
+        })?;
         if e.file_type().is_dir() {
             out.push(
                 e.path()
