@@ -204,11 +204,9 @@ impl ArchiveAt {
             ArchiveAt::File(p) => kpack::kpack::Archive::open(p),
             ArchiveAt::WheelMember(w, m) => {
                 let wheel = kpack::wheel::Wheel::open(w)?;
-                let member = wheel.member(m).ok_or_else(|| {
-                    kpack::Error::Changed {
-                        path: w.clone(),
-                        what: format!("no member {m} (any more)"),
-                    }
+                let member = wheel.member(m).ok_or_else(|| kpack::Error::Changed {
+                    path: w.clone(),
+                    what: format!("no member {m} (any more)"),
                 })?;
                 let data = wheel.contents(member, &std::env::temp_dir())?;
                 kpack::kpack::Archive::from_bytes(Path::new(m), data.to_vec())

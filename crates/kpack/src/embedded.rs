@@ -270,6 +270,14 @@ pub fn find_releasing(
 /// How much of a section is searched before its pages may be released.
 pub const SEARCH_WINDOW: usize = 8 << 20;
 
+/// How far around a faulting page the kernel maps pages it holds already (Linux's
+/// `fault_around_bytes`, 64 KiB by default): a read of a few bytes can make that much
+/// resident, on either side.
+const FAULT_AROUND: usize = 64 << 10;
+
+/// How much of a section's candidates are read before their pages are released.
+const RELEASE_STEP: usize = 1 << 20;
+
 /// Where the magics start in `hay`, in order, searched window by window (each window
 /// overlaps the next by the longest magic, so a magic across a boundary is found).
 fn hits_in(hay: &[u8], base: usize, release: &dyn Fn(usize, usize)) -> Vec<usize> {
@@ -315,9 +323,20 @@ fn find_at_most(
         let hay = &data[start..end];
         let mut covered = 0usize;
         let mut index = 0usize;
+        let mut clean = 0usize;
         for at in hits_in(hay, start, release) {
             if at < covered {
                 continue;
+            }
+            // What reading the candidates faulted in leaves the resident set too (the
+            // windows were released before they were read): their headers or whole
+            // code objects, with the pages the kernel mapped around them. A section
+            // of random data has thousands of false starts: released a step at a
+            // time behind the one being read, not one call each.
+            let behind = at.saturating_sub(FAULT_AROUND);
+            if behind >= clean + RELEASE_STEP {
+                release(start + clean, behind - clean);
+                clean = behind;
             }
             let Some(mut e) = object_at(&hay[at..], (start + at) as u64) else {
                 continue;
@@ -336,6 +355,9 @@ fn find_at_most(
             index += 1;
             out.push(e);
         }
+        // The rest, and what a false start read far from it (a section header table
+        // its header pointed at).
+        release(start, hay.len());
     }
     (without_overlaps(out), None)
 }
@@ -485,13 +507,35 @@ mod tests {
         let at: Vec<u64> = found.iter().map(|e| e.offset).collect();
         assert_eq!(at, [co_at as u64, b_at as u64]);
         assert_eq!(found, find(&data, &ranges).0);
-        // The windows cover the range once, in order, none larger than the bound.
+        // The search's windows cover the range once, in order, none larger than the
+        // bound; then what reading the candidates touched goes, the range once more.
         let w = windows.into_inner();
-        assert_eq!(w.len(), 3);
-        assert_eq!(w[0].0, start);
-        assert!(w.windows(2).all(|p| p[0].0 + p[0].1 == p[1].0));
-        assert_eq!(w.last().map(|l| l.0 + l.1), Some(data.len()));
-        assert!(w.iter().all(|l| l.1 <= SEARCH_WINDOW));
+        let (search, after) = w.split_at(3);
+        assert_eq!(search[0].0, start);
+        assert!(search.windows(2).all(|p| p[0].0 + p[0].1 == p[1].0));
+        assert_eq!(search.last().map(|l| l.0 + l.1), Some(data.len()));
+        assert!(search.iter().all(|l| l.1 <= SEARCH_WINDOW));
+        assert_eq!(after.last(), Some(&(start, data.len() - start)));
+    }
+
+    #[test]
+    fn false_starts_are_released_a_step_at_a_time() {
+        // 4 MiB of data with a "CCOB" that is no bundle every KiB: thousands of
+        // candidates read, their pages released behind the reader in a few calls.
+        let mut data = vec![0u8; 4 << 20];
+        for at in (0..data.len() - 4).step_by(1024) {
+            data[at..at + 4].copy_from_slice(b"CCOB");
+        }
+        let ranges = vec![(".rodata".to_string(), 0, data.len() as u64)];
+        let calls = std::cell::RefCell::new(Vec::new());
+        let (found, _) = find_releasing(&data, &ranges, &|o, l| calls.borrow_mut().push((o, l)));
+        assert!(found.is_empty());
+        let calls = calls.into_inner();
+        // One search window, a release per step behind the candidates, the section.
+        let steps = &calls[1..calls.len() - 1];
+        assert_eq!(steps.len(), (4 << 20) / RELEASE_STEP - 1, "{calls:?}");
+        assert!(steps.windows(2).all(|p| p[0].0 + p[0].1 == p[1].0));
+        assert_eq!(calls.last(), Some(&(0, data.len())));
     }
 
     #[test]

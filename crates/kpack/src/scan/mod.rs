@@ -44,10 +44,60 @@ pub struct ScanOptions {
     pub deep: bool,
 }
 
+/// A listed path and what its `lstat` said, kept small: a tree of 40,000 files
+/// holds every entry until its scan ends (a `Metadata` and the absolute path would
+/// be ~300 bytes more each). The absolute path is the root joined with `rel`.
 struct Entry {
     rel: String,
-    abs: PathBuf,
-    meta: Metadata,
+    len: u64,
+    dev: u64,
+    ino: u64,
+    nlink: u64,
+    /// Permission bits (`st_mode & 0o7777`).
+    mode: u32,
+    kind: EntryKind,
+}
+
+/// The type of a listed path.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum EntryKind {
+    File,
+    Symlink,
+    Special(&'static str),
+}
+
+impl Entry {
+    fn new(rel: String, meta: &Metadata) -> Entry {
+        let ft = meta.file_type();
+        let kind = if ft.is_file() {
+            EntryKind::File
+        } else if ft.is_symlink() {
+            EntryKind::Symlink
+        } else if ft.is_fifo() {
+            EntryKind::Special("fifo")
+        } else if ft.is_socket() {
+            EntryKind::Special("socket")
+        } else if ft.is_char_device() {
+            EntryKind::Special("char_device")
+        } else if ft.is_block_device() {
+            EntryKind::Special("block_device")
+        } else {
+            EntryKind::Special("unknown")
+        };
+        Entry {
+            rel,
+            len: meta.len(),
+            dev: meta.dev(),
+            ino: meta.ino(),
+            nlink: meta.nlink(),
+            mode: meta.mode() & 0o7777,
+            kind,
+        }
+    }
+
+    fn is_file(&self) -> bool {
+        self.kind == EntryKind::File
+    }
 }
 
 /// A relative path's exact text ([`crate::relpath`]), or its lossy spelling when it
@@ -83,15 +133,20 @@ pub fn scan(
             .map_or_else(|| root.display().to_string(), |n| rel_string(Path::new(n)));
         let meta = std::fs::symlink_metadata(root).map_err(|e| Error::io(root, e))?;
         Listing {
-            entries: vec![Entry {
-                rel: name,
-                abs: root.to_path_buf(),
-                meta,
-            }],
+            entries: vec![Entry::new(name, &meta)],
             ..Listing::default()
         }
     };
     entries.sort_by(|a, b| a.rel.cmp(&b.rel));
+    entries.shrink_to_fit();
+    // A file given alone is its own path; a tree's entries are below the root.
+    let abs = |e: &Entry| -> PathBuf {
+        if root_meta.is_dir() {
+            root.join(crate::relpath::to_path(&e.rel))
+        } else {
+            root.to_path_buf()
+        }
+    };
 
     // Hard links: the first path (in sorted order) of an inode is inspected, later
     // ones refer to it.
@@ -99,8 +154,8 @@ pub fn scan(
     let (files, bytes) = entries
         .iter()
         .zip(&link_of)
-        .filter(|(e, l)| e.meta.file_type().is_file() && l.is_none())
-        .fold((0u64, 0u64), |(n, b), (e, _)| (n + 1, b + e.meta.len()));
+        .filter(|(e, l)| e.is_file() && l.is_none())
+        .fold((0u64, 0u64), |(n, b), (e, _)| (n + 1, b + e.len));
     sink.event(ScanEvent::Discovered { files, bytes });
 
     let handlers: &[Database] = opts.databases.as_deref().unwrap_or(&Database::ALL);
@@ -110,24 +165,19 @@ pub fn scan(
     let work = |(i, e): (usize, &Entry)| -> FileReport {
         let r = match link_of[i] {
             Some(first) => {
-                let mut r = FileReport::new(
-                    e.rel.clone(),
-                    FileKind::Opaque,
-                    e.meta.len(),
-                    e.meta.mode() & 0o7777,
-                );
+                let mut r = FileReport::new(e.rel.clone(), FileKind::Opaque, e.len, e.mode);
                 r.hard_link_of = Some(entries[first].rel.clone());
                 r
             }
-            None => inspect_entry(e, handlers, opts.deep, boundary),
+            None => inspect_entry(e, &abs(e), handlers, opts.deep, boundary),
         };
         let mut r = r;
-        r.identity = Some((e.meta.dev(), e.meta.ino()));
+        r.identity = Some((e.dev, e.ino));
         sink.event(ScanEvent::Inspected(Box::new(r.clone())));
-        if e.meta.file_type().is_file() && link_of[i].is_none() {
+        if e.is_file() && link_of[i].is_none() {
             sink.event(ScanEvent::FileDone {
                 path: PathBuf::from(&e.rel),
-                bytes: e.meta.len(),
+                bytes: e.len,
             });
         }
         r
@@ -216,11 +266,7 @@ fn list_tree(root: &Path, sink: &dyn EventSink<ScanEvent>) -> Listing {
                     path: rel.clone(),
                     bytes: meta.len(),
                 });
-                l.entries.push(Entry {
-                    rel,
-                    abs: item.path().to_path_buf(),
-                    meta,
-                })
+                l.entries.push(Entry::new(rel, &meta))
             }
             Err(e) => l.diagnostics.push(Diagnostic {
                 path: rel,
@@ -239,8 +285,8 @@ fn hard_links(entries: &[Entry]) -> Vec<Option<usize>> {
     let mut first_of_inode: HashMap<(u64, u64), usize> = HashMap::new();
     let mut link_of: Vec<Option<usize>> = vec![None; entries.len()];
     for (i, e) in entries.iter().enumerate() {
-        if e.meta.file_type().is_file() && e.meta.nlink() > 1 {
-            let key = (e.meta.dev(), e.meta.ino());
+        if e.is_file() && e.nlink > 1 {
+            let key = (e.dev, e.ino);
             match first_of_inode.get(&key) {
                 Some(&first) => link_of[i] = Some(first),
                 None => {
@@ -355,15 +401,15 @@ fn build_report(
 
 fn inspect_entry(
     e: &Entry,
+    abs: &Path,
     handlers: &[Database],
     deep: bool,
     boundary: Option<&Path>,
 ) -> FileReport {
-    let ft = e.meta.file_type();
-    let mode = e.meta.mode() & 0o7777;
-    if ft.is_symlink() {
-        let mut r = FileReport::new(e.rel.clone(), FileKind::Symlink, e.meta.len(), mode);
-        match std::fs::read_link(&e.abs) {
+    let mode = e.mode;
+    if e.kind == EntryKind::Symlink {
+        let mut r = FileReport::new(e.rel.clone(), FileKind::Symlink, e.len, mode);
+        match std::fs::read_link(abs) {
             Ok(t) => {
                 let b = t.as_os_str().as_encoded_bytes();
                 r.target = Some(
@@ -375,31 +421,13 @@ fn inspect_entry(
         }
         return r;
     }
-    if !ft.is_file() {
+    if let EntryKind::Special(t) = e.kind {
         let mut r = FileReport::new(e.rel.clone(), FileKind::Other, 0, mode);
-        let t = if ft.is_fifo() {
-            "fifo"
-        } else if ft.is_socket() {
-            "socket"
-        } else if ft.is_char_device() {
-            "char_device"
-        } else if ft.is_block_device() {
-            "block_device"
-        } else {
-            "unknown"
-        };
         r.file_type = Some(t);
         r.problems.push(format!("special file ({t}): not opened"));
         return r;
     }
-    inspect_file_with(
-        &e.abs,
-        &e.rel,
-        e.meta.len(),
-        mode,
-        handlers,
-        (deep, boundary),
-    )
+    inspect_file_with(abs, &e.rel, e.len, mode, handlers, (deep, boundary))
 }
 
 /// Inspect one regular file (`rel` is the name used in the report).
@@ -465,6 +493,9 @@ pub fn inspect_file_with(
         Ok(map) => {
             crate::mapped::note(&map, abs);
             classify_bytes(&mut r, &map, db.is_some());
+            // Headers were read here and there (a page, and the pages the kernel
+            // mapped around it, per code object): dropped before the search.
+            crate::fsutil::release_range(&map, 0, map.len());
             if r.kind == FileKind::Opaque && db.is_none() && map.starts_with(b"!<thin>\n") {
                 let names = elf::inspect_static_archive(&map).map(|a| a.thin);
                 thin::resolve(&mut r, &names.unwrap_or_default(), abs, boundary);
