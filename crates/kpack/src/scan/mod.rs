@@ -662,7 +662,7 @@ pub fn classify_bytes(r: &mut FileReport, data: &[u8], is_db: bool) {
                     r.fatbin_bytes = pe.fatbin_bytes;
                     r.host_bytes = Some(r.size.saturating_sub(pe.fatbin_bytes));
                     r.bundles = pe.bundles.iter().map(BundleReport::from_info).collect();
-                    r.marker = pe.marker;
+                    r.marker = pe.marker.map(Box::new);
                     r.wrappers = pe.wrappers;
                     r.problems.extend(pe.problems);
                 }
