@@ -270,11 +270,6 @@ pub fn find_releasing(
 /// How much of a section is searched before its pages may be released.
 pub const SEARCH_WINDOW: usize = 8 << 20;
 
-/// How far around a faulting page the kernel maps pages it holds already (Linux's
-/// `fault_around_bytes`, 64 KiB by default): a read of a few bytes can make that much
-/// resident, on either side.
-const FAULT_AROUND: usize = 64 << 10;
-
 /// How much of a section's candidates are read before their pages are released.
 const RELEASE_STEP: usize = 1 << 20;
 
@@ -333,7 +328,9 @@ fn find_at_most(
             // code objects, with the pages the kernel mapped around them. A section
             // of random data has thousands of false starts: released a step at a
             // time behind the one being read, not one call each.
-            let behind = at.saturating_sub(FAULT_AROUND);
+            // (A release reaches FAULT_AROUND past its end, and the kernel maps
+            // as far before a fault: neither may reach the candidate being read.)
+            let behind = at.saturating_sub(2 * crate::fsutil::FAULT_AROUND);
             if behind >= clean + RELEASE_STEP {
                 release(start + clean, behind - clean);
                 clean = behind;

@@ -105,6 +105,9 @@ impl Archive {
                 })
                 .collect()
         };
+        if let Bytes::Map(m) = &self.bytes {
+            crate::fsutil::release_range(m, 0, m.len());
+        }
         let mut hashes = Vec::with_capacity(decoded.len());
         for (fault, h) in decoded {
             faults.extend(fault);

@@ -149,6 +149,11 @@ impl Worker<'_> {
             let un = b
                 .uncompressed(sec, 1 << 34)
                 .map_err(|e| Error::format(src, e))?;
+            let bundle_at = span_offset + b.offset as usize;
+            if b.compression != crate::bundle::Compression::None {
+                // Decompressed: its stored pages are consumed.
+                fsutil::release_range(map, bundle_at, b.stored_size as usize);
+            }
             let cos = b.code_objects(&un).map_err(|e| Error::format(src, e))?;
             for (e, bytes) in cos {
                 let Some(arch) = e.id.arch() else { continue };
@@ -162,9 +167,14 @@ impl Worker<'_> {
                         entry,
                     )?;
                 }
+                // A code object read in place leaves the resident set once archived:
+                // a bundle of 30 targets is not held whole.
+                if let Some(at) = fsutil::offset_in(map, bytes) {
+                    fsutil::release_range(map, at, bytes.len());
+                }
             }
             // Its pages are consumed: let them leave the resident set.
-            fsutil::release_range(map, span_offset + b.offset as usize, b.stored_size as usize);
+            fsutil::release_range(map, bundle_at, b.stored_size as usize);
         }
         Ok(stored)
     }
