@@ -162,36 +162,42 @@ pub fn scan(
     // Thin archives' members must lie in the scanned directory; an archive given
     // alone has its members followed where they lead, as the linker does.
     let boundary = root_meta.is_dir().then_some(root);
-    let work = |(i, e): (usize, &Entry)| -> FileReport {
-        let r = match link_of[i] {
+    // Each entry's path moves into its report (a tree's paths are not held twice);
+    // a later name of a hard-linked file takes the first's from here.
+    let first_names: HashMap<usize, String> = (link_of.iter().enumerate())
+        .filter_map(|(i, l)| l.map(|first| (i, entries[first].rel.clone())))
+        .collect();
+    let work = |(i, e): (usize, Entry)| -> FileReport {
+        let (identity, len, counted) = ((e.dev, e.ino), e.len, e.is_file() && link_of[i].is_none());
+        let abs = abs(&e);
+        let mut r = match first_names.get(&i) {
             Some(first) => {
-                let mut r = FileReport::new(e.rel.clone(), FileKind::Opaque, e.len, e.mode);
-                r.hard_link_of = Some(entries[first].rel.clone());
+                let mut r = FileReport::new(e.rel, FileKind::Opaque, e.len, e.mode);
+                r.hard_link_of = Some(first.clone());
                 r
             }
-            None => inspect_entry(e, &abs(e), handlers, opts.deep, boundary),
+            None => inspect_entry(e, &abs, handlers, opts.deep, boundary),
         };
-        let mut r = r;
-        r.identity = Some((e.dev, e.ino));
+        r.identity = Some(identity);
         sink.event(ScanEvent::Inspected(Box::new(r.clone())));
-        if e.is_file() && link_of[i].is_none() {
+        if counted {
             sink.event(ScanEvent::FileDone {
-                path: PathBuf::from(&e.rel),
-                bytes: e.len,
+                path: PathBuf::from(&r.path),
+                bytes: len,
             });
         }
         r
     };
     let mut reports: Vec<FileReport> = if opts.threads == 1 {
-        entries.iter().enumerate().map(work).collect()
+        entries.into_iter().enumerate().map(work).collect()
     } else if opts.threads > 1 {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(opts.threads)
             .build()
             .map_err(|e| Error::Internal(format!("cannot start {} threads: {e}", opts.threads)))?;
-        pool.install(|| entries.par_iter().enumerate().map(work).collect())
+        pool.install(|| entries.into_par_iter().enumerate().map(work).collect())
     } else {
-        entries.par_iter().enumerate().map(work).collect()
+        entries.into_par_iter().enumerate().map(work).collect()
     };
     // A hard link has the class of the file it links to.
     for i in 0..reports.len() {
@@ -400,7 +406,7 @@ fn build_report(
 }
 
 fn inspect_entry(
-    e: &Entry,
+    e: Entry,
     abs: &Path,
     handlers: &[Database],
     deep: bool,
@@ -408,7 +414,7 @@ fn inspect_entry(
 ) -> FileReport {
     let mode = e.mode;
     if e.kind == EntryKind::Symlink {
-        let mut r = FileReport::new(e.rel.clone(), FileKind::Symlink, e.len, mode);
+        let mut r = FileReport::new(e.rel, FileKind::Symlink, e.len, mode);
         match std::fs::read_link(abs) {
             Ok(t) => {
                 let b = t.as_os_str().as_encoded_bytes();
@@ -422,12 +428,12 @@ fn inspect_entry(
         return r;
     }
     if let EntryKind::Special(t) = e.kind {
-        let mut r = FileReport::new(e.rel.clone(), FileKind::Other, 0, mode);
+        let mut r = FileReport::new(e.rel, FileKind::Other, 0, mode);
         r.file_type = Some(t);
         r.problems.push(format!("special file ({t}): not opened"));
         return r;
     }
-    inspect_file_with(abs, &e.rel, e.len, mode, handlers, (deep, boundary))
+    inspect_owned(abs, e.rel, e.len, mode, handlers, (deep, boundary))
 }
 
 /// Inspect one regular file (`rel` is the name used in the report).
@@ -446,8 +452,21 @@ pub fn inspect_file_with(
     handlers: &[Database],
     (deep, boundary): (bool, Option<&Path>),
 ) -> FileReport {
-    let mut r = FileReport::new(rel.to_string(), FileKind::Opaque, size, mode);
-    let db = kerneldb::classify_with(rel, handlers);
+    inspect_owned(abs, rel.to_string(), size, mode, handlers, (deep, boundary))
+}
+
+/// [`inspect_file_with`], the path moved into the report.
+fn inspect_owned(
+    abs: &Path,
+    rel: String,
+    size: u64,
+    mode: u32,
+    handlers: &[Database],
+    (deep, boundary): (bool, Option<&Path>),
+) -> FileReport {
+    let db = kerneldb::classify_with(&rel, handlers);
+    let wheel_name = rel.ends_with(".whl");
+    let mut r = FileReport::new(rel, FileKind::Opaque, size, mode);
     if let Some(d) = &db {
         r.set_database(d);
     }
@@ -468,7 +487,7 @@ pub fn inspect_file_with(
             return r;
         }
     };
-    if db.is_none() && crate::zip::is_zip(&head[..n]) && rel.ends_with(".whl") {
+    if db.is_none() && crate::zip::is_zip(&head[..n]) && wheel_name {
         r.kind = FileKind::Wheel;
         match crate::wheel::Wheel::open(abs) {
             Ok(w) => r.wheel = Some(Box::new(w.info)),
