@@ -359,6 +359,7 @@ fn device_phase(
     };
     let mut helper = Helper::start(pool.clone(), tx.clone()).ok();
     let stopping = |o: &DevicePhase| o.first_failure.is_some() || o.signal.is_some();
+    let launch = |j: usize| spawn(j, compiler, &lines[j], tx, pids);
     loop {
         // I2/I4: the implicit slot always runs a job when one is queued.
         if implicit_free
@@ -367,7 +368,7 @@ fn device_phase(
         {
             implicit_free = false;
             running.push((j, Slot::Implicit, Stamp::now()));
-            spawn(j, compiler, &lines[j], tx, pids);
+            launch(j);
         }
         // I3: ask for tokens only while work is queued.
         if let Some(h) = &helper {
@@ -379,14 +380,8 @@ fn device_phase(
         let Ok(ev) = rx.recv() else { break };
         match ev {
             Ev::Token(t) => {
-                if !stopping(&out)
-                    && let Some(j) = queue.pop_front()
-                {
-                    running.push((j, Slot::Held(t), Stamp::now()));
-                    spawn(j, compiler, &lines[j], tx, pids);
-                } else {
-                    pool.release(t);
-                }
+                let next = (!stopping(&out)).then(|| queue.pop_front()).flatten();
+                hand_token(t, next, &mut running, pool, launch);
             }
             Ev::TokensGone => helper = None,
             Ev::Signal(s) => {
@@ -414,14 +409,8 @@ fn device_phase(
                     Slot::Implicit => implicit_free = true,
                     Slot::Held(t) => {
                         // I4: pass the token straight to the next queued job.
-                        if !stopping(&out)
-                            && let Some(j) = queue.pop_front()
-                        {
-                            running.push((j, Slot::Held(t), Stamp::now()));
-                            spawn(j, compiler, &lines[j], tx, pids);
-                        } else {
-                            pool.release(t);
-                        }
+                        let next = (!stopping(&out)).then(|| queue.pop_front()).flatten();
+                        hand_token(t, next, &mut running, pool, launch);
                     }
                 }
             }
@@ -433,6 +422,24 @@ fn device_phase(
     // I5/I6: nothing held after the device phase, whatever happened.
     pool.release_all();
     out
+}
+
+/// A token held: it runs job `next`, or goes back to the pool when there is none to
+/// run (nothing queued, or the phase is stopping).
+fn hand_token(
+    t: Token,
+    next: Option<usize>,
+    running: &mut Vec<(usize, Slot, Stamp)>,
+    pool: &Pool,
+    start: impl Fn(usize),
+) {
+    match next {
+        Some(j) => {
+            running.push((j, Slot::Held(t), Stamp::now()));
+            start(j);
+        }
+        None => pool.release(t),
+    }
 }
 
 /// Run one child on the implicit slot, forwarding signals to it.
