@@ -551,7 +551,10 @@ pub fn find_embedded(r: &mut FileReport, data: &[u8], deep: bool, release: &dyn 
         };
         crate::embedded::find_releasing(data, &ranges, release)
     };
-    r.problems.extend(note);
+    // (Written only when there is something: a write gives the report its details.)
+    if let Some(note) = note {
+        r.problems.push(note);
+    }
     if found.is_empty() {
         return;
     }
