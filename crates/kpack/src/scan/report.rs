@@ -646,4 +646,30 @@ mod tests {
         let size = std::mem::size_of::<FileReport>();
         assert!(size <= 80, "FileReport grew to {size} bytes");
     }
+
+    #[test]
+    fn plain_files_have_no_details() {
+        // Headers, text and data (most of a tree) hold no FileDetails, with --deep
+        // too; a symlink holds its target.
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("a.h"), "int x;\n").unwrap();
+        std::fs::write(d.path().join("b.bin"), vec![0x42u8; 100_000]).unwrap();
+        std::os::unix::fs::symlink("a.h", d.path().join("c.h")).unwrap();
+        for deep in [false, true] {
+            let opts = crate::scan::ScanOptions {
+                deep,
+                ..Default::default()
+            };
+            let r = crate::scan::scan(d.path(), &opts, &crate::event::NoEvents).unwrap();
+            let names: Vec<(&str, bool)> = (r.files.iter())
+                .map(|f| (f.path.as_str(), f.details.is_some()))
+                .collect();
+            assert_eq!(
+                names,
+                [("a.h", false), ("b.bin", false), ("c.h", true)],
+                "deep: {deep}"
+            );
+            assert_eq!(r.files[2].target.as_deref(), Some("a.h"));
+        }
+    }
 }
