@@ -270,7 +270,7 @@ impl App {
             return self.selected_text().map(|(t, _)| Open::Text(t));
         }
         match self.view {
-            View::Preview => Some(Open::Text(super::previewview::preview_text(self))),
+            View::Preview => Some(Open::Text(super::previewview::preview_text(&self.preview))),
             View::Explorer => {
                 let (tree, report) = (self.tree.as_ref()?, self.report.as_ref()?);
                 let row = self.rows().get(self.explorer.selected).copied()?;

@@ -1,14 +1,14 @@
 //! The `?` overlay: exactly the keys of the current view.
 
-use super::app::{App, View};
+use super::app::View;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 
-pub(crate) fn help(frame: &mut Frame, app: &App, area: Rect) {
-    let views = format!("Tab / Shift-Tab, 1-{}", app.views.len());
-    let wheel = app.report.as_ref().is_some_and(|r| r.wheel.is_some());
+/// The keys of `view` (one of `views`; `wheel`: a wheel is open).
+pub(crate) fn help(frame: &mut Frame, (views, view): (&[View], View), wheel: bool, area: Rect) {
+    let views = format!("Tab / Shift-Tab, 1-{}", views.len());
     let mut keys: Vec<(&str, &str)> = vec![(views.as_str(), "switch view")];
-    match app.view {
+    match view {
         View::Explorer => keys.extend([
             ("↑↓ j k, PgUp PgDn, g G", "move"),
             ("→ l, Enter", "open a folder"),
@@ -146,7 +146,7 @@ pub(crate) fn help(frame: &mut Frame, app: &App, area: Rect) {
     super::widgets::key_overlay(
         frame,
         area,
-        &format!(" keys: {} ", app.view.title()),
+        &format!(" keys: {} ", view.title()),
         &keys,
         key_w,
     );

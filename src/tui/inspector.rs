@@ -1,7 +1,7 @@
 //! The archive inspector: a `.kpack` archive's kernels as a table, and the extract
 //! prompt.
 
-use super::app::App;
+use super::app::{Drawn, InspectorState};
 use super::widgets::{Theme, centered, end_cut, middle_cut};
 use crate::text::size;
 use ratatui::Frame;
@@ -10,8 +10,16 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Clear, Paragraph};
 
-pub(crate) fn inspector(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
-    let Some(a) = &app.inspector.index else {
+/// The archive of `state` (`title`: what was opened, when the archive is not named),
+/// its list's place noted in `drawn`.
+pub(crate) fn inspector(
+    frame: &mut Frame,
+    (state, drawn): (&InspectorState, &Drawn),
+    title: &str,
+    area: Rect,
+    theme: Theme,
+) {
+    let Some(a) = &state.index else {
         return;
     };
     let [head, list] = Layout::vertical([Constraint::Length(4), Constraint::Min(3)]).areas(area);
@@ -34,7 +42,7 @@ pub(crate) fn inspector(frame: &mut Frame, app: &App, area: Rect, theme: Theme) 
         .block(
             Block::bordered()
                 .title_bottom(
-                    app.inspector
+                    state
                         .status
                         .as_ref()
                         .map(|m| format!(" {} ", end_cut(m, head.width.saturating_sub(4) as usize)))
@@ -42,10 +50,10 @@ pub(crate) fn inspector(frame: &mut Frame, app: &App, area: Rect, theme: Theme) 
                 )
                 .title(format!(
                     " {} · {} · {} raw · {} stored ",
-                    app.inspector
+                    state
                         .at
                         .as_ref()
-                        .map_or_else(|| app.title(), |a| a.file_name()),
+                        .map_or_else(|| title.to_string(), |a| a.file_name()),
                     crate::text::count(frames().count() as u64, "code object", "code objects"),
                     size(raw),
                     size(stored)
@@ -61,14 +69,14 @@ pub(crate) fn inspector(frame: &mut Frame, app: &App, area: Rect, theme: Theme) 
     let fixed = 2 + 16 + 11 + 11 + 8 + 4;
     let key_w = (list.width as usize).saturating_sub(fixed).max(12);
     let h = (list.height as usize).saturating_sub(1);
-    let start = app.inspector.cursor.saturating_sub(h.saturating_sub(1));
-    app.drawn.list.set(Rect {
+    let start = state.cursor.saturating_sub(h.saturating_sub(1));
+    drawn.list.set(Rect {
         x: list.x,
         y: list.y + 1,
         width: list.width,
         height: h as u16,
     });
-    app.drawn.list_first.set(start);
+    drawn.list_first.set(start);
     let mut lines = vec![Line::from(Span::styled(
         format!(
             "  {:<key_w$} {:<16} {:>11} {:>11} {:>7}",
@@ -86,11 +94,7 @@ pub(crate) fn inspector(frame: &mut Frame, app: &App, area: Rect, theme: Theme) 
         };
         last_key = &k.key;
         // Marked rows (Space) carry a `*`: what `x` extracts.
-        let mark = if app.inspector.marks.contains(&i) {
-            "* "
-        } else {
-            "  "
-        };
+        let mark = if state.marks.contains(&i) { "* " } else { "  " };
         let mut line = Line::from(
             mark.to_string()
                 + &match &k.alias_of {
@@ -105,13 +109,13 @@ pub(crate) fn inspector(frame: &mut Frame, app: &App, area: Rect, theme: Theme) 
                     ),
                 },
         );
-        if i == app.inspector.cursor {
+        if i == state.cursor {
             line = line.style(theme.selected());
         }
         lines.push(line);
     }
     frame.render_widget(Paragraph::new(lines), list);
-    if let Some((which, dest, cursor)) = &app.inspector.extract {
+    if let Some((which, dest, cursor)) = &state.extract {
         let what = match which.as_deref() {
             Some([(key, arch)]) => format!("Extract {key} @ {arch} into"),
             Some(marked) => format!("Extract the {} marked code objects into", marked.len()),

@@ -1,9 +1,10 @@
 //! The Pack view: the confirm dialog (its fields), the replace question, the live
 //! panes of a running pack and its result.
 
-use super::app::App;
+use super::app::PackingState;
 use super::widgets::{Theme, centered};
 use crate::text::size;
+use kpack::scan::TreeReport;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
@@ -42,9 +43,17 @@ fn level(l: i32) -> String {
     }
 }
 
-pub(crate) fn pack(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
+/// The pack of `packing`, on the tree `report` holds (`partial`: its scan still
+/// runs).
+pub(crate) fn pack(
+    frame: &mut Frame,
+    packing: &PackingState,
+    (report, partial): (Option<&TreeReport>, bool),
+    area: Rect,
+    theme: Theme,
+) {
     use super::app::PackState;
-    match &app.packing.run {
+    match &packing.run {
         None => frame.render_widget(
             Paragraph::new("Choose families in the Architectures view and press P."),
             area,
@@ -100,7 +109,7 @@ pub(crate) fn pack(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                     } else {
                         settings.selection.label()
                     },
-                    if app.partial {
+                    if partial {
                         " (scanning: it can still grow)"
                     } else {
                         ""
@@ -134,7 +143,7 @@ pub(crate) fn pack(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                         }
                     }
                 )),
-                match app.report.as_ref().map(|r| settings.selection.left_out(r)) {
+                match report.map(|r| settings.selection.left_out(r)) {
                     Some(out) if !out.is_empty() => Line::from(Span::styled(
                         format!(
                             "  left out   {} (code objects): {}",
@@ -211,13 +220,11 @@ pub(crate) fn pack(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                 frame,
                 g,
                 (
-                    Block::bordered().title(
-                        if app.report.as_ref().is_some_and(|r| r.wheel.is_some()) {
-                            " splitting the wheel "
-                        } else {
-                            " packing "
-                        },
-                    ),
+                    Block::bordered().title(if report.is_some_and(|r| r.wheel.is_some()) {
+                        " splitting the wheel "
+                    } else {
+                        " packing "
+                    }),
                     ratio,
                     label,
                 ),

@@ -1,18 +1,20 @@
 //! The rewrite preview: the core's plan for the selected fat binary, as text.
 
-use super::app::App;
 use super::widgets::*;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::Line;
 use ratatui::widgets::Block;
 
-pub(crate) fn preview(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
-    let text = preview_text(app);
+/// The plan computed for a path (or why there is none).
+pub(crate) type Preview = Option<(String, Result<kpack::fatbin::Plan, String>)>;
+
+pub(crate) fn preview(frame: &mut Frame, preview: &Preview, side: Side, area: Rect, theme: Theme) {
+    let text = preview_text(preview);
     let lines: Vec<Line<'static>> = text.lines().map(|l| Line::from(l.to_string())).collect();
     side_pane(
         frame,
-        app.side(),
+        side,
         lines,
         (
             Block::bordered().title(" rewrite preview (nothing is written) "),
@@ -24,8 +26,8 @@ pub(crate) fn preview(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
 }
 
 /// The preview as text (what the pane shows, and what `V` pages).
-pub(crate) fn preview_text(app: &App) -> String {
-    match &app.preview {
+pub(crate) fn preview_text(preview: &Preview) -> String {
+    match preview {
         None => "Select a fat binary in the explorer and press Enter or p.".to_string(),
         Some((path, Err(e))) => format!("{path}: {e}"),
         Some((path, Ok(plan))) => {

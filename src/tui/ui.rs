@@ -74,8 +74,16 @@ pub fn draw(frame: &mut Frame, app: &App, theme: Theme) {
         match app.view {
             View::Explorer => super::explorerview::explorer(frame, app, body, theme),
             View::Families => super::familiesview::families(frame, app, body, theme),
-            View::Preview => super::previewview::preview(frame, app, body, theme),
-            View::Inspector => super::inspector::inspector(frame, app, body, theme),
+            View::Preview => {
+                super::previewview::preview(frame, &app.preview, app.side(), body, theme)
+            }
+            View::Inspector => super::inspector::inspector(
+                frame,
+                (&app.inspector, &app.drawn),
+                &app.title(),
+                body,
+                theme,
+            ),
             View::Kernels => {
                 super::kernelsview::kernels(frame, app, body, theme);
                 super::kernelmarks::draw_prompt(frame, app, body);
@@ -89,7 +97,8 @@ pub fn draw(frame: &mut Frame, app: &App, theme: Theme) {
         bottom,
     );
     if app.help {
-        super::help::help(frame, app, area);
+        let wheel = app.report.as_ref().is_some_and(|r| r.wheel.is_some());
+        super::help::help(frame, (&app.views, app.view), wheel, area);
     }
     if app.log.open {
         super::messages::draw(frame, &app.log, area, theme);
@@ -109,7 +118,13 @@ fn pack(frame: &mut Frame, app: &App, body: Rect, theme: super::widgets::Theme) 
             super::wheelsplit::confirm(frame, app, settings, (*field, *cursor), body, theme);
         }
         Some(PackState::WheelDone(r)) => super::wheelsplit::done(frame, app, r, body, theme),
-        _ => super::packview::pack(frame, app, body, theme),
+        _ => super::packview::pack(
+            frame,
+            &app.packing,
+            (app.report.as_ref(), app.partial),
+            body,
+            theme,
+        ),
     }
 }
 
