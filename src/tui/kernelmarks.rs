@@ -2,7 +2,7 @@
 //! the cursor (and moves on), `u` clears the marks, `x` extracts the code objects
 //! holding the marked kernels (or the selected one) to a directory it asks for.
 
-use super::app::{App, Request, View};
+use super::app::{App, KernelsState, Request};
 use super::marks::mark_of;
 use super::widgets::centered;
 use kpack::kernels::{CodeObjectRef, KernelRow};
@@ -103,21 +103,18 @@ impl App {
     }
 }
 
-/// The prompt over the Kernels view.
-pub(crate) fn draw_prompt(frame: &mut Frame, app: &App, area: Rect) {
-    let Some((wanted, dest, cursor)) = &app.kernels.extract else {
+/// The extract prompt over the Kernels view, when it is open.
+pub(crate) fn draw_prompt(frame: &mut Frame, kernels: &KernelsState, area: Rect) {
+    let Some((wanted, dest, cursor)) = &kernels.extract else {
         return;
     };
-    if app.view != View::Kernels {
-        return;
-    }
-    let what = if app.kernels.marks.is_empty() {
+    let what = if kernels.marks.is_empty() {
         "Extract the selected kernel's code object into".to_string()
     } else {
         format!(
             "Extract the {} holding the {} marked kernel(s) into",
             crate::text::count(wanted.len() as u64, "code object", "code objects"),
-            app.kernels.marks.len()
+            kernels.marks.len()
         )
     };
     let body = vec![

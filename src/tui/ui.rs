@@ -86,7 +86,7 @@ pub fn draw(frame: &mut Frame, app: &App, theme: Theme) {
             ),
             View::Kernels => {
                 super::kernelsview::kernels(frame, app, body, theme);
-                super::kernelmarks::draw_prompt(frame, app, body);
+                super::kernelmarks::draw_prompt(frame, &app.kernels, body);
             }
             View::Pack => pack(frame, app, body, theme),
         }
