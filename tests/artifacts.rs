@@ -146,7 +146,7 @@ fn split_lays_out_artifacts_as_the_rocm_build_does() {
         0,
     );
     assert_eq!(r.kind, FileKind::HostOnlyBinary);
-    let m = r.marker.as_deref().unwrap();
+    let m = r.marker.as_ref().unwrap();
     assert_eq!(m.kpack_search_paths, ["../.kpack/blas_lib_@GFXARCH@.kpack"]);
     assert_eq!(m.kernel_name, format!("{BLAS_PREFIX}/lib/libvadd.so"));
     assert_eq!(

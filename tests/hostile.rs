@@ -869,7 +869,7 @@ fn names_that_are_not_utf8_are_packed_and_split_under_their_own_bytes() {
         let r = kpack::scan::inspect_file(&p, "x", p.metadata().unwrap().len(), 0);
         assert_eq!(r.kind, kpack::scan::FileKind::HostOnlyBinary, "{name:?}");
         let want = kpack::relpath::encode(Path::new("lib").join(&name).as_path()).unwrap();
-        assert_eq!(r.marker.as_deref().unwrap().kernel_name, want);
+        assert_eq!(r.marker.as_ref().unwrap().kernel_name, want);
     }
     assert_eq!(
         std::fs::read(out.join(os(b"share\xfe")).join(os(b"notes\x80.txt"))).unwrap(),

@@ -512,9 +512,6 @@ fn inspect_owned(
         Ok(map) => {
             crate::mapped::note(&map, abs);
             classify_bytes(&mut r, &map, db.is_some());
-            // Headers were read here and there (a page, and the pages the kernel
-            // mapped around it, per code object): dropped before the search.
-            crate::fsutil::release_range(&map, 0, map.len());
             if r.kind == FileKind::Opaque && db.is_none() && map.starts_with(b"!<thin>\n") {
                 let names = elf::inspect_static_archive(&map).map(|a| a.thin);
                 thin::resolve(&mut r, &names.unwrap_or_default(), abs, boundary);
@@ -684,7 +681,7 @@ pub fn classify_bytes(r: &mut FileReport, data: &[u8], is_db: bool) {
                     r.fatbin_bytes = pe.fatbin_bytes;
                     r.host_bytes = Some(r.size.saturating_sub(pe.fatbin_bytes));
                     r.bundles = pe.bundles.iter().map(BundleReport::from_info).collect();
-                    r.marker = pe.marker.map(Box::new);
+                    r.marker = pe.marker;
                     r.wrappers = pe.wrappers;
                     r.problems.extend(pe.problems);
                 }

@@ -245,10 +245,10 @@ pub struct FileDetails {
     pub wrappers: Vec<WrapperInfo>,
     /// `.hip_fatbin` section placement.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub fatbin: Option<Box<elf::SectionSpan>>,
+    pub fatbin: Option<elf::SectionSpan>,
     /// Marker of a host-only binary.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub marker: Option<Box<Marker>>,
+    pub marker: Option<Marker>,
     /// `-fgpu-rdc` object (device bitcode sections).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub rdc_object: bool,
@@ -294,31 +294,8 @@ pub struct FileDetails {
 }
 
 /// The details of a file that has none.
-static NO_DETAILS: FileDetails = FileDetails {
-    elf_kind: None,
-    machine: None,
-    container: None,
-    fatbin_bytes: 0,
-    host_bytes: None,
-    bundles: Vec::new(),
-    members: Vec::new(),
-    wrappers: Vec::new(),
-    fatbin: None,
-    marker: None,
-    rdc_object: false,
-    database: None,
-    database_key: None,
-    database_rule: None,
-    arch: None,
-    target: None,
-    hard_link_of: None,
-    file_type: None,
-    kpack: None,
-    wheel: None,
-    stored_size: None,
-    embedded: Vec::new(),
-    problems: Vec::new(),
-};
+static NO_DETAILS: std::sync::LazyLock<FileDetails> =
+    std::sync::LazyLock::new(FileDetails::default);
 
 impl std::ops::Deref for FileReport {
     type Target = FileDetails;
@@ -506,8 +483,8 @@ impl FileReport {
         self.host_bytes = Some(self.size.saturating_sub(fat.fatbin_bytes));
         self.bundles = fat.bundles.iter().map(BundleReport::from_info).collect();
         self.wrappers = fat.wrappers.clone();
-        self.fatbin = fat.fatbin.clone().map(Box::new);
-        self.marker = fat.marker.clone().map(Box::new);
+        self.fatbin = fat.fatbin.clone();
+        self.marker = fat.marker.clone();
         self.rdc_object = fat.rdc_object;
         self.problems.extend(fat.problems.iter().cloned());
     }

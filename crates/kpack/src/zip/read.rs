@@ -103,16 +103,12 @@ impl Member {
     }
 
     /// A read error of this member, naming it once: the checked reader's own
-    /// errors already start with the member's name.
+    /// faults name it already; others (the inflater's, a spill file's) do not.
     pub fn io_error(&self, e: &std::io::Error) -> FormatError {
-        let msg = e.to_string();
-        let named = msg
-            .strip_prefix("member ")
-            .is_some_and(|r| r.starts_with(self.name.as_str()));
-        let what = if named {
-            msg
+        let what = if e.get_ref().is_some_and(|i| i.is::<MemberFault>()) {
+            e.to_string()
         } else {
-            format!("member {}: {msg}", self.name)
+            format!("member {}: {e}", self.name)
         };
         FormatError::new(self.data_offset, what)
     }
@@ -172,8 +168,20 @@ impl Read for MemberReader<'_> {
     }
 }
 
+/// A member that does not read as the directory says; the message names it.
+#[derive(Debug)]
+struct MemberFault(String);
+
+impl std::fmt::Display for MemberFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for MemberFault {}
+
 fn bad(msg: String) -> std::io::Error {
-    std::io::Error::new(std::io::ErrorKind::InvalidData, msg)
+    std::io::Error::new(std::io::ErrorKind::InvalidData, MemberFault(msg))
 }
 
 /// A zip's members, in central-directory order.
