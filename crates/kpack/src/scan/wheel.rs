@@ -103,6 +103,8 @@ fn inspect_member(
             super::classify_bytes(&mut r, &c, db.is_some());
             super::find_embedded(&mut r, &c, deep, &|_, _| {});
         }
+        // The scan's root is the wheel: a member's problem does not name it again.
+        Err(crate::Error::Format { error, .. }) => r.problems.push(error.to_string()),
         Err(e) => r.problems.push(e.to_string()),
     }
     r
