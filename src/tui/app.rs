@@ -4,6 +4,7 @@
 use super::messages::Level;
 pub use super::selection::{Pick, Selection};
 use super::tree::{Row, Sort, Tree};
+pub use super::viewstate::{AUTO_PLAN_BYTES, FamiliesState, KernelsState};
 use kpack::family::{Family, PRESETS};
 use kpack::kpack::archive::ArchiveIndex;
 use kpack::scan::TreeReport;
@@ -315,10 +316,6 @@ pub enum PackState {
     WheelDone(Box<Result<kpack::wheel_split::WheelSplitReport, String>>),
 }
 
-/// Device code up to which the Architectures view computes the exact pack plan by
-/// itself (the core compresses it all, as `pack --dry-run`, in well under a second).
-pub const AUTO_PLAN_BYTES: u64 = 8 << 20;
-
 /// The Explorer: open folders, the selection, the order and the filter.
 pub struct ExplorerState {
     /// Open folders.
@@ -384,25 +381,6 @@ pub struct JumpState {
     pub forward: Vec<String>,
 }
 
-/// The Architectures view: which family presets and single targets are on.
-#[derive(Default)]
-pub struct FamiliesState {
-    /// Family presets selected (one per `PRESETS` entry).
-    pub presets: Vec<bool>,
-    /// Cursor in the list (presets, then single targets).
-    pub cursor: usize,
-    /// Why the last key did nothing.
-    pub note: Option<String>,
-    /// Single targets present in the tree: every processor (all its variants) and
-    /// every feature-flagged target ID, each packed on its own when on (and not
-    /// already in a selected preset).
-    pub singles: Vec<(String, bool)>,
-    /// The core's pack plan, for the selection it was computed for.
-    pub plan: Option<(Selection, Result<kpack::pack::PackPlan, String>)>,
-    /// A plan is being computed.
-    pub planning: bool,
-}
-
 /// The archive inspector: the archive shown, where it is, and what is selected.
 #[derive(Default)]
 pub struct InspectorState {
@@ -419,44 +397,6 @@ pub struct InspectorState {
     pub marks: std::collections::BTreeSet<usize>,
     /// The last extract/verify outcome, or the one running.
     pub status: Option<String>,
-}
-
-/// The Kernels view: what it lists, how, and what is marked.
-pub struct KernelsState {
-    /// The subtree shown, its kernels (sorted) once read.
-    pub report: Option<(String, Result<kpack::kernels::KernelsReport, String>)>,
-    /// Kernels are being read.
-    pub loading: bool,
-    /// Row selected.
-    pub cursor: usize,
-    /// Sort.
-    pub sort: kpack::kernels::SortBy,
-    /// The order reversed (key `S`).
-    pub reverse: bool,
-    /// Only names containing this (mangled or demangled).
-    pub filter: String,
-    /// Kernels marked (Space): their code object and name.
-    pub marks: std::collections::BTreeSet<super::marks::KernelMark>,
-    /// The extract prompt: the code objects, the destination being typed, the cursor.
-    pub extract: Option<super::marks::ExtractPrompt>,
-    /// Only this archive entry (key, target), from the inspector.
-    pub entry: Option<(String, String)>,
-}
-
-impl Default for KernelsState {
-    fn default() -> Self {
-        KernelsState {
-            report: None,
-            loading: false,
-            cursor: 0,
-            sort: kpack::kernels::SortBy::Size,
-            reverse: false,
-            filter: String::new(),
-            marks: Default::default(),
-            extract: None,
-            entry: None,
-        }
-    }
 }
 
 /// The whole UI state.
@@ -695,73 +635,6 @@ impl App {
         }
     }
 
-    /// Selected units: presets, then single targets not already in one of them.
-    pub fn picks(&self) -> Vec<Pick> {
-        let presets: Vec<Family> = PRESETS
-            .iter()
-            .zip(&self.families.presets)
-            .filter(|(_, on)| **on)
-            .filter_map(|((n, _), _)| Family::parse(n).ok())
-            .collect();
-        let singles: Vec<Pick> = self
-            .families
-            .singles
-            .iter()
-            .filter(|(t, on)| *on && !presets.iter().any(|f| f.contains(t)))
-            .map(|(t, _)| Pick::Target(t.clone()))
-            .collect();
-        presets
-            .into_iter()
-            .map(Pick::Family)
-            .chain(singles)
-            .collect()
-    }
-
-    /// The selection as `--family` and `--target` values.
-    pub fn selection(&self) -> Selection {
-        let mut s = Selection::default();
-        for p in self.picks() {
-            match p {
-                Pick::Family(f) => s.families.push(f.name),
-                Pick::Target(t) => s.targets.push(t),
-            }
-        }
-        s
-    }
-
-    /// The preset holding a processor, among the selected ones.
-    pub fn covered_by(&self, processor: &str) -> Option<&'static str> {
-        PRESETS
-            .iter()
-            .zip(&self.families.presets)
-            .filter(|(_, on)| **on)
-            .find(|((n, _), _)| Family::parse(n).is_ok_and(|f| f.contains(processor)))
-            .map(|((n, _), _)| *n)
-    }
-
-    /// The rows the Kernels view shows: its report's, narrowed by the filter and the
-    /// archive entry.
-    pub fn kernel_rows(&self) -> Vec<&kpack::kernels::KernelRow> {
-        let Some((_, Ok(r))) = &self.kernels.report else {
-            return Vec::new();
-        };
-        let f = self.kernels.filter.as_str();
-        r.kernels
-            .iter()
-            .filter(|k| {
-                self.kernels
-                    .entry
-                    .as_ref()
-                    .is_none_or(|(key, arch)| k.key.as_deref() == Some(key) && k.target == *arch)
-            })
-            .filter(|k| {
-                f.is_empty()
-                    || k.kernel.name.contains(f)
-                    || k.kernel.demangled.as_deref().is_some_and(|d| d.contains(f))
-            })
-            .collect()
-    }
-
     /// Ask for the kernels under `path` (relative; `""` the whole tree), unless they
     /// are shown already (or, without `replace`, anything is shown or loading).
     pub(super) fn want_kernels(&mut self, path: String, replace: bool) {
@@ -830,19 +703,12 @@ impl App {
         {
             return;
         }
-        let sel = self.selection();
+        let sel = self.families.selection();
         if sel.is_empty() || self.families.plan.as_ref().is_some_and(|(s, _)| *s == sel) {
             return;
         }
         self.families.planning = true;
         self.requests.push(Request::Plan(sel));
-    }
-
-    /// Whether the Architectures view shows the exact plan instead of a guess.
-    pub fn plans_automatically(&self) -> bool {
-        self.report
-            .as_ref()
-            .is_some_and(|r| r.wheel.is_none() && r.totals.device_raw <= AUTO_PLAN_BYTES)
     }
 
     pub(super) fn resort_kernels(&mut self) {

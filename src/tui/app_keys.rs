@@ -56,7 +56,7 @@ impl App {
                     {
                         self.families.cursor = i - 1;
                     }
-                    View::Kernels if i < self.kernel_rows().len() => self.kernels.cursor = i,
+                    View::Kernels if i < self.kernels.rows().len() => self.kernels.cursor = i,
                     View::Inspector
                         if i < self.inspector.index.as_ref().map_or(0, |a| a.kernels.len()) =>
                     {
@@ -109,7 +109,7 @@ impl App {
             }
             View::Preview => self.scroll_side(d),
             View::Kernels => {
-                let n = self.kernel_rows().len();
+                let n = self.kernels.rows().len();
                 if n > 0 {
                     self.kernels.cursor =
                         (self.kernels.cursor as isize + d).clamp(0, n as isize - 1) as usize;
@@ -435,7 +435,7 @@ impl App {
     /// Enter on a kernel: its file in the Explorer (the binary an archive entry
     /// belongs to, when the tree has it); Esc comes back.
     fn jump_to_kernel_file(&mut self) {
-        let Some(k) = self.kernel_rows().get(self.kernels.cursor).copied() else {
+        let Some(k) = self.kernels.rows().get(self.kernels.cursor).copied() else {
             return;
         };
         let binary = k
@@ -521,7 +521,7 @@ impl App {
                     {
                         // A target inside a selected preset is packed with it: no hidden
                         // choice, say so.
-                        if let Some(preset) = self.covered_by(&t) {
+                        if let Some(preset) = self.families.covered_by(&t) {
                             self.families.note = Some(format!(
                                 "{t} is packed with {preset}; deselect {preset} to choose it on its own"
                             ));
@@ -534,7 +534,7 @@ impl App {
                 }
                 KeyCode::Char('P') => self.open_pack_dialog(),
                 KeyCode::Char('e') => {
-                    let sel = self.selection();
+                    let sel = self.families.selection();
                     if !sel.is_empty() && !self.families.planning {
                         self.families.planning = true;
                         self.requests.push(Request::Plan(sel));

@@ -10,7 +10,7 @@ impl App {
         if self.report.is_none() || matches!(self.packing.run, Some(PackState::Running(_))) {
             return;
         }
-        let selection = self.selection();
+        let selection = self.families.selection();
         let name = self
             .root
             .file_name()
@@ -19,7 +19,7 @@ impl App {
         let settings = match wheel {
             Some(w) => PackSettings {
                 group: format!("{}-device", w.name.to_lowercase().replace('_', "-")),
-                selection: self.wheel_selection(),
+                selection: self.families.wheel_selection(self.report.as_ref()),
                 split: false,
                 per_family: false,
                 output: self.default_output(&format!(
@@ -28,7 +28,7 @@ impl App {
                 )),
                 level: kpack::kpack::archive::DEFAULT_LEVEL,
                 wheel: true,
-                overlay: self.overlay_guess(),
+                overlay: super::viewstate::overlay_guess(self.report.as_ref()),
                 force: false,
                 unassigned: kpack::pack::Unassigned::Error,
                 copy_damaged: false,
@@ -75,9 +75,9 @@ impl App {
             _ => return,
         };
         let selection = if wheel {
-            self.wheel_selection()
+            self.families.wheel_selection(self.report.as_ref())
         } else {
-            self.selection()
+            self.families.selection()
         };
         if let Some(PackState::Confirm { settings, .. }) = &mut self.packing.run {
             settings.selection = selection;
@@ -96,41 +96,6 @@ impl App {
         } else {
             name.to_string()
         }
-    }
-
-    /// For a wheel: the selection as exact target IDs (what the families view's
-    /// picks take), or every target when nothing is picked.
-    pub fn wheel_selection(&self) -> Selection {
-        let picks = self.picks();
-        let targets = self.report.as_ref().map_or_else(Vec::new, |r| {
-            r.archs
-                .keys()
-                .filter(|a| picks.is_empty() || picks.iter().any(|p| p.takes(a)))
-                .cloned()
-                .collect()
-        });
-        Selection {
-            families: Vec::new(),
-            targets,
-        }
-    }
-
-    /// The top-level directory of the wheel holding the most device bytes (the
-    /// overlay root a split most likely wants: `torch` in a torch wheel).
-    pub fn overlay_guess(&self) -> String {
-        let mut by_top: std::collections::BTreeMap<&str, u64> = Default::default();
-        for f in self.report.iter().flat_map(|r| &r.files) {
-            if let Some((top, _)) = f.path.split_once('/')
-                && !top.ends_with(".dist-info")
-                && !top.ends_with(".data")
-            {
-                *by_top.entry(top).or_default() += f.fatbin_bytes;
-            }
-        }
-        by_top
-            .iter()
-            .max_by_key(|(t, b)| (**b, std::cmp::Reverse(**t)))
-            .map_or_else(String::new, |(t, _)| t.to_string())
     }
 
     pub(super) fn start_pack(&mut self, s: PackSettings) {

@@ -1,18 +1,44 @@
 //! The Explorer: the tree, its totals, and the selected entry's detail.
 
-use super::app::App;
+use super::app::{Drawn, ExplorerState};
+use super::tree::{Row, Tree};
 use super::widgets::*;
 use crate::text::size;
+use kpack::elf::rewrite::ElfLayout;
 use kpack::scan::FileKind;
+use kpack::scan::TreeReport;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Color;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph};
+use std::collections::HashMap;
 
-pub(crate) fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
-    let (Some(report), Some(tree)) = (&app.report, &app.tree) else {
-        let (done, total) = app.progress;
+/// What the Explorer draws from: the scan (or its progress), the view's state and
+/// rows, the layouts read of ELF files, where the frame records the list, the side
+/// pane.
+pub(crate) struct ExplorerCtx<'a> {
+    /// The scan and its tree, once there is one (partial while scanning).
+    pub scan: Option<(&'a TreeReport, &'a Tree)>,
+    /// Scan progress (done, total).
+    pub progress: (u64, u64),
+    /// The tree shown is a scan in progress.
+    pub partial: bool,
+    /// The view's state.
+    pub state: &'a ExplorerState,
+    /// The rows shown (open folders, the order, the filter applied).
+    pub rows: &'a [Row],
+    /// Sections and segments of ELF files, by path.
+    pub layouts: &'a HashMap<String, Result<ElfLayout, String>>,
+    /// Where the frame puts the list.
+    pub drawn: &'a Drawn,
+    /// The side pane.
+    pub side: Side<'a>,
+}
+
+pub(crate) fn explorer(frame: &mut Frame, v: ExplorerCtx, area: Rect, theme: Theme) {
+    let Some((report, tree)) = v.scan else {
+        let (done, total) = v.progress;
         let ratio = if total == 0 {
             0.0
         } else {
@@ -39,21 +65,21 @@ pub(crate) fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         [Constraint::Percentage(60), Constraint::Percentage(40)]
     })
     .areas(area);
-    let rows = app.rows();
+    let rows = v.rows;
     let inner_h = left.height.saturating_sub(2) as usize;
-    let scroll = if app.explorer.selected >= app.explorer.scroll + inner_h.max(1) {
-        app.explorer.selected + 1 - inner_h.max(1)
+    let scroll = if v.state.selected >= v.state.scroll + inner_h.max(1) {
+        v.state.selected + 1 - inner_h.max(1)
     } else {
-        app.explorer.scroll.min(app.explorer.selected)
+        v.state.scroll.min(v.state.selected)
     };
     let width = left.width.saturating_sub(2) as usize;
-    app.drawn.list.set(Rect {
+    v.drawn.list.set(Rect {
         x: left.x + 1,
         y: left.y + 1,
         width: left.width.saturating_sub(2),
         height: left.height.saturating_sub(2),
     });
-    app.drawn.list_first.set(scroll);
+    v.drawn.list_first.set(scroll);
     let mut lines = Vec::new();
     for (i, r) in rows.iter().enumerate().skip(scroll).take(inner_h) {
         let n = &tree.nodes[r.node];
@@ -64,7 +90,7 @@ pub(crate) fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                 theme.kind(report.files[f].kind),
             ),
             None => (
-                if app.explorer.expanded.contains(&r.node) || !app.explorer.filter.is_empty() {
+                if v.state.expanded.contains(&r.node) || !v.state.filter.is_empty() {
                     '▾'
                 } else {
                     '▸'
@@ -96,14 +122,14 @@ pub(crate) fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             Span::raw(" ".repeat(pad)),
             Span::raw(right),
         ]);
-        if i == app.explorer.selected {
+        if i == v.state.selected {
             line = line.style(theme.selected());
         }
         lines.push(line);
     }
     let t = &report.totals;
-    let title = if app.partial {
-        let (done, total) = app.progress;
+    let title = if v.partial {
+        let (done, total) = v.progress;
         format!(
             " scanning {done}/{total} · {} so far · device {} ",
             crate::text::count(t.entries, "entry", "entries"),
@@ -112,10 +138,10 @@ pub(crate) fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     } else {
         let damaged = report.files.iter().filter(|f| f.is_damaged()).count() as u64;
         // With a filter, the totals are the matching files'.
-        let (entries, bytes, device) = if app.explorer.filter.is_empty() {
+        let (entries, bytes, device) = if v.state.filter.is_empty() {
             (t.entries, t.bytes, t.device_raw)
         } else {
-            let f = app.explorer.filter.to_lowercase();
+            let f = v.state.filter.to_lowercase();
             report
                 .files
                 .iter()
@@ -131,7 +157,7 @@ pub(crate) fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         };
         format!(
             " {}{} · {} · device {}{} ",
-            if app.explorer.filter.is_empty() {
+            if v.state.filter.is_empty() {
                 ""
             } else {
                 "matching: "
@@ -148,12 +174,9 @@ pub(crate) fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     };
     // The order and the filter always show under the list (trial 30), whatever the
     // footer has room for.
-    let mut status = format!(
-        " sort: {} ",
-        app.explorer.sort.describe(app.explorer.reverse)
-    );
-    if !app.explorer.filter.is_empty() {
-        status.push_str(&format!("· filter {:?} ", app.explorer.filter));
+    let mut status = format!(" sort: {} ", v.state.sort.describe(v.state.reverse));
+    if !v.state.filter.is_empty() {
+        status.push_str(&format!("· filter {:?} ", v.state.filter));
     }
     let status = middle_cut(&status, width.saturating_sub(1));
     frame.render_widget(
@@ -165,12 +188,12 @@ pub(crate) fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         left,
     );
     let detail_lines = match rows
-        .get(app.explorer.selected)
+        .get(v.state.selected)
         .and_then(|r| tree.nodes[r.node].file)
     {
         Some(f) => {
             let mut l = super::detail::file_detail(&report.files[f], theme);
-            if let Some(Ok(layout)) = app.layouts.get(&report.files[f].path) {
+            if let Some(Ok(layout)) = v.layouts.get(&report.files[f].path) {
                 // Segment rows are cut at the pane's edge, not wrapped into each
                 // other; the last line (the sections, a flowing list) wraps.
                 let w = right.width.saturating_sub(2) as usize;
@@ -184,7 +207,7 @@ pub(crate) fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             }
             l
         }
-        None => match rows.get(app.explorer.selected) {
+        None => match rows.get(v.state.selected) {
             Some(r) => {
                 let n = &tree.nodes[r.node];
                 vec![
@@ -216,7 +239,7 @@ pub(crate) fn explorer(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     };
     side_pane(
         frame,
-        app.side(),
+        v.side,
         detail_lines,
         (Block::bordered().title(" detail "), true),
         right,

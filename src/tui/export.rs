@@ -124,7 +124,7 @@ impl App {
                 Some((path, "the path"))
             }
             View::Kernels => {
-                let rows = self.kernel_rows();
+                let rows = self.kernels.rows();
                 let k = rows.get(self.kernels.cursor)?;
                 Some((k.kernel.display_name().to_string(), "the kernel's name"))
             }
@@ -134,7 +134,7 @@ impl App {
                 Some((k.key.clone(), "the archive key"))
             }
             View::Families => {
-                let sel = self.selection();
+                let sel = self.families.selection();
                 let mut cmd = format!(
                     "kpack-tui pack {} -o {}.packed --group {}",
                     shell_word(&self.root.display().to_string()),
@@ -196,7 +196,8 @@ impl App {
                     .collect();
                 // The same fields as `kernels --csv`.
                 let rows = self
-                    .kernel_rows()
+                    .kernels
+                    .rows()
                     .iter()
                     .map(|k| crate::text::kernel_fields(k))
                     .collect();
@@ -229,7 +230,7 @@ impl App {
             }
             View::Families => {
                 let report = self.report.as_ref()?;
-                let sel = self.selection();
+                let sel = self.families.selection();
                 let mut archs: Vec<_> = report.arch_totals.iter().collect();
                 archs.sort_by(|a, b| kpack::natural::target_cmp(a.0, b.0));
                 let rows = archs

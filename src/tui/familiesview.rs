@@ -1,25 +1,40 @@
 //! The Architectures view: families and targets to pack, device code per target,
 //! the quick projection and the core's exact plan.
 
-use super::app::App;
+use super::app::Drawn;
+use super::viewstate::FamiliesState;
 use super::widgets::*;
 use crate::text::size;
 use kpack::family::PRESETS;
 use kpack::scan::FileKind;
+use kpack::scan::TreeReport;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph};
 
-pub(crate) fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
-    let Some(report) = &app.report else {
+/// What the Architectures view draws from: the scan, the view's state, where the
+/// frame records the list (and the quick projection it keeps), the side pane.
+pub(crate) struct FamiliesCtx<'a> {
+    /// The scan, once done.
+    pub report: Option<&'a TreeReport>,
+    /// The view's state.
+    pub state: &'a FamiliesState,
+    /// Where the frame puts things.
+    pub drawn: &'a Drawn,
+    /// The side pane.
+    pub side: Side<'a>,
+}
+
+pub(crate) fn families(frame: &mut Frame, v: FamiliesCtx, area: Rect, theme: Theme) {
+    let Some(report) = v.report else {
         frame.render_widget(Paragraph::new("scanning…"), area);
         return;
     };
     let [left, right] =
         Layout::horizontal([Constraint::Length(24), Constraint::Min(10)]).areas(area);
-    let picks = app.picks();
+    let picks = v.state.picks();
     let assign = |arch: &str| picks.iter().position(|p| p.takes(arch));
     let mut lines: Vec<Line> = PRESETS
         .iter()
@@ -34,20 +49,20 @@ pub(crate) fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                 "{:<w$}",
                 format!(
                     "[{}] {name}{}",
-                    if app.families.presets[i] { 'x' } else { ' ' },
+                    if v.state.presets[i] { 'x' } else { ' ' },
                     if has { "" } else { " ·" }
                 ),
                 w = left.width.saturating_sub(2) as usize
             ));
-            if i == app.families.cursor {
+            if i == v.state.cursor {
                 line = line.style(theme.selected());
             }
             line
         })
         .collect();
     lines.push(Line::styled("single targets", theme.fg(Color::DarkGray)));
-    for (k, (p, on)) in app.families.singles.iter().enumerate() {
-        let covered = app.covered_by(p);
+    for (k, (p, on)) in v.state.singles.iter().enumerate() {
+        let covered = v.state.covered_by(p);
         let mark = if covered.is_some() {
             '-'
         } else if *on {
@@ -62,18 +77,18 @@ pub(crate) fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             _ => format!("[{mark}] {p}"),
         };
         let mut line = Line::from(format!("{text:<inner$}"));
-        if PRESETS.len() + k == app.families.cursor {
+        if PRESETS.len() + k == v.state.cursor {
             line = line.style(theme.selected());
         }
         lines.push(line);
     }
-    app.drawn.list.set(Rect {
+    v.drawn.list.set(Rect {
         x: left.x + 1,
         y: left.y + 1,
         width: left.width.saturating_sub(2),
         height: left.height.saturating_sub(2),
     });
-    app.drawn.list_first.set(0);
+    v.drawn.list_first.set(0);
     frame.render_widget(
         Paragraph::new(lines).block(Block::bordered().title(" architectures ")),
         left,
@@ -160,8 +175,8 @@ pub(crate) fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     }
     l.push(Line::from(""));
     if report.wheel.is_some() {
-        let overlay = app.overlay_guess();
-        if let Some(p) = super::wheelsplit::projection(app, &overlay) {
+        let overlay = super::viewstate::overlay_guess(v.report);
+        if let Some(p) = super::wheelsplit::projection((v.report, v.state), &overlay) {
             let prefix = report.wheel.as_ref().map_or("pkg-device".into(), |w| {
                 format!("{}-device", w.name.to_lowercase())
             });
@@ -173,7 +188,7 @@ pub(crate) fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         )));
         side_pane(
             frame,
-            app.side(),
+            v.side,
             l,
             (
                 Block::bordered().title(" raw device code per target "),
@@ -184,13 +199,13 @@ pub(crate) fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         );
         return;
     }
-    let (host_tree, per_family) = quick_projection(app, report, &picks);
+    let (host_tree, per_family) = quick_projection(v.drawn, report, &picks);
     // A guess before compressing anything: zstd -3 keeps 25-40% of code objects
     // (bench/), so the range is shown; `e` computes the real figure.
     let raw: u64 = per_family.iter().sum();
     let (lo, hi) = (raw / 4, raw * 2 / 5);
     // A small tree gets the exact plan at once (below), not a guess.
-    if !app.plans_automatically() {
+    if !super::viewstate::plans_automatically(v.report) {
         l.push(Line::from(Span::styled(
             "projected output: a guess (zstd keeps 25-40% of code)",
             Style::new().add_modifier(Modifier::BOLD),
@@ -219,9 +234,9 @@ pub(crate) fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         )));
     }
     l.push(Line::from(""));
-    let selection = app.selection();
-    match &app.families.plan {
-        _ if app.families.planning => l.push(Line::from("computing the pack plan…")),
+    let selection = v.state.selection();
+    match &v.state.plan {
+        _ if v.state.planning => l.push(Line::from("computing the pack plan…")),
         Some((for_sel, Ok(p))) if *for_sel == selection => {
             l.push(Line::from(Span::styled(
                 if p.projection == kpack::pack::Projection::Exact {
@@ -276,7 +291,7 @@ pub(crate) fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     }
     side_pane(
         frame,
-        app.side(),
+        v.side,
         l,
         (
             Block::bordered().title(" raw device code per target "),
@@ -291,8 +306,8 @@ pub(crate) fn families(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
 /// device bytes. A pass over every file, so it is kept for the selection and the
 /// report it was made for (a frame on a 100,000-file tree took 27 ms with it).
 fn quick_projection(
-    app: &App,
-    report: &kpack::scan::TreeReport,
+    drawn: &Drawn,
+    report: &TreeReport,
     picks: &[super::app::Pick],
 ) -> (u64, Vec<u64>) {
     let key = (
@@ -303,7 +318,7 @@ fn quick_projection(
         report.files.len(),
         report.totals.bytes,
     );
-    if let Some((k, v)) = app.drawn.projection.borrow().as_ref()
+    if let Some((k, v)) = drawn.projection.borrow().as_ref()
         && *k == key
     {
         return v.clone();
@@ -344,6 +359,6 @@ fn quick_projection(
         }
     }
     let v = (host_tree, per_family);
-    *app.drawn.projection.borrow_mut() = Some((key, v.clone()));
+    *drawn.projection.borrow_mut() = Some((key, v.clone()));
     v
 }

@@ -5,7 +5,7 @@
 use super::app::{App, KernelsState, Request};
 use super::marks::mark_of;
 use super::widgets::centered;
-use kpack::kernels::{CodeObjectRef, KernelRow};
+use kpack::kernels::CodeObjectRef;
 use ratatui::Frame;
 use ratatui::crossterm::event::{KeyCode, KeyEvent};
 use ratatui::layout::Rect;
@@ -15,17 +15,13 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 impl App {
-    /// Whether the row is marked.
-    pub fn is_marked(&self, r: &KernelRow) -> bool {
-        !self.kernels.marks.is_empty() && self.kernels.marks.contains(&mark_of(r))
-    }
-
     /// Space, `u` and `x` in the Kernels view.
     pub(super) fn kernels_mark_key(&mut self, k: KeyEvent) {
         match k.code {
             KeyCode::Char(' ') => {
                 let Some(m) = self
-                    .kernel_rows()
+                    .kernels
+                    .rows()
                     .get(self.kernels.cursor)
                     .map(|r| mark_of(r))
                 else {
@@ -51,7 +47,8 @@ impl App {
         };
         let listed = listed.clone();
         let wanted: BTreeSet<CodeObjectRef> = if self.kernels.marks.is_empty() {
-            self.kernel_rows()
+            self.kernels
+                .rows()
                 .get(self.kernels.cursor)
                 .map(|r| r.code_object())
                 .into_iter()

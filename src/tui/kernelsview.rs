@@ -1,7 +1,7 @@
 //! The Kernels view: the kernels of the selected subtree, sortable, with their
 //! registers, LDS, scratch, spills and occupancy; per-target totals.
 
-use super::app::App;
+use super::app::{Drawn, KernelsState};
 use super::widgets::{Theme, end_cut, middle_cut};
 use crate::text::size;
 use ratatui::Frame;
@@ -48,9 +48,21 @@ fn sort_arrow(s: kpack::kernels::SortBy, reverse: bool) -> char {
 
 /// The kernels of the selected subtree: a table, per-target totals, the selected
 /// kernel's detail. Spills are red, scratch yellow.
-pub(crate) fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
-    let (path, report) = match &app.kernels.report {
-        _ if app.kernels.loading => {
+/// What the Kernels view draws from: its state, the name of the whole read, and
+/// where the frame records the list (for clicks).
+pub(crate) struct KernelsCtx<'a> {
+    /// The view's state.
+    pub state: &'a KernelsState,
+    /// What a read of everything is called: `the tree`, `the archive`, or the name
+    /// of the one file opened (a binary, a wheel).
+    pub whole: String,
+    /// Where the frame puts the list.
+    pub drawn: &'a Drawn,
+}
+
+pub(crate) fn kernels(frame: &mut Frame, v: KernelsCtx, area: Rect, theme: Theme) {
+    let (path, report) = match &v.state.report {
+        _ if v.state.loading => {
             frame.render_widget(
                 Paragraph::new("reading the code objects…")
                     .block(Block::bordered().title(" kernels ")),
@@ -85,7 +97,7 @@ pub(crate) fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     .areas(area);
     // Narrow terminals drop the AGPR and location columns (the detail shows them).
     let wide = area.width >= 120;
-    let shown = app.kernel_rows();
+    let shown = v.state.rows();
     let code: u64 = shown.iter().filter_map(|k| k.kernel.code_size).sum();
     let spilling = shown
         .iter()
@@ -101,20 +113,14 @@ pub(crate) fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         .iter()
         .map(|(t, (n, b))| format!("{t} {n} / {}", size(*b)))
         .collect();
-    let mut title = match &app.kernels.entry {
+    let mut title = match &v.state.entry {
         Some((key, arch)) => format!("{key} {arch}"),
-        None if path.is_empty() && app.inspector.index.is_some() => "the archive".to_string(),
-        // Opened on one file (a binary, a wheel): that file, not "the tree".
-        None if path.is_empty() && app.root_is_file => app.root.file_name().map_or_else(
-            || app.root.display().to_string(),
-            |n| n.to_string_lossy().into_owned(),
-        ),
-        None if path.is_empty() => "the tree".to_string(),
+        None if path.is_empty() => v.whole.clone(),
         None => path.clone(),
     };
     // The code objects of what is shown: all of the read's, or, narrowed to an entry
     // or a search, those the shown kernels come from.
-    let code_objects = if app.kernels.entry.is_none() && app.kernels.filter.is_empty() {
+    let code_objects = if v.state.entry.is_none() && v.state.filter.is_empty() {
         report.code_objects
     } else {
         shown
@@ -123,13 +129,13 @@ pub(crate) fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             .collect::<std::collections::BTreeSet<_>>()
             .len() as u64
     };
-    if !app.kernels.filter.is_empty() {
-        title = format!("{title} matching {:?}", app.kernels.filter);
+    if !v.state.filter.is_empty() {
+        title = format!("{title} matching {:?}", v.state.filter);
     }
-    let marked = if app.kernels.marks.is_empty() {
+    let marked = if v.state.marks.is_empty() {
         String::new()
     } else {
-        format!(" · {} marked", app.kernels.marks.len())
+        format!(" · {} marked", v.state.marks.len())
     };
     frame.render_widget(
         Paragraph::new(vec![
@@ -141,8 +147,8 @@ pub(crate) fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                 if code_objects == 1 { "" } else { "s" },
                 size(code),
                 spilling,
-                kernel_sort_label(app.kernels.sort),
-                sort_arrow(app.kernels.sort, app.kernels.reverse)
+                kernel_sort_label(v.state.sort),
+                sort_arrow(v.state.sort, v.state.reverse)
             )),
             Line::from(Span::styled(targets.join(" · "), theme.fg(Color::Gray))),
         ])
@@ -150,15 +156,15 @@ pub(crate) fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         head,
     );
     let rows_h = list.height.saturating_sub(3) as usize;
-    let start = app.kernels.cursor.saturating_sub(rows_h.saturating_sub(1));
+    let start = v.state.cursor.saturating_sub(rows_h.saturating_sub(1));
     // Data rows start under the border and the header.
-    app.drawn.list.set(Rect {
+    v.drawn.list.set(Rect {
         x: list.x + 1,
         y: list.y + 2,
         width: list.width.saturating_sub(2),
         height: rows_h as u16,
     });
-    app.drawn.list_first.set(start);
+    v.drawn.list_first.set(start);
     let opt = |v: Option<u64>| v.map_or_else(|| "-".to_string(), |v| v.to_string());
     // Numbers right-aligned, as the CLI prints them.
     let num = |s: String| Cell::from(Line::from(s).right_aligned());
@@ -174,8 +180,8 @@ pub(crate) fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
         _ => r.path.clone(),
     };
     // The sorted column says so, with its direction.
-    let sorted = sort_column(app.kernels.sort);
-    let arrow = sort_arrow(app.kernels.sort, app.kernels.reverse);
+    let sorted = sort_column(v.state.sort);
+    let arrow = sort_arrow(v.state.sort, v.state.reverse);
     let mut heads: Vec<&str> = vec!["code", "vgpr"];
     if wide {
         heads.push("agpr");
@@ -267,7 +273,7 @@ pub(crate) fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
                 })
                 .collect();
             // A marked kernel: `*` before its name, as the inspector marks rows.
-            let marked = app.is_marked(r);
+            let marked = v.state.is_marked(r);
             cells.push(Cell::from(if marked {
                 format!(
                     "* {}",
@@ -283,7 +289,7 @@ pub(crate) fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
             if marked {
                 row = row.style(theme.fg(Color::LightCyan).add_modifier(Modifier::BOLD));
             }
-            if i == app.kernels.cursor {
+            if i == v.state.cursor {
                 row = row.style(theme.selected());
             }
             row
@@ -320,7 +326,7 @@ pub(crate) fn kernels(frame: &mut Frame, app: &App, area: Rect, theme: Theme) {
     if detail.height == 0 {
         return;
     }
-    let lines = match shown.get(app.kernels.cursor) {
+    let lines = match shown.get(v.state.cursor) {
         None => vec![Line::from("no kernels")],
         Some(r) => {
             let k = &r.kernel;

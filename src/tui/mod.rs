@@ -31,6 +31,7 @@ pub mod timeline_find;
 mod timeline_panes;
 pub mod tree;
 pub mod ui;
+pub mod viewstate;
 pub mod wheelsplit;
 pub mod widgets;
 

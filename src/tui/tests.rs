@@ -210,7 +210,7 @@ fn the_pack_dialog_follows_the_scan_and_waits_for_it() {
     key(&mut app, KeyCode::Char('P'));
     let text = format!("{:?}", render(&app, 120, 30).backend());
     assert!(text.contains("scanning: it can still grow"), "{text}");
-    let partial = app.selection();
+    let partial = app.families.selection();
     assert!(full.archs.keys().any(|a| !partial.takes(a)), "{partial:?}");
     key(&mut app, KeyCode::Enter);
     assert!(
@@ -232,12 +232,12 @@ fn the_pack_dialog_follows_the_scan_and_waits_for_it() {
     for a in full.archs.keys() {
         assert!(settings.selection.takes(a), "{a} is taken: {settings:?}");
     }
-    assert_eq!(settings.selection, app.selection());
+    assert_eq!(settings.selection, app.families.selection());
     key(&mut app, KeyCode::Enter);
     assert!(
-        app.requests
-            .iter()
-            .any(|r| matches!(r, super::Request::Pack(s) if s.selection == app.selection())),
+        app.requests.iter().any(
+            |r| matches!(r, super::Request::Pack(s) if s.selection == app.families.selection())
+        ),
         "the pack starts with the whole selection"
     );
 }
@@ -282,7 +282,7 @@ fn single_targets_are_packed_on_their_own() {
         }
         key(&mut app, KeyCode::Char(' '));
     }
-    let sel = app.selection();
+    let sel = app.families.selection();
     assert_eq!(sel.families, ["gfx103X"]);
     assert_eq!(sel.targets, ["gfx906", "gfx90a:xnack+"]);
     // The core plans exactly those targets: one archive each, nothing of gfx900.
@@ -297,9 +297,9 @@ fn single_targets_are_packed_on_their_own() {
         key(&mut app, KeyCode::Up);
     }
     key(&mut app, KeyCode::Char(' ')); // gfx90X on again
-    assert_eq!(app.selection().families, ["gfx90X", "gfx103X"]);
-    assert!(app.selection().targets.is_empty());
-    assert_eq!(app.covered_by("gfx906"), Some("gfx90X"));
+    assert_eq!(app.families.selection().families, ["gfx90X", "gfx103X"]);
+    assert!(app.families.selection().targets.is_empty());
+    assert_eq!(app.families.covered_by("gfx906"), Some("gfx90X"));
     plan_now(&mut app);
     insta::assert_snapshot!("families_singles_80x24", render(&app, 80, 24).backend());
 }
@@ -1231,22 +1231,22 @@ fn kernels_are_found_by_name_and_read_from_the_inspector() {
     assert_eq!(r.kernels.len(), 10);
     app.update(AppEvent::Kernels(String::new(), Box::new(Ok(r))));
     // Only the selected code object's kernels; `a` shows the whole archive.
-    assert_eq!(app.kernel_rows().len(), 5);
-    assert!(app.kernel_rows().iter().all(|k| k.target == second.1));
+    assert_eq!(app.kernels.rows().len(), 5);
+    assert!(app.kernels.rows().iter().all(|k| k.target == second.1));
     key(&mut app, KeyCode::Char('a'));
-    assert_eq!(app.kernel_rows().len(), 10);
+    assert_eq!(app.kernels.rows().len(), 10);
     // `/` finds by name (demangled too); Esc clears.
     key(&mut app, KeyCode::Char('/'));
     for c in "scale<".chars() {
         key(&mut app, KeyCode::Char(c));
     }
     key(&mut app, KeyCode::Enter);
-    assert_eq!(app.kernel_rows().len(), 4);
+    assert_eq!(app.kernels.rows().len(), 4);
     let screen = format!("{:?}", render(&app, 100, 30).backend());
     assert!(screen.contains("matching \"scale<\""), "{screen}");
     key(&mut app, KeyCode::Char('/'));
     key(&mut app, KeyCode::Esc);
-    assert_eq!(app.kernel_rows().len(), 10);
+    assert_eq!(app.kernels.rows().len(), 10);
 }
 
 /// Two small trees from the fixtures: a renamed version, a library replaced by one
@@ -1352,7 +1352,7 @@ fn a_target_inside_a_selected_preset_is_not_toggled_in_secret() {
             .any(|(p, on)| p == "gfx906" && *on),
         "no hidden choice"
     );
-    assert!(app.selection().targets.is_empty());
+    assert!(app.families.selection().targets.is_empty());
     let note = app.families.note.clone().unwrap();
     assert!(note.contains("gfx906 is packed with gfx90X"), "{note}");
     let screen = format!("{:?}", render(&app, 120, 30).backend());
@@ -1778,8 +1778,13 @@ fn sorts_read_naturally_and_reverse() {
     while app.kernels.sort != kpack::kernels::SortBy::Target {
         key(&mut app, KeyCode::Char('s'));
     }
-    let targets =
-        |app: &App| -> Vec<String> { app.kernel_rows().iter().map(|k| k.target.clone()).collect() };
+    let targets = |app: &App| -> Vec<String> {
+        app.kernels
+            .rows()
+            .iter()
+            .map(|k| k.target.clone())
+            .collect()
+    };
     let t = targets(&app);
     let first_1030 = t.iter().position(|x| x == "gfx1030").unwrap();
     let last_900 = t.iter().rposition(|x| x == "gfx900").unwrap();
@@ -2150,7 +2155,7 @@ fn a_packed_trees_archived_targets_are_shown_preselected_and_kept() {
     // The default re-pack, with what the view preselected: nothing dropped.
     let again = tmp.path().join("again");
     let mut s = demo_settings(&again, &[]);
-    s.selection = app.selection();
+    s.selection = app.families.selection();
     let r = super::run_pack(&packed, &s, &tx, &kpack::event::CancelToken::new()).unwrap();
     let l = kpack::kpack::ledger::Ledger::read(&again)
         .unwrap()
@@ -2605,7 +2610,7 @@ fn copy_and_export_take_what_is_selected_and_shown() {
     app.view = View::Kernels;
     key(&mut app, KeyCode::Char('y'));
     let name = app.copy.take().unwrap();
-    assert_eq!(name, app.kernel_rows()[0].kernel.display_name());
+    assert_eq!(name, app.kernels.rows()[0].kernel.display_name());
     app.requests.clear();
     key(&mut app, KeyCode::Char('E'));
     let Some(super::app::Request::Export {
@@ -2726,7 +2731,7 @@ fn jump_from_a_kernel_open_all_and_next_damaged() {
     key(&mut app, KeyCode::Char('4'));
     assert_eq!(app.view, View::Kernels);
     key(&mut app, KeyCode::Down);
-    let want = app.kernel_rows()[app.kernels.cursor].path.clone();
+    let want = app.kernels.rows()[app.kernels.cursor].path.clone();
     key(&mut app, KeyCode::Enter);
     assert_eq!(app.view, View::Explorer);
     let tree = app.tree.as_ref().unwrap();
@@ -2937,7 +2942,7 @@ fn marked_kernels_are_what_x_extracts() {
     key(&mut app, KeyCode::Down);
     key(&mut app, KeyCode::Down); // row 3
     key(&mut app, KeyCode::Char(' '));
-    let rows = app.kernel_rows();
+    let rows = app.kernels.rows();
     let marked: Vec<(kpack::kernels::CodeObjectRef, String)> = [0, 3]
         .iter()
         .map(|&i| (rows[i].code_object(), rows[i].kernel.name.clone()))

@@ -72,8 +72,29 @@ pub fn draw(frame: &mut Frame, app: &App, theme: Theme) {
         );
     } else {
         match app.view {
-            View::Explorer => super::explorerview::explorer(frame, app, body, theme),
-            View::Families => super::familiesview::families(frame, app, body, theme),
+            View::Explorer => {
+                let rows = app.rows();
+                let v = super::explorerview::ExplorerCtx {
+                    scan: app.report.as_ref().zip(app.tree.as_ref()),
+                    progress: app.progress,
+                    partial: app.partial,
+                    state: &app.explorer,
+                    rows: &rows,
+                    layouts: &app.layouts,
+                    drawn: &app.drawn,
+                    side: app.side(),
+                };
+                super::explorerview::explorer(frame, v, body, theme)
+            }
+            View::Families => {
+                let v = super::familiesview::FamiliesCtx {
+                    report: app.report.as_ref(),
+                    state: &app.families,
+                    drawn: &app.drawn,
+                    side: app.side(),
+                };
+                super::familiesview::families(frame, v, body, theme)
+            }
             View::Preview => {
                 super::previewview::preview(frame, &app.preview, app.side(), body, theme)
             }
@@ -85,7 +106,12 @@ pub fn draw(frame: &mut Frame, app: &App, theme: Theme) {
                 theme,
             ),
             View::Kernels => {
-                super::kernelsview::kernels(frame, app, body, theme);
+                let v = super::kernelsview::KernelsCtx {
+                    state: &app.kernels,
+                    whole: whole_name(app),
+                    drawn: &app.drawn,
+                };
+                super::kernelsview::kernels(frame, v, body, theme);
                 super::kernelmarks::draw_prompt(frame, &app.kernels, body);
             }
             View::Pack => pack(frame, app, body, theme),
@@ -115,9 +141,10 @@ fn pack(frame: &mut Frame, app: &App, body: Rect, theme: super::widgets::Theme) 
             field,
             cursor,
         }) if settings.wheel => {
-            super::wheelsplit::confirm(frame, app, settings, (*field, *cursor), body, theme);
+            let picked = (app.report.as_ref(), &app.families);
+            super::wheelsplit::confirm(frame, picked, settings, (*field, *cursor), body, theme);
         }
-        Some(PackState::WheelDone(r)) => super::wheelsplit::done(frame, app, r, body, theme),
+        Some(PackState::WheelDone(r)) => super::wheelsplit::done(frame, app.side(), r, body, theme),
         _ => super::packview::pack(
             frame,
             &app.packing,
@@ -125,6 +152,21 @@ fn pack(frame: &mut Frame, app: &App, body: Rect, theme: super::widgets::Theme) 
             body,
             theme,
         ),
+    }
+}
+
+/// What the Kernels view calls a read of everything opened.
+fn whole_name(app: &App) -> String {
+    if app.inspector.index.is_some() {
+        "the archive".to_string()
+    } else if app.root_is_file {
+        // Opened on one file (a binary, a wheel): that file, not "the tree".
+        app.root.file_name().map_or_else(
+            || app.root.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        )
+    } else {
+        "the tree".to_string()
     }
 }
 

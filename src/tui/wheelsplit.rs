@@ -2,9 +2,12 @@
 //! open, the confirm dialog (device package prefix, overlay root, output), and the
 //! result screen listing the wheels written. The live panes are the pack's.
 
-use super::app::{App, PackSettings};
+use super::app::PackSettings;
+use super::viewstate::FamiliesState;
+use super::widgets::Side;
 use super::widgets::Theme;
 use crate::text::size;
+use kpack::scan::TreeReport;
 use kpack::wheel::bootstrap::dist_name;
 use kpack::wheel_split::{WheelProjection, WheelSplitReport, project};
 use ratatui::Frame;
@@ -13,10 +16,13 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Clear, Paragraph, Wrap};
 
-/// The projection for the current selection of the families view.
-pub fn projection(app: &App, overlay: &str) -> Option<WheelProjection> {
-    let report = app.report.as_ref()?;
-    let sel = app.wheel_selection();
+/// The projection of the wheel `report` for the families view's selection.
+pub fn projection(
+    (report, families): (Option<&TreeReport>, &FamiliesState),
+    overlay: &str,
+) -> Option<WheelProjection> {
+    let report = report?;
+    let sel = families.wheel_selection(Some(report));
     Some(project(report, overlay, Some(&sel.targets), &[]))
 }
 
@@ -77,7 +83,7 @@ pub fn projection_lines(p: &WheelProjection, prefix: &str, theme: Theme) -> Vec<
 /// The confirm dialog of a wheel split.
 pub fn confirm(
     frame: &mut Frame,
-    app: &App,
+    picked: (Option<&TreeReport>, &FamiliesState),
     s: &PackSettings,
     at: (usize, usize),
     area: Rect,
@@ -104,7 +110,7 @@ pub fn confirm(
         f(3, "zstd level   "),
         Line::from(""),
     ];
-    if let Some(p) = projection(app, &s.overlay) {
+    if let Some(p) = projection(picked, &s.overlay) {
         lines.extend(projection_lines(&p, &s.group, theme));
     }
     lines.push(Line::from(""));
@@ -124,7 +130,7 @@ pub fn confirm(
 /// The result screen.
 pub fn done(
     frame: &mut Frame,
-    app: &super::app::App,
+    side: Side,
     r: &Result<WheelSplitReport, String>,
     area: Rect,
     theme: Theme,
@@ -192,7 +198,7 @@ pub fn done(
     // Scrolls (↑↓, PgUp/PgDn) with "more below" when the wheels do not fit.
     super::widgets::side_pane(
         frame,
-        app.side(),
+        side,
         l,
         (Block::bordered().title(" wheels written "), true),
         area,

@@ -89,11 +89,9 @@ pub fn too_small(frame: &mut Frame) -> bool {
     true
 }
 
-/// A side pane that scrolls: its lines wrap, the app's `side_scroll` picks the
-/// first line shown (clamped to the end), a scrollbar shows when there is more, and
-/// the frame records the pane and how far it can scroll (for keys and the mouse).
 /// What a side pane is given by the app: how far it is scrolled, whether it has the
 /// keys (and in which view), and where it records itself for keys and the mouse.
+#[derive(Clone, Copy)]
 pub(crate) struct Side<'a> {
     /// The first line shown (clamped here to the end).
     pub scroll: u16,
@@ -107,6 +105,9 @@ pub(crate) struct Side<'a> {
     pub max: &'a Cell<u16>,
 }
 
+/// A side pane that scrolls: its lines wrap, the app's `side_scroll` picks the
+/// first line shown (clamped to the end), a scrollbar shows when there is more, and
+/// the frame records the pane and how far it can scroll (for keys and the mouse).
 pub(crate) fn side_pane(
     frame: &mut Frame,
     side: Side,
