@@ -44,60 +44,44 @@ pub struct ScanOptions {
     pub deep: bool,
 }
 
-/// A listed path and what its `lstat` said, kept small: a tree of 40,000 files
-/// holds every entry until its scan ends (a `Metadata` and the absolute path would
-/// be ~300 bytes more each). The absolute path is the root joined with `rel`.
-struct Entry {
-    rel: String,
-    len: u64,
-    dev: u64,
-    ino: u64,
-    nlink: u64,
-    /// Permission bits (`st_mode & 0o7777`).
-    mode: u32,
-    kind: EntryKind,
-}
-
-/// The type of a listed path.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum EntryKind {
-    File,
-    Symlink,
-    Special(&'static str),
-}
-
-impl Entry {
-    fn new(rel: String, meta: &Metadata) -> Entry {
-        let ft = meta.file_type();
-        let kind = if ft.is_file() {
-            EntryKind::File
-        } else if ft.is_symlink() {
-            EntryKind::Symlink
-        } else if ft.is_fifo() {
-            EntryKind::Special("fifo")
-        } else if ft.is_socket() {
-            EntryKind::Special("socket")
-        } else if ft.is_char_device() {
-            EntryKind::Special("char_device")
-        } else if ft.is_block_device() {
-            EntryKind::Special("block_device")
-        } else {
-            EntryKind::Special("unknown")
-        };
-        Entry {
-            rel,
-            len: meta.len(),
-            dev: meta.dev(),
-            ino: meta.ino(),
-            nlink: meta.nlink(),
-            mode: meta.mode() & 0o7777,
-            kind,
+/// The report a listed path starts as, from what its `lstat` said: a regular file
+/// is `Opaque` until inspected, a symlink's target is read by the inspection, and a
+/// fifo, socket or device is reported whole here (it is never opened). The scan
+/// fills these reports in place: a tree of 40,000 files holds one 72-byte report
+/// each, not a listing entry beside it.
+fn listed(rel: String, meta: &Metadata) -> FileReport {
+    let ft = meta.file_type();
+    let mode = meta.mode() & 0o7777;
+    let special = if ft.is_file() || ft.is_symlink() {
+        None
+    } else if ft.is_fifo() {
+        Some("fifo")
+    } else if ft.is_socket() {
+        Some("socket")
+    } else if ft.is_char_device() {
+        Some("char_device")
+    } else if ft.is_block_device() {
+        Some("block_device")
+    } else {
+        Some("unknown")
+    };
+    let mut r = match special {
+        Some(t) => {
+            let mut r = FileReport::new(rel, FileKind::Other, 0, mode);
+            r.file_type = Some(t);
+            r.problems.push(format!("special file ({t}): not opened"));
+            r
         }
-    }
+        None if ft.is_symlink() => FileReport::new(rel, FileKind::Symlink, meta.len(), mode),
+        None => FileReport::new(rel, FileKind::Opaque, meta.len(), mode),
+    };
+    r.identity = Some((meta.dev(), meta.ino()));
+    r
+}
 
-    fn is_file(&self) -> bool {
-        self.kind == EntryKind::File
-    }
+/// A listed regular file not yet inspected.
+fn is_listed_file(r: &FileReport) -> bool {
+    r.kind == FileKind::Opaque
 }
 
 /// A relative path's exact text ([`crate::relpath`]), or its lossy spelling when it
@@ -122,7 +106,8 @@ pub fn scan(
         return wheel::scan_wheel(root, opts, sink);
     }
     let Listing {
-        mut entries,
+        mut reports,
+        linked,
         diagnostics,
         directories,
     } = if root_meta.is_dir() {
@@ -133,77 +118,64 @@ pub fn scan(
             .map_or_else(|| root.display().to_string(), |n| rel_string(Path::new(n)));
         let meta = std::fs::symlink_metadata(root).map_err(|e| Error::io(root, e))?;
         Listing {
-            entries: vec![Entry::new(name, &meta)],
+            reports: vec![listed(name, &meta)],
             ..Listing::default()
         }
     };
-    entries.sort_by(|a, b| a.rel.cmp(&b.rel));
-    entries.shrink_to_fit();
+    reports.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+    reports.shrink_to_fit();
     // A file given alone is its own path; a tree's entries are below the root.
-    let abs = |e: &Entry| -> PathBuf {
+    let abs = |rel: &str| -> PathBuf {
         if root_meta.is_dir() {
-            root.join(crate::relpath::to_path(&e.rel))
+            root.join(crate::relpath::to_path(rel))
         } else {
             root.to_path_buf()
         }
     };
 
     // Hard links: the first path (in sorted order) of an inode is inspected, later
-    // ones refer to it.
-    let link_of = hard_links(&entries);
-    let (files, bytes) = entries
-        .iter()
-        .zip(&link_of)
-        .filter(|(e, l)| e.is_file() && l.is_none())
-        .fold((0u64, 0u64), |(n, b), (e, _)| (n + 1, b + e.len));
+    // ones name it.
+    let link_of = hard_links(&reports, &linked);
+    let (files, bytes) = (reports.iter().enumerate())
+        .filter(|(i, r)| is_listed_file(r) && !link_of.contains_key(i))
+        .fold((0u64, 0u64), |(n, b), (_, r)| (n + 1, b + r.size));
     sink.event(ScanEvent::Discovered { files, bytes });
 
     let handlers: &[Database] = opts.databases.as_deref().unwrap_or(&Database::ALL);
     // Thin archives' members must lie in the scanned directory; an archive given
     // alone has its members followed where they lead, as the linker does.
     let boundary = root_meta.is_dir().then_some(root);
-    // Each entry's path moves into its report (a tree's paths are not held twice);
-    // a later name of a hard-linked file takes the first's from here.
-    let first_names: HashMap<usize, String> = (link_of.iter().enumerate())
-        .filter_map(|(i, l)| l.map(|first| (i, entries[first].rel.clone())))
+    let first_names: HashMap<usize, String> = (link_of.iter())
+        .map(|(&i, &first)| (i, reports[first].path.clone()))
         .collect();
-    let work = |(i, e): (usize, Entry)| -> FileReport {
-        let (identity, len, counted) = ((e.dev, e.ino), e.len, e.is_file() && link_of[i].is_none());
-        let abs = abs(&e);
-        let mut r = match first_names.get(&i) {
-            Some(first) => {
-                let mut r = FileReport::new(e.rel, FileKind::Opaque, e.len, e.mode);
-                r.hard_link_of = Some(first.clone());
-                r
-            }
-            None => inspect_entry(e, &abs, handlers, opts.deep, boundary),
-        };
-        r.identity = Some(identity);
+    let work = |(i, r): (usize, &mut FileReport)| {
+        let counted = is_listed_file(r) && !link_of.contains_key(&i);
+        match first_names.get(&i) {
+            Some(first) => r.hard_link_of = Some(first.clone()),
+            None => inspect_listed(r, &abs(&r.path), handlers, opts.deep, boundary),
+        }
         sink.event(ScanEvent::Inspected(Box::new(r.clone())));
         if counted {
             sink.event(ScanEvent::FileDone {
                 path: PathBuf::from(&r.path),
-                bytes: len,
+                bytes: r.size,
             });
         }
-        r
     };
-    let mut reports: Vec<FileReport> = if opts.threads == 1 {
-        entries.into_iter().enumerate().map(work).collect()
+    if opts.threads == 1 {
+        reports.iter_mut().enumerate().for_each(work);
     } else if opts.threads > 1 {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(opts.threads)
             .build()
             .map_err(|e| Error::Internal(format!("cannot start {} threads: {e}", opts.threads)))?;
-        pool.install(|| entries.into_par_iter().enumerate().map(work).collect())
+        pool.install(|| reports.par_iter_mut().enumerate().for_each(work));
     } else {
-        entries.into_par_iter().enumerate().map(work).collect()
-    };
+        reports.par_iter_mut().enumerate().for_each(work);
+    }
     // A hard link has the class of the file it links to.
-    for i in 0..reports.len() {
-        if let Some(first) = link_of[i] {
-            reports[i].kind = reports[first].kind;
-        }
+    for (&i, &first) in &link_of {
+        reports[i].kind = reports[first].kind;
     }
     Ok(build_report(
         root.display().to_string(),
@@ -213,11 +185,13 @@ pub fn scan(
     ))
 }
 
-/// What a walk of a directory found: its files (not sorted), what could not be
-/// read, and how many directories.
+/// What a walk of a directory found: its files (not sorted, each a report to fill
+/// in), the identities of files with more than one name, what could not be read,
+/// and how many directories.
 #[derive(Default)]
 struct Listing {
-    entries: Vec<Entry>,
+    reports: Vec<FileReport>,
+    linked: std::collections::HashSet<(u64, u64)>,
     diagnostics: Vec<Diagnostic>,
     directories: u64,
 }
@@ -272,7 +246,10 @@ fn list_tree(root: &Path, sink: &dyn EventSink<ScanEvent>) -> Listing {
                     path: rel.clone(),
                     bytes: meta.len(),
                 });
-                l.entries.push(Entry::new(rel, &meta))
+                if meta.is_file() && meta.nlink() > 1 {
+                    l.linked.insert((meta.dev(), meta.ino()));
+                }
+                l.reports.push(listed(rel, &meta))
             }
             Err(e) => l.diagnostics.push(Diagnostic {
                 path: rel,
@@ -285,19 +262,30 @@ fn list_tree(root: &Path, sink: &dyn EventSink<ScanEvent>) -> Listing {
     l
 }
 
-/// For each entry (sorted), the first entry of its inode when it is a later name
-/// of a hard-linked file.
-fn hard_links(entries: &[Entry]) -> Vec<Option<usize>> {
+/// For each later name of a hard-linked file (`reports` sorted), the index of its
+/// first name. Only files whose identity is in `linked` can be one.
+fn hard_links(
+    reports: &[FileReport],
+    linked: &std::collections::HashSet<(u64, u64)>,
+) -> HashMap<usize, usize> {
     let mut first_of_inode: HashMap<(u64, u64), usize> = HashMap::new();
-    let mut link_of: Vec<Option<usize>> = vec![None; entries.len()];
-    for (i, e) in entries.iter().enumerate() {
-        if e.is_file() && e.nlink > 1 {
-            let key = (e.dev, e.ino);
-            match first_of_inode.get(&key) {
-                Some(&first) => link_of[i] = Some(first),
-                None => {
-                    first_of_inode.insert(key, i);
-                }
+    let mut link_of = HashMap::new();
+    if linked.is_empty() {
+        return link_of;
+    }
+    for (i, r) in reports.iter().enumerate() {
+        let Some(id) = r
+            .identity
+            .filter(|id| is_listed_file(r) && linked.contains(id))
+        else {
+            continue;
+        };
+        match first_of_inode.get(&id) {
+            Some(&first) => {
+                link_of.insert(i, first);
+            }
+            None => {
+                first_of_inode.insert(id, i);
             }
         }
     }
@@ -405,17 +393,17 @@ fn build_report(
     }
 }
 
-fn inspect_entry(
-    e: Entry,
+/// Fill in a listed report: a symlink's target, a regular file's inspection (its
+/// path moved into the new report, its identity kept).
+fn inspect_listed(
+    r: &mut FileReport,
     abs: &Path,
     handlers: &[Database],
     deep: bool,
     boundary: Option<&Path>,
-) -> FileReport {
-    let mode = e.mode;
-    if e.kind == EntryKind::Symlink {
-        let mut r = FileReport::new(e.rel, FileKind::Symlink, e.len, mode);
-        match std::fs::read_link(abs) {
+) {
+    match r.kind {
+        FileKind::Symlink => match std::fs::read_link(abs) {
             Ok(t) => {
                 let b = t.as_os_str().as_encoded_bytes();
                 r.target = Some(
@@ -424,16 +412,15 @@ fn inspect_entry(
                 )
             }
             Err(err) => r.problems.push(format!("cannot read link: {err}")),
+        },
+        FileKind::Opaque => {
+            let (rel, identity) = (std::mem::take(&mut r.path), r.identity);
+            *r = inspect_owned(abs, rel, r.size, r.mode, handlers, (deep, boundary));
+            r.identity = identity;
         }
-        return r;
+        // A special file is reported whole when listed.
+        _ => {}
     }
-    if let EntryKind::Special(t) = e.kind {
-        let mut r = FileReport::new(e.rel, FileKind::Other, 0, mode);
-        r.file_type = Some(t);
-        r.problems.push(format!("special file ({t}): not opened"));
-        return r;
-    }
-    inspect_owned(abs, e.rel, e.len, mode, handlers, (deep, boundary))
 }
 
 /// Inspect one regular file (`rel` is the name used in the report).
