@@ -337,6 +337,9 @@ pub struct ExplorerState {
     pub note: Option<String>,
     /// Last height of the list, for paging.
     pub page: usize,
+    /// Sections and segments of ELF files (the detail pane's layout), read in the
+    /// background on selection.
+    pub layouts: std::collections::HashMap<String, Result<kpack::elf::rewrite::ElfLayout, String>>,
 }
 
 impl Default for ExplorerState {
@@ -351,6 +354,7 @@ impl Default for ExplorerState {
             filtering: false,
             note: None,
             page: 10,
+            layouts: Default::default(),
         }
     }
 }
@@ -451,8 +455,6 @@ pub struct App {
     pub side_focus: bool,
     /// The Kernels view's state.
     pub kernels: KernelsState,
-    /// Sections and segments of ELF files, read in the background on selection.
-    pub layouts: std::collections::HashMap<String, Result<kpack::elf::rewrite::ElfLayout, String>>,
     /// Every problem and operation outcome of the session (`!` shows them whole).
     pub log: super::messages::Log,
     /// Text for the terminal's clipboard (OSC 52), written by the loop.
@@ -522,7 +524,6 @@ impl App {
             drawn: Drawn::default(),
             side_scroll: 0,
             side_focus: false,
-            layouts: std::collections::HashMap::new(),
             log: Default::default(),
             copy: None,
             flash: None,
@@ -614,9 +615,10 @@ impl App {
             return;
         }
         let path = f.path.clone();
-        if !self.layouts.contains_key(&path) {
+        if !self.explorer.layouts.contains_key(&path) {
             // Pending until the answer arrives; never asked twice.
-            self.layouts
+            self.explorer
+                .layouts
                 .insert(path.clone(), Err("reading…".to_string()));
             self.requests.push(Request::Layout(path));
         }

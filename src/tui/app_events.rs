@@ -83,7 +83,7 @@ impl App {
                     self.log
                         .push(Level::Warning, &path, format!("sections: {e}"));
                 }
-                self.layouts.insert(path, *r);
+                self.explorer.layouts.insert(path, *r);
             }
             AppEvent::Pack(e) => {
                 if let Some(PackState::Running(p)) = &mut self.packing.run {

@@ -4,7 +4,6 @@ use super::app::{Drawn, ExplorerState};
 use super::tree::{Row, Tree};
 use super::widgets::*;
 use crate::text::size;
-use kpack::elf::rewrite::ElfLayout;
 use kpack::scan::FileKind;
 use kpack::scan::TreeReport;
 use ratatui::Frame;
@@ -12,11 +11,9 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Color;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph};
-use std::collections::HashMap;
 
 /// What the Explorer draws from: the scan (or its progress), the view's state and
-/// rows, the layouts read of ELF files, where the frame records the list, the side
-/// pane.
+/// rows, where the frame records the list, the side pane.
 pub(crate) struct ExplorerCtx<'a> {
     /// The scan and its tree, once there is one (partial while scanning).
     pub scan: Option<(&'a TreeReport, &'a Tree)>,
@@ -28,8 +25,6 @@ pub(crate) struct ExplorerCtx<'a> {
     pub state: &'a ExplorerState,
     /// The rows shown (open folders, the order, the filter applied).
     pub rows: &'a [Row],
-    /// Sections and segments of ELF files, by path.
-    pub layouts: &'a HashMap<String, Result<ElfLayout, String>>,
     /// Where the frame puts the list.
     pub drawn: &'a Drawn,
     /// The side pane.
@@ -193,7 +188,7 @@ pub(crate) fn explorer(frame: &mut Frame, v: ExplorerCtx, area: Rect, theme: The
     {
         Some(f) => {
             let mut l = super::detail::file_detail(&report.files[f], theme);
-            if let Some(Ok(layout)) = v.layouts.get(&report.files[f].path) {
+            if let Some(Ok(layout)) = v.state.layouts.get(&report.files[f].path) {
                 // Segment rows are cut at the pane's edge, not wrapped into each
                 // other; the last line (the sections, a flowing list) wraps.
                 let w = right.width.saturating_sub(2) as usize;

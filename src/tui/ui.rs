@@ -80,7 +80,6 @@ pub fn draw(frame: &mut Frame, app: &App, theme: Theme) {
                     partial: app.partial,
                     state: &app.explorer,
                     rows: &rows,
-                    layouts: &app.layouts,
                     drawn: &app.drawn,
                     side: app.side(),
                 };
