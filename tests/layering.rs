@@ -274,3 +274,40 @@ fn the_circle_finder_finds_a_circle() {
             .collect()
     );
 }
+
+/// Whether `code` names the type `App` (a word of its own, not `AppEvent`).
+fn names_app(code: &str) -> bool {
+    let b = code.as_bytes();
+    let ident = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    code.match_indices("App")
+        .any(|(i, _)| (i == 0 || !ident(b[i - 1])) && b.get(i + 3).is_none_or(|c| !ident(*c)))
+}
+
+#[test]
+fn the_views_draw_from_their_own_state() {
+    // Each view is handed what it draws (its state, the scan, the side pane) by
+    // `ui`, never the whole App: a view cannot reach another's state by accident.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/tui");
+    let mut views: Vec<String> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with("view.rs"))
+        .collect();
+    views.extend(
+        [
+            "inspector.rs",
+            "help.rs",
+            "wheelsplit.rs",
+            "widgets.rs",
+            "detail.rs",
+        ]
+        .map(String::from),
+    );
+    assert!(views.len() >= 10, "the views: {views:?}");
+    let taking: Vec<&String> = views
+        .iter()
+        .filter(|v| names_app(&code_of(&root.join(v))))
+        .collect();
+    assert!(taking.is_empty(), "views that name App: {taking:?}");
+    assert!(names_app("fn f(app: &App)") && !names_app("AppEvent MyApp"));
+}
