@@ -140,7 +140,8 @@ if scale:
     print()
     print("`bench/run.sh scale`: each command on a 1 GiB and an 8 GiB generated tree in one run "
           + (f"(median of {scale[0]['run']['runs']} runs" if scale[0]['run']['runs'] > 1 else "(one run each, `SCALE_RUNS=1`")
-          + "; peak RSS of the process). Goals: peak RSS ≤ 200 MiB on both, "
+          + ("; the largest peak RSS of the process over the runs)" if scale[0]['run']['runs'] > 1 else "; peak RSS of the process)")
+          + ". Goals: peak RSS ≤ 200 MiB on both, "
           "8 GiB RSS ≤ 1.2 × 1 GiB, seconds per GiB at 8 GiB ≤ 1.1 × at 1 GiB.")
     print()
     trees = sorted({r["tree_mb"] for r in scale})
