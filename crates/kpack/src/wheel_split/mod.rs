@@ -288,13 +288,7 @@ fn split_wheel_into(
     let writers = ctx.writers.into_inner().unwrap_or_default();
     let group = ctx.group.clone();
 
-    // Bundle keys: every archive target and database target must have one.
-    let mut targets: BTreeSet<String> = ctx.code_targets.into_inner().unwrap_or_default();
-    for o in results.values() {
-        if let Out::Database { target, .. } = o {
-            targets.insert(target.clone());
-        }
-    }
+    let code_targets: BTreeSet<String> = ctx.code_targets.into_inner().unwrap_or_default();
     let count = |f: fn(&Out) -> bool| results.values().filter(|o| f(o)).count() as u64;
     let rewritten = count(|o| matches!(o, Out::Rewritten { .. }));
     let elsewhere = || fat_members_outside(&wheel, &overlay, stage.path());
@@ -306,17 +300,7 @@ fn split_wheel_into(
         elsewhere,
         &overlay,
     )?;
-    let key_of: BTreeMap<String, String> = (targets.iter())
-        .map(|t| {
-            Ok((
-                t.clone(),
-                bootstrap::bundle_key(t).map_err(|e| Error::Refused {
-                    path: input.to_path_buf(),
-                    what: e.to_string(),
-                })?,
-            ))
-        })
-        .collect::<Result<_>>()?;
+    let key_of = bundle_keys(input, code_targets, &results)?;
     let keys: BTreeSet<String> = key_of.values().cloned().collect();
 
     // Device wheels carry the host wheel's tags: the file name's (the host wheel
@@ -401,6 +385,29 @@ fn split_wheel_into(
         warnings,
         compressed_input,
     })
+}
+
+/// The bundle key of every target a device wheel carries: the archives' (`targets`)
+/// and the database files'. A target without one is refused.
+fn bundle_keys(
+    input: &Path,
+    mut targets: BTreeSet<String>,
+    results: &BTreeMap<usize, Out>,
+) -> Result<BTreeMap<String, String>> {
+    for o in results.values() {
+        if let Out::Database { target, .. } = o {
+            targets.insert(target.clone());
+        }
+    }
+    (targets.into_iter())
+        .map(|t| {
+            let key = bootstrap::bundle_key(&t).map_err(|e| Error::Refused {
+                path: input.to_path_buf(),
+                what: e.to_string(),
+            })?;
+            Ok((t, key))
+        })
+        .collect()
 }
 
 /// The device wheels, one per (key, file name), in parallel (each is its own file):
