@@ -102,8 +102,8 @@ fn split_lays_out_artifacts_as_the_rocm_build_does() {
         .iter()
         .find(|k| k.key == format!("{BLAS_PREFIX}/lib/libvadd.so#0"))
         .unwrap();
-    assert_eq!(k.metadata["source_prefix"], BLAS_PREFIX);
-    assert!(k.metadata["target"].ends_with("--gfx900"));
+    assert_eq!(k.metadata.get("source_prefix").unwrap(), BLAS_PREFIX);
+    assert!(k.metadata.get("target").unwrap().ends_with("--gfx900"));
     assert_eq!(
         *a.kernel(k).unwrap(),
         original[&("lib/libvadd.so".to_string(), 0, "gfx900".to_string())][..],

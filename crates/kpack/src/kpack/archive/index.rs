@@ -67,7 +67,7 @@ pub(crate) struct PendingEntry {
     arch: String,
     ordinal: u64,
     original: Option<u64>,
-    metadata: BTreeMap<String, String>,
+    metadata: super::TocMetadata,
 }
 
 /// Parse an archive's index from an open file with positioned reads (no mapping:
@@ -295,7 +295,7 @@ fn read_blobs(r: &mut msgpack::Reader, at: u64) -> FormatResult<Vec<(u64, u64)>>
 }
 
 /// One TOC entry: its ordinal, original size and string metadata (type `hsaco`).
-type RawEntry = (Option<u64>, Option<u64>, BTreeMap<String, String>);
+type RawEntry = (Option<u64>, Option<u64>, super::TocMetadata);
 
 /// Read one TOC entry.
 fn read_entry(r: &mut msgpack::Reader, at: u64) -> FormatResult<RawEntry> {
@@ -323,7 +323,7 @@ fn read_entry(r: &mut msgpack::Reader, at: u64) -> FormatResult<RawEntry> {
             _ => r.skip()?,
         }
     }
-    Ok((ordinal, original, metadata))
+    Ok((ordinal, original, metadata.into()))
 }
 
 /// Stored ranges per ordinal: the `blobs` of scheme `none`, or the frames of the

@@ -27,7 +27,9 @@
 mod extract;
 mod index;
 mod reader;
+mod tocmeta;
 mod verify;
+pub use tocmeta::TocMetadata;
 mod write;
 
 pub use crate::error::{UnsafeKey, UnsafePath, WriteError};
@@ -119,8 +121,9 @@ pub struct KernelEntry {
     /// File offset of the stored bytes.
     pub offset: u64,
     /// String-valued metadata entries, if any.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub metadata: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "TocMetadata::is_empty")]
+    #[cfg_attr(feature = "schema", schemars(with = "BTreeMap<String, String>"))]
+    pub metadata: TocMetadata,
     /// For a TOC alias (the same frame listed again under another target of the
     /// same key, see [`crate::kpack::alias`]), the target of the entry it repeats.
     #[serde(skip_serializing_if = "Option::is_none")]

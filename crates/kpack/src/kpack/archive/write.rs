@@ -91,7 +91,7 @@ pub(crate) struct Spooled {
     offset: u64,
     len: u64,
     original_size: u64,
-    metadata: BTreeMap<String, String>,
+    metadata: super::TocMetadata,
 }
 
 pub(crate) struct SpoolState {
@@ -255,7 +255,7 @@ impl ArchiveWriter {
                 offset,
                 len: stored.len() as u64,
                 original_size: data.len() as u64,
-                metadata,
+                metadata: metadata.into(),
             },
         );
         Ok(stored_len)
@@ -413,7 +413,7 @@ pub fn archive_size(
                     offset: 0,
                     len,
                     original_size,
-                    metadata,
+                    metadata: metadata.into(),
                 },
             )
         })
@@ -495,7 +495,7 @@ pub(crate) fn encode_toc(
                 if !sp.metadata.is_empty() {
                     s(&mut t, "metadata");
                     let _ = e::write_map_len(&mut t, sp.metadata.len() as u32);
-                    for (mk, mv) in &sp.metadata {
+                    for (mk, mv) in sp.metadata.iter() {
                         s(&mut t, mk);
                         s(&mut t, mv);
                     }
