@@ -37,9 +37,8 @@ impl TocMetadata {
 
 impl From<BTreeMap<String, String>> for TocMetadata {
     fn from(m: BTreeMap<String, String>) -> Self {
-        let mut v: Vec<(String, String)> = m.into_iter().collect();
-        v.shrink_to_fit();
-        TocMetadata(v)
+        // In key order, each key once, allocated to size (the map's length is exact).
+        TocMetadata(m.into_iter().collect())
     }
 }
 
