@@ -45,9 +45,125 @@ pub fn largest_first<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync)
     done.into_iter().map(|(_, r)| r).collect()
 }
 
+/// Map `items` through `f` on `threads` threads (0: rayon's global pool), at most
+/// `in_flight` items taken and not yet handed on at a time, handing each result to
+/// `emit` on the calling thread in item order. Memory stays at the window whatever
+/// the number of items: a streamed scan of a tree of any size holds `in_flight`
+/// reports. Items are pulled from `items` on the calling thread, as the window
+/// allows. Call it from outside the pool (the calling thread waits for results).
+pub fn map_ordered<T: Send, R: Send>(
+    threads: usize,
+    items: impl Iterator<Item = T>,
+    in_flight: usize,
+    f: impl Fn(T) -> R + Sync,
+    mut emit: impl FnMut(R),
+) -> Result<()> {
+    if threads == 1 {
+        items.for_each(|t| emit(f(t)));
+        return Ok(());
+    }
+    let f = &f;
+    if threads == 0 {
+        rayon::in_place_scope_fifo(|s| window(s, items, in_flight, f, emit));
+        return Ok(());
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|e| Error::Internal(format!("cannot start {threads} threads: {e}")))?;
+    pool.in_place_scope_fifo(|s| window(s, items, in_flight, f, emit));
+    Ok(())
+}
+
+/// [`map_ordered`]'s loop: spawn while the window has room, then hand on what is
+/// next in order once it is back.
+fn window<'scope, T: Send + 'scope, R: Send + 'scope>(
+    s: &rayon::ScopeFifo<'scope>,
+    mut items: impl Iterator<Item = T>,
+    in_flight: usize,
+    f: &'scope (impl Fn(T) -> R + Sync),
+    mut emit: impl FnMut(R),
+) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut pending = std::collections::BTreeMap::new();
+    let (mut taken, mut handed) = (0usize, 0usize);
+    loop {
+        while taken - handed < in_flight.max(1) {
+            let Some(t) = items.next() else { break };
+            let (tx, i) = (tx.clone(), taken);
+            s.spawn_fifo(move |_| {
+                // A panic is carried to the calling thread, which would otherwise wait
+                // for this result forever.
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(t)));
+                let _ = tx.send((i, r));
+            });
+            taken += 1;
+        }
+        if handed == taken {
+            break;
+        }
+        // Every task sends once, and `tx` is held here: a result always comes.
+        let Ok((i, r)) = rx.recv() else { break };
+        match r {
+            Ok(r) => pending.insert(i, r),
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
+        while let Some(r) = pending.remove(&handed) {
+            emit(r);
+            handed += 1;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn map_ordered_hands_results_on_in_item_order_within_the_window() {
+        for threads in [0, 1, 2, 4] {
+            let live = std::sync::atomic::AtomicUsize::new(0);
+            let most = std::sync::atomic::AtomicUsize::new(0);
+            let mut out = Vec::new();
+            map_ordered(
+                threads,
+                (0..500u64).inspect(|_| {
+                    let now = live.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                    most.fetch_max(now, std::sync::atomic::Ordering::SeqCst);
+                }),
+                8,
+                // Two threads finish items out of order: the order must come out whole.
+                |x| {
+                    std::thread::yield_now();
+                    x * 3
+                },
+                |r| {
+                    live.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                    out.push(r)
+                },
+            )
+            .unwrap();
+            assert_eq!(out, (0..500u64).map(|x| x * 3).collect::<Vec<_>>());
+            assert!(
+                most.into_inner() <= 8,
+                "{threads} threads: more than 8 in flight"
+            );
+        }
+    }
+
+    #[test]
+    fn a_panic_in_map_ordered_reaches_the_caller() {
+        let r = std::panic::catch_unwind(|| {
+            map_ordered(
+                2,
+                0..100u32,
+                4,
+                |x| if x == 37 { panic!("item 37") } else { x },
+                |_| {},
+            )
+        });
+        assert!(r.is_err());
+    }
 
     #[test]
     fn largest_first_keeps_item_order_and_runs_everything() {

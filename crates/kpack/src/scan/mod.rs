@@ -8,13 +8,18 @@
 //!
 //! `report.rs` holds what a scan finds (the report types, serialised as `--json`).
 
+mod links;
 mod report;
+mod stream;
+mod tally;
 mod thin;
 mod wheel;
 
 mod event;
 pub use event::ScanEvent;
 pub use report::*;
+pub use stream::scan_each;
+use tally::Tally;
 
 use crate::bundle::{self};
 use crate::coff;
@@ -24,7 +29,7 @@ use crate::event::EventSink;
 use crate::fsutil::{map_open_file, open_regular};
 use crate::kerneldb::{self, Database};
 use rayon::prelude::*;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fs::{File, Metadata};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
@@ -199,67 +204,87 @@ struct Listing {
 /// Walk `root` without following symlinks, each file listed as it is found.
 fn list_tree(root: &Path, sink: &dyn EventSink<ScanEvent>) -> Listing {
     let mut l = Listing::default();
-    for item in walkdir::WalkDir::new(root)
+    let walk = walkdir::WalkDir::new(root)
         .follow_links(false)
         .sort_by_file_name()
-        .min_depth(1)
-    {
-        let item = match item {
-            Ok(item) => item,
-            Err(e) => {
-                let path = e
-                    .path()
-                    .map(|p| rel_string(p.strip_prefix(root).unwrap_or(p)))
-                    .unwrap_or_default();
-                let msg = e
-                    .io_error()
-                    .map_or_else(|| e.to_string(), ToString::to_string);
-                l.diagnostics.push(Diagnostic {
-                    path,
-                    severity: Severity::Error,
-                    message: format!("cannot read directory: {msg}"),
-                    unreadable: true,
-                });
-                continue;
-            }
-        };
-        let rel_path = item.path().strip_prefix(root).unwrap_or(item.path());
-        // Reports, ledgers and archive keys name files by text: a name that is not
-        // UTF-8 is carried escaped, exactly; one that cannot be told from such a
-        // spelling is not addressed at all, and said.
-        let rel = match crate::relpath::encode(rel_path) {
-            Ok(rel) => rel,
-            Err(why) => {
-                l.diagnostics.push(Diagnostic {
-                    path: rel_string(rel_path),
-                    severity: Severity::Error,
-                    message: format!("{why}; not read"),
-                    unreadable: true,
-                });
-                continue;
-            }
-        };
-        match item.metadata() {
-            Ok(meta) if meta.is_dir() => l.directories += 1,
-            Ok(meta) => {
+        .min_depth(1);
+    for item in walk {
+        match walked(root, item) {
+            Walked::Directory => l.directories += 1,
+            Walked::Problem(d) => l.diagnostics.push(d),
+            Walked::Entry(r, linked) => {
                 sink.event(ScanEvent::Listed {
-                    path: rel.clone(),
-                    bytes: meta.len(),
+                    path: r.path.clone(),
+                    bytes: r.size,
                 });
-                if meta.is_file() && meta.nlink() > 1 {
-                    l.linked.insert((meta.dev(), meta.ino()));
+                if linked && let Some(id) = r.identity {
+                    l.linked.insert(id);
                 }
-                l.reports.push(listed(rel, &meta))
+                l.reports.push(r)
             }
-            Err(e) => l.diagnostics.push(Diagnostic {
-                path: rel,
-                severity: Severity::Error,
-                message: format!("cannot stat: {e}"),
-                unreadable: true,
-            }),
         }
     }
     l
+}
+
+/// What the walk makes of one item.
+enum Walked {
+    /// A directory (counted, its entries walked).
+    Directory,
+    /// What cannot be read or addressed.
+    Problem(Diagnostic),
+    /// An entry listed ([`listed`]), and whether it is a regular file with more than
+    /// one name.
+    Entry(FileReport, bool),
+}
+
+fn walked(root: &Path, item: walkdir::Result<walkdir::DirEntry>) -> Walked {
+    let item = match item {
+        Ok(item) => item,
+        Err(e) => {
+            let path = e
+                .path()
+                .map(|p| rel_string(p.strip_prefix(root).unwrap_or(p)))
+                .unwrap_or_default();
+            let msg = e
+                .io_error()
+                .map_or_else(|| e.to_string(), ToString::to_string);
+            return Walked::Problem(Diagnostic {
+                path,
+                severity: Severity::Error,
+                message: format!("cannot read directory: {msg}"),
+                unreadable: true,
+            });
+        }
+    };
+    let rel_path = item.path().strip_prefix(root).unwrap_or(item.path());
+    // Reports, ledgers and archive keys name files by text: a name that is not
+    // UTF-8 is carried escaped, exactly; one that cannot be told from such a
+    // spelling is not addressed at all, and said.
+    let rel = match crate::relpath::encode(rel_path) {
+        Ok(rel) => rel,
+        Err(why) => {
+            return Walked::Problem(Diagnostic {
+                path: rel_string(rel_path),
+                severity: Severity::Error,
+                message: format!("{why}; not read"),
+                unreadable: true,
+            });
+        }
+    };
+    match item.metadata() {
+        Ok(meta) if meta.is_dir() => Walked::Directory,
+        Ok(meta) => {
+            let linked = meta.is_file() && meta.nlink() > 1;
+            Walked::Entry(listed(rel, &meta), linked)
+        }
+        Err(e) => Walked::Problem(Diagnostic {
+            path: rel,
+            severity: Severity::Error,
+            message: format!("cannot stat: {e}"),
+            unreadable: true,
+        }),
+    }
 }
 
 /// For each later name of a hard-linked file (`reports` sorted), the index of its
@@ -302,95 +327,12 @@ pub fn partial_report(root: &str, mut files: Vec<FileReport>) -> TreeReport {
 fn build_report(
     root: String,
     files: Vec<FileReport>,
-    mut diagnostics: Vec<Diagnostic>,
+    diagnostics: Vec<Diagnostic>,
     directories: u64,
 ) -> TreeReport {
-    let mut totals = Totals {
-        directories,
-        ..Totals::default()
-    };
-    let mut arch_totals: BTreeMap<String, ArchTotal> = BTreeMap::new();
-    for f in &files {
-        totals.entries += 1;
-        let counted = f.hard_link_of.is_none() && f.kind != FileKind::Symlink;
-        let kt = totals.by_kind.entry(f.kind).or_default();
-        kt.count += 1;
-        if counted {
-            kt.bytes += f.size;
-            totals.bytes += if f.kind == FileKind::Other { 0 } else { f.size };
-            totals.fatbin_bytes += f.fatbin_bytes;
-            for b in f.all_bundles() {
-                for t in &b.targets {
-                    let a = arch_totals.entry(t.arch.clone()).or_default();
-                    a.raw += t.size;
-                    a.compressed += t.compressed_size;
-                    a.code_objects += 1;
-                }
-            }
-            if f.kind == FileKind::CodeObject
-                && let Some(arch) = &f.arch
-            {
-                let a = arch_totals.entry(arch.clone()).or_default();
-                a.raw += f.size;
-                a.compressed += f.size;
-                a.code_objects += 1;
-            }
-            if f.kind == FileKind::KernelDatabase
-                && f.bundles.is_empty()
-                && let Some(arch) = &f.arch
-            {
-                arch_totals.entry(arch.clone()).or_default().kernel_database += f.size;
-            }
-            for e in &f.embedded {
-                for t in &e.targets {
-                    let a = arch_totals.entry(t.arch.clone()).or_default();
-                    a.embedded += t.size;
-                    a.embedded_code_objects += 1;
-                }
-            }
-            if let Some(k) = &f.kpack {
-                for (arch, c) in &k.by_arch {
-                    let a = arch_totals.entry(arch.clone()).or_default();
-                    a.archived += c.raw;
-                    a.archived_code_objects += c.code_objects;
-                    a.archived_stored += c.stored;
-                }
-            }
-        }
-        for p in &f.problems {
-            diagnostics.push(Diagnostic {
-                path: f.path.clone(),
-                severity: if f.kind == FileKind::Other || p.starts_with("unsupported") {
-                    Severity::Warning
-                } else {
-                    Severity::Error
-                },
-                message: p.clone(),
-                unreadable: false,
-            });
-        }
-    }
-    diagnostics.sort_by(|a, b| a.path.cmp(&b.path).then(a.message.cmp(&b.message)));
-    totals.device_raw = arch_totals.values().map(|t| t.raw + t.archived).sum();
-    totals.device_stored = arch_totals
-        .values()
-        .map(|t| t.compressed + t.archived_stored)
-        .sum();
-    // Code per target, in binaries and in the archives host-only binaries use.
-    let archs = arch_totals
-        .iter()
-        .filter(|(_, t)| t.raw + t.archived > 0)
-        .map(|(a, t)| (a.clone(), t.raw + t.archived))
-        .collect();
-    TreeReport {
-        root,
-        files,
-        archs,
-        arch_totals,
-        totals,
-        diagnostics,
-        wheel: None,
-    }
+    let mut tally = Tally::new(diagnostics, directories);
+    files.iter().for_each(|f| tally.add(f));
+    tally.finish(root, files)
 }
 
 /// Fill in a listed report: a symlink's target, a regular file's inspection (its
