@@ -473,20 +473,48 @@ fn run_scan_titled(path: &Path, common: &Common, title: Option<&str>) -> Result<
         deep: common.deep,
         ..Default::default()
     };
-    let mut report = scan::scan(path, &opts, &progress)
+    let root = title.map_or_else(|| path.display().to_string(), str::to_string);
+    // Streamed: each report is written (JSON) or dropped (text keeps the binaries it
+    // lists) as it comes, so a tree of any size takes the memory of a window of it.
+    let report = if common.json {
+        let out = io::stdout();
+        let mut out = io::BufWriter::new(out.lock());
+        let head = batch::scan::empty_report(root.clone());
+        let mut doc =
+            batch::jsonstream::JsonArrayStream::new(&mut out, "kpack-tui.scan/2", "files", &head)?;
+        let mut failed = None;
+        let mut report = scan::scan_each(path, &opts, &progress, &mut |f| {
+            if failed.is_none() {
+                failed = doc.item(&f).err();
+            }
+        })
         .with_context(|| format!("cannot scan {}", path.display()))?;
-    progress.finish();
-    if let Some(t) = title {
-        report.root = t.to_string();
-    }
-    if common.json {
-        batch::print_json("kpack-tui.scan/2", &report)?;
+        progress.finish();
+        if let Some(e) = failed {
+            return Err(e.into());
+        }
+        report.root = root;
+        doc.finish(&report)?;
+        out.flush()?;
+        report
     } else {
+        let keep_all = !path.is_dir();
+        let mut kept = Vec::new();
+        let mut report = scan::scan_each(path, &opts, &progress, &mut |f| {
+            if keep_all || batch::scan::shown(&f, common.long) {
+                kept.push(f)
+            }
+        })
+        .with_context(|| format!("cannot scan {}", path.display()))?;
+        progress.finish();
+        report.root = root;
+        report.files = kept;
         let out = io::stdout();
         let mut out = io::BufWriter::new(out.lock());
         batch::scan::print_text(&mut out, &report, common.long)?;
         out.flush()?;
-    }
+        report
+    };
     Ok(if common.strict && report.has_diagnostics() {
         EXIT_FINDINGS
     } else {

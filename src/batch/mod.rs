@@ -4,6 +4,7 @@
 pub mod archive;
 pub mod artifacts;
 pub mod diff;
+pub mod jsonstream;
 pub mod kernels;
 pub mod pack;
 pub mod progress;

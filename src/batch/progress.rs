@@ -81,13 +81,22 @@ impl EventSink<ScanEvent> for ScanProgress {
             return;
         }
         s.last = Some(now);
-        let line = format!(
-            "scanning: {}/{} files, {} / {}",
-            s.done_files,
-            s.files,
-            super::size(s.done_bytes),
-            super::size(s.bytes)
-        );
+        // A streamed scan learns the totals only when its walk is over.
+        let line = if s.files == 0 {
+            format!(
+                "scanning: {} files, {}",
+                s.done_files,
+                super::size(s.done_bytes)
+            )
+        } else {
+            format!(
+                "scanning: {}/{} files, {} / {}",
+                s.done_files,
+                s.files,
+                super::size(s.done_bytes),
+                super::size(s.bytes)
+            )
+        };
         let mut err = std::io::stderr().lock();
         if self.tty {
             let _ = write!(err, "\r\x1b[2K{line}");

@@ -9,6 +9,36 @@ use std::io::{self, Write};
 /// How many binaries the "top" list shows.
 const TOP: usize = 10;
 
+/// A report of `root` with nothing in it: the fields a streamed `--json` writes
+/// before its files.
+pub fn empty_report(root: String) -> TreeReport {
+    TreeReport {
+        root,
+        files: Vec::new(),
+        archs: Default::default(),
+        arch_totals: Default::default(),
+        totals: Default::default(),
+        diagnostics: Vec::new(),
+        wheel: None,
+    }
+}
+
+/// Whether [`print_text`] shows anything of `f` beyond the totals: the binaries it
+/// ranks and counts, and with `long` every file with details. A streamed scan keeps
+/// only these.
+pub fn shown(f: &FileReport, long: bool) -> bool {
+    f.fatbin_bytes > 0 || !f.embedded.is_empty() || (long && has_details(f))
+}
+
+fn has_details(f: &FileReport) -> bool {
+    !f.bundles.is_empty()
+        || !f.embedded.is_empty()
+        || !f.members.is_empty()
+        || f.marker.is_some()
+        || f.kpack.is_some()
+        || f.database.is_some()
+}
+
 /// Print the text report of a scan. `long` prints every file with device code and
 /// every kernel-database file (with the rule that attributed it).
 pub fn print_text(out: &mut dyn Write, r: &TreeReport, long: bool) -> io::Result<()> {
@@ -166,14 +196,7 @@ pub fn print_text(out: &mut dyn Write, r: &TreeReport, long: bool) -> io::Result
         }
     }
     if long {
-        for f in r.files.iter().filter(|f| {
-            !f.bundles.is_empty()
-                || !f.embedded.is_empty()
-                || !f.members.is_empty()
-                || f.marker.is_some()
-                || f.kpack.is_some()
-                || f.database.is_some()
-        }) {
+        for f in r.files.iter().filter(|f| has_details(f)) {
             writeln!(out)?;
             print_file(out, f)?;
         }
