@@ -266,15 +266,40 @@ pub fn refuse_zip(root: &Path) -> Result<()> {
 /// List every kernel under `root` (a tree or one file).
 pub fn list_kernels(root: &Path, opts: &KernelsOptions) -> Result<KernelsReport> {
     refuse_zip(root)?;
-    let report = scan::scan(
+    // Streamed: only the files that can hold kernels are kept (a tree's headers and
+    // data are most of its files, and hold none).
+    let mut kept = Vec::new();
+    let mut report = scan::scan_each(
         root,
         &ScanOptions {
             threads: opts.threads,
             ..Default::default()
         },
         &crate::event::NoEvents,
+        &mut |f| {
+            if may_hold_kernels(&f) {
+                kept.push(f)
+            }
+        },
     )?;
+    report.files = kept;
     list_kernels_scanned(root, &report, opts)
+}
+
+/// Whether [`list_kernels_scanned`] reads anything of `f`: its first name, of a kind
+/// with device code or a way to it.
+fn may_hold_kernels(f: &FileReport) -> bool {
+    f.hard_link_of.is_none()
+        && matches!(
+            f.kind,
+            FileKind::Kpack
+                | FileKind::HostOnlyBinary
+                | FileKind::FatBinary
+                | FileKind::Bundle
+                | FileKind::CodeObject
+                | FileKind::EmbeddedCode
+                | FileKind::KernelDatabase
+        )
 }
 
 /// [`list_kernels`] of a tree already scanned.

@@ -7,7 +7,7 @@
 
 use crate::error::Result;
 use crate::kpack::ledger::{Ledger, Merged};
-use crate::scan::{self, Diagnostic, FileReport, ScanOptions};
+use crate::scan::{self, Diagnostic, FileKind, FileReport, ScanOptions};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -17,8 +17,8 @@ pub struct Installed {
     root: PathBuf,
     /// Overlay directories, in install order.
     dirs: Vec<PathBuf>,
-    /// Every file by install path, with the overlay it comes from (its report's
-    /// `path` is the install path).
+    /// Every archive and host-only binary by install path, with the overlay it comes
+    /// from (its report's `path` is the install path).
     pub files: Vec<(usize, FileReport)>,
     /// Scan diagnostics, by install path.
     pub diagnostics: Vec<Diagnostic>,
@@ -30,18 +30,31 @@ pub struct Installed {
 }
 
 impl Installed {
-    /// Read the overlays `dirs` (install order) of the install given as `root`.
+    /// Read the overlays `dirs` (install order) of the install given as `root`. Only
+    /// the files `verify` reads are kept ([`verified`]): each report is looked at as
+    /// the scan streams it, so a tree of 40,000 headers holds the few thousand
+    /// binaries and archives in it, not a report per file.
     pub fn scan(root: &Path, dirs: Vec<PathBuf>) -> Result<Installed> {
         let mut files: Vec<(usize, FileReport)> = Vec::new();
         let mut diagnostics = Vec::new();
         for (i, d) in dirs.iter().enumerate() {
-            let r = scan::scan(d, &ScanOptions::default(), &crate::event::NoEvents)?;
+            let later = &dirs[i + 1..];
+            let mut keep = |f: FileReport| {
+                // A file of a later overlay at the same path is the one installed.
+                if verified(&f) && !shadowed(later, &f.path) {
+                    files.push((i, f))
+                }
+            };
+            let r = scan::scan_each(
+                d,
+                &ScanOptions::default(),
+                &crate::event::NoEvents,
+                &mut keep,
+            )?;
             diagnostics.extend(r.diagnostics);
-            files.extend(r.files.into_iter().map(|f| (i, f)));
         }
-        // By install path, a later overlay's file over an earlier one's (sorted in
-        // place: a map keyed by a copy of every path took as much memory again as
-        // the reports themselves on a tree of 40,000 files).
+        // By install path (each overlay's files come sorted; a path is kept from one
+        // overlay only, the last that has it).
         files.sort_by(|a, b| a.1.path.cmp(&b.1.path).then(b.0.cmp(&a.0)));
         files.dedup_by(|earlier, kept| earlier.1.path == kept.1.path);
         files.shrink_to_fit();
@@ -53,6 +66,15 @@ impl Installed {
             from_artifacts: false,
             left: Vec::new(),
         })
+    }
+
+    /// Where the file installed at `path` really is: in the last overlay that has a
+    /// file (not a directory) there.
+    pub fn locate(&self, path: &str) -> Option<PathBuf> {
+        let rel = crate::relpath::to_path(path);
+        (self.dirs.iter().rev())
+            .map(|d| d.join(&rel))
+            .find(|p| std::fs::symlink_metadata(p).is_ok_and(|m| !m.is_dir()))
     }
 
     /// The install a packed tree at `root` in `layout` makes up: a pack's split
@@ -148,6 +170,19 @@ impl Installed {
         let found: Vec<(String, Ledger)> = found.into_values().collect();
         Ok((!found.is_empty()).then(|| crate::kpack::ledger::merge(found)))
     }
+}
+
+/// What `verify` reads of an install: its archives and host-only binaries (the rest
+/// it reaches by path: [`Installed::locate`]).
+fn verified(f: &FileReport) -> bool {
+    matches!(f.kind, FileKind::Kpack | FileKind::HostOnlyBinary)
+}
+
+/// Whether one of the `later` overlays has a file at install path `path` (copied
+/// over the earlier one when installed).
+fn shadowed(later: &[PathBuf], path: &str) -> bool {
+    let rel = crate::relpath::to_path(path);
+    (later.iter()).any(|d| std::fs::symlink_metadata(d.join(&rel)).is_ok_and(|m| !m.is_dir()))
 }
 
 /// The artifact directories (holding a manifest) right under `root`.

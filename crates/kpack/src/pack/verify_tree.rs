@@ -20,6 +20,7 @@ type Hashes = BTreeMap<String, (bool, Vec<Option<String>>)>;
 /// What the checks share: the install's files where they really are, its host-only
 /// binaries, its archives and their hashes.
 struct Tree<'a> {
+    inst: &'a Installed,
     real_of: BTreeMap<&'a str, PathBuf>,
     hosts: BTreeMap<String, &'a FileReport>,
     archives: TreeArchives,
@@ -52,6 +53,7 @@ pub(super) fn verify_installed(
         .map(|f| (f.path.clone(), f))
         .collect();
     let mut t = Tree {
+        inst,
         real_of,
         hosts,
         archives: TreeArchives::new(),
@@ -355,13 +357,13 @@ impl Tree<'_> {
     /// the gfx90a artifact in 2026).
     fn check_ledger_databases(&self, v: &mut TreeVerdict, l: &Ledger) {
         for df in &l.database_files {
-            match self.real_of.get(df.path.as_str()) {
+            match self.inst.locate(&df.path) {
                 None => v.faults.push(format!(
                     "{}: kernel-database file for {} in the ledger is missing from the tree",
                     df.path, df.target
                 )),
                 Some(real) => {
-                    let got = sha256_file(real).ok();
+                    let got = sha256_file(&real).ok();
                     if got.as_deref() != Some(df.sha256.as_str()) {
                         v.faults.push(format!(
                             "{}: kernel-database file for {} differs from the one the ledger \
