@@ -12,7 +12,7 @@ mod gate;
 mod side;
 
 pub use gate::{Budget, Limit, Removal, gate, removals, shrink_gate};
-use side::read_side;
+use side::read_sides;
 
 use crate::error::Result;
 use serde::Serialize;
@@ -207,8 +207,7 @@ pub fn rename_key(path: &str) -> String {
 
 /// Compare two builds.
 pub fn diff(old: &Path, new: &Path, opts: &DiffOptions) -> Result<DiffReport> {
-    let (a, b) = rayon::join(|| read_side(old, opts), || read_side(new, opts));
-    let (mut a, mut b) = (a?, b?);
+    let (mut a, mut b) = read_sides(old, new, opts)?;
     // A single binary on each side compares as one file whatever their names.
     let names = compare::Names {
         single: a.root_is_file && b.root_is_file,

@@ -96,7 +96,80 @@ impl Inventory<'_> {
     }
 }
 
-pub(super) fn read_side(root: &Path, opts: &DiffOptions) -> Result<Side> {
+/// Both sides of a diff. Two directories are scanned together, streamed, their
+/// files met in path order: a plain file (not a binary, archive or code) at the
+/// same path with the same size and class on both sides is left out at once, as
+/// comparing would leave it out, so two builds of 40,000 files hold what differs and
+/// what has device code, not a report per file.
+pub(super) fn read_sides(old: &Path, new: &Path, opts: &DiffOptions) -> Result<(Side, Side)> {
+    crate::kernels::refuse_zip(old)?;
+    crate::kernels::refuse_zip(new)?;
+    if !(old.is_dir() && new.is_dir()) {
+        let (a, b) = rayon::join(|| read_side(old, opts), || read_side(new, opts));
+        return Ok((a?, b?));
+    }
+    let sopts = ScanOptions {
+        threads: opts.threads,
+        ..Default::default()
+    };
+    let (mut kept_a, mut kept_b) = (Vec::new(), Vec::new());
+    let (ra, rb) = std::thread::scope(|s| {
+        let streamed = |dir: &Path| {
+            let (tx, rx) = std::sync::mpsc::sync_channel::<FileReport>(256);
+            let sopts = &sopts;
+            let dir = dir.to_path_buf();
+            let h = s.spawn(move || {
+                scan::scan_each(&dir, sopts, &crate::event::NoEvents, &mut |f| {
+                    let _ = tx.send(f);
+                })
+            });
+            (h, rx)
+        };
+        let (ha, rx_a) = streamed(old);
+        let (hb, rx_b) = streamed(new);
+        let (mut a, mut b) = (rx_a.into_iter().peekable(), rx_b.into_iter().peekable());
+        loop {
+            let order = match (a.peek(), b.peek()) {
+                (Some(fa), Some(fb)) => fa.path.cmp(&fb.path),
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (None, None) => break,
+            };
+            match order {
+                std::cmp::Ordering::Less => kept_a.extend(a.next()),
+                std::cmp::Ordering::Greater => kept_b.extend(b.next()),
+                std::cmp::Ordering::Equal => {
+                    if let (Some(fa), Some(fb)) = (a.next(), b.next())
+                        && !(plain(&fa) && fa.kind == fb.kind && fa.size == fb.size)
+                    {
+                        kept_a.push(fa);
+                        kept_b.push(fb);
+                    }
+                }
+            }
+        }
+        let join = |h: std::thread::ScopedJoinHandle<'_, Result<scan::TreeReport>>| {
+            h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
+        };
+        (join(ha), join(hb))
+    });
+    let (mut ra, mut rb) = (ra?, rb?);
+    ra.files = kept_a;
+    rb.files = kept_b;
+    Ok((read_scanned(old, opts, ra)?, read_scanned(new, opts, rb)?))
+}
+
+/// A file the comparison reads only its size and class of: not a binary, archive,
+/// code object or database. (An archive's code is counted for the binary its key
+/// names; a key naming a plain file, which no pack writes, would not be compared.)
+fn plain(f: &FileReport) -> bool {
+    matches!(
+        f.kind,
+        FileKind::Opaque | FileKind::Symlink | FileKind::Other
+    )
+}
+
+fn read_side(root: &Path, opts: &DiffOptions) -> Result<Side> {
     crate::kernels::refuse_zip(root)?;
     let scan = scan::scan(
         root,
@@ -106,6 +179,11 @@ pub(super) fn read_side(root: &Path, opts: &DiffOptions) -> Result<Side> {
         },
         &crate::event::NoEvents,
     )?;
+    read_scanned(root, opts, scan)
+}
+
+/// A side from its scan (every file the comparison needs).
+fn read_scanned(root: &Path, opts: &DiffOptions, scan: scan::TreeReport) -> Result<Side> {
     // A wheel is a tree of members, not one file.
     let root_is_file = std::fs::metadata(root).is_ok_and(|m| m.is_file()) && scan.wheel.is_none();
     let mut inv = Inventory {
