@@ -75,8 +75,12 @@ pub fn map_ordered<T: Send, R: Send>(
     Ok(())
 }
 
-/// [`map_ordered`]'s loop: spawn while the window has room, then hand on what is
-/// next in order once it is back.
+/// Items a task of [`map_ordered`] maps at a time: one hand-over per item (a wake-up
+/// of a worker, then of the caller) cost more than reading a small file.
+const CHUNK: usize = 16;
+
+/// [`map_ordered`]'s loop: spawn a chunk of items while the window has room, then
+/// hand on what is next in order once it is back.
 fn window<'scope, T: Send + 'scope, R: Send + 'scope>(
     s: &rayon::ScopeFifo<'scope>,
     mut items: impl Iterator<Item = T>,
@@ -87,19 +91,27 @@ fn window<'scope, T: Send + 'scope, R: Send + 'scope>(
     let (tx, rx) = std::sync::mpsc::channel();
     let mut pending = std::collections::BTreeMap::new();
     let (mut taken, mut handed) = (0usize, 0usize);
+    let (mut chunks, mut next_chunk) = (0usize, 0usize);
+    let chunk = CHUNK.min(in_flight.max(1));
     loop {
-        while taken - handed < in_flight.max(1) {
-            let Some(t) = items.next() else { break };
-            let (tx, i) = (tx.clone(), taken);
+        while taken - handed + chunk <= in_flight.max(chunk) {
+            let part: Vec<T> = items.by_ref().take(chunk).collect();
+            if part.is_empty() {
+                break;
+            }
+            let (tx, i) = (tx.clone(), chunks);
+            taken += part.len();
+            chunks += 1;
             s.spawn_fifo(move |_| {
                 // A panic is carried to the calling thread, which would otherwise wait
                 // for this result forever.
-                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(t)));
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    part.into_iter().map(f).collect::<Vec<R>>()
+                }));
                 let _ = tx.send((i, r));
             });
-            taken += 1;
         }
-        if handed == taken {
+        if next_chunk == chunks {
             break;
         }
         // Every task sends once, and `tx` is held here: a result always comes.
@@ -108,9 +120,10 @@ fn window<'scope, T: Send + 'scope, R: Send + 'scope>(
             Ok(r) => pending.insert(i, r),
             Err(panic) => std::panic::resume_unwind(panic),
         };
-        while let Some(r) = pending.remove(&handed) {
-            emit(r);
-            handed += 1;
+        while let Some(rs) = pending.remove(&next_chunk) {
+            handed += rs.len();
+            rs.into_iter().for_each(&mut emit);
+            next_chunk += 1;
         }
     }
 }

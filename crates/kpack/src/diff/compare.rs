@@ -39,11 +39,11 @@ impl Names {
 pub(super) fn target_deltas(a: &Side, b: &Side) -> Vec<TargetDelta> {
     let mut targets: BTreeMap<String, TargetDelta> = BTreeMap::new();
     for (side, objects) in [(0, &a.objects), (1, &b.objects)] {
-        for o in objects {
+        for o in objects.iter() {
             let t = targets
-                .entry(o.target.clone())
+                .entry(o.target.to_string())
                 .or_insert_with(|| TargetDelta {
-                    target: o.target.clone(),
+                    target: o.target.to_string(),
                     old_bytes: 0,
                     new_bytes: 0,
                     old_stored: 0,
@@ -79,12 +79,12 @@ impl<'a> Sizes<'a> {
     fn of(s: &'a Side, names: Names) -> Self {
         let mut device = BTreeMap::new();
         let mut per_target: BTreeMap<&str, BTreeMap<&str, u64>> = BTreeMap::new();
-        for o in &s.objects {
-            *device.entry(names.of_ref(s, &o.binary)).or_insert(0) += o.size;
+        for o in s.objects.iter() {
+            *device.entry(names.of_ref(s, o.binary)).or_insert(0) += o.size;
             *per_target
-                .entry(names.of_ref(s, &o.binary))
+                .entry(names.of_ref(s, o.binary))
                 .or_default()
-                .entry(o.target.as_str())
+                .entry(o.target)
                 .or_insert(0) += o.size;
         }
         // Regular files and symlinks, by path.
@@ -230,14 +230,14 @@ pub(super) fn read_kernels(
 ) -> Result<()> {
     let shape = |s: &Side, renames: Option<&BTreeMap<String, String>>| {
         let mut m: BTreeMap<String, BTreeMap<(Option<u32>, String), u64>> = BTreeMap::new();
-        for o in &s.objects {
-            let mut bin = names.of(s, &o.binary);
+        for o in s.objects.iter() {
+            let mut bin = names.of(s, o.binary);
             if let Some(r) = renames.and_then(|r| r.get(&bin)) {
                 bin = r.clone();
             }
             *m.entry(bin)
                 .or_default()
-                .entry((o.bundle, o.target.clone()))
+                .entry((o.bundle, o.target.to_string()))
                 .or_insert(0) += o.size;
         }
         m
@@ -257,7 +257,7 @@ pub(super) fn read_kernels(
             v.push((*o).clone());
         }
         if names.single && s.root_is_file {
-            v.extend(s.objects.iter().map(|o| o.binary.clone()));
+            v.extend(s.objects.binaries().cloned());
             v.extend(
                 s.scan
                     .files

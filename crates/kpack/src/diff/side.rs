@@ -3,7 +3,7 @@
 
 use super::DiffOptions;
 use crate::error::Result;
-use crate::kernels::{CodeObjectRow, KernelsReport};
+use crate::kernels::KernelsReport;
 use crate::scan::{self, FileKind, FileReport, ScanOptions, TreeReport};
 use rayon::prelude::*;
 use std::path::{Path, PathBuf};
@@ -13,38 +13,114 @@ pub(super) struct Side {
     pub(super) scan: TreeReport,
     /// Every code object, from bundle entry tables and archive indexes (nothing
     /// decompressed).
-    pub(super) objects: Vec<CodeObjectRow>,
+    pub(super) objects: Objects,
     pub(super) kernels: KernelsReport,
     pub(super) root_is_file: bool,
     pub(super) diagnostics: Vec<String>,
 }
 
+/// A side's code objects: 32 bytes each, their binaries' and targets' names held
+/// once (a tree of 10,000 code objects named them 10,000 times each, in three
+/// strings per object).
+#[derive(Default)]
+pub(super) struct Objects {
+    list: Vec<Object>,
+    binaries: Interned,
+    targets: Interned,
+}
+
+#[derive(Clone, Copy)]
+struct Object {
+    binary: u32,
+    bundle: Option<u32>,
+    target: u32,
+    size: u64,
+    stored: u64,
+}
+
+/// One code object as the comparisons read it.
+pub(super) struct ObjectRef<'a> {
+    /// The binary it belongs to: the file, or an archive entry's key without `#TU`.
+    pub(super) binary: &'a str,
+    /// Bundle (TU) index, or the key's `#TU`.
+    pub(super) bundle: Option<u32>,
+    pub(super) target: &'a str,
+    pub(super) size: u64,
+    /// Bytes it takes on disk.
+    pub(super) stored: u64,
+}
+
+impl Objects {
+    fn push(
+        &mut self,
+        binary: &str,
+        bundle: Option<u32>,
+        target: &str,
+        (size, stored): (u64, u64),
+    ) {
+        let (binary, target) = (self.binaries.of(binary), self.targets.of(target));
+        self.list.push(Object {
+            binary,
+            bundle,
+            target,
+            size,
+            stored,
+        });
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = ObjectRef<'_>> {
+        self.list.iter().map(|o| ObjectRef {
+            binary: &self.binaries.names[o.binary as usize],
+            bundle: o.bundle,
+            target: &self.targets.names[o.target as usize],
+            size: o.size,
+            stored: o.stored,
+        })
+    }
+
+    /// The binaries' names.
+    pub(super) fn binaries(&self) -> impl Iterator<Item = &String> {
+        self.binaries.names.iter()
+    }
+
+    /// Name binary `from` `to` instead.
+    fn rename_binary(&mut self, from: &str, to: &str) {
+        for n in self.binaries.names.iter_mut().filter(|n| *n == from) {
+            *n = to.to_string();
+        }
+    }
+}
+
+/// Names numbered in the order first seen.
+#[derive(Default)]
+struct Interned {
+    names: Vec<String>,
+    numbers: std::collections::HashMap<String, u32>,
+}
+
+impl Interned {
+    fn of(&mut self, name: &str) -> u32 {
+        if let Some(&n) = self.numbers.get(name) {
+            return n;
+        }
+        let n = self.names.len() as u32;
+        self.names.push(name.to_string());
+        self.numbers.insert(name.to_string(), n);
+        n
+    }
+}
+
 /// Code objects found from entry tables and archive indexes.
 struct Inventory<'a> {
     targets: &'a [String],
-    objects: Vec<CodeObjectRow>,
+    objects: Objects,
     diagnostics: Vec<String>,
 }
 
 impl Inventory<'_> {
-    fn push(
-        &mut self,
-        path: &str,
-        binary: &str,
-        bundle: Option<u32>,
-        t: &str,
-        (size, stored): (u64, u64),
-    ) {
+    fn push(&mut self, binary: &str, bundle: Option<u32>, t: &str, sizes: (u64, u64)) {
         if crate::kernels::target_selected(self.targets, t) {
-            self.objects.push(CodeObjectRow {
-                path: path.to_string(),
-                binary: binary.to_string(),
-                bundle,
-                target: t.to_string(),
-                size,
-                stored,
-                bytes: None,
-            });
+            self.objects.push(binary, bundle, t, sizes);
         }
     }
 
@@ -82,13 +158,7 @@ impl Inventory<'_> {
                     if only.is_some_and(|o| o != b) {
                         continue;
                     }
-                    self.push(
-                        path,
-                        b,
-                        n.parse().ok(),
-                        &e.arch,
-                        (e.size, e.compressed_size),
-                    );
+                    self.push(b, n.parse().ok(), &e.arch, (e.size, e.compressed_size));
                 }
             }
             Err(e) => self.diagnostics.push(format!("{path}: {e}")),
@@ -114,20 +184,28 @@ pub(super) fn read_sides(old: &Path, new: &Path, opts: &DiffOptions) -> Result<(
     };
     let (mut kept_a, mut kept_b) = (Vec::new(), Vec::new());
     let (ra, rb) = std::thread::scope(|s| {
+        // Reports cross in batches: a hand-over per file woke the other thread 80,000
+        // times for two trees of 40,000 files.
         let streamed = |dir: &Path| {
-            let (tx, rx) = std::sync::mpsc::sync_channel::<FileReport>(256);
+            let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<FileReport>>(4);
             let sopts = &sopts;
             let dir = dir.to_path_buf();
             let h = s.spawn(move || {
-                scan::scan_each(&dir, sopts, &crate::event::NoEvents, &mut |f| {
-                    let _ = tx.send(f);
-                })
+                let mut batch = Vec::with_capacity(BATCH);
+                let r = scan::scan_each(&dir, sopts, &crate::event::NoEvents, &mut |f| {
+                    batch.push(f);
+                    if batch.len() == BATCH {
+                        let _ = tx.send(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)));
+                    }
+                });
+                let _ = tx.send(batch);
+                r
             });
-            (h, rx)
+            (h, rx.into_iter().flatten())
         };
         let (ha, rx_a) = streamed(old);
         let (hb, rx_b) = streamed(new);
-        let (mut a, mut b) = (rx_a.into_iter().peekable(), rx_b.into_iter().peekable());
+        let (mut a, mut b) = (rx_a.peekable(), rx_b.peekable());
         loop {
             let order = match (a.peek(), b.peek()) {
                 (Some(fa), Some(fb)) => fa.path.cmp(&fb.path),
@@ -159,6 +237,9 @@ pub(super) fn read_sides(old: &Path, new: &Path, opts: &DiffOptions) -> Result<(
     Ok((read_scanned(old, opts, ra)?, read_scanned(new, opts, rb)?))
 }
 
+/// Reports handed from a side's scan to the comparison at a time.
+const BATCH: usize = 64;
+
 /// A file the comparison reads only its size and class of: not a binary, archive,
 /// code object or database. (An archive's code is counted for the binary its key
 /// names; a key naming a plain file, which no pack writes, would not be compared.)
@@ -188,7 +269,7 @@ fn read_scanned(root: &Path, opts: &DiffOptions, scan: scan::TreeReport) -> Resu
     let root_is_file = std::fs::metadata(root).is_ok_and(|m| m.is_file()) && scan.wheel.is_none();
     let mut inv = Inventory {
         targets: &opts.targets,
-        objects: Vec::new(),
+        objects: Objects::default(),
         diagnostics: Vec::new(),
     };
     let wheel = match &scan.wheel {
@@ -206,13 +287,13 @@ fn read_scanned(root: &Path, opts: &DiffOptions, scan: scan::TreeReport) -> Resu
                     for b in f.all_bundles() {
                         for t in &b.targets {
                             let sizes = (t.size, t.compressed_size);
-                            inv.push(&f.path, &f.path, Some(b.index as u32), &t.arch, sizes);
+                            inv.push(&f.path, Some(b.index as u32), &t.arch, sizes);
                         }
                     }
                     if f.kind == FileKind::CodeObject
                         && let Some(t) = &f.arch
                     {
-                        inv.push(&f.path, &f.path, None, t, (f.size, f.size));
+                        inv.push(&f.path, None, t, (f.size, f.size));
                     }
                 }
             }
@@ -234,19 +315,14 @@ fn read_scanned(root: &Path, opts: &DiffOptions, scan: scan::TreeReport) -> Resu
             }
             FileKind::CodeObject => {
                 if let Some(t) = &f.arch {
-                    inv.push(&f.path, &f.path, None, t, (f.size, f.size));
+                    inv.push(&f.path, None, t, (f.size, f.size));
                 }
             }
             _ => {
                 for b in f.all_bundles() {
                     for t in &b.targets {
-                        inv.push(
-                            &f.path,
-                            &f.path,
-                            Some(b.index as u32),
-                            &t.arch,
-                            (t.size, t.compressed_size),
-                        );
+                        let sizes = (t.size, t.compressed_size);
+                        inv.push(&f.path, Some(b.index as u32), &t.arch, sizes);
                     }
                 }
             }
@@ -255,7 +331,7 @@ fn read_scanned(root: &Path, opts: &DiffOptions, scan: scan::TreeReport) -> Resu
         // are read with the binary's, named `path@section[n]`).
         for e in &f.embedded {
             for t in &e.targets {
-                inv.push(&f.path, &f.path, None, &t.arch, (t.size, t.size));
+                inv.push(&f.path, None, &t.arch, (t.size, t.size));
             }
         }
     }
@@ -267,10 +343,7 @@ fn read_scanned(root: &Path, opts: &DiffOptions, scan: scan::TreeReport) -> Resu
     // A host-only binary given alone: its device code is its archives', under its
     // own name.
     if root_is_file && let Some(m) = scan.files.first().and_then(|f| f.marker.as_ref()) {
-        let name = scan.files[0].path.clone();
-        for o in objects.iter_mut().filter(|o| o.binary == m.kernel_name) {
-            o.binary = name.clone();
-        }
+        objects.rename_binary(&m.kernel_name, &scan.files[0].path);
     }
     Ok(Side {
         root: root.to_path_buf(),

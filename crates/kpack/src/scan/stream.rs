@@ -166,22 +166,23 @@ fn linked_before(root: &Path, name: &str) -> Vec<((u64, u64), String)> {
 /// `name/...`, so it sorts as its name with a `/` after it (`a-b` comes before
 /// `a/x`). Names compare by their text ([`crate::relpath`]).
 fn path_order(a: &walkdir::DirEntry, b: &walkdir::DirEntry) -> Ordering {
-    let key = |e: &walkdir::DirEntry| -> (Vec<u8>, bool) {
-        let raw = e.file_name().as_encoded_bytes();
-        let text = match std::str::from_utf8(raw) {
-            Ok(_) => raw.to_vec(),
-            Err(_) => {
-                crate::relpath::encode_bytes(raw).map_or_else(|_| raw.to_vec(), String::into_bytes)
-            }
-        };
-        (text, e.file_type().is_dir())
-    };
-    let ((a, a_dir), (b, b_dir)) = (key(a), key(b));
+    // Borrowed when UTF-8 (the text is the name): a sort compares each name many
+    // times.
+    let ((a, a_dir), (b, b_dir)) = (name_key(a), name_key(b));
     let slash = |dir: bool| dir.then_some(b'/');
-    a.iter()
-        .copied()
-        .chain(slash(a_dir))
-        .cmp(b.iter().copied().chain(slash(b_dir)))
+    (a.iter().copied().chain(slash(a_dir))).cmp(b.iter().copied().chain(slash(b_dir)))
+}
+
+/// A name's text, and whether it is a directory's.
+fn name_key(e: &walkdir::DirEntry) -> (std::borrow::Cow<'_, [u8]>, bool) {
+    let raw = e.file_name().as_encoded_bytes();
+    let text = match std::str::from_utf8(raw) {
+        Ok(_) => std::borrow::Cow::Borrowed(raw),
+        Err(_) => crate::relpath::encode_bytes(raw)
+            .map_or_else(|_| raw.to_vec(), String::into_bytes)
+            .into(),
+    };
+    (text, e.file_type().is_dir())
 }
 
 #[cfg(test)]
