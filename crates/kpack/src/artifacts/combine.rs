@@ -238,43 +238,50 @@ enum Entry {
     Symlink(PathBuf),
 }
 
-/// Every entry below `root`, relative, sorted; symlinks not followed.
-fn walk(root: &Path) -> Result<BTreeMap<String, Entry>> {
-    let mut out = BTreeMap::new();
-    for e in walkdir::WalkDir::new(root).min_depth(1).sort_by_file_name() {
-        let e = e.map_err(|e| {
-            let p = e.path().unwrap_or(root).to_path_buf();
-            Error::io(
-                &p,
-                e.into_io_error()
-                    .unwrap_or_else(|| std::io::Error::other("walk")),
-            )
-        })?;
-        let rel = e
-            .path()
-            .strip_prefix(root)
-            .map_err(|_| Error::Internal(format!("{}: outside its root", e.path().display())))?;
-        // Exact text (bytes that are not UTF-8 escaped), never a lossy spelling.
-        let rel = crate::relpath::encode(rel).map_err(|why| Error::Unsupported {
+/// Every entry below `root`, relative, in the walk's order (each directory's names
+/// sorted, its entries after it: the order of [`Path`]'s comparison, by components);
+/// symlinks not followed. Streamed: a shard's 40,000 files are never listed whole.
+/// Each entry comes with its relative path as the system names it (to order by).
+fn walk(root: &Path) -> impl Iterator<Item = Result<(String, Entry, PathBuf)>> + '_ {
+    walkdir::WalkDir::new(root)
+        .min_depth(1)
+        .sort_by_file_name()
+        .into_iter()
+        .map(move |e| walked(root, e))
+}
+
+fn walked(root: &Path, e: walkdir::Result<walkdir::DirEntry>) -> Result<(String, Entry, PathBuf)> {
+    let e = e.map_err(|e| {
+        let p = e.path().unwrap_or(root).to_path_buf();
+        Error::io(
+            &p,
+            e.into_io_error()
+                .unwrap_or_else(|| std::io::Error::other("walk")),
+        )
+    })?;
+    let raw = e
+        .path()
+        .strip_prefix(root)
+        .map_err(|_| Error::Internal(format!("{}: outside its root", e.path().display())))?;
+    // Exact text (bytes that are not UTF-8 escaped), never a lossy spelling.
+    let rel = crate::relpath::encode(raw).map_err(|why| Error::Unsupported {
+        path: e.path().to_path_buf(),
+        what: why.to_string(),
+    })?;
+    let ft = e.file_type();
+    let entry = if ft.is_symlink() {
+        Entry::Symlink(std::fs::read_link(e.path()).map_err(|err| Error::io(e.path(), err))?)
+    } else if ft.is_dir() {
+        Entry::Dir
+    } else if ft.is_file() {
+        Entry::File(e.metadata().map(|m| m.len()).unwrap_or(0))
+    } else {
+        return Err(Error::Unsupported {
             path: e.path().to_path_buf(),
-            what: why.to_string(),
-        })?;
-        let ft = e.file_type();
-        let entry = if ft.is_symlink() {
-            Entry::Symlink(std::fs::read_link(e.path()).map_err(|err| Error::io(e.path(), err))?)
-        } else if ft.is_dir() {
-            Entry::Dir
-        } else if ft.is_file() {
-            Entry::File(e.metadata().map(|m| m.len()).unwrap_or(0))
-        } else {
-            return Err(Error::Unsupported {
-                path: e.path().to_path_buf(),
-                what: "special file in a shard".into(),
-            });
-        };
-        out.insert(rel, entry);
-    }
-    Ok(out)
+            what: "special file in a shard".into(),
+        });
+    };
+    Ok((rel, entry, raw.to_path_buf()))
 }
 
 /// The first differing byte of two files, `None` when identical.
@@ -336,22 +343,23 @@ fn host_identity(path: &Path, rel: &str) -> Option<(String, Vec<u64>)> {
     ))
 }
 
-/// Compare one artifact across the shards holding it; differences are appended.
-/// Returns the entries of the first holder.
+/// Compare one artifact across the shards holding it; differences are appended. The
+/// two walks are met in their common order, entry by entry.
 fn compare(
     name: &str,
     holders: &[&Shard],
     generic: bool,
     diffs: &mut Vec<Difference>,
-) -> Result<BTreeMap<String, Entry>> {
+) -> Result<()> {
     let first = holders[0];
     let base = first.path.join(name);
-    let entries = walk(&base)?;
     for other in &holders[1..] {
         let dir = other.path.join(name);
-        let theirs = walk(&dir)?;
-        let mut diff = |path: &str, what: String, offset: Option<u64>| {
-            diffs.push(Difference {
+        // Said by path: first what differs from the first holder, then what only
+        // this shard has.
+        let (mut found, mut only) = (Vec::new(), Vec::new());
+        let diff = |to: &mut Vec<Difference>, path: &str, what: String, offset: Option<u64>| {
+            to.push(Difference {
                 artifact: name.to_string(),
                 path: path.to_string(),
                 shard: other.label.clone(),
@@ -359,59 +367,96 @@ fn compare(
                 offset,
             })
         };
-        for (rel, e) in &entries {
-            match (e, theirs.get(rel)) {
-                (_, None) => diff(rel, format!("missing (present in {})", first.label), None),
-                (Entry::Dir, Some(Entry::Dir)) => {}
-                (Entry::Symlink(a), Some(Entry::Symlink(b))) if a == b => {}
-                (Entry::Symlink(a), Some(Entry::Symlink(b))) => diff(
-                    rel,
-                    format!("symlink to {} instead of {}", b.display(), a.display()),
-                    None,
-                ),
-                (Entry::File(_), Some(Entry::File(_))) => {
-                    let (pa, pb) = (base.join(to_path(rel)), dir.join(to_path(rel)));
-                    let Some(at) = first_difference(&pa, &pb)? else {
-                        continue;
+        let (mut ours, mut theirs) = (walk(&base).peekable(), walk(&dir).peekable());
+        loop {
+            let order = match (ours.peek(), theirs.peek()) {
+                (Some(Ok(a)), Some(Ok(b))) => a.2.cmp(&b.2),
+                (Some(Err(_)), _) => return ours.next().map_or(Ok(()), |e| e.map(|_| ())),
+                (_, Some(Err(_))) => return theirs.next().map_or(Ok(()), |e| e.map(|_| ())),
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (None, None) => break,
+            };
+            match order {
+                std::cmp::Ordering::Less => {
+                    let Some((rel, ..)) = ours.next().transpose()? else {
+                        break;
                     };
-                    if generic {
-                        match (host_identity(&pa, rel), host_identity(&pb, rel)) {
-                            (Some(a), Some(b)) if a == b => continue,
-                            (Some(a), Some(b)) if a.0 != b.0 => {
-                                diff(rel, format!("marker differs: {} vs {}", b.0, a.0), None);
-                                continue;
-                            }
-                            (Some(a), Some(b)) => {
-                                diff(
-                                    rel,
-                                    format!("bundle indices differ: {:?} vs {:?}", b.1, a.1),
-                                    None,
-                                );
-                                continue;
-                            }
-                            _ => {}
-                        }
-                    }
-                    diff(rel, "content differs".into(), Some(at));
+                    let what = format!("missing (present in {})", first.label);
+                    diff(&mut found, &rel, what, None);
                 }
-                (_, Some(_)) => diff(rel, "a different kind of file".into(), None),
+                std::cmp::Ordering::Greater => {
+                    let Some((rel, ..)) = theirs.next().transpose()? else {
+                        break;
+                    };
+                    let what = format!("only in this shard, not in {}", first.label);
+                    diff(&mut only, &rel, what, None);
+                }
+                std::cmp::Ordering::Equal => {
+                    let (Some((rel, a, _)), Some((_, b, _))) =
+                        (ours.next().transpose()?, theirs.next().transpose()?)
+                    else {
+                        break;
+                    };
+                    let paths = (base.join(to_path(&rel)), dir.join(to_path(&rel)));
+                    if let Some((what, offset)) = entry_difference((&a, &b), paths, &rel, generic)?
+                    {
+                        diff(&mut found, &rel, what, offset);
+                    }
+                }
             }
         }
-        for rel in theirs.keys().filter(|r| !entries.contains_key(*r)) {
-            diff(
-                rel,
-                format!("only in this shard, not in {}", first.label),
-                None,
-            );
-        }
+        found.sort_by(|a, b| a.path.cmp(&b.path));
+        only.sort_by(|a, b| a.path.cmp(&b.path));
+        diffs.extend(found.into_iter().chain(only));
     }
-    Ok(entries)
+    Ok(())
 }
 
-fn copy_tree(src: &Path, dst: &Path, entries: &BTreeMap<String, Entry>) -> Result<(u64, u64)> {
+/// How the entry at `rel` differs between two shards (`paths`), if it does.
+fn entry_difference(
+    (a, b): (&Entry, &Entry),
+    (pa, pb): (PathBuf, PathBuf),
+    rel: &str,
+    generic: bool,
+) -> Result<Option<(String, Option<u64>)>> {
+    Ok(match (a, b) {
+        (Entry::Dir, Entry::Dir) => None,
+        (Entry::Symlink(a), Entry::Symlink(b)) if a == b => None,
+        (Entry::Symlink(a), Entry::Symlink(b)) => Some((
+            format!("symlink to {} instead of {}", b.display(), a.display()),
+            None,
+        )),
+        (Entry::File(_), Entry::File(_)) => {
+            let Some(at) = first_difference(&pa, &pb)? else {
+                return Ok(None);
+            };
+            if generic {
+                match (host_identity(&pa, rel), host_identity(&pb, rel)) {
+                    (Some(a), Some(b)) if a == b => return Ok(None),
+                    (Some(a), Some(b)) if a.0 != b.0 => {
+                        return Ok(Some((format!("marker differs: {} vs {}", b.0, a.0), None)));
+                    }
+                    (Some(a), Some(b)) => {
+                        let what = format!("bundle indices differ: {:?} vs {:?}", b.1, a.1);
+                        return Ok(Some((what, None)));
+                    }
+                    _ => {}
+                }
+            }
+            Some(("content differs".into(), Some(at)))
+        }
+        _ => Some(("a different kind of file".into(), None)),
+    })
+}
+
+/// Copy the artifact at `src` into `dst`, walked again (not listed and held).
+fn copy_tree(src: &Path, dst: &Path) -> Result<(u64, u64)> {
     let (mut files, mut bytes) = (0u64, 0u64);
     std::fs::create_dir_all(dst).map_err(|e| Error::io(dst, e))?;
-    for (rel, e) in entries {
+    for item in walk(src) {
+        let (rel, e, _) = item?;
+        let (rel, e) = (&rel, &e);
         if rel == MANIFEST {
             continue; // written by the caller
         }
@@ -488,10 +533,8 @@ fn combine_into(shards: &[PathBuf], out: &Path, opts: &CombineOptions) -> Result
     let holders = Holders::of(&loaded, opts)?;
     let mut diffs = Vec::new();
     holders.check_complete(&loaded, &mut diffs)?;
-    let mut entries = BTreeMap::new();
     for (name, hs) in &holders.by_artifact {
-        let generic = name.ends_with("_generic");
-        entries.insert(name.clone(), compare(name, hs, generic, &mut diffs)?);
+        compare(name, hs, name.ends_with("_generic"), &mut diffs)?;
     }
     if !diffs.is_empty() && holders.prefer.is_none() {
         let n = diffs.len();
@@ -515,7 +558,7 @@ fn combine_into(shards: &[PathBuf], out: &Path, opts: &CombineOptions) -> Result
     let mut artifacts = Vec::new();
     let mut bytes_out = 0;
     for p in &plans {
-        let (a, bytes) = write_output(&st, p, &entries)?;
+        let (a, bytes) = write_output(&st, p)?;
         bytes_out += bytes;
         artifacts.push(a);
     }
@@ -540,11 +583,7 @@ fn combine_into(shards: &[PathBuf], out: &Path, opts: &CombineOptions) -> Result
 /// Copy the parts of one output artifact into the stage and write its manifest: a
 /// generic manifest keeps its order, a group's is the sorted union. Returns the
 /// artifact and the bytes copied.
-fn write_output(
-    st: &Path,
-    p: &OutPlan,
-    entries: &BTreeMap<String, BTreeMap<String, Entry>>,
-) -> Result<(CombinedArtifact, u64)> {
+fn write_output(st: &Path, p: &OutPlan) -> Result<(CombinedArtifact, u64)> {
     let dst = st.join(&p.name);
     let mut prefixes = BTreeSet::new();
     let mut ordered = Vec::new();
@@ -552,7 +591,7 @@ fn write_output(
     let mut targets = BTreeMap::new();
     for (name, shard) in &p.parts {
         let src = shard.path.join(name);
-        let (f, b) = copy_tree(&src, &dst, &entries[*name])?;
+        let (f, b) = copy_tree(&src, &dst)?;
         files += f;
         bytes += b;
         for pr in read_manifest(&src)? {
@@ -596,7 +635,8 @@ fn check_output(stage: &Path, names: &[String]) -> Result<(u64, u64)> {
         };
         let root = stage.join(n);
         let map = hosts.entry(c).or_default();
-        for (rel, e) in walk(&root)? {
+        for item in walk(&root) {
+            let (rel, e, _) = item?;
             if !matches!(e, Entry::File(_)) {
                 continue;
             }
@@ -631,7 +671,8 @@ fn check_output(stage: &Path, names: &[String]) -> Result<(u64, u64)> {
             continue;
         };
         let root = stage.join(n);
-        for (rel, e) in walk(&root)? {
+        for item in walk(&root) {
+            let (rel, e, _) = item?;
             if !matches!(e, Entry::File(_)) || !rel.ends_with(".kpack") {
                 continue;
             }
