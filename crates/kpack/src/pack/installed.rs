@@ -31,9 +31,9 @@ pub struct Installed {
 
 impl Installed {
     /// Read the overlays `dirs` (install order) of the install given as `root`. Only
-    /// the files `verify` reads are kept ([`verified`]): each report is looked at as
-    /// the scan streams it, so a tree of 40,000 headers holds the few thousand
-    /// binaries and archives in it, not a report per file.
+    /// the files `verify` reads are kept (archives and host-only binaries): each
+    /// report is looked at as the scan streams it, so a tree of 40,000 headers holds
+    /// the few thousand binaries and archives in it, not a report per file.
     pub fn scan(root: &Path, dirs: Vec<PathBuf>) -> Result<Installed> {
         let mut files: Vec<(usize, FileReport)> = Vec::new();
         let mut diagnostics = Vec::new();
