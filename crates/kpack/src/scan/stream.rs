@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::event::EventSink;
 use crate::kerneldb::Database;
 use std::cmp::Ordering;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// Reports inspected ahead of the one being handed on: enough that a large binary
@@ -54,33 +55,38 @@ pub fn scan_each(
         let Walked::Entry(mut r, linked) = w else {
             return w;
         };
-        let abs = root.join(crate::relpath::to_path(&r.path));
-        match r.hard_link_of.clone() {
-            None => {
-                let counted = is_listed_file(&r);
-                inspect_listed(&mut r, &abs, handlers, opts.deep, Some(root));
-                if counted {
-                    sink.event(ScanEvent::FileDone {
-                        path: PathBuf::from(&r.path),
-                        bytes: r.size,
-                    });
-                }
-            }
-            // A later name has the class of its first, which is not remembered: the
-            // file is read again under its first name (a class can follow from it).
-            Some(first) => {
-                let mut own = FileReport::new(first, FileKind::Opaque, r.size, r.mode);
-                inspect_listed(&mut own, &abs, handlers, opts.deep, Some(root));
-                r.kind = own.kind;
+        // A later name is not read: it has the class of its first (below).
+        if r.hard_link_of.is_none() {
+            let counted = is_listed_file(&r);
+            let abs = root.join(crate::relpath::to_path(&r.path));
+            inspect_listed(&mut r, &abs, handlers, opts.deep, Some(root));
+            if counted {
+                sink.event(ScanEvent::FileDone {
+                    path: PathBuf::from(&r.path),
+                    bytes: r.size,
+                });
             }
         }
         Walked::Entry(r, linked)
     };
     let mut tally = Tally::new(Vec::new(), 0);
+    // The class of each file with more than one name whose first name is not plain
+    // data (its binaries: a few per hundred files), for its later names, which come
+    // after it in path order; any other is `Opaque`.
+    let mut classes: HashMap<(u64, u64), FileKind> = HashMap::new();
     let hand_on = |w: Walked| match w {
         Walked::Directory => tally.directory(),
         Walked::Problem(d) => tally.diagnostic(d),
-        Walked::Entry(r, _) => {
+        Walked::Entry(mut r, linked) => {
+            if linked && let Some(id) = r.identity {
+                match r.hard_link_of {
+                    Some(_) => r.kind = classes.get(&id).copied().unwrap_or(FileKind::Opaque),
+                    None if r.kind != FileKind::Opaque => {
+                        classes.insert(id, r.kind);
+                    }
+                    None => {}
+                }
+            }
             tally.add(&r);
             each(r);
         }
@@ -214,6 +220,9 @@ mod tests {
         std::fs::copy(fixtures.join("libvadd.so"), p.join("z/lib.so")).unwrap();
         std::fs::hard_link(p.join("z/lib.so"), p.join("a-c/lib.so")).unwrap();
         std::fs::hard_link(p.join("z/lib.so"), p.join("a/b/lib.so")).unwrap();
+        // Met after the first second name.
+        std::fs::copy(fixtures.join("libkernels.so"), p.join("z/m1.so")).unwrap();
+        std::fs::hard_link(p.join("z/m1.so"), p.join("z/m2.so")).unwrap();
         let _ = std::process::Command::new("mkfifo")
             .arg(p.join("a/fifo"))
             .status();
@@ -245,7 +254,8 @@ mod tests {
                 links,
                 [
                     ("a/b/lib.so", "a-c/lib.so", FileKind::FatBinary),
-                    ("z/lib.so", "a-c/lib.so", FileKind::FatBinary)
+                    ("z/lib.so", "a-c/lib.so", FileKind::FatBinary),
+                    ("z/m2.so", "z/m1.so", FileKind::FatBinary)
                 ]
             );
         }
