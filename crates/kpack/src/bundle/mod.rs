@@ -293,6 +293,16 @@ pub(crate) fn tables_in_stream<R: Read>(reader: R, total: u64) -> FormatResult<V
 /// numbered from 0. Zero padding between bundles is skipped; anything else that is not
 /// a bundle is an error naming its offset.
 pub fn walk_section(data: &[u8]) -> FormatResult<Vec<BundleInfo>> {
+    walk_section_releasing(data, &|_, _| {})
+}
+
+/// [`walk_section`] of a file map, handing each bundle's range of `data` (offset,
+/// length) to `release` once read: a section of many bundles keeps one bundle's
+/// pages resident at a time (`fsutil::release_range`).
+pub fn walk_section_releasing(
+    data: &[u8],
+    release: &dyn Fn(usize, usize),
+) -> FormatResult<Vec<BundleInfo>> {
     let mut bundles = Vec::new();
     let mut pos = 0usize;
     loop {
@@ -303,7 +313,9 @@ pub fn walk_section(data: &[u8]) -> FormatResult<Vec<BundleInfo>> {
             break;
         }
         let info = read_one(&data[pos..], bundles.len(), pos as u64)?;
-        pos += info.stored_size.max(1) as usize;
+        let stored = info.stored_size.max(1) as usize;
+        release(pos, stored);
+        pos += stored;
         bundles.push(info);
     }
     if bundles.is_empty() {

@@ -183,6 +183,13 @@ fn ferr(e: object::read::Error) -> FormatError {
 /// Inspect an ELF file's device code. Errors are structural problems that stop the
 /// reading of headers; problems inside the device code are in `FatBinary::problems`.
 pub fn inspect(data: &[u8]) -> FormatResult<ElfContent> {
+    inspect_releasing(data, &|_, _| {})
+}
+
+/// [`inspect`] of a file map, handing each bundle's range of `data` (offset,
+/// length) to `release` once its entry table is read
+/// (`bundle::walk_section_releasing`).
+pub fn inspect_releasing(data: &[u8], release: &dyn Fn(usize, usize)) -> FormatResult<ElfContent> {
     if !is_elf(data) {
         return Err(FormatError::new(0, "not an ELF file"));
     }
@@ -238,7 +245,9 @@ pub fn inspect(data: &[u8]) -> FormatResult<ElfContent> {
     let mut bundles = Vec::new();
     if !span.nobits {
         match fb.data(endian, data) {
-            Ok(sec) => match bundle::walk_section(sec) {
+            Ok(sec) => match bundle::walk_section_releasing(sec, &|o, l| {
+                release((span.offset as usize).saturating_add(o), l)
+            }) {
                 Ok(b) => bundles = b,
                 Err(e) => problems.push(format!("{FATBIN_SECTION}: {}", e.shifted(span.offset))),
             },

@@ -440,14 +440,24 @@ fn inspect_owned(
     match map_open_file(&file) {
         Ok(map) => {
             crate::mapped::note(&map, abs);
-            classify_bytes(&mut r, &map, db.is_some());
+            // What is read of a large file leaves the resident set as it goes (a
+            // release costs a TLB flush on every core: not worth it for a small one,
+            // whose pages go with its map).
+            let large = map.len() > 2 * crate::fsutil::FAULT_SPAN;
+            let release = |o: usize, l: usize| {
+                if large {
+                    crate::fsutil::release_range(&map, o, l)
+                }
+            };
+            classify_releasing(&mut r, &map, db.is_some(), &release);
             if r.kind == FileKind::Opaque && db.is_none() && map.starts_with(b"!<thin>\n") {
                 let names = elf::inspect_static_archive(&map).map(|a| a.thin);
                 thin::resolve(&mut r, &names.unwrap_or_default(), abs, boundary);
             }
-            // The search reads whole data sections: their pages leave the resident set
-            // window by window.
-            let release = |o: usize, l: usize| crate::fsutil::release_range(&map, o, l);
+            // Each header read above mapped up to a folio of 2 MiB around it: gone
+            // before the search, which reads whole data sections and lets their pages
+            // go window by window.
+            release(0, map.len());
             find_embedded(&mut r, &map, deep, &release);
         }
         Err(e) => r.problems.push(format!("cannot map: {e}")),
@@ -524,8 +534,19 @@ pub fn worth_mapping(head: &[u8]) -> bool {
 
 /// Classify a file from its bytes (exposed for the fuzz targets and tests).
 pub fn classify_bytes(r: &mut FileReport, data: &[u8], is_db: bool) {
+    classify_releasing(r, data, is_db, &|_, _| {})
+}
+
+/// [`classify_bytes`] of a file map, handing what it has read of a fat binary's
+/// bundles to `release` (offset, length) as it goes.
+fn classify_releasing(
+    r: &mut FileReport,
+    data: &[u8],
+    is_db: bool,
+    release: &dyn Fn(usize, usize),
+) {
     if elf::is_elf(data) {
-        match elf::inspect(data) {
+        match elf::inspect_releasing(data, release) {
             Ok(ElfContent::Fat(fat)) => {
                 if is_db {
                     r.bundles = fat.bundles.iter().map(BundleReport::from_info).collect();
