@@ -2,29 +2,59 @@
 """Run a command RUNS times; print one JSON object: the median wall time, the largest
 peak RSS of the process (wait4's ru_maxrss, KiB) and its exit status.
 
-    bench/measure.py RUNS [--prepare 'SHELL COMMAND'] -- COMMAND ARGS...
+    bench/measure.py RUNS [--prepare 'SHELL COMMAND'] [--warm PATH]... [--sync] -- COMMAND ARGS...
 
 stdout and stderr of COMMAND are discarded; `--prepare` runs before each run, untimed
-(to remove the previous run's output).
+(to remove the previous run's output). `--warm PATH` reads every file under PATH
+before each run, untimed, so that every run starts with its input in the page cache
+whatever earlier runs evicted; `--sync` times a `sync` after COMMAND, so that a run's
+time includes writing its output to disk whether or not it fit in the kernel's budget
+of dirty pages. (Without them, an 8 GiB tree's runs read their input from disk and
+wait on writeback where a 1 GiB tree's do neither: the limit itself took 1.72 times
+as long per GiB.)
 """
 import json, os, statistics, subprocess, sys, time
 
 args = sys.argv[1:]
 runs = int(args.pop(0))
-prepare = None
-if args and args[0] == "--prepare":
-    prepare = args[1]
-    args = args[2:]
+prepare, warm, sync = None, [], False
+while args and args[0] in ("--prepare", "--warm", "--sync"):
+    flag = args.pop(0)
+    if flag == "--prepare":
+        prepare = args.pop(0)
+    elif flag == "--warm":
+        warm.append(args.pop(0))
+    else:
+        sync = True
+
+
+def read_all(top):
+    buf = bytearray(1 << 20)
+    for d, _, names in os.walk(top):
+        for n in names:
+            p = os.path.join(d, n)
+            if os.path.islink(p) or not os.path.isfile(p):
+                continue
+            with open(p, "rb", buffering=0) as f:
+                while f.readinto(buf):
+                    pass
+
 if args and args[0] == "--":
     args = args[1:]
 times, rss, codes = [], 0, set()
 for _ in range(runs):
     if prepare:
         subprocess.run(prepare, shell=True, check=True)
+    if sync:
+        os.sync()
+    for top in warm:
+        read_all(top)
     t0 = time.monotonic()
     p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     _, status, usage = os.wait4(p.pid, 0)
+    if sync:
+        os.sync()
     times.append(time.monotonic() - t0)
     rss = max(rss, usage.ru_maxrss)
     codes.add(os.waitstatus_to_exitcode(status))
-print(json.dumps({"s": statistics.median(times), "rss_kb": rss, "exit": sorted(codes), "runs": runs}))
+print(json.dumps({"s": statistics.median(times), "rss_kb": rss, "exit": sorted(codes), "runs": runs, "warm": bool(warm), "sync": sync}))
