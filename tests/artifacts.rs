@@ -476,3 +476,56 @@ fn combine_proves_the_shards_fit_and_refuses_differences() {
         stderr(&o)
     );
 }
+
+#[test]
+fn a_second_name_of_a_fat_binary_is_split_as_a_copy_would_be() {
+    // The same artifact twice: once with a second name (hard link) of the fat
+    // library and of a database file, once with copies there. The split streams the
+    // scan and keeps the first name's report for the later ones: the outputs must be
+    // the same bytes.
+    let tmp = tempfile::tempdir().unwrap();
+    let (linked, copied) = (tmp.path().join("l"), tmp.path().join("c"));
+    for (dir, link) in [(&linked, true), (&copied, false)] {
+        std::fs::create_dir_all(dir).unwrap();
+        let art = fixture_artifact(dir);
+        let blas = art.join(BLAS_PREFIX);
+        let pairs = [
+            ("lib/libvadd.so", "lib/zz-libvadd.so"),
+            (
+                "lib/rocblas/library/TensileLibrary_gfx90a.dat",
+                "lib/rocblas/library/zz/TensileLibrary_gfx90a.dat",
+            ),
+        ];
+        for (first, second) in pairs {
+            let to = blas.join(second);
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            if link {
+                std::fs::hard_link(blas.join(first), &to).unwrap();
+            } else {
+                std::fs::copy(blas.join(first), &to).unwrap();
+            }
+        }
+        split_ok(&art, &dir.join("out"), &[]);
+    }
+    let strip = |m: std::collections::BTreeMap<String, (Vec<u8>, u32, i64)>| {
+        m.into_iter().map(|(k, v)| (k, v.0)).collect::<Vec<_>>()
+    };
+    let (l, c) = (
+        strip(tree_hashes(&linked.join("out"))),
+        strip(tree_hashes(&copied.join("out"))),
+    );
+    assert_eq!(l, c);
+    // And the second name was split, not copied whole: host-only in the generic
+    // artifact, its database in the processor's.
+    let generic = linked.join("out/blas_lib_generic").join(BLAS_PREFIX);
+    let r = scan::scan(&generic, &Default::default(), &kpack::event::NoEvents).unwrap();
+    let kind = |p: &str| r.files.iter().find(|f| f.path == p).map(|f| f.kind);
+    assert_eq!(kind("lib/zz-libvadd.so"), Some(FileKind::HostOnlyBinary));
+    assert!(
+        linked
+            .join("out/blas_lib_gfx90a")
+            .join(BLAS_PREFIX)
+            .join("lib/rocblas/library/zz/TensileLibrary_gfx90a.dat")
+            .is_file()
+    );
+}

@@ -468,7 +468,7 @@ impl Ctx<'_> {
         let f = &j.report;
         let src = self
             .src
-            .join(&j.prefix)
+            .join(&*j.prefix)
             .join(crate::relpath::to_path(&f.path));
         let artifact = match &j.job {
             Job::Database(t) => format!("{}_{}", self.ap, self.unit(t)),
@@ -477,19 +477,19 @@ impl Ctx<'_> {
         let dst = self
             .stage
             .join(&artifact)
-            .join(&j.prefix)
+            .join(&*j.prefix)
             .join(crate::relpath::to_path(&f.path));
         if let Some(parent) = dst.parent() {
             std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
         }
         let out = match &j.job {
-            Job::Special => {
+            Job::Special(file_type) => {
                 if let Ok(mut w) = self.warnings.lock() {
                     w.push(format!(
                         "{}/{}: special file ({}) skipped",
                         j.prefix,
                         f.path,
-                        f.file_type.unwrap_or("unknown")
+                        file_type.unwrap_or("unknown")
                     ));
                 }
                 return Ok(());
@@ -614,7 +614,7 @@ impl Ctx<'_> {
                 };
                 let mut md = BTreeMap::new();
                 md.insert("target".to_string(), e.id.triple.clone());
-                md.insert("source_prefix".to_string(), j.prefix.clone());
+                md.insert("source_prefix".to_string(), j.prefix.to_string());
                 w.add_with_metadata(
                     &format!("{}#{}", marker.kernel_name, b.index),
                     &arch,
