@@ -367,6 +367,9 @@ pub fn list_kernels_scanned(
             .filter(|d| d.severity == scan::Severity::Error)
             .map(|d| format!("{}: {}", d.path, d.message)),
     );
+    // Reserved whole: grown by doubling, up to half of it went unused.
+    out.kernels
+        .reserve_exact(per_file.iter().map(|(_, rows, _)| rows.len()).sum());
     for (n, rows, diags) in per_file {
         out.code_objects += n.len() as u64;
         out.objects.extend(n);
@@ -378,7 +381,7 @@ pub fn list_kernels_scanned(
     // Paths and keys with numbers in number order (`#2` before `#10`), targets by
     // processor number.
     use crate::natural::{natural_cmp, target_cmp};
-    out.kernels.sort_by(|a, b| {
+    sort_in_place(&mut out.kernels, |a, b| {
         natural_cmp(&a.path, &b.path)
             .then_with(|| {
                 natural_cmp(
@@ -431,14 +434,42 @@ pub fn sort_rows(rows: &mut [KernelRow], by: SortBy) {
     };
     use crate::natural::{natural_cmp, target_cmp};
     if by == SortBy::Name {
-        rows.sort_by(|a, b| natural_cmp(a.kernel.display_name(), b.kernel.display_name()));
+        sort_in_place(rows, |a, b| {
+            natural_cmp(a.kernel.display_name(), b.kernel.display_name())
+        });
     } else if by == SortBy::Target {
-        rows.sort_by(|a, b| {
+        sort_in_place(rows, |a, b| {
             target_cmp(&a.target, &b.target)
                 .then_with(|| natural_cmp(a.kernel.display_name(), b.kernel.display_name()))
         });
     } else {
-        rows.sort_by_key(|r| std::cmp::Reverse(key(r)));
+        sort_in_place(rows, |a, b| key(b).cmp(&key(a)));
+    }
+}
+
+/// A stable sort of `rows` by `cmp` that allocates 4 bytes a row, not half the
+/// rows: their order is sorted as numbers, then the rows are moved into it by
+/// following its cycles (a stable `sort_by` of 40,000 rows took an 8 MiB buffer
+/// beside the rows themselves).
+fn sort_in_place<T>(rows: &mut [T], cmp: impl Fn(&T, &T) -> std::cmp::Ordering) {
+    let Ok(n) = u32::try_from(rows.len()) else {
+        rows.sort_by(cmp);
+        return;
+    };
+    let mut order: Vec<u32> = (0..n).collect();
+    order.sort_by(|&a, &b| cmp(&rows[a as usize], &rows[b as usize]));
+    // Row `order[i]` goes to `i`; a place whose row is in is marked `order[i] == i`.
+    for start in 0..rows.len() {
+        let mut at = start;
+        loop {
+            let from = order[at] as usize;
+            order[at] = at as u32;
+            if from == start || from == at {
+                break;
+            }
+            rows.swap(at, from);
+            at = from;
+        }
     }
 }
 
@@ -500,4 +531,29 @@ pub fn unbundle(data: &[u8]) -> std::result::Result<Vec<Unbundled>, String> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_sort_in_place_is_a_stable_sort() {
+        // Pseudo-random keys with many ties; the second field records the input
+        // order, which ties must keep.
+        for n in [0usize, 1, 2, 3, 17, 1000] {
+            let mut x = 12345u64;
+            let rows: Vec<(u64, usize)> = (0..n)
+                .map(|i| {
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    ((x >> 33) % 7, i)
+                })
+                .collect();
+            let mut want = rows.clone();
+            want.sort_by_key(|r| r.0);
+            let mut got = rows;
+            super::sort_in_place(&mut got, |a, b| a.0.cmp(&b.0));
+            assert_eq!(got, want, "{n} rows");
+        }
+    }
 }
