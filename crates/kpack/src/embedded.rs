@@ -305,6 +305,9 @@ fn hits_in(hay: &[u8], base: usize, release: &dyn Fn(usize, usize)) -> Vec<usize
         let mut seam = [0u8; 2 * (LONGEST_MAGIC - 1)];
         seam[..keep].copy_from_slice(&hay[to - keep..to]);
         release(base + from, to - from);
+        if to == hay.len() {
+            break;
+        }
         let next = (hay.len() - to).min(LONGEST_MAGIC - 1);
         seam[keep..keep + next].copy_from_slice(&hay[to..to + next]);
         // Only magics that start in this window and end in the next: the others are
@@ -542,15 +545,10 @@ fn object_at(rest: &[u8], offset: u64) -> Option<Embedded> {
 /// The bytes an AMDGPU code object at the start of `rest` spans: to the end of its
 /// last section or header table; `None` unless it is a complete 64-bit LE code object.
 fn code_object_size(rest: &[u8]) -> Option<u64> {
-    if !codeobj::is_code_object(rest) {
-        return None;
-    }
+    let (shoff, shlen) = table_reach(rest)?;
     let hdr = elf::FileHeader64::<LE>::parse(rest).ok()?;
     let e = hdr.endian().ok()?;
-    let mut end = 64u64;
-    let shoff = hdr.e_shoff(e);
-    let shnum = u64::from(hdr.e_shnum(e));
-    end = end.max(shoff.checked_add(shnum.checked_mul(u64::from(hdr.e_shentsize(e)))?)?);
+    let mut end = 64u64.max((shoff + shlen) as u64);
     let phoff = hdr.e_phoff(e);
     let phnum = u64::from(hdr.e_phnum(e));
     end = end.max(phoff.checked_add(phnum.checked_mul(u64::from(hdr.e_phentsize(e)))?)?);

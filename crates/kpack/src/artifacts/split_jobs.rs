@@ -45,17 +45,6 @@ pub(super) struct JobFile {
     pub identity: Option<(u64, u64)>,
 }
 
-impl JobFile {
-    fn of(f: FileReport) -> Self {
-        let (size, identity) = (f.size, f.identity);
-        JobFile {
-            path: f.path,
-            size,
-            identity,
-        }
-    }
-}
-
 /// The processors `--gpu-targets` keeps (`None`: all).
 pub(super) fn wanted_targets(opts: &SplitOptions) -> Result<Option<BTreeSet<String>>> {
     let Some(ts) = &opts.gpu_targets else {
@@ -190,7 +179,7 @@ impl Gathered {
     fn take(
         &mut self,
         p: &Arc<str>,
-        f: FileReport,
+        mut f: FileReport,
         firsts: &mut HashMap<String, FileReport>,
         wanted: Option<&BTreeSet<String>>,
     ) {
@@ -204,17 +193,18 @@ impl Gathered {
         let job = self.job_of(p, &f, src, wanted);
         let keep = f.hard_link_of.is_none()
             && matches!(f.kind, FileKind::FatBinary | FileKind::KernelDatabase);
-        let file = if keep {
-            let file = JobFile {
-                path: f.path.clone(),
-                size: f.size,
-                identity: f.identity,
-            };
-            firsts.insert(f.path.clone(), f);
-            file
-        } else {
-            JobFile::of(f)
+        let file = JobFile {
+            path: if keep {
+                f.path.clone()
+            } else {
+                std::mem::take(&mut f.path)
+            },
+            size: f.size,
+            identity: f.identity,
         };
+        if keep {
+            firsts.insert(file.path.clone(), f);
+        }
         if let Some(job) = job {
             self.jobs.push(FileJob {
                 prefix: p.clone(),
