@@ -594,13 +594,14 @@ impl Ctx<'_> {
         let mut found = 0usize;
         let mut promised = Vec::new();
         for b in &fat.bundles {
-            let un = b
-                .uncompressed(sec, 1 << 34)
-                .map_err(|e| Error::format(src, e))?;
-            for (e, bytes) in b.code_objects(&un).map_err(|e| Error::format(src, e))? {
-                let Some(arch) = e.id.arch() else { continue };
+            // One code object at a time: a compressed bundle is never decoded whole,
+            // and one read in place leaves the resident set once archived.
+            let each = |e: &crate::bundle::BundleEntry, bytes: &[u8]| -> Result<()> {
+                let Some(arch) = e.id.arch() else {
+                    return Ok(());
+                };
                 if !wanted.contains(&(b.index as u32, arch.as_str())) {
-                    continue;
+                    return Ok(());
                 }
                 // For the ledger of the artifact it goes to.
                 promised.push(LedgerKernel {
@@ -610,7 +611,7 @@ impl Ctx<'_> {
                     sha256: crate::kpack::ledger::sha256_hex(bytes),
                 });
                 let Some((w, _)) = self.writers.get(self.unit(&arch)) else {
-                    continue;
+                    return Ok(());
                 };
                 let mut md = BTreeMap::new();
                 md.insert("target".to_string(), e.id.triple.clone());
@@ -623,13 +624,19 @@ impl Ctx<'_> {
                 )?;
                 found += 1;
                 self.kernels.fetch_add(1, Ordering::Relaxed);
+                if let Some(at) = fsutil::offset_in(&map, bytes) {
+                    fsutil::release_range(&map, at, bytes.len());
+                }
                 let (n, stored) = w.progress();
                 self.sink.event(PackEvent::Family {
                     family: self.unit(&arch).to_string(),
                     code_objects: n,
                     stored,
                 });
-            }
+                Ok(())
+            };
+            b.each_code_object(sec, 1 << 34, each)
+                .map_err(|e| Error::format(src, e))??;
             fsutil::release_range(
                 &map,
                 span_offset + b.offset as usize,

@@ -12,6 +12,7 @@
 //! decompression when the bytes are needed.
 
 pub mod ccob;
+mod each;
 pub mod target;
 
 use crate::error::{FormatError, FormatResult};

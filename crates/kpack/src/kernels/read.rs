@@ -135,22 +135,13 @@ pub(super) fn bundle_rows(
     opts: &KernelsOptions,
 ) -> FileRows {
     let mut part: FileRows = (Vec::new(), Vec::new(), Vec::new());
-    let un = match b.uncompressed(sec, 1 << 34) {
-        Ok(u) => u,
-        Err(e) => {
-            part.2.push(format!("{path}: bundle #{}: {e}", b.index));
-            return part;
-        }
-    };
-    let cos = match b.code_objects(&un) {
-        Ok(c) => c,
-        Err(e) => {
-            part.2.push(format!("{path}: bundle #{}: {e}", b.index));
-            return part;
-        }
-    };
-    for (e, bytes) in cos {
-        let Some(arch) = e.id.arch() else { continue };
+    // One code object at a time (a compressed bundle is never decoded whole); a
+    // bundle that does not read to its end gives its error and no rows, as when it
+    // was decoded whole first.
+    let each = |e: &crate::bundle::BundleEntry, bytes: &[u8]| {
+        let Some(arch) = e.id.arch() else {
+            return Ok::<(), std::convert::Infallible>(());
+        };
         if wanted(opts, &arch) && codeobj::is_code_object(bytes) {
             push_code_object(
                 &mut part,
@@ -160,6 +151,14 @@ pub(super) fn bundle_rows(
                 opts,
             );
         }
+        Ok(())
+    };
+    if let Err(e) = b.each_code_object(sec, 1 << 34, each) {
+        return (
+            Vec::new(),
+            Vec::new(),
+            vec![format!("{path}: bundle #{}: {e}", b.index)],
+        );
     }
     part
 }

@@ -146,18 +146,12 @@ impl Worker<'_> {
         let wanted: BTreeSet<(u32, &str)> =
             pb.kernels.iter().map(|k| (k.0, k.1.as_str())).collect();
         for b in &fat.bundles {
-            let un = b
-                .uncompressed(sec, 1 << 34)
-                .map_err(|e| Error::format(src, e))?;
             let bundle_at = span_offset + b.offset as usize;
-            if b.compression != crate::bundle::Compression::None {
-                // Decompressed: its stored pages are consumed.
-                fsutil::release_range(map, bundle_at, b.stored_size as usize);
-            }
-            let cos = b.code_objects(&un).map_err(|e| Error::format(src, e))?;
-            for (e, bytes) in cos {
-                let Some(arch) = e.id.arch() else { continue };
-                if wanted.contains(&(b.index as u32, arch.as_str())) {
+            // One code object at a time: a compressed bundle is never decoded whole.
+            let each = |e: &crate::bundle::BundleEntry, bytes: &[u8]| -> Result<()> {
+                if let Some(arch) = e.id.arch()
+                    && wanted.contains(&(b.index as u32, arch.as_str()))
+                {
                     stored += self.archive_kernel(
                         &f.path,
                         b.index as u32,
@@ -172,7 +166,10 @@ impl Worker<'_> {
                 if let Some(at) = fsutil::offset_in(map, bytes) {
                     fsutil::release_range(map, at, bytes.len());
                 }
-            }
+                Ok(())
+            };
+            b.each_code_object(sec, 1 << 34, each)
+                .map_err(|e| Error::format(src, e))??;
             // Its pages are consumed: let them leave the resident set.
             fsutil::release_range(map, bundle_at, b.stored_size as usize);
         }

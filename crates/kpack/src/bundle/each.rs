@@ -1,0 +1,287 @@
+//! A bundle's code objects one at a time ([`BundleInfo::each_code_object`]): a
+//! compressed bundle is decoded as a stream into one buffer the size of its largest
+//! code object, so that a bundle of 30 targets is never held decoded whole (a tree's
+//! largest bundles, two threads at a time, were most of what `kernels`, `split` and
+//! `wheel split` kept resident).
+
+use super::{BundleEntry, BundleInfo, Compression, ccob};
+use crate::error::{FormatError, FormatResult};
+use std::io::Read;
+
+/// Code objects below this size are decoded into the heap; larger ones into an
+/// anonymous map of their own, unmapped when the bundle is done (a heap block of
+/// this size would stay in the allocator).
+const HEAP_MAX: usize = 256 << 10;
+
+impl BundleInfo {
+    /// Hand each device code object of this bundle to `f`, `(entry, bytes)` in
+    /// descriptor order: a plain bundle's in place in `section`, a CCOB's decoded as
+    /// a stream (bounded by the declared size and `limit`, as
+    /// [`BundleInfo::uncompressed`] is). The entries are checked to lie within the
+    /// bundle before the first call; a payload that is corrupt further on is an error
+    /// after the calls for the code objects before it. A bundle whose entries are
+    /// not in offset order, or overlap, is decoded whole first.
+    ///
+    /// The outer error is the bundle's; the inner one is the first `f` returned (no
+    /// call follows it).
+    pub fn each_code_object<E>(
+        &self,
+        section: &[u8],
+        limit: u64,
+        mut f: impl FnMut(&BundleEntry, &[u8]) -> Result<(), E>,
+    ) -> FormatResult<Result<(), E>> {
+        let entries: Vec<&BundleEntry> = self.device_entries().collect();
+        let in_order = entries
+            .windows(2)
+            .all(|w| w[0].offset.saturating_add(w[0].size) <= w[1].offset);
+        if self.compression == Compression::None || !in_order {
+            let un = self.uncompressed(section, limit)?;
+            for (e, bytes) in self.code_objects(&un)? {
+                if let Err(e) = f(e, bytes) {
+                    return Ok(Err(e));
+                }
+            }
+            return Ok(Ok(()));
+        }
+        let stored = super::slice(section, self.offset, self.stored_size)?;
+        let header = ccob::parse_header(stored).map_err(|e| e.shifted(self.offset))?;
+        let want = header.uncompressed_size;
+        if want > limit {
+            return Err(FormatError::new(
+                self.offset,
+                format!("CCOB uncompressed size {want} is above the limit of {limit} bytes"),
+            ));
+        }
+        for e in &entries {
+            if e.offset.checked_add(e.size).is_none_or(|end| end > want) {
+                return Err(FormatError::new(
+                    self.offset,
+                    format!(
+                        "entry at {} of {} bytes lies outside the {want} bytes decoded",
+                        e.offset, e.size
+                    ),
+                ));
+            }
+        }
+        let payload = &stored[header.header_len..header.stored_size(stored) as usize];
+        let mut stream = Decoding {
+            r: ccob::decoder(header.method, payload).take(want),
+            pos: 0,
+            header: &header,
+            at: self.offset,
+        };
+        let largest = entries.iter().map(|e| e.size as usize).max().unwrap_or(0);
+        let mut buf = Buffer::new(largest)?;
+        for e in entries {
+            stream.skip_to(e.offset)?;
+            let bytes = &mut buf.as_mut()[..e.size as usize];
+            stream.fill(bytes)?;
+            if let Err(err) = f(e, bytes) {
+                return Ok(Err(err));
+            }
+        }
+        // The rest (the host entry, padding): a payload shorter than declared is as
+        // corrupt here as when it is decoded whole.
+        stream.skip_to(want)?;
+        Ok(Ok(()))
+    }
+}
+
+/// A CCOB payload being decoded, and how far.
+struct Decoding<'h, R> {
+    r: R,
+    pos: u64,
+    header: &'h ccob::CcobHeader,
+    /// The bundle's offset in the section (errors are placed there).
+    at: u64,
+}
+
+impl<R: Read> Decoding<'_, R> {
+    fn fault(&self, e: std::io::Error) -> FormatError {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            return self.short();
+        }
+        FormatError::new(
+            self.header.header_len as u64,
+            format!("corrupt {} payload: {e}", self.header.method.name()),
+        )
+        .shifted(self.at)
+    }
+
+    fn short(&self) -> FormatError {
+        FormatError::new(
+            self.header.header_len as u64,
+            format!(
+                "CCOB payload decompresses to {} bytes, header says {}",
+                self.pos, self.header.uncompressed_size
+            ),
+        )
+        .shifted(self.at)
+    }
+
+    /// Decode and drop the bytes up to offset `to`.
+    fn skip_to(&mut self, to: u64) -> FormatResult<()> {
+        let n = std::io::copy(&mut (&mut self.r).take(to - self.pos), &mut std::io::sink())
+            .map_err(|e| self.fault(e))?;
+        self.pos += n;
+        if self.pos < to {
+            return Err(self.short());
+        }
+        Ok(())
+    }
+
+    /// Decode exactly `out.len()` bytes into `out`.
+    fn fill(&mut self, out: &mut [u8]) -> FormatResult<()> {
+        let mut got = 0;
+        while got < out.len() {
+            match self.r.read(&mut out[got..]) {
+                Ok(0) => {
+                    self.pos += got as u64;
+                    return Err(self.short());
+                }
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.pos += got as u64;
+                    return Err(self.fault(e));
+                }
+            }
+        }
+        self.pos += got as u64;
+        Ok(())
+    }
+}
+
+/// Where one code object is decoded.
+enum Buffer {
+    Heap(Vec<u8>),
+    Map(memmap2::MmapMut),
+}
+
+impl Buffer {
+    fn new(len: usize) -> FormatResult<Buffer> {
+        if len <= HEAP_MAX {
+            return Ok(Buffer::Heap(vec![0; len]));
+        }
+        memmap2::MmapMut::map_anon(len)
+            .map(Buffer::Map)
+            .map_err(|e| {
+                FormatError::new(0, format!("cannot allocate {len} bytes to decompress: {e}"))
+            })
+    }
+
+    fn as_mut(&mut self) -> &mut [u8] {
+        match self {
+            Buffer::Heap(v) => v,
+            Buffer::Map(m) => m,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testutil::plain_bundle;
+    use super::super::walk_section;
+    use super::*;
+
+    /// A bundle of a host entry and three targets, one larger than [`HEAP_MAX`] (its
+    /// buffer is a map), with bytes that differ along each payload.
+    fn sample() -> Vec<u8> {
+        let pattern = |n: usize, k: u8| (0..n).map(|i| (i / 7) as u8 ^ k).collect::<Vec<u8>>();
+        let (a, b, c) = (
+            pattern(5000, 1),
+            pattern(HEAP_MAX + 4321, 2),
+            pattern(3000, 3),
+        );
+        plain_bundle(
+            &[
+                ("host-x86_64-unknown-linux-gnu-", b""),
+                ("hipv4-amdgcn-amd-amdhsa--gfx1100", &a),
+                ("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+", &b),
+                ("hipv4-amdgcn-amd-amdhsa--gfx942", &c),
+            ],
+            4096,
+        )
+    }
+
+    fn section(method: Compression) -> Vec<u8> {
+        match method {
+            Compression::None => sample(),
+            m => ccob::encode(&sample(), 3, m),
+        }
+    }
+
+    /// Every code object of a bundle, plain and compressed with zstd and zlib,
+    /// streamed one at a time: the same bytes in the same order as decoding it whole
+    /// gives.
+    #[test]
+    fn streamed_code_objects_are_those_of_the_whole_bundle() {
+        for method in [Compression::None, Compression::Zstd, Compression::Zlib] {
+            let sec = section(method);
+            let b = &walk_section(&sec).unwrap()[0];
+            let un = b.uncompressed(&sec, u64::MAX).unwrap();
+            let whole: Vec<(String, Vec<u8>)> = (b.code_objects(&un).unwrap().into_iter())
+                .map(|(e, d)| (e.id.triple.clone(), d.to_vec()))
+                .collect();
+            assert_eq!(whole.len(), 3, "{method:?}");
+            let mut streamed = Vec::new();
+            b.each_code_object(&sec, u64::MAX, |e, d| {
+                streamed.push((e.id.triple.clone(), d.to_vec()));
+                Ok::<(), ()>(())
+            })
+            .unwrap()
+            .unwrap();
+            assert_eq!(streamed, whole, "{method:?}");
+        }
+    }
+
+    /// The first error `f` returns ends the walk.
+    #[test]
+    fn an_error_of_the_callback_stops_the_walk() {
+        let sec = section(Compression::Zstd);
+        let b = &walk_section(&sec).unwrap()[0];
+        let mut calls = 0;
+        let r = b.each_code_object(&sec, u64::MAX, |_, _| {
+            calls += 1;
+            Err("stop")
+        });
+        assert_eq!(r.unwrap(), Err("stop"));
+        assert_eq!(calls, 1);
+    }
+
+    /// A CCOB whose header declares more bytes than its payload holds: an error
+    /// naming both sizes, as decoding it whole gives; a limit below the declared
+    /// size is refused before any call.
+    #[test]
+    fn a_short_payload_is_an_error_and_a_limit_is_kept() {
+        let raw = sample();
+        let mut sec = ccob::encode(&raw, 3, Compression::Zstd);
+        sec[16..24].copy_from_slice(&(raw.len() as u64 + 100).to_le_bytes());
+        let b = &walk_section(&sec).unwrap()[0];
+        assert!(b.uncompressed(&sec, u64::MAX).is_err());
+        let mut calls = 0;
+        let e = (b.each_code_object(&sec, u64::MAX, |_, _| {
+            calls += 1;
+            Ok::<(), ()>(())
+        }))
+        .unwrap_err();
+        let want = format!(
+            "decompresses to {} bytes, header says {}",
+            raw.len(),
+            raw.len() + 100
+        );
+        assert!(e.to_string().contains(&want), "{e}");
+        assert_eq!(calls, 3, "the code objects before the end were handed on");
+
+        let sec = section(Compression::Zlib);
+        let b = &walk_section(&sec).unwrap()[0];
+        let mut calls = 0;
+        let e = (b.each_code_object(&sec, b.uncompressed_size - 1, |_, _| {
+            calls += 1;
+            Ok::<(), ()>(())
+        }))
+        .unwrap_err();
+        assert!(e.to_string().contains("above the limit"), "{e}");
+        assert_eq!(calls, 0);
+    }
+}
