@@ -169,9 +169,22 @@ pub fn write_host_only(
     like: &std::fs::Metadata,
     hash: bool,
 ) -> Result<(u64, Option<String>), WriteError> {
+    let release = |at: usize, len: usize| crate::fsutil::release_range(input, at, len);
+    write_host_only_releasing(input, &release, marker, dst, (like, hash))
+}
+
+/// [`write_host_only`] of `data` (a map of the caller's, or memory), handing each
+/// range of it (offset, length) to `release` once it is copied and once it is
+/// verified.
+pub fn write_host_only_releasing(
+    data: &[u8],
+    release: &dyn Fn(usize, usize),
+    marker: &Marker,
+    dst: &std::path::Path,
+    (like, hash): (&std::fs::Metadata, bool),
+) -> Result<(u64, Option<String>), WriteError> {
     use crate::fsutil::{map_file, release_range, write_new, write_new_with};
     use sha2::Digest;
-    let data: &[u8] = input;
     if Format::dispatch(data) != Format::Elf {
         let bytes = rewrite_host_only(data, marker).map_err(WriteError::Refused)?;
         write_new(dst, &bytes, like).map_err(WriteError::Io)?;
@@ -180,7 +193,7 @@ pub fn write_host_only(
     }
     let prepared =
         elf::rewrite::prepare_rewrite(data, marker).map_err(|e| WriteError::Refused(e.into()))?;
-    let copied = |r: std::ops::Range<usize>| release_range(input, r.start, r.len());
+    let copied = |r: std::ops::Range<usize>| release(r.start, r.len());
     let mut sha = hash.then(sha2::Sha256::new);
     write_new_with(dst, like, &mut |w| {
         let mut hashed = Hashed {
@@ -200,7 +213,7 @@ pub fn write_host_only(
                 WriteError::Refused(e.into())
             })?;
             let done = |a: std::ops::Range<usize>, b: std::ops::Range<usize>| {
-                release_range(input, a.start, a.len());
+                release(a.start, a.len());
                 release_range(&out, b.start, b.len());
             };
             let plan = prepared.verify(data, &out, &done);

@@ -247,6 +247,45 @@ pub fn release_range(map: &memmap2::Mmap, offset: usize, len: usize) {
     }
 }
 
+/// A reader of `map[start..end]` that releases the folios it has read past
+/// ([`release_range`]): reading a member of hundreds of MB from a mapped zip keeps
+/// one folio of it resident, not all it has read.
+pub struct ReleasingReader<'a> {
+    map: &'a memmap2::Mmap,
+    pos: usize,
+    end: usize,
+    /// Everything before this is released.
+    released: usize,
+}
+
+impl<'a> ReleasingReader<'a> {
+    /// A reader of `len` bytes of `map` at `start` (clamped to the map).
+    pub fn new(map: &'a memmap2::Mmap, start: usize, len: usize) -> Self {
+        let end = start.saturating_add(len).min(map.len());
+        let pos = start.min(end);
+        ReleasingReader {
+            map,
+            pos,
+            end,
+            released: pos / FAULT_SPAN * FAULT_SPAN,
+        }
+    }
+}
+
+impl std::io::Read for ReleasingReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = buf.len().min(self.end - self.pos);
+        buf[..n].copy_from_slice(&self.map[self.pos..self.pos + n]);
+        self.pos += n;
+        let behind = self.pos / FAULT_SPAN * FAULT_SPAN;
+        if behind > self.released {
+            release_range(self.map, self.released, behind - self.released);
+            self.released = behind;
+        }
+        Ok(n)
+    }
+}
+
 /// Where `part` lies in `map`, when it is a slice of it (not a copy).
 pub fn offset_in(map: &[u8], part: &[u8]) -> Option<usize> {
     let (m, p) = (map.as_ptr() as usize, part.as_ptr() as usize);

@@ -66,7 +66,9 @@ impl Wheel {
         let map = fsutil::map_file(path)
             .map_err(|e| Error::io(path, e))?
             .ok_or_else(|| invalid(path, "empty file, not a wheel"))?;
-        let index = zip::read_index(&map).map_err(|e| Error::format(path, e))?;
+        let release = |at: usize, len: usize| fsutil::release_range(&map, at, len);
+        let index =
+            zip::read_index_releasing(&map, &release).map_err(|e| Error::format(path, e))?;
         let info = identity(&map, &index).map_err(|e| invalid(path, &e.to_string()))?;
         Ok(Wheel {
             path: path.to_path_buf(),
@@ -84,6 +86,16 @@ impl Wheel {
     /// The whole file.
     pub fn bytes(&self) -> &[u8] {
         &self.map
+    }
+
+    /// A reader of member `m`'s uncompressed bytes, checked as [`Member::reader`]'s
+    /// are, releasing the wheel's pages behind it ([`fsutil::ReleasingReader`]).
+    pub fn member_reader<'a>(&'a self, m: &'a Member) -> zip::MemberReader<'a> {
+        m.reader_over(fsutil::ReleasingReader::new(
+            &self.map,
+            m.data_offset as usize,
+            m.compressed_size as usize,
+        ))
     }
 
     /// A member by name.
@@ -190,7 +202,7 @@ impl<R: std::io::Read> std::io::Read for Stoppable<'_, R> {
 /// See [`Wheel::contents`] and [`Wheel::contents_until`].
 pub fn contents<'a>(
     path: &Path,
-    zip: &'a [u8],
+    zip: &'a memmap2::Mmap,
     m: &Member,
     (spill, stop): (&Path, &dyn Fn() -> bool),
 ) -> Result<Contents<'a>> {
@@ -204,7 +216,11 @@ pub fn contents<'a>(
         let s = m.stored(zip);
         // The CRC is checked on the way, as for deflated members.
         let mut r = Stoppable {
-            inner: m.reader(zip),
+            inner: m.reader_over(fsutil::ReleasingReader::new(
+                zip,
+                m.data_offset as usize,
+                m.compressed_size as usize,
+            )),
             stop,
         };
         std::io::copy(&mut r, &mut std::io::sink()).map_err(ferr)?;
@@ -213,7 +229,11 @@ pub fn contents<'a>(
         }
     }
     let mut r = Stoppable {
-        inner: m.reader(zip),
+        inner: m.reader_over(fsutil::ReleasingReader::new(
+            zip,
+            m.data_offset as usize,
+            m.compressed_size as usize,
+        )),
         stop,
     };
     if m.size <= IN_MEMORY {

@@ -13,28 +13,67 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-/// Deflate `data` straight into the file `path` (the compressed bytes are never all
-/// in memory); returns the member record.
-pub(crate) fn deflate_to(path: &Path, data: &[u8], level: u32) -> Result<Stored> {
+/// Deflate the file `src` straight into the file `path`, read in chunks (neither is
+/// ever in memory whole); returns the member record and the SHA-256 of `src`.
+pub(crate) fn deflate_file_to(path: &Path, src: &Path, level: u32) -> Result<(Stored, [u8; 32])> {
+    use sha2::Digest;
     let io = |e| Error::io(path, e);
+    let mut input = std::fs::File::open(src).map_err(|e| Error::io(src, e))?;
     let f = std::fs::File::create(path).map_err(io)?;
     let mut enc = flate2::write::DeflateEncoder::new(
         BufWriter::with_capacity(1 << 20, f),
         flate2::Compression::new(level.min(9)),
     );
-    enc.write_all(data).map_err(io)?;
+    let (mut crc, mut sha, mut size) = (flate2::Crc::new(), sha2::Sha256::new(), 0u64);
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = std::io::Read::read(&mut input, &mut buf).map_err(|e| Error::io(src, e))?;
+        if n == 0 {
+            break;
+        }
+        crc.update(&buf[..n]);
+        sha.update(&buf[..n]);
+        size += n as u64;
+        enc.write_all(&buf[..n]).map_err(io)?;
+    }
     let f = enc
         .finish()
         .map_err(io)?
         .into_inner()
         .map_err(|e| io(e.into_error()))?;
     let compressed_size = f.metadata().map_err(io)?.len();
-    Ok(Stored {
+    let stored = Stored {
         method: zip::Method::Deflated,
-        crc32: zip::write::crc32(data),
-        size: data.len() as u64,
+        crc32: crc.sum(),
+        size,
         compressed_size,
-    })
+    };
+    Ok((stored, sha.finalize().into()))
+}
+
+/// The member record of the file `src` stored as it is, and its SHA-256, read in
+/// chunks.
+fn digest_file(src: &Path) -> Result<(Stored, [u8; 32])> {
+    use sha2::Digest;
+    let mut input = std::fs::File::open(src).map_err(|e| Error::io(src, e))?;
+    let (mut crc, mut sha, mut size) = (flate2::Crc::new(), sha2::Sha256::new(), 0u64);
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = std::io::Read::read(&mut input, &mut buf).map_err(|e| Error::io(src, e))?;
+        if n == 0 {
+            break;
+        }
+        crc.update(&buf[..n]);
+        sha.update(&buf[..n]);
+        size += n as u64;
+    }
+    let stored = Stored {
+        method: zip::Method::Stored,
+        crc32: crc.sum(),
+        size,
+        compressed_size: size,
+    };
+    Ok((stored, sha.finalize().into()))
 }
 
 /// Copy a member's stored bytes from the input as they are.
@@ -213,12 +252,13 @@ pub(crate) fn write_device(d: &DeviceWheel<'_>) -> Result<WheelOut> {
     for (name, src) in &members {
         match src {
             Src::Archive(p) => {
-                let bytes = std::fs::read(p).map_err(|e| Error::io(p, e))?;
-                // zstd frames do not deflate: stored.
-                let stored = zip::write::stored(&bytes);
-                z.add_bytes(name, 0o644, stored, &bytes)
+                // zstd frames do not deflate: stored. Read twice (its CRC first, for
+                // the local header), in chunks: an archive of a large tree is GBs.
+                let (stored, sha) = digest_file(p)?;
+                let mut f = std::fs::File::open(p).map_err(|e| Error::io(p, e))?;
+                z.add(name, 0o644, stored, &mut f)
                     .map_err(|e| Error::io(d.path, e))?;
-                record.push((name.clone(), metadata::sha256(&bytes), bytes.len() as u64));
+                record.push((name.clone(), sha, stored.size));
             }
             Src::Db(m, sha) => {
                 add_raw(&mut z, d.wheel, m, name)?;
@@ -315,7 +355,7 @@ pub(crate) fn check_record_with(w: &Wheel, known: &BTreeMap<String, [u8; 32]>) -
         let digest = match known.get(&m.name) {
             Some(d) => Ok(*d),
             None => {
-                let d = sha_of(w.bytes(), m);
+                let d = sha_of(w, m);
                 // Each member's pages go once hashed: a whole wheel can be read here
                 // (every output wheel after the split), and the map kept it all
                 // resident (667 MiB peak splitting a 603 MiB wheel; 229 MiB with this).

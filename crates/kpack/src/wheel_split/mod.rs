@@ -30,7 +30,7 @@ use crate::wheel::metadata;
 use crate::wheel::{Contents, Wheel};
 use crate::zip::{Member, Stored};
 pub use assemble::check_record;
-use assemble::{DeviceWheel, deflate_to, write_device, write_host};
+use assemble::{DeviceWheel, deflate_file_to, write_device, write_host};
 use project::keeps;
 pub use project::{ProjectedWheel, WheelProjection, project};
 use rayon::prelude::*;
@@ -438,9 +438,19 @@ fn write_devices(
     crate::parallel::on_threads(base.opts.threads, build)?
 }
 
-pub(crate) fn sha_of(zip: &[u8], m: &Member) -> std::io::Result<[u8; 32]> {
+/// The SHA-256 of a member's contents, each folio released once hashed.
+fn sha256_releasing(data: &[u8], release: &dyn Fn(usize, usize)) -> [u8; 32] {
     let mut h = Sha256::new();
-    let mut r = m.reader(zip);
+    for (i, c) in data.chunks(crate::fsutil::FAULT_SPAN).enumerate() {
+        h.update(c);
+        release(i * crate::fsutil::FAULT_SPAN, c.len());
+    }
+    h.finalize().into()
+}
+
+pub(crate) fn sha_of(w: &Wheel, m: &Member) -> std::io::Result<[u8; 32]> {
+    let mut h = Sha256::new();
+    let mut r = w.member_reader(m);
     let mut buf = vec![0u8; 1 << 16];
     loop {
         let n = r.read(&mut buf)?;
@@ -541,7 +551,7 @@ impl Ctx<'_> {
         let Some(rel) = m.name.strip_prefix(&format!("{}/", self.overlay)) else {
             self.phase(worker, m, Phase::Copy);
             return Ok(Out::Raw {
-                sha: sha_of(w.bytes(), m).map_err(ferr)?,
+                sha: sha_of(w, m).map_err(ferr)?,
             });
         };
         if let Some(d) = kerneldb::classify_with(rel, &self.opts.databases) {
@@ -554,7 +564,7 @@ impl Ctx<'_> {
             self.phase(worker, m, Phase::Copy);
             return Ok(Out::Database {
                 target: d.arch,
-                sha: sha_of(w.bytes(), m).map_err(ferr)?,
+                sha: sha_of(w, m).map_err(ferr)?,
             });
         }
         let head = m
@@ -564,12 +574,16 @@ impl Ctx<'_> {
         if !(elf::is_elf(&head) || pe) || m.is_symlink() {
             self.phase(worker, m, Phase::Copy);
             return Ok(Out::Raw {
-                sha: sha_of(w.bytes(), m).map_err(ferr)?,
+                sha: sha_of(w, m).map_err(ferr)?,
             });
         }
         self.phase(worker, m, Phase::Rewrite);
         let data = w.contents_until(m, self.stage, &|| self.opts.cancel.is_cancelled())?;
-        let (found, _) = crate::embedded::find(&data, &crate::embedded::data_ranges(&data));
+        // Every pass over a large member lets its pages go behind it: a member of
+        // hundreds of MB is never resident whole.
+        let drop_pages = |at: usize, len: usize| data.release(at as u64, len as u64);
+        let ranges = crate::embedded::data_ranges(&data);
+        let (found, _) = crate::embedded::find_releasing(&data, &ranges, &drop_pages);
         if !found.is_empty() {
             self.warn(crate::embedded::stays_in_place(&m.name, &found));
         }
@@ -578,7 +592,7 @@ impl Ctx<'_> {
         let splittable = if pe {
             true
         } else {
-            match elf::inspect(&data) {
+            match elf::inspect_releasing(&data, &drop_pages) {
                 Ok(ElfContent::Fat(fat)) if !fat.host_only => {
                     let ok = !fat.rdc_object
                         && matches!(
@@ -593,7 +607,7 @@ impl Ctx<'_> {
                             fat.elf_kind.name()
                         ));
                         return Ok(Out::Raw {
-                            sha: sha_of(w.bytes(), m).map_err(ferr)?,
+                            sha: sha_of(w, m).map_err(ferr)?,
                         });
                     }
                     true
@@ -609,11 +623,11 @@ impl Ctx<'_> {
         };
         match crate::fatbin::read(&data) {
             Ok(Some(fat)) if splittable && !fat.bundles.is_empty() => {
-                self.read_as(m, metadata::sha256(&data));
+                self.read_as(m, sha256_releasing(&data, &drop_pages));
                 self.binary(worker, m, rel, &data, &fat)
             }
             Ok(_) => Ok(Out::Raw {
-                sha: metadata::sha256(&data),
+                sha: sha256_releasing(&data, &drop_pages),
             }),
             Err(e) => Err(Error::format(
                 w.path(),
@@ -684,8 +698,16 @@ impl Ctx<'_> {
             )],
             kernel_name: rel.to_string(),
         };
-        let rewritten = crate::fatbin::rewrite_host_only(data, &marker)
-            .map_err(|e| ctx(format!("cannot be rewritten: {e}")))?;
+        // The host-only image is written to the stage as it is rewritten (streamed from
+        // the member, whose pages go as they are copied and verified), deflated below.
+        let raw = self.stage.join(format!("host-{:016x}", m.header_offset));
+        let like = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+        let drop_pages = |at: usize, len: usize| data.release(at as u64, len as u64);
+        crate::fatbin::write_host_only_releasing(data, &drop_pages, &marker, &raw, (&like, false))
+            .map_err(|e| match e {
+                crate::fatbin::WriteError::Refused(e) => ctx(format!("cannot be rewritten: {e}")),
+                crate::fatbin::WriteError::Io(e) => e,
+            })?;
         self.phase(worker, m, Phase::Compress);
         let sec = fat.section;
         let span_offset = (sec.as_ptr() as usize - data.as_ptr() as usize) as u64;
@@ -694,34 +716,40 @@ impl Ctx<'_> {
                 self.compressed_input
                     .store(true, std::sync::atomic::Ordering::Relaxed);
             }
-            let un = b
-                .uncompressed(sec, 1 << 34)
-                .map_err(|e| ctx(e.to_string()))?;
-            for (e, bytes) in b.code_objects(&un).map_err(|e| ctx(e.to_string()))? {
-                let Some(arch) = e.id.arch() else { continue };
+            // One code object at a time (a compressed bundle is never decoded whole),
+            // each one's pages released once archived when it is read in place.
+            let add = |e: &crate::bundle::BundleEntry, bytes: &[u8]| -> Result<()> {
+                let Some(arch) = e.id.arch() else {
+                    return Ok(());
+                };
                 if !self.keep(&arch) {
                     if let Ok(mut s) = self.skipped.lock() {
                         s.0 += 1;
                     }
-                    continue;
+                    return Ok(());
                 }
                 let w = self.writer(&arch)?;
                 w.add(&format!("{rel}#{}", b.index), &arch, bytes)?;
+                if let Some(at) = crate::fsutil::offset_in(data, bytes) {
+                    data.release(at as u64, bytes.len() as u64);
+                }
                 let (n, stored) = w.progress();
                 self.sink.event(PackEvent::Family {
                     family: arch.clone(),
                     code_objects: n,
                     stored,
                 });
-            }
+                Ok(())
+            };
+            b.each_code_object(sec, 1 << 34, add)
+                .map_err(|e| ctx(e.to_string()))??;
             data.release(span_offset + b.offset, b.stored_size);
         }
         // Deflate the host-only binary into a spill file now, in parallel with the
         // other members; the writer only concatenates.
-        let sha = metadata::sha256(&rewritten);
         let spill = self.stage.join(format!("host-{:016x}.z", m.header_offset));
-        let stored = deflate_to(&spill, &rewritten, self.opts.zip_level)?;
-        drop(rewritten);
+        let (stored, sha) = deflate_file_to(&spill, &raw, self.opts.zip_level)?;
+        std::fs::remove_file(&raw).map_err(|e| Error::io(&raw, e))?;
         Ok(Out::Rewritten { spill, stored, sha })
     }
 }

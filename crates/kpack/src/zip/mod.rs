@@ -9,5 +9,5 @@
 pub mod read;
 pub mod write;
 
-pub use read::{Member, Method, ZipIndex, is_zip, read_index};
+pub use read::{Member, MemberReader, Method, ZipIndex, is_zip, read_index, read_index_releasing};
 pub use write::{Stored, ZipWriter};

@@ -77,7 +77,12 @@ impl Member {
 
     /// A reader of the uncompressed bytes that fails on a wrong size or CRC.
     pub fn reader<'a>(&'a self, zip: &'a [u8]) -> MemberReader<'a> {
-        let raw = self.stored(zip);
+        self.reader_over(self.stored(zip))
+    }
+
+    /// [`Member::reader`] of the stored bytes read from `raw` (its
+    /// `compressed_size` bytes at `data_offset`, however the caller reads them).
+    pub fn reader_over<'a>(&'a self, raw: impl Read + Send + 'a) -> MemberReader<'a> {
         let inner: Box<dyn Read + Send + 'a> = match self.method {
             Method::Stored => Box::new(raw),
             Method::Deflated => Box::new(DeflateDecoder::new(raw)),
@@ -256,13 +261,31 @@ pub fn check_name(name: &str) -> Result<(), BadName> {
 /// members overlapping each other or the directory, local headers that disagree
 /// with the directory, and declared sizes deflate cannot produce.
 pub fn read_index(data: &[u8]) -> FormatResult<ZipIndex> {
+    read_index_releasing(data, &|_, _| {})
+}
+
+/// [`read_index`] of a file map, handing the pages of local headers read (offset,
+/// length) to `release` as the directory moves on to another folio
+/// (`fsutil::FAULT_SPAN`): checking the local headers of a wheel of thousands of
+/// members does not leave every folio of it resident.
+pub fn read_index_releasing(data: &[u8], release: &dyn Fn(usize, usize)) -> FormatResult<ZipIndex> {
+    const SPAN: usize = crate::fsutil::FAULT_SPAN;
     let dir = find_directory(data)?;
     let mut members = Vec::with_capacity(dir.count as usize);
     let mut o = dir.offset as usize;
+    let mut folio = None;
     for i in 0..dir.count {
         let (m, end) = read_entry(data, o, i, &dir)?;
+        let here = m.header_offset as usize / SPAN;
+        if let Some(last) = folio.filter(|&l| l != here) {
+            release(last * SPAN, SPAN);
+        }
+        folio = Some(here);
         members.push(m);
         o = end;
+    }
+    if let Some(last) = folio {
+        release(last * SPAN, SPAN);
     }
     // No two members may share bytes (overlapping members are how bombs multiply).
     let mut spans: Vec<(u64, u64, usize)> = members
