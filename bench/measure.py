@@ -5,7 +5,7 @@ peak RSS of the process (wait4's ru_maxrss, KiB) and its exit status.
     bench/measure.py RUNS [--prepare 'SHELL COMMAND'] [--warm PATH]... [--sync] -- COMMAND ARGS...
 
 stdout and stderr of COMMAND are discarded; `--prepare` runs before each run, untimed
-(to remove the previous run's output). `--warm PATH` reads every file under PATH
+(to remove the previous run's output). `--warm PATH` reads PATH, or every file under it,
 before each run, untimed, so that every run starts with its input in the page cache
 whatever earlier runs evicted; `--sync` times a `sync` after COMMAND, so that a run's
 time includes writing its output to disk whether or not it fit in the kernel's budget
@@ -30,14 +30,14 @@ while args and args[0] in ("--prepare", "--warm", "--sync"):
 
 def read_all(top):
     buf = bytearray(1 << 20)
-    for d, _, names in os.walk(top):
-        for n in names:
-            p = os.path.join(d, n)
-            if os.path.islink(p) or not os.path.isfile(p):
-                continue
-            with open(p, "rb", buffering=0) as f:
-                while f.readinto(buf):
-                    pass
+    paths = [top] if os.path.isfile(top) else (
+        os.path.join(d, n) for d, _, names in os.walk(top) for n in names)
+    for p in paths:
+        if os.path.islink(p) or not os.path.isfile(p):
+            continue
+        with open(p, "rb", buffering=0) as f:
+            while f.readinto(buf):
+                pass
 
 if args and args[0] == "--":
     args = args[1:]

@@ -148,7 +148,7 @@ if scale:
     head = " | ".join(f"{mb // 1024} GiB: s (s/GiB) | RSS" for mb in trees)
     print(f"| command | {head} | RSS 8/1 | s/GiB 8/1 |")
     print("|---|" + "---|---|" * len(trees) + "---|---|")
-    for cmd in ["limit", "scan", "pack", "verify", "kernels", "diff", "split", "combine"]:
+    for cmd in ["limit", "scan", "pack", "verify", "kernels", "diff", "split", "combine", "wheel split"]:
         by = {r["tree_mb"]: r for r in scale if r["cmd"] == cmd}
         if not by:
             continue

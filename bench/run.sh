@@ -436,7 +436,7 @@ if want scale; then
     rm -rf "$o/cpa" "$o/device.zst" "$o/device.bin"
     row() { record "{\"bench\":\"scale\",\"cmd\":\"$1\",\"tree_mb\":$mb,\"tree_bytes\":$bytes,\"files\":$files,\"device_bytes\":$dev,\"run\":$2}"; }
     row limit "$ref"
-    echo "bench: scale, $mb MiB tree: scan, pack, verify, kernels, diff, split, combine"
+    echo "bench: scale, $mb MiB tree: scan, pack, verify, kernels, diff, split, combine, wheel split"
     row scan "$(m --warm "$t" -- "$kp" scan "$t" --no-tui --json)"
     row pack "$(m --prepare "rm -rf $o/packed" --warm "$t" --sync -- "$kp" pack "$t" -o "$o/packed" --group bench --all)"
     row verify "$(m --warm "$o/packed" -- "$kp" verify "$o/packed" --no-tui)"
@@ -452,6 +452,11 @@ print(",".join(a[0::2]), ",".join(a[1::2]))')"
     "$kp" split "$t.art" -o "$o/shards/a" "${sp[@]}" --gpu-targets "$half1" > /dev/null
     "$kp" split "$t.art" -o "$o/shards/b" "${sp[@]}" --gpu-targets "$half2" > /dev/null
     row combine "$(m --prepare "rm -rf $o/combined" --warm "$o/shards" --sync -- "$kp" combine "$o/shards/a" "$o/shards/b" -o "$o/combined")"
+    # The same tree as a wheel (Python's zipfile, deflate 6; cached), split.
+    whl=$work/scale-$mb.whl/pkg-1.0-cp311-cp311-linux_x86_64.whl
+    [ -f "$whl" ] || { mkdir -p "${whl%/*}" && python3 "$root/scripts/make-test-wheel.py" "$whl.part" \
+      --name pkg --version 1.0 --tag cp311-cp311-linux_x86_64 --tree "$t=pkg" && mv "$whl.part" "$whl"; }
+    row "wheel split" "$(m --prepare "rm -rf $o/wsplit" --warm "$whl" --sync -- "$kp" wheel split "$whl" -o "$o/wsplit" --device-package-prefix pkg-device --overlay-root pkg)"
     if [ "$mb" = 8192 ]; then
       echo "bench: scale, Ctrl-C during pack --level max of the $mb MiB tree"
       record "$(python3 "$root/bench/cancel.py" "$kp" "$t" "$work" "$SRUNS" | sed 's/"bench": "cancel"/"bench": "scale_cancel"/')"

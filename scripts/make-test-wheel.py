@@ -15,6 +15,12 @@ import hashlib
 import io
 import os
 import zipfile
+from pathlib import Path
+
+
+def contents(d):
+    """A member's bytes: given, or read from the file named."""
+    return d.read_bytes() if isinstance(d, Path) else d
 
 
 def main():
@@ -57,8 +63,9 @@ def main():
                 if os.path.islink(p) or not os.path.isfile(p):
                     continue
                 rel = os.path.relpath(p, root).replace(os.sep, "/")
-                with open(p, "rb") as f:
-                    files.append((f"{prefix}/{rel}", f.read(), os.stat(p).st_mode & 0o7777))
+                # Read when written (and once before, for RECORD): a tree of GBs is
+                # never held in memory whole.
+                files.append((f"{prefix}/{rel}", Path(p), os.stat(p).st_mode & 0o7777))
     di = f"{a.name.replace('-', '_')}-{a.version}.dist-info"
     dm = int(a.dist_info_mode, 8)
     parts = [p.split(".") for p in a.tag.split("-")]
@@ -79,6 +86,7 @@ def main():
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
         for n, d, _ in files:
+            d = contents(d)
             digest = hashlib.sha256(d + (b"x" if n in a.tamper else b"")).digest()
             h = base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
             w.writerow([n, f"sha256={h}", len(d)])
@@ -86,6 +94,7 @@ def main():
         files.append((f"{di}/RECORD", buf.getvalue().encode(), dm))
     with zipfile.ZipFile(a.out, "w") as z:
         for n, d, mode in files:
+            d = contents(d)
             zi = zipfile.ZipInfo(n, date_time=(2026, 1, 1, 0, 0, 0))
             zi.create_system = 3
             zi.external_attr = (0o100000 | mode) << 16
