@@ -8,8 +8,10 @@
 //!   TOC keys `path#k`.
 //!
 //! Listing never decompresses device payloads: for a CCOB only the prefix holding the
-//! entry table is stream-decoded. [`BundleInfo::code_objects`] does the full, bounded
-//! decompression when the bytes are needed.
+//! entry table is stream-decoded. [`BundleInfo::each_code_object`] hands the code
+//! objects on one at a time (a CCOB decoded as a stream, never whole);
+//! [`BundleInfo::uncompressed`] and [`BundleInfo::code_objects`] do the full, bounded
+//! decompression when the whole bundle is needed.
 
 pub mod ccob;
 mod each;
