@@ -16,26 +16,13 @@ use std::path::{Path, PathBuf};
 /// Deflate the file `src` straight into the file `path`, read in chunks (neither is
 /// ever in memory whole); returns the member record and the SHA-256 of `src`.
 pub(crate) fn deflate_file_to(path: &Path, src: &Path, level: u32) -> Result<(Stored, [u8; 32])> {
-    use sha2::Digest;
     let io = |e| Error::io(path, e);
-    let mut input = std::fs::File::open(src).map_err(|e| Error::io(src, e))?;
     let f = std::fs::File::create(path).map_err(io)?;
     let mut enc = flate2::write::DeflateEncoder::new(
         BufWriter::with_capacity(1 << 20, f),
         flate2::Compression::new(level.min(9)),
     );
-    let (mut crc, mut sha, mut size) = (flate2::Crc::new(), sha2::Sha256::new(), 0u64);
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = std::io::Read::read(&mut input, &mut buf).map_err(|e| Error::io(src, e))?;
-        if n == 0 {
-            break;
-        }
-        crc.update(&buf[..n]);
-        sha.update(&buf[..n]);
-        size += n as u64;
-        enc.write_all(&buf[..n]).map_err(io)?;
-    }
+    let (crc32, size, sha) = read_chunks(src, &mut |c| enc.write_all(c).map_err(io))?;
     let f = enc
         .finish()
         .map_err(io)?
@@ -44,16 +31,32 @@ pub(crate) fn deflate_file_to(path: &Path, src: &Path, level: u32) -> Result<(St
     let compressed_size = f.metadata().map_err(io)?.len();
     let stored = Stored {
         method: zip::Method::Deflated,
-        crc32: crc.sum(),
+        crc32,
         size,
         compressed_size,
     };
-    Ok((stored, sha.finalize().into()))
+    Ok((stored, sha))
 }
 
 /// The member record of the file `src` stored as it is, and its SHA-256, read in
 /// chunks.
 fn digest_file(src: &Path) -> Result<(Stored, [u8; 32])> {
+    let (crc32, size, sha) = read_chunks(src, &mut |_| Ok(()))?;
+    let stored = Stored {
+        method: zip::Method::Stored,
+        crc32,
+        size,
+        compressed_size: size,
+    };
+    Ok((stored, sha))
+}
+
+/// Read the file `src` in chunks of 1 MiB, handing each to `each`: its CRC-32, size
+/// and SHA-256.
+fn read_chunks(
+    src: &Path,
+    each: &mut dyn FnMut(&[u8]) -> Result<()>,
+) -> Result<(u32, u64, [u8; 32])> {
     use sha2::Digest;
     let mut input = std::fs::File::open(src).map_err(|e| Error::io(src, e))?;
     let (mut crc, mut sha, mut size) = (flate2::Crc::new(), sha2::Sha256::new(), 0u64);
@@ -61,19 +64,13 @@ fn digest_file(src: &Path) -> Result<(Stored, [u8; 32])> {
     loop {
         let n = std::io::Read::read(&mut input, &mut buf).map_err(|e| Error::io(src, e))?;
         if n == 0 {
-            break;
+            return Ok((crc.sum(), size, sha.finalize().into()));
         }
         crc.update(&buf[..n]);
         sha.update(&buf[..n]);
         size += n as u64;
+        each(&buf[..n])?;
     }
-    let stored = Stored {
-        method: zip::Method::Stored,
-        crc32: crc.sum(),
-        size,
-        compressed_size: size,
-    };
-    Ok((stored, sha.finalize().into()))
 }
 
 /// Copy a member's stored bytes from the input as they are.
