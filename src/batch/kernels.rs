@@ -19,7 +19,7 @@ fn location(r: &KernelRow) -> String {
     }
 }
 
-fn table(out: &mut dyn Write, rows: &[KernelRow]) -> std::io::Result<()> {
+fn table(out: &mut dyn Write, rows: &[Box<KernelRow>]) -> std::io::Result<()> {
     let w = rows
         .iter()
         .map(|r| location(r).chars().count())

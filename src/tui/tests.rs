@@ -2623,7 +2623,11 @@ fn copy_and_export_take_what_is_selected_and_shown() {
     };
     assert_eq!(name, "kernels");
     let mut rows: Vec<&str> = csv.lines().skip(1).collect();
-    let mut want: Vec<String> = kr.kernels.iter().map(crate::text::kernel_csv_row).collect();
+    let mut want: Vec<String> = kr
+        .kernels
+        .iter()
+        .map(|r| crate::text::kernel_csv_row(r))
+        .collect();
     rows.sort();
     want.sort();
     assert_eq!(rows, want);

@@ -164,6 +164,7 @@ impl KernelsState {
         let f = self.filter.as_str();
         r.kernels
             .iter()
+            .map(|k| &**k)
             .filter(|k| {
                 self.entry
                     .as_ref()

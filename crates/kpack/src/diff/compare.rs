@@ -310,9 +310,11 @@ pub(super) fn read_kernels(
             .kernels
             .iter()
             .filter(|r| r.path == m.a_path && r.bundle.is_some_and(|i| m.indexes.contains(&i)))
-            .map(|r| crate::kernels::KernelRow {
-                path: m.b_path.clone(),
-                ..r.clone()
+            .map(|r| {
+                Box::new(crate::kernels::KernelRow {
+                    path: m.b_path.clone(),
+                    ..(**r).clone()
+                })
             })
             .collect();
         b.kernels.kernels.extend(copies);

@@ -124,7 +124,7 @@ pub struct KernelsReport {
     /// Code objects read.
     pub code_objects: u64,
     /// The kernels.
-    pub kernels: Vec<KernelRow>,
+    pub kernels: Vec<Box<KernelRow>>,
     /// Code objects or files that could not be read, with why.
     pub diagnostics: Vec<String>,
     /// Every code object read (for diffs; not in the JSON document).
@@ -418,7 +418,7 @@ pub enum SortBy {
 }
 
 /// Sort rows (stable; ties keep the path order).
-pub fn sort_rows(rows: &mut [KernelRow], by: SortBy) {
+pub fn sort_rows(rows: &mut [Box<KernelRow>], by: SortBy) {
     let key = |r: &KernelRow| -> u64 {
         let k = &r.kernel;
         match by {

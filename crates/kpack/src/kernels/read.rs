@@ -5,7 +5,7 @@
 use super::*;
 
 /// Rows and diagnostics of one file.
-pub(super) type FileRows = (Vec<CodeObjectRow>, Vec<KernelRow>, Vec<String>);
+pub(super) type FileRows = (Vec<CodeObjectRow>, Vec<Box<KernelRow>>, Vec<String>);
 
 pub(super) fn push_code_object(
     out: &mut FileRows,
@@ -31,7 +31,7 @@ pub(super) fn push_code_object(
     match read_code_object(data, opts.cache) {
         Ok(info) => {
             for k in info.kernels {
-                out.1.push(KernelRow {
+                out.1.push(Box::new(KernelRow {
                     path: path.to_string(),
                     key: key.map(str::to_string),
                     bundle,
@@ -39,7 +39,7 @@ pub(super) fn push_code_object(
                     code_object_version: info.version,
                     occupancy: crate::occupancy::occupancy(target, &k),
                     kernel: k,
-                });
+                }));
             }
         }
         Err(e) => {
