@@ -93,7 +93,7 @@ fn inspect_member(
     };
     if head.is_empty() || !(deep || super::worth_mapping(&head)) {
         // Still prove the member reads (size and CRC) so a damaged wheel shows.
-        if let Err(e) = std::io::copy(&mut m.reader(w.bytes()), &mut std::io::sink()) {
+        if let Err(e) = std::io::copy(&mut w.member_reader(m), &mut std::io::sink()) {
             r.problems.push(e.to_string());
         }
         return r;

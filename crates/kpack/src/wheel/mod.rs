@@ -91,11 +91,7 @@ impl Wheel {
     /// A reader of member `m`'s uncompressed bytes, checked as [`Member::reader`]'s
     /// are, releasing the wheel's pages behind it ([`fsutil::ReleasingReader`]).
     pub fn member_reader<'a>(&'a self, m: &'a Member) -> zip::MemberReader<'a> {
-        m.reader_over(fsutil::ReleasingReader::new(
-            &self.map,
-            m.data_offset as usize,
-            m.compressed_size as usize,
-        ))
+        releasing_reader(&self.map, m)
     }
 
     /// A member by name.
@@ -199,6 +195,15 @@ impl<R: std::io::Read> std::io::Read for Stoppable<'_, R> {
     }
 }
 
+/// See [`Wheel::member_reader`].
+fn releasing_reader<'a>(zip: &'a memmap2::Mmap, m: &'a Member) -> zip::MemberReader<'a> {
+    m.reader_over(fsutil::ReleasingReader::new(
+        zip,
+        m.data_offset as usize,
+        m.compressed_size as usize,
+    ))
+}
+
 /// See [`Wheel::contents`] and [`Wheel::contents_until`].
 pub fn contents<'a>(
     path: &Path,
@@ -216,11 +221,7 @@ pub fn contents<'a>(
         let s = m.stored(zip);
         // The CRC is checked on the way, as for deflated members.
         let mut r = Stoppable {
-            inner: m.reader_over(fsutil::ReleasingReader::new(
-                zip,
-                m.data_offset as usize,
-                m.compressed_size as usize,
-            )),
+            inner: releasing_reader(zip, m),
             stop,
         };
         std::io::copy(&mut r, &mut std::io::sink()).map_err(ferr)?;
@@ -229,11 +230,7 @@ pub fn contents<'a>(
         }
     }
     let mut r = Stoppable {
-        inner: m.reader_over(fsutil::ReleasingReader::new(
-            zip,
-            m.data_offset as usize,
-            m.compressed_size as usize,
-        )),
+        inner: releasing_reader(zip, m),
         stop,
     };
     if m.size <= IN_MEMORY {
