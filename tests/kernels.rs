@@ -740,3 +740,43 @@ fn chosen_code_objects_are_extracted_as_the_bundler_sees_them_from_fat_and_packe
     assert!(e.contains("not found") && e.contains("gfx1100"), "{e}");
     assert!(!c.exists());
 }
+
+/// `kernels` writes its rows out as it reads them and reads them back in order (a
+/// tree of any size is listed in the same memory): for every sort, in JSON, the
+/// document equals the whole report the library lists, sorted. The demo tree holds
+/// archives, host-only binaries, a static archive, embedded code objects and
+/// kernel databases besides the fixtures' plain, multi-bundle and CCOB binaries.
+#[test]
+fn the_streamed_listing_is_the_whole_report_for_every_sort() {
+    use kpack::kernels::{SortBy, list_kernels, sort_rows};
+    let sorts = [
+        ("size", SortBy::Size),
+        ("vgpr", SortBy::Vgpr),
+        ("sgpr", SortBy::Sgpr),
+        ("lds", SortBy::Lds),
+        ("scratch", SortBy::Scratch),
+        ("spills", SortBy::Spills),
+        ("name", SortBy::Name),
+        ("target", SortBy::Target),
+    ];
+    for root in [fixtures(), demo()] {
+        let whole = list_kernels(&root, &Default::default()).unwrap();
+        assert!(whole.kernels.len() >= 10, "{}", root.display());
+        for (arg, by) in sorts {
+            let mut want = whole.clone();
+            sort_rows(&mut want.kernels, by);
+            let mut want = serde_json::to_value(&want).unwrap();
+            want.as_object_mut()
+                .unwrap()
+                .insert("schema".into(), "kpack-tui.kernels/1".into());
+            let o = kpack(&["kernels", root.to_str().unwrap(), "--json", "--sort", arg]);
+            assert!(o.status.code().is_some_and(|c| c <= 1), "{}", stderr(&o));
+            let got: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+            assert!(
+                got == want,
+                "{} --sort {arg}: the streamed rows differ",
+                root.display()
+            );
+        }
+    }
+}

@@ -1,8 +1,12 @@
 //! `kernels` and `find-kernel` in batch mode: a table, CSV or JSON on stdout.
 
+use super::jsonstream::JsonArrayStream;
 use super::{EXIT_FINDINGS, EXIT_OK, Format, size, write_json};
 use anyhow::{Context, Result, bail};
-use kpack::kernels::{KernelRow, KernelsOptions, SortBy, list_kernels, sort_rows};
+use kpack::kernels::{
+    KernelRow, KernelsOptions, KernelsReport, SortBy, SpooledKernels, list_kernels,
+    list_kernels_spooled,
+};
 use std::io::Write;
 use std::path::Path;
 
@@ -64,7 +68,8 @@ fn table(out: &mut dyn Write, rows: &[Box<KernelRow>]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// `kpack-tui kernels PATH`.
+/// `kpack-tui kernels PATH`: the rows are written out as they are read and come
+/// back one at a time, so a tree of any size is listed in the same memory.
 pub fn list(
     path: &Path,
     opts: &KernelsOptions,
@@ -72,72 +77,85 @@ pub fn list(
     format: Format,
     out: &mut dyn Write,
 ) -> Result<i32> {
-    let mut r =
-        list_kernels(path, opts).with_context(|| format!("cannot read {}", path.display()))?;
+    let cannot = || format!("cannot read {}", path.display());
+    let r = list_kernels_spooled(path, opts, sort).with_context(cannot)?;
     for d in &r.diagnostics {
         eprintln!("warning: {d}");
     }
-    sort_rows(&mut r.kernels, sort);
     match format {
-        Format::Json => write_json(out, "kpack-tui.kernels/1", &r)?,
+        Format::Json => {
+            // The document `write_json` writes of the whole report, row by row.
+            let head = KernelsReport {
+                root: r.root.clone(),
+                code_objects: r.code_objects,
+                diagnostics: r.diagnostics.clone(),
+                ..Default::default()
+            };
+            let mut doc = JsonArrayStream::new(out, "kpack-tui.kernels/1", "kernels", &head)?;
+            for row in r.rows() {
+                doc.item(&row.with_context(cannot)?)?;
+            }
+            doc.finish(&head)?;
+        }
         Format::Csv => {
             writeln!(out, "{}", crate::text::KERNEL_CSV_COLUMNS)?;
-            for row in &r.kernels {
-                writeln!(out, "{}", crate::text::kernel_csv_row(row))?;
-            }
-        }
-        Format::Text { top } => {
-            let spilling = r
-                .kernels
-                .iter()
-                .filter(|k| k.kernel.spills().unwrap_or(0) > 0)
-                .count();
-            let code: u64 = r.kernels.iter().filter_map(|k| k.kernel.code_size).sum();
-            writeln!(
-                out,
-                "{}: {} kernel{} in {} code object{}, {} of machine code{}",
-                path.display(),
-                r.kernels.len(),
-                if r.kernels.len() == 1 { "" } else { "s" },
-                r.code_objects,
-                if r.code_objects == 1 { "" } else { "s" },
-                size(code),
-                if spilling > 0 {
-                    format!("; {spilling} spill registers (marked !)").replace(
-                        "spill registers",
-                        if spilling == 1 {
-                            "kernel spills registers"
-                        } else {
-                            "kernels spill registers"
-                        },
-                    )
-                } else {
-                    String::new()
-                }
-            )?;
-            let shown = if top == 0 {
-                r.kernels.len()
-            } else {
-                top.min(r.kernels.len())
-            };
-            if shown > 0 {
-                writeln!(out)?;
-                table(out, &r.kernels[..shown])?;
-            }
-            if shown < r.kernels.len() {
+            for row in r.rows() {
                 writeln!(
                     out,
-                    "… and {} more (--top 0 shows all)",
-                    r.kernels.len() - shown
+                    "{}",
+                    crate::text::kernel_csv_row(&row.with_context(cannot)?)
                 )?;
             }
         }
+        Format::Text { top } => text(path, &r, top, out)?,
     }
     Ok(if r.diagnostics.is_empty() {
         EXIT_OK
     } else {
         EXIT_FINDINGS
     })
+}
+
+/// The text of `kernels`: a summary line, then the first `top` rows (0: all).
+fn text(path: &Path, r: &SpooledKernels, top: usize, out: &mut dyn Write) -> Result<()> {
+    let cannot = || format!("cannot read {}", path.display());
+    let (mut spilling, mut code) = (0usize, 0u64);
+    for row in r.rows() {
+        let k = row.with_context(cannot)?.kernel;
+        spilling += usize::from(k.spills().unwrap_or(0) > 0);
+        code += k.code_size.unwrap_or(0);
+    }
+    let n = r.len();
+    writeln!(
+        out,
+        "{}: {} kernel{} in {} code object{}, {} of machine code{}",
+        path.display(),
+        n,
+        if n == 1 { "" } else { "s" },
+        r.code_objects,
+        if r.code_objects == 1 { "" } else { "s" },
+        size(code),
+        match spilling {
+            0 => String::new(),
+            1 => "; 1 kernel spills registers (marked !)".to_string(),
+            s => format!("; {s} kernels spill registers (marked !)"),
+        }
+    )?;
+    let shown = if top == 0 { n } else { top.min(n) };
+    if shown > 0 {
+        let rows = r
+            .rows()
+            .take(shown)
+            .map(|row| row.map(Box::new))
+            .collect::<kpack::Result<Vec<_>>>()
+            .with_context(cannot)?;
+        writeln!(out)?;
+        table(out, &rows)?;
+    }
+    if shown < n {
+        writeln!(out, "… and {} more (--top 0 shows all)", n - shown)?;
+    }
+    Ok(())
 }
 
 /// `kpack-tui find-kernel PATTERN PATH`.

@@ -86,7 +86,7 @@ fn generation(processor: &str) -> Option<Generation> {
 }
 
 /// The hint for one kernel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Occupancy {
     /// Waves per SIMD: the smallest of the limits below.

@@ -624,9 +624,6 @@ impl Ctx<'_> {
                 )?;
                 found += 1;
                 self.kernels.fetch_add(1, Ordering::Relaxed);
-                if let Some(at) = fsutil::offset_in(&map, bytes) {
-                    fsutil::release_range(&map, at, bytes.len());
-                }
                 let (n, stored) = w.progress();
                 self.sink.event(PackEvent::Family {
                     family: self.unit(&arch).to_string(),
@@ -635,7 +632,12 @@ impl Ctx<'_> {
                 });
                 Ok(())
             };
-            b.each_code_object(sec, 1 << 34, each)
+            // A code object read in place leaves the resident set once archived, and
+            // a CCOB's payload as it is decoded.
+            let release = |off: usize, len: usize| {
+                fsutil::release_range(&map, span_offset.saturating_add(off), len)
+            };
+            b.each_code_object_releasing(sec, 1 << 34, &release, each)
                 .map_err(|e| Error::format(src, e))??;
             fsutil::release_range(
                 &map,

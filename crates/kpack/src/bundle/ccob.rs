@@ -177,6 +177,18 @@ pub fn decoder<'a>(method: Compression, payload: &'a [u8]) -> Box<dyn Read + 'a>
     }
 }
 
+/// [`decoder`] of a payload read from `r`.
+pub fn decoder_of<'a>(method: Compression, r: impl Read + 'a) -> Box<dyn Read + 'a> {
+    match method {
+        Compression::Zstd => match zstd::stream::read::Decoder::new(r) {
+            Ok(d) => Box::new(d.single_frame()),
+            Err(e) => Box::new(FailingReader(Some(e))),
+        },
+        Compression::Zlib => Box::new(flate2::read::ZlibDecoder::new(r)),
+        Compression::None => Box::new(r),
+    }
+}
+
 struct FailingReader(Option<std::io::Error>);
 impl Read for FailingReader {
     fn read(&mut self, _: &mut [u8]) -> std::io::Result<usize> {

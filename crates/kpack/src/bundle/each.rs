@@ -28,6 +28,21 @@ impl BundleInfo {
         &self,
         section: &[u8],
         limit: u64,
+        f: impl FnMut(&BundleEntry, &[u8]) -> Result<(), E>,
+    ) -> FormatResult<Result<(), E>> {
+        self.each_code_object_releasing(section, limit, &|_, _| {}, f)
+    }
+
+    /// [`BundleInfo::each_code_object`], telling `release` which bytes of `section`
+    /// (offset, length) are read and not needed again: each code object read in place
+    /// once `f` is done with it, and a CCOB's payload as it is decoded. The caller
+    /// drops their pages from the resident set, so a bundle of hundreds of MB keeps
+    /// a few MB of it resident.
+    pub fn each_code_object_releasing<E>(
+        &self,
+        section: &[u8],
+        limit: u64,
+        release: Release<'_>,
         mut f: impl FnMut(&BundleEntry, &[u8]) -> Result<(), E>,
     ) -> FormatResult<Result<(), E>> {
         let entries: Vec<&BundleEntry> = self.device_entries().collect();
@@ -39,6 +54,9 @@ impl BundleInfo {
             for (e, bytes) in self.code_objects(&un)? {
                 if let Err(e) = f(e, bytes) {
                     return Ok(Err(e));
+                }
+                if let Some(at) = crate::fsutil::offset_in(section, bytes) {
+                    release(at, bytes.len());
                 }
             }
             return Ok(Ok(()));
@@ -64,8 +82,15 @@ impl BundleInfo {
             }
         }
         let payload = &stored[header.header_len..header.stored_size(stored) as usize];
+        let behind = Behind {
+            data: payload,
+            pos: 0,
+            released: 0,
+            base: self.offset as usize + header.header_len,
+            release,
+        };
         let mut stream = Decoding {
-            r: ccob::decoder(header.method, payload).take(want),
+            r: ccob::decoder_of(header.method, behind).take(want),
             pos: 0,
             header: &header,
             at: self.offset,
@@ -84,6 +109,36 @@ impl BundleInfo {
         // corrupt here as when it is decoded whole.
         stream.skip_to(want)?;
         Ok(Ok(()))
+    }
+}
+
+/// Told which bytes of a section (offset, length) are read and not needed again.
+pub type Release<'r> = &'r dyn Fn(usize, usize);
+
+/// A payload read as a stream, released behind the reading in steps of [`STEP`]
+/// (ending [`STEP`] / 2 behind it: a release rounded out to 2 MiB folios stays
+/// behind what is read).
+struct Behind<'a> {
+    data: &'a [u8],
+    pos: usize,
+    released: usize,
+    /// The payload's offset in the section.
+    base: usize,
+    release: Release<'a>,
+}
+
+const STEP: usize = 4 << 20;
+
+impl Read for Behind<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = (&self.data[self.pos..]).read(buf)?;
+        self.pos += n;
+        if self.pos - self.released >= STEP {
+            let to = self.pos - STEP / 2;
+            (self.release)(self.base + self.released, to - self.released);
+            self.released = to;
+        }
+        Ok(n)
     }
 }
 

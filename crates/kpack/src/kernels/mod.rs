@@ -20,7 +20,7 @@ mod extract;
 pub use extract::{destination, extract_code_objects};
 
 /// One kernel where it lives.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct KernelRow {
     /// The file holding the code object, relative to the root (the file name for a
@@ -196,7 +196,9 @@ pub fn target_selected(selection: &[String], target: &str) -> bool {
 }
 
 mod read;
-use read::{Deferred, FileRows, append, bundle_rows, one_file, one_member};
+use read::{Deferred, FileRows, bundle_rows, one_file, one_member};
+mod spool;
+pub use spool::{SpooledKernels, list_kernels_spooled};
 
 /// The archive files a host-only binary's marker reaches on disk (`@GFXARCH@`
 /// expanded over the files present).
@@ -265,9 +267,14 @@ pub fn refuse_zip(root: &Path) -> Result<()> {
 
 /// List every kernel under `root` (a tree or one file).
 pub fn list_kernels(root: &Path, opts: &KernelsOptions) -> Result<KernelsReport> {
+    let report = scan_kernel_files(root, opts)?;
+    list_kernels_scanned(root, &report, opts)
+}
+
+/// The scan of `root` with only the files that can hold kernels kept: streamed (a
+/// tree's headers and data are most of its files, and hold none).
+fn scan_kernel_files(root: &Path, opts: &KernelsOptions) -> Result<scan::TreeReport> {
     refuse_zip(root)?;
-    // Streamed: only the files that can hold kernels are kept (a tree's headers and
-    // data are most of its files, and hold none).
     let mut kept = Vec::new();
     let mut report = scan::scan_each(
         root,
@@ -276,14 +283,20 @@ pub fn list_kernels(root: &Path, opts: &KernelsOptions) -> Result<KernelsReport>
             ..Default::default()
         },
         &crate::event::NoEvents,
-        &mut |f| {
+        &mut |mut f| {
             if may_hold_kernels(&f) {
+                // The bundles are read again from the file: their reports (a target
+                // list each) would be most of what is kept.
+                // (`DerefMut` would allocate the details of a file without them.)
+                if !f.bundles.is_empty() {
+                    f.bundles = Vec::new();
+                }
                 kept.push(f)
             }
         },
     )?;
     report.files = kept;
-    list_kernels_scanned(root, &report, opts)
+    Ok(report)
 }
 
 /// Whether [`list_kernels_scanned`] reads anything of `f`: its first name, of a kind
@@ -308,6 +321,90 @@ pub fn list_kernels_scanned(
     report: &scan::TreeReport,
     opts: &KernelsOptions,
 ) -> Result<KernelsReport> {
+    let per_file = gather(root, report, opts, &InMemory)?;
+    let mut out = KernelsReport {
+        root: root.to_path_buf(),
+        diagnostics: scan_errors(report),
+        ..Default::default()
+    };
+    // Reserved whole: grown by doubling, up to half of it went unused.
+    out.kernels.reserve_exact(
+        per_file
+            .iter()
+            .flatten()
+            .map(|(_, rows, _)| rows.len())
+            .sum(),
+    );
+    for (n, rows, diags) in per_file.into_iter().flatten() {
+        out.code_objects += n.len() as u64;
+        out.objects.extend(n);
+        out.kernels.extend(rows);
+        out.diagnostics.extend(diags);
+    }
+    dedup(&mut out.diagnostics);
+    sort_in_place(&mut out.kernels, |a, b| path_order(a, b));
+    Ok(out)
+}
+
+/// The scan's errors: a file that looks like device code but cannot be read is a
+/// finding, never a silent "0 kernels".
+fn scan_errors(report: &scan::TreeReport) -> Vec<String> {
+    report
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == scan::Severity::Error)
+        .map(|d| format!("{}: {}", d.path, d.message))
+        .collect()
+}
+
+/// Drop repeated diagnostics, keeping the first of each.
+fn dedup(diagnostics: &mut Vec<String>) {
+    let mut seen = std::collections::HashSet::new();
+    diagnostics.retain(|d| seen.insert(d.clone()));
+}
+
+/// The order rows are listed in before [`sort_rows`]: paths and keys with numbers in
+/// number order (`#2` before `#10`), then bundle, targets by processor number, name.
+fn path_order(a: &KernelRow, b: &KernelRow) -> std::cmp::Ordering {
+    use crate::natural::{natural_cmp, target_cmp};
+    natural_cmp(&a.path, &b.path)
+        .then_with(|| {
+            natural_cmp(
+                a.key.as_deref().unwrap_or(""),
+                b.key.as_deref().unwrap_or(""),
+            )
+        })
+        .then(a.bundle.cmp(&b.bundle))
+        .then_with(|| target_cmp(&a.target, &b.target))
+        .then_with(|| a.kernel.name.cmp(&b.kernel.name))
+}
+
+/// Where the rows of each piece of work go as it is done: kept as they are, or
+/// written out ([`spool`]).
+trait Keep: Sync {
+    /// What is kept of one piece.
+    type Part: Send;
+    fn keep(&self, rows: FileRows) -> Self::Part;
+}
+
+/// The rows themselves.
+struct InMemory;
+
+impl Keep for InMemory {
+    type Part = FileRows;
+    fn keep(&self, rows: FileRows) -> FileRows {
+        rows
+    }
+}
+
+/// Every file's rows, as `keep` kept them: per file of `report`, its first pass, then
+/// its compressed bundles in bundle order, whatever the thread count.
+fn gather<K: Keep>(
+    root: &Path,
+    report: &scan::TreeReport,
+    opts: &KernelsOptions,
+    keep: &K,
+) -> Result<Vec<Vec<K::Part>>> {
     let single = std::fs::metadata(root)
         .map_err(|e| Error::io(root, e))?
         .is_file();
@@ -315,9 +412,9 @@ pub fn list_kernels_scanned(
         Some(_) => Some(crate::wheel::Wheel::open(root)?),
         None => None,
     };
-    let work = |f: &FileReport| -> (FileRows, Vec<Deferred>) {
+    let work = |f: &FileReport| -> (K::Part, Vec<Deferred>) {
         if let Some(w) = &wheel {
-            return (one_member(w, f, opts), Vec::new());
+            return (keep.keep(one_member(w, f, opts)), Vec::new());
         }
         let abs = if single {
             root.to_path_buf()
@@ -326,74 +423,36 @@ pub fn list_kernels_scanned(
         };
         let mut later = Vec::new();
         let rows = one_file(&abs, f, single, opts, &mut later);
-        (rows, later)
+        (keep.keep(rows), later)
     };
     // Two passes: every file (uncompressed bundles, archives, code objects), then every
-    // compressed bundle of the tree, largest first. Rows are merged by file, then
-    // bundle, whatever the thread count.
-    let per_file: Vec<FileRows> = crate::parallel::on_threads(opts.threads, || {
-        let first: Vec<(FileRows, Vec<Deferred>)> = report.files.par_iter().map(work).collect();
-        let mut rows = Vec::with_capacity(first.len());
+    // compressed bundle of the tree, largest first.
+    crate::parallel::on_threads(opts.threads, || {
+        let first: Vec<(K::Part, Vec<Deferred>)> = report.files.par_iter().map(work).collect();
+        let mut parts = Vec::with_capacity(first.len());
         let mut later: Vec<(usize, Deferred)> = Vec::new();
         for (i, (r, d)) in first.into_iter().enumerate() {
-            rows.push(r);
+            parts.push(vec![r]);
             later.extend(d.into_iter().map(|d| (i, d)));
         }
         later.sort_by_key(|(i, d)| (std::cmp::Reverse(d.bundle.stored_size), *i, d.bundle.index));
         // Consumed: a file's map goes once its last bundle is read, and each bundle's
         // pages leave the resident set after it, so memory stays flat in tree size.
         let mut decoded = crate::parallel::largest_first(later, |(i, d)| {
-            let rows = bundle_rows(&d.path, &d.map[d.sec.clone()], &d.bundle, opts);
+            let release = |off: usize, len: usize| {
+                crate::fsutil::release_range(&d.map, d.sec.start.saturating_add(off), len)
+            };
+            let rows = bundle_rows(&d.path, &d.map[d.sec.clone()], &d.bundle, opts, &release);
             let off = d.sec.start.saturating_add(d.bundle.offset as usize);
             crate::fsutil::release_range(&d.map, off, d.bundle.stored_size as usize);
-            (i, d.bundle.index, rows)
+            (i, d.bundle.index, keep.keep(rows))
         });
         decoded.sort_by_key(|(i, b, _)| (*i, *b));
         for (i, _, part) in decoded {
-            append(&mut rows[i], part);
+            parts[i].push(part);
         }
-        rows
-    })?;
-    let mut out = KernelsReport {
-        root: root.to_path_buf(),
-        ..Default::default()
-    };
-    // A file that looks like device code but cannot be read is a finding, never a
-    // silent "0 kernels".
-    out.diagnostics.extend(
-        report
-            .diagnostics
-            .iter()
-            .filter(|d| d.severity == scan::Severity::Error)
-            .map(|d| format!("{}: {}", d.path, d.message)),
-    );
-    // Reserved whole: grown by doubling, up to half of it went unused.
-    out.kernels
-        .reserve_exact(per_file.iter().map(|(_, rows, _)| rows.len()).sum());
-    for (n, rows, diags) in per_file {
-        out.code_objects += n.len() as u64;
-        out.objects.extend(n);
-        out.kernels.extend(rows);
-        out.diagnostics.extend(diags);
-    }
-    let mut seen = std::collections::HashSet::new();
-    out.diagnostics.retain(|d| seen.insert(d.clone()));
-    // Paths and keys with numbers in number order (`#2` before `#10`), targets by
-    // processor number.
-    use crate::natural::{natural_cmp, target_cmp};
-    sort_in_place(&mut out.kernels, |a, b| {
-        natural_cmp(&a.path, &b.path)
-            .then_with(|| {
-                natural_cmp(
-                    a.key.as_deref().unwrap_or(""),
-                    b.key.as_deref().unwrap_or(""),
-                )
-            })
-            .then(a.bundle.cmp(&b.bundle))
-            .then_with(|| target_cmp(&a.target, &b.target))
-            .then_with(|| a.kernel.name.cmp(&b.kernel.name))
-    });
-    Ok(out)
+        parts
+    })
 }
 
 /// Sort orders for [`sort_rows`].
@@ -419,19 +478,6 @@ pub enum SortBy {
 
 /// Sort rows (stable; ties keep the path order).
 pub fn sort_rows(rows: &mut [Box<KernelRow>], by: SortBy) {
-    let key = |r: &KernelRow| -> u64 {
-        let k = &r.kernel;
-        match by {
-            SortBy::Size => k.code_size,
-            SortBy::Vgpr => k.vgpr,
-            SortBy::Sgpr => k.sgpr,
-            SortBy::Lds => k.lds,
-            SortBy::Scratch => k.scratch,
-            SortBy::Spills => k.spills(),
-            SortBy::Name | SortBy::Target => None,
-        }
-        .unwrap_or(0)
-    };
     use crate::natural::{natural_cmp, target_cmp};
     if by == SortBy::Name {
         sort_in_place(rows, |a, b| {
@@ -443,8 +489,23 @@ pub fn sort_rows(rows: &mut [Box<KernelRow>], by: SortBy) {
                 .then_with(|| natural_cmp(a.kernel.display_name(), b.kernel.display_name()))
         });
     } else {
-        sort_in_place(rows, |a, b| key(b).cmp(&key(a)));
+        sort_in_place(rows, |a, b| number_key(b, by).cmp(&number_key(a, by)));
     }
+}
+
+/// What a row sorts by, largest first, in a numeric order (0 for the others).
+fn number_key(r: &KernelRow, by: SortBy) -> u64 {
+    let k = &r.kernel;
+    match by {
+        SortBy::Size => k.code_size,
+        SortBy::Vgpr => k.vgpr,
+        SortBy::Sgpr => k.sgpr,
+        SortBy::Lds => k.lds,
+        SortBy::Scratch => k.scratch,
+        SortBy::Spills => k.spills(),
+        SortBy::Name | SortBy::Target => None,
+    }
+    .unwrap_or(0)
 }
 
 /// A stable sort of `rows` by `cmp` that allocates 4 bytes a row, not half the

@@ -106,13 +106,16 @@ pub(super) fn from_bundles(
         .par_iter()
         .with_max_len(1)
         .map(|b| {
-            let rows = bundle_rows(path, sec, b, opts);
-            // What reading touched leaves the resident set (a large library's
-            // bundles would otherwise stay mapped until the file is done).
-            if let Some((map, start)) = mapped {
-                let off = start.saturating_add(b.offset as usize);
-                crate::fsutil::release_range(map, off, b.stored_size as usize);
-            }
+            // What reading touched leaves the resident set as it goes, and the rest
+            // of the bundle after it (a large library's bundles would otherwise stay
+            // mapped until the file is done).
+            let release = |off: usize, len: usize| {
+                if let Some((map, start)) = mapped {
+                    crate::fsutil::release_range(map, start.saturating_add(off), len);
+                }
+            };
+            let rows = bundle_rows(path, sec, b, opts, &release);
+            release(b.offset as usize, b.stored_size as usize);
             rows
         })
         .collect();
@@ -133,6 +136,7 @@ pub(super) fn bundle_rows(
     sec: &[u8],
     b: &BundleInfo,
     opts: &KernelsOptions,
+    release: crate::bundle::Release<'_>,
 ) -> FileRows {
     let mut part: FileRows = (Vec::new(), Vec::new(), Vec::new());
     // One code object at a time (a compressed bundle is never decoded whole); a
@@ -153,7 +157,7 @@ pub(super) fn bundle_rows(
         }
         Ok(())
     };
-    if let Err(e) = b.each_code_object(sec, 1 << 34, each) {
+    if let Err(e) = b.each_code_object_releasing(sec, 1 << 34, release, each) {
         return (
             Vec::new(),
             Vec::new(),

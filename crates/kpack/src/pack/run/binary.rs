@@ -161,14 +161,15 @@ impl Worker<'_> {
                         entry,
                     )?;
                 }
-                // A code object read in place leaves the resident set once archived:
-                // a bundle of 30 targets is not held whole.
-                if let Some(at) = fsutil::offset_in(map, bytes) {
-                    fsutil::release_range(map, at, bytes.len());
-                }
                 Ok(())
             };
-            b.each_code_object(sec, 1 << 34, each)
+            // A code object read in place leaves the resident set once archived, and
+            // a CCOB's payload as it is decoded: a bundle of 30 targets is not held
+            // whole.
+            let release = |off: usize, len: usize| {
+                fsutil::release_range(map, span_offset.saturating_add(off), len)
+            };
+            b.each_code_object_releasing(sec, 1 << 34, &release, each)
                 .map_err(|e| Error::format(src, e))??;
             // Its pages are consumed: let them leave the resident set.
             fsutil::release_range(map, bundle_at, b.stored_size as usize);
