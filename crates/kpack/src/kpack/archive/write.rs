@@ -97,9 +97,98 @@ pub(crate) struct Spooled {
 pub(crate) struct SpoolState {
     file: BufWriter<File>,
     len: u64,
-    entries: BTreeMap<(String, String), Spooled>,
+    /// Each entry's TOC record, written as it is added (every kernel of a pack
+    /// waits until its archive is finished: held in memory, the TOCs of a large
+    /// tree were MBs); read back by `finish`.
+    records: BufWriter<File>,
+    /// A digest of each `(key, arch)` added, to refuse one added twice.
+    added: std::collections::HashSet<[u8; 16]>,
     /// `(key, arch)` → the arch of the same key whose frame it shares.
     aliases: Aliases,
+}
+
+/// What tells one `(key, arch)` from another in [`SpoolState::added`]: 128 bits of
+/// a SHA-256 of both (two pairs share it with a chance of 2^-128 per pair of pairs).
+fn digest(key: &str, arch: &str) -> [u8; 16] {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    h.update((key.len() as u64).to_le_bytes());
+    h.update(key.as_bytes());
+    h.update(arch.as_bytes());
+    let d = h.finalize();
+    let mut out = [0u8; 16];
+    out.copy_from_slice(&d[..16]);
+    out
+}
+
+/// One entry's record in the spool of records: key, arch, where its frame lies in
+/// the spool of frames, its original size and metadata (lengths as u32, numbers as
+/// u64, little-endian).
+fn write_record(w: &mut impl Write, (key, arch): (&str, &str), s: &Spooled) -> std::io::Result<()> {
+    let mut put = |b: &[u8]| -> std::io::Result<()> {
+        w.write_all(&(b.len() as u32).to_le_bytes())?;
+        w.write_all(b)
+    };
+    put(key.as_bytes())?;
+    put(arch.as_bytes())?;
+    let mut nums = Vec::with_capacity(32);
+    for n in [s.offset, s.len, s.original_size, s.metadata.len() as u64] {
+        nums.extend_from_slice(&n.to_le_bytes());
+    }
+    put(&nums)?;
+    for (k, v) in s.metadata.iter() {
+        put(k.as_bytes())?;
+        put(v.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// Every record [`write_record`] wrote to `r`, by `(key, arch)`.
+fn read_records(r: impl std::io::Read) -> std::io::Result<BTreeMap<(String, String), Spooled>> {
+    use std::io::Read;
+    let mut r = std::io::BufReader::new(r);
+    let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string());
+    let get = |r: &mut std::io::BufReader<_>| -> std::io::Result<Option<Vec<u8>>> {
+        let mut n = [0u8; 4];
+        match r.read_exact(&mut n) {
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+            other => other?,
+        }
+        let mut b = vec![0u8; u32::from_le_bytes(n) as usize];
+        r.read_exact(&mut b)?;
+        Ok(Some(b))
+    };
+    let text = |b: Vec<u8>| String::from_utf8(b).map_err(|_| bad("a record that is not UTF-8"));
+    let mut out = BTreeMap::new();
+    while let Some(key) = get(&mut r)? {
+        let (Some(arch), Some(nums)) = (get(&mut r)?, get(&mut r)?) else {
+            return Err(bad("a record cut short"));
+        };
+        let n: Vec<u64> = nums
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
+            .collect();
+        let [offset, len, original_size, pairs] = n[..] else {
+            return Err(bad("a record of the wrong size"));
+        };
+        let mut metadata = BTreeMap::new();
+        for _ in 0..pairs {
+            let (Some(k), Some(v)) = (get(&mut r)?, get(&mut r)?) else {
+                return Err(bad("a record cut short"));
+            };
+            metadata.insert(text(k)?, text(v)?);
+        }
+        out.insert(
+            (text(key)?, text(arch)?),
+            Spooled {
+                offset,
+                len,
+                original_size,
+                metadata: metadata.into(),
+            },
+        );
+    }
+    Ok(out)
 }
 
 /// TOC aliases: `(key, arch)` → the arch of the same key whose frame it lists again.
@@ -167,6 +256,7 @@ impl ArchiveWriter {
         let file = spool_file
             .reopen()
             .map_err(|e| Error::io(spool_file.path(), e))?;
+        let records = tempfile::tempfile_in(dir).map_err(|e| Error::io(dir, e))?;
         Ok(ArchiveWriter {
             path: path.to_path_buf(),
             meta,
@@ -175,7 +265,8 @@ impl ArchiveWriter {
             spool: Mutex::new(SpoolState {
                 file: BufWriter::with_capacity(1 << 20, file),
                 len: 0,
-                entries: BTreeMap::new(),
+                records: BufWriter::with_capacity(64 << 10, records),
+                added: Default::default(),
                 aliases: BTreeMap::new(),
             }),
             spool_file,
@@ -234,30 +325,30 @@ impl ArchiveWriter {
             .spool
             .lock()
             .map_err(|_| self.refused(WriteError::Poisoned))?;
-        if s.entries.contains_key(&(key.clone(), arch.to_string())) {
+        let d = digest(&key, arch);
+        if s.added.contains(&d) {
             return Err(self.refused(WriteError::AddedTwice {
                 key,
                 arch: arch.to_string(),
             }));
         }
-        if s.entries.len() as u64 >= MAX_KERNELS {
+        if s.added.len() as u64 >= MAX_KERNELS {
             return Err(self.refused(WriteError::TooMany(MAX_KERNELS)));
         }
         let offset = s.len;
         let stored_len = stored.len() as u64;
-        s.file
-            .write_all(&stored)
+        let spooled = Spooled {
+            offset,
+            len: stored_len,
+            original_size: data.len() as u64,
+            metadata: metadata.into(),
+        };
+        let SpoolState { file, records, .. } = &mut *s;
+        file.write_all(&stored)
+            .and_then(|_| write_record(records, (&key, arch), &spooled))
             .map_err(|e| Error::io(self.spool_file.path(), e))?;
-        s.len += stored.len() as u64;
-        s.entries.insert(
-            (key, arch.to_string()),
-            Spooled {
-                offset,
-                len: stored.len() as u64,
-                original_size: data.len() as u64,
-                metadata: metadata.into(),
-            },
-        );
+        s.len += stored_len;
+        s.added.insert(d);
         Ok(stored_len)
     }
 
@@ -271,8 +362,9 @@ impl ArchiveWriter {
             .spool
             .lock()
             .map_err(|_| self.refused(WriteError::Poisoned))?;
+        let added = s.added.contains(&digest(&key, arch));
         let k = (key, arch.to_string());
-        if s.entries.contains_key(&k) || s.aliases.contains_key(&k) {
+        if added || s.aliases.contains_key(&k) {
             let (key, arch) = k;
             return Err(self.refused(WriteError::AddedTwice { key, arch }));
         }
@@ -284,7 +376,7 @@ impl ArchiveWriter {
     pub fn progress(&self) -> (u64, u64) {
         self.spool
             .lock()
-            .map(|s| (s.entries.len() as u64, s.len))
+            .map(|s| (s.added.len() as u64, s.len))
             .unwrap_or((0, 0))
     }
 
@@ -292,7 +384,7 @@ impl ArchiveWriter {
     pub fn finish(self) -> Result<ArchiveSummary> {
         let SpoolState {
             file,
-            entries,
+            records,
             aliases,
             ..
         } = self.spool.into_inner().map_err(|_| Error::Archive {
@@ -303,6 +395,14 @@ impl ArchiveWriter {
         let spool = file
             .into_inner()
             .map_err(|e| Error::io(self.spool_file.path(), e.into_error()))?;
+        let entries = records
+            .into_inner()
+            .map_err(|e| e.into_error())
+            .and_then(|mut f| {
+                f.seek(SeekFrom::Start(0))?;
+                read_records(f)
+            })
+            .map_err(|e| Error::io(self.spool_file.path(), e))?;
         let dir = self
             .path
             .parent()
