@@ -9,6 +9,7 @@ use crate::wheel::Wheel;
 use crate::wheel::bootstrap;
 use crate::wheel::metadata;
 use crate::zip::{self, Member, Stored, ZipWriter};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -124,7 +125,7 @@ pub(crate) fn finish(z: ZipWriter<BufWriter<std::fs::File>>, path: &Path) -> Res
 
 pub(crate) fn write_host(
     wheel: &Wheel,
-    results: &BTreeMap<usize, Out>,
+    results: &[Out],
     path: &Path,
     prefix: &str,
     keys: &BTreeSet<String>,
@@ -134,11 +135,12 @@ pub(crate) fn write_host(
     let md_name = format!("{}/METADATA", info.dist_info);
     let record_name = format!("{}/RECORD", info.dist_info);
     let mut z = create(path)?;
-    let mut record = Vec::new();
+    // Names borrowed from the index: RECORD's rows of 40,000 members are not copied.
+    let mut record: Vec<(Cow<str>, [u8; 32], u64)> = Vec::new();
     let mut order: Vec<(usize, &Member)> = wheel.index.members.iter().enumerate().collect();
     order.sort_by(|a, b| a.1.name.cmp(&b.1.name));
     for (i, m) in order {
-        match results.get(&i) {
+        match results.get(i) {
             Some(Out::Raw { .. }) if m.name == md_name => {
                 let text = String::from_utf8(
                     m.read_all(wheel.bytes())
@@ -152,24 +154,25 @@ pub(crate) fn write_host(
                 })?;
                 let lines = metadata::host_requirements(prefix, &info.version, keys);
                 let new = metadata::insert_headers(&text, &lines);
-                record.push(add_text(
+                let (name, sha, size) = add_text(
                     &mut z,
                     (&m.name, m.permissions()),
                     new.as_bytes(),
                     level,
                     path,
-                )?);
+                )?;
+                record.push((Cow::Owned(name), sha, size));
             }
             Some(Out::Raw { sha }) => {
                 add_raw(&mut z, wheel, m, &m.name)?;
-                record.push((m.name.clone(), *sha, m.size));
+                record.push((Cow::Borrowed(&m.name), *sha, m.size));
             }
             Some(Out::Rewritten { spill, stored, sha }) => {
                 let mut f = std::fs::File::open(spill).map_err(|e| Error::io(spill, e))?;
                 z.add(&m.name, m.permissions(), *stored, &mut f)
                     .map_err(|e| Error::io(path, e))?;
                 let _ = std::fs::remove_file(spill);
-                record.push((m.name.clone(), *sha, stored.size));
+                record.push((Cow::Borrowed(&m.name), *sha, stored.size));
             }
             _ => {}
         }
@@ -184,7 +187,7 @@ pub(crate) fn write_host(
 pub(crate) struct DeviceWheel<'a> {
     pub(crate) wheel: &'a Wheel,
     pub(crate) tags: &'a metadata::TagSet,
-    pub(crate) results: &'a BTreeMap<usize, Out>,
+    pub(crate) results: &'a [Out],
     pub(crate) path: &'a Path,
     pub(crate) key: &'a str,
     pub(crate) targets: &'a [&'a String],
@@ -235,11 +238,11 @@ pub(crate) fn write_device(d: &DeviceWheel<'_>) -> Result<WheelOut> {
         }
     }
     let mut dbs = 0;
-    for (i, o) in d.results {
+    for (i, o) in d.results.iter().enumerate() {
         if let Out::Database { target, sha } = o
             && d.targets.contains(&target)
         {
-            let m = &d.wheel.index.members[*i];
+            let m = &d.wheel.index.members[i];
             members.insert(m.name.clone(), Src::Db(m, *sha));
             dbs += 1;
         }
@@ -310,50 +313,56 @@ pub(crate) fn write_device(d: &DeviceWheel<'_>) -> Result<WheelOut> {
 /// right SHA-256 (urlsafe base64 or hex) and size, RECORD itself listed without
 /// a hash, nothing listed that is absent. Returns the faults.
 pub fn check_record(w: &Wheel) -> Vec<String> {
-    check_record_with(w, &BTreeMap::new())
+    check_record_with(w, &|_| None)
 }
 
 /// [`check_record`], with the digests of the members already hashed (by name): the
 /// split hashes each member as it reads it, so only the others are inflated here.
-pub(crate) fn check_record_with(w: &Wheel, known: &BTreeMap<String, [u8; 32]>) -> Vec<String> {
+pub(crate) fn check_record_with(
+    w: &Wheel,
+    known: &dyn Fn(usize) -> Option<[u8; 32]>,
+) -> Vec<String> {
     let name = format!("{}/RECORD", w.info.dist_info);
     let Some(rm) = w.member(&name) else {
         return vec![format!("{name} is missing")];
     };
-    // The text and its rows are taken once each (a RECORD of 40,000 members is MBs,
-    // copied and its rows cloned it was three times that).
+    // The text is taken once and its rows borrow from it, sorted by path (a RECORD of
+    // 40,000 members is MBs; a map of owned rows was three times that again).
     let text = match rm.read_all(w.bytes()) {
         Ok(t) => String::from_utf8(t)
             .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
         Err(e) => return vec![e.to_string()],
     };
-    let mut listed: BTreeMap<String, (String, String)> = BTreeMap::new();
+    let mut rows: Vec<[Cow<str>; 3]> = Vec::new();
     let mut faults = Vec::new();
-    for row in metadata::parse_record(&text) {
-        let [path, hash, size] = <[String; 3]>::try_from(row).unwrap_or_else(|row| {
-            faults.push(format!("RECORD row {row:?} does not have 3 fields"));
-            Default::default()
-        });
-        if path.is_empty() {
-            continue;
-        }
-        if listed.insert(path.clone(), (hash, size)).is_some() {
-            faults.push(format!("{path} listed twice in RECORD"));
-        }
-    }
-    for m in w.index.members.iter().filter(|m| !m.is_dir()) {
-        let Some((hash, size)) = listed.remove(&m.name) else {
+    metadata::each_record_row(&text, |row| match <[Cow<str>; 3]>::try_from(row) {
+        Ok(r) if r[0].is_empty() => {}
+        Ok(r) => rows.push(r),
+        Err(row) => faults.push(format!("RECORD row {row:?} does not have 3 fields")),
+    });
+    let listed = last_of_each(rows, &mut faults);
+    let mut found = vec![false; listed.len()];
+    for (i, m) in w
+        .index
+        .members
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| !m.is_dir())
+    {
+        let Ok(at) = listed.binary_search_by(|r| r[0].as_ref().cmp(m.name.as_str())) else {
             faults.push(format!("{} is not in RECORD", m.name));
             continue;
         };
+        found[at] = true;
+        let [_, hash, size] = &listed[at];
         if m.name == name {
             if !hash.is_empty() || !size.is_empty() {
                 faults.push("RECORD lists a hash for itself".into());
             }
             continue;
         }
-        let digest = match known.get(&m.name) {
-            Some(d) => Ok(*d),
+        let digest = match known(i) {
+            Some(d) => Ok(d),
             None => {
                 let d = sha_of(w, m);
                 // Each member's pages go once hashed: a whole wheel can be read here
@@ -366,13 +375,13 @@ pub(crate) fn check_record_with(w: &Wheel, known: &BTreeMap<String, [u8; 32]>) -
         match digest {
             Ok(d) => {
                 let b64 = metadata::record_hash(&d);
-                if hash != b64 {
+                if hash.as_ref() != b64 {
                     faults.push(format!(
                         "{}: RECORD hash {hash} differs from the content's {b64}",
                         m.name
                     ));
                 }
-                if size != m.size.to_string() {
+                if size.as_ref() != m.size.to_string() {
                     faults.push(format!(
                         "{}: RECORD size {size} differs from {}",
                         m.name, m.size
@@ -383,11 +392,32 @@ pub(crate) fn check_record_with(w: &Wheel, known: &BTreeMap<String, [u8; 32]>) -
         }
     }
     faults.extend(
-        listed
-            .keys()
-            .map(|p| format!("{p} is in RECORD but not in the wheel")),
+        (listed.iter().zip(&found))
+            .filter(|(_, found)| !**found)
+            .map(|(r, _)| format!("{} is in RECORD but not in the wheel", r[0])),
     );
     faults
+}
+
+/// RECORD's rows sorted by path, each path once: the last row of a path listed
+/// twice stands, and each repeat is a fault.
+fn last_of_each<'a>(
+    mut rows: Vec<[Cow<'a, str>; 3]>,
+    faults: &mut Vec<String>,
+) -> Vec<[Cow<'a, str>; 3]> {
+    // Stable: rows of one path stay in the order they are listed.
+    rows.sort_by(|a, b| a[0].cmp(&b[0]));
+    let mut out: Vec<[Cow<str>; 3]> = Vec::with_capacity(rows.len());
+    for r in rows {
+        match out.last_mut() {
+            Some(last) if last[0] == r[0] => {
+                faults.push(format!("{} listed twice in RECORD", r[0]));
+                *last = r;
+            }
+            _ => out.push(r),
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -220,7 +220,9 @@ struct Ctx<'a> {
     warnings: Mutex<Vec<String>>,
     compressed_input: std::sync::atomic::AtomicBool,
     /// The SHA-256 of each member read, as it is in the input (for its RECORD check).
-    input_shas: Mutex<BTreeMap<String, [u8; 32]>>,
+    /// The SHA-256 of each member rewritten, as it is in the input, by its local
+    /// header's offset (those copied are in their [`Out`]).
+    input_shas: Mutex<BTreeMap<u64, [u8; 32]>>,
 }
 
 /// Split `input` into `out` (created if needed). See the module text.
@@ -281,7 +283,12 @@ fn split_wheel_into(
     // The input's RECORD, against the digests taken as the members were read (one
     // inflate per member, not two); nothing is placed yet.
     let input_shas = ctx.input_shas.into_inner().unwrap_or_default();
-    check_wheel(input, &wheel, &input_shas, opts, sink)?;
+    let known = |i: usize| match results.get(i) {
+        Some(Out::Raw { sha } | Out::Database { sha, .. }) => Some(*sha),
+        _ => (wheel.index.members.get(i)).and_then(|m| input_shas.get(&m.header_offset).copied()),
+    };
+    check_wheel(input, &wheel, &known, opts, sink)?;
+    drop(input_shas);
     let mut warnings = ctx.warnings.into_inner().unwrap_or_default();
     let compressed_input = ctx.compressed_input.into_inner();
     let (skipped_kernels, skipped_databases) = ctx.skipped.into_inner().unwrap_or_default();
@@ -289,8 +296,9 @@ fn split_wheel_into(
     let group = ctx.group.clone();
 
     let code_targets: BTreeSet<String> = ctx.code_targets.into_inner().unwrap_or_default();
-    let count = |f: fn(&Out) -> bool| results.values().filter(|o| f(o)).count() as u64;
+    let count = |f: fn(&Out) -> bool| results.iter().filter(|o| f(o)).count() as u64;
     let rewritten = count(|o| matches!(o, Out::Rewritten { .. }));
+    let database_files = count(|o| matches!(o, Out::Database { .. }));
     let elsewhere = || fat_members_outside(&wheel, &overlay, stage.path());
     require_split(
         input,
@@ -348,6 +356,9 @@ fn split_wheel_into(
         opts,
     };
     let mut devices = write_devices(&base, &key_of, &dev_files)?;
+    // What was read of the input goes before the wheels are read back (the index and
+    // the results of 40,000 members are MBs each).
+    drop((results, key_of, wheel));
 
     // Read every wheel back before it is placed.
     sink.event(PackEvent::Finishing("checking wheels"));
@@ -378,7 +389,7 @@ fn split_wheel_into(
         rewritten,
         code_objects: archives.values().map(|(_, s)| s.code_objects).sum(),
         skipped_code_objects: skipped_kernels,
-        database_files: count(|o| matches!(o, Out::Database { .. })),
+        database_files,
         skipped_databases,
         bytes_in: std::fs::metadata(input).map(|m| m.len()).unwrap_or(0),
         bytes_out,
@@ -392,9 +403,9 @@ fn split_wheel_into(
 fn bundle_keys(
     input: &Path,
     mut targets: BTreeSet<String>,
-    results: &BTreeMap<usize, Out>,
+    results: &[Out],
 ) -> Result<BTreeMap<String, String>> {
-    for o in results.values() {
+    for o in results {
         if let Out::Database { target, .. } = o {
             targets.insert(target.clone());
         }
@@ -464,7 +475,7 @@ pub(crate) fn sha_of(w: &Wheel, m: &Member) -> std::io::Result<[u8; 32]> {
 impl Ctx<'_> {
     /// Process every member, largest first so the big binaries start at once: the
     /// results by member index.
-    fn run(&self) -> Result<BTreeMap<usize, Out>> {
+    fn run(&self) -> Result<Vec<Out>> {
         let members: Vec<(usize, &Member)> = self.wheel.index.members.iter().enumerate().collect();
         self.sink.event(PackEvent::Started {
             files: members.len() as u64,
@@ -472,7 +483,14 @@ impl Ctx<'_> {
         });
         let mut order = members;
         order.sort_by(|a, b| b.1.size.cmp(&a.1.size).then(a.0.cmp(&b.0)));
-        let results: Mutex<BTreeMap<usize, Out>> = Mutex::new(BTreeMap::new());
+        // One place per member, taken here: the workers allocate nothing that lives
+        // on (a map's nodes, allocated between their large buffers, kept the
+        // allocator from giving those back).
+        let results: Mutex<Vec<Out>> = Mutex::new(
+            std::iter::repeat_with(|| Out::Drop)
+                .take(order.len())
+                .collect(),
+        );
         let run = || -> Result<()> {
             order.par_iter().with_max_len(1).try_for_each(|(i, m)| {
                 if self.opts.cancel.is_cancelled() {
@@ -480,7 +498,7 @@ impl Ctx<'_> {
                 }
                 let o = self.process(rayon::current_thread_index().unwrap_or(0), m)?;
                 if let Ok(mut r) = results.lock() {
-                    r.insert(*i, o);
+                    r[*i] = o;
                 }
                 Ok(())
             })
@@ -492,7 +510,7 @@ impl Ctx<'_> {
     /// Note the SHA-256 of member `m` as it is in the input.
     fn read_as(&self, m: &Member, sha: [u8; 32]) {
         if let Ok(mut s) = self.input_shas.lock() {
-            s.insert(m.name.clone(), sha);
+            s.insert(m.header_offset, sha);
         }
     }
 
@@ -526,10 +544,6 @@ impl Ctx<'_> {
         let out = self.classify(worker, m, &ferr);
         w.release(m);
         let out = out?;
-        // What was copied was hashed as it is in the input.
-        if let Out::Raw { sha } | Out::Database { sha, .. } = &out {
-            self.read_as(m, *sha);
-        }
         self.sink.event(PackEvent::FileDone {
             path: m.name.clone(),
             bytes_in: m.size,
@@ -730,9 +744,6 @@ impl Ctx<'_> {
                 }
                 let w = self.writer(&arch)?;
                 w.add(&format!("{rel}#{}", b.index), &arch, bytes)?;
-                if let Some(at) = crate::fsutil::offset_in(data, bytes) {
-                    data.release(at as u64, bytes.len() as u64);
-                }
                 let (n, stored) = w.progress();
                 self.sink.event(PackEvent::Family {
                     family: arch.clone(),
@@ -741,7 +752,9 @@ impl Ctx<'_> {
                 });
                 Ok(())
             };
-            b.each_code_object(sec, 1 << 34, add)
+            let release =
+                |off: usize, len: usize| data.release(span_offset + off as u64, len as u64);
+            b.each_code_object_releasing(sec, 1 << 34, &release, add)
                 .map_err(|e| ctx(e.to_string()))??;
             data.release(span_offset + b.offset, b.stored_size);
         }

@@ -32,7 +32,7 @@ fn nothing(input: &Path, what: String) -> Error {
 pub(super) fn check_wheel(
     input: &Path,
     wheel: &Wheel,
-    known: &BTreeMap<String, [u8; 32]>,
+    known: &dyn Fn(usize) -> Option<[u8; 32]>,
     opts: &WheelSplitOptions,
     sink: &dyn EventSink<PackEvent>,
 ) -> Result<()> {
