@@ -11,7 +11,7 @@
 
 use crate::error::{FormatError, FormatResult};
 use serde::Serialize;
-use std::io::Read;
+use std::io::{BufRead, Read};
 
 /// The 4-byte CCOB magic.
 pub const CCOB_MAGIC: &[u8; 4] = b"CCOB";
@@ -167,24 +167,18 @@ impl CcobHeader {
 
 /// A streaming decoder over a CCOB payload.
 pub fn decoder<'a>(method: Compression, payload: &'a [u8]) -> Box<dyn Read + 'a> {
-    match method {
-        Compression::Zstd => match zstd::stream::read::Decoder::with_buffer(payload) {
-            Ok(d) => Box::new(d.single_frame()),
-            Err(e) => Box::new(FailingReader(Some(e))),
-        },
-        Compression::Zlib => Box::new(flate2::read::ZlibDecoder::new(payload)),
-        Compression::None => Box::new(payload),
-    }
+    decoder_of(method, payload)
 }
 
-/// [`decoder`] of a payload read from `r`.
-pub fn decoder_of<'a>(method: Compression, r: impl Read + 'a) -> Box<dyn Read + 'a> {
+/// [`decoder`] of a payload read from `r` (buffered by the caller: a slice is read in
+/// place).
+pub fn decoder_of<'a>(method: Compression, r: impl BufRead + 'a) -> Box<dyn Read + 'a> {
     match method {
-        Compression::Zstd => match zstd::stream::read::Decoder::new(r) {
+        Compression::Zstd => match zstd::stream::read::Decoder::with_buffer(r) {
             Ok(d) => Box::new(d.single_frame()),
             Err(e) => Box::new(FailingReader(Some(e))),
         },
-        Compression::Zlib => Box::new(flate2::read::ZlibDecoder::new(r)),
+        Compression::Zlib => Box::new(flate2::bufread::ZlibDecoder::new(r)),
         Compression::None => Box::new(r),
     }
 }

@@ -129,16 +129,33 @@ struct Behind<'a> {
 
 const STEP: usize = 4 << 20;
 
-impl Read for Behind<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = (&self.data[self.pos..]).read(buf)?;
-        self.pos += n;
+impl Behind<'_> {
+    fn advance(&mut self, n: usize) {
+        self.pos = (self.pos + n).min(self.data.len());
         if self.pos - self.released >= STEP {
             let to = self.pos - STEP / 2;
             (self.release)(self.base + self.released, to - self.released);
             self.released = to;
         }
+    }
+}
+
+impl Read for Behind<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = (&self.data[self.pos..]).read(buf)?;
+        self.advance(n);
         Ok(n)
+    }
+}
+
+/// Read in place: the decoder takes the payload from the section, not a copy.
+impl std::io::BufRead for Behind<'_> {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        Ok(&self.data[self.pos..])
+    }
+
+    fn consume(&mut self, n: usize) {
+        self.advance(n);
     }
 }
 
