@@ -237,6 +237,21 @@ pub fn sha256_hex(data: &[u8]) -> String {
     format!("{:x}", Sha256::digest(data))
 }
 
+/// A SHA-256 digest, lower-case hex (as the ledger writes it).
+pub fn digest_hex(d: &[u8; 32]) -> String {
+    d.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Whether `hex` (a ledger's `sha256`) is the lower-case hex of `d`: digests held
+/// for a whole tree stay 32 bytes each, not a string.
+pub fn digest_is(d: &[u8; 32], hex: &str) -> bool {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    hex.len() == 64
+        && d.iter().zip(hex.as_bytes().chunks(2)).all(|(b, h)| {
+            h[0] == DIGITS[usize::from(b >> 4)] && h[1] == DIGITS[usize::from(b & 15)]
+        })
+}
+
 impl Ledger {
     /// A new, empty ledger for `group`.
     pub fn new(group: &str) -> Ledger {
@@ -450,6 +465,19 @@ pub fn merge(found: Vec<(String, Ledger)>) -> Merged {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_digest_matches_its_ledger_hex_and_nothing_else() {
+        let d: [u8; 32] = Sha256::digest(b"code object").into();
+        let hex = sha256_hex(b"code object");
+        assert_eq!(digest_hex(&d), hex);
+        assert!(digest_is(&d, &hex));
+        assert!(!digest_is(&d, &hex.to_uppercase()));
+        assert!(!digest_is(&d, &hex[..62]));
+        let mut other = hex.clone().into_bytes();
+        other[63] = if other[63] == b'0' { b'1' } else { b'0' };
+        assert!(!digest_is(&d, std::str::from_utf8(&other).unwrap()));
+    }
 
     #[test]
     fn round_trip_and_bad_input() {

@@ -11,12 +11,17 @@ use super::installed::Installed;
 use super::reach::{self, Reach};
 use super::{Layout, PackPlan};
 use crate::kpack::Archive;
+use crate::kpack::ledger::{digest_hex, digest_is};
 use crate::kpack::marker::Marker;
 use crate::kpack::resolve::{Loader, TreeArchives, reachable_archives};
 use crate::scan::{self, FileKind};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+
+/// By archive path: whether its kernels were hashed, and the SHA-256 of each (index-aligned
+/// with its TOC).
+pub(super) type Hashes = BTreeMap<String, (bool, Vec<Option<[u8; 32]>>)>;
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
@@ -80,7 +85,7 @@ pub(super) fn check_ledgered(
     lb: &crate::kpack::ledger::LedgerBinary,
     m: &Marker,
     archives: &TreeArchives,
-    hashes: &BTreeMap<String, (bool, Vec<Option<String>>)>,
+    hashes: &Hashes,
     not_installed: &BTreeSet<&str>,
     loaders: &[Loader],
 ) {
@@ -126,10 +131,10 @@ pub(super) fn check_ledgered(
             let a = &archives[hit.archive];
             let idx = a.entry_index(&key_of(*co), &hit.entry.arch);
             let (hashed, h) = &hashes[hit.archive];
-            let got = idx.and_then(|i| h[i].as_deref());
+            let got = idx.and_then(|i| h[i].as_ref());
             // Unhashed (checksummed frames in the pack's own check): a frame that
             // fails to decode is already an archive fault.
-            let hash_ok = !*hashed || got == Some(k.sha256.as_str());
+            let hash_ok = !*hashed || got.is_some_and(|g| digest_is(g, &k.sha256));
             if hit.entry.size != k.size || !hash_ok {
                 bad.insert((hit.archive, ct));
                 v.faults.push(format!(
@@ -140,7 +145,7 @@ pub(super) fn check_ledgered(
                     hit.entry.size,
                     got.map_or_else(
                         || " that do not decode".to_string(),
-                        |h| format!(" with SHA-256 {h}")
+                        |h| format!(" with SHA-256 {}", digest_hex(h))
                     ),
                     k.size,
                     k.sha256

@@ -5,7 +5,7 @@
 //! pack's own plan.
 
 use super::installed::Installed;
-use super::verify::{TreeVerdict, check_ledgered, check_unledgered, merged_path};
+use super::verify::{Hashes, TreeVerdict, check_ledgered, check_unledgered, merged_path};
 use super::{Layout, PackPlan};
 use crate::kpack::Archive;
 use crate::kpack::ledger::{LEDGER_PATH, Ledger, sha256_file};
@@ -13,9 +13,6 @@ use crate::kpack::resolve::{Loader, TreeArchives};
 use crate::scan::{self, FileKind, FileReport};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-
-/// Per archive: whether kernels were hashed, and the hashes (index-aligned).
-type Hashes = BTreeMap<String, (bool, Vec<Option<String>>)>;
 
 /// What the checks share: the install's files where they really are, its host-only
 /// binaries, its archives and their hashes.

@@ -13,8 +13,9 @@ impl Archive {
 
     /// [`verify`](Self::verify), also returning the SHA-256 of every kernel that
     /// decoded (index-aligned with `index.kernels`) when `hash` is set, from the same
-    /// single decode.
-    pub fn verify_hashed(&self, hash: bool) -> (Vec<String>, Vec<Option<String>>) {
+    /// single decode (32 bytes each: `ledger::digest_is` compares one with a ledger's
+    /// hex).
+    pub fn verify_hashed(&self, hash: bool) -> (Vec<String>, Vec<Option<[u8; 32]>>) {
         let mut faults = Vec::new();
         let idx = &self.index;
         let n_ranges = idx.kernels.iter().filter(|k| !k.is_alias()).count();
@@ -58,7 +59,7 @@ impl Archive {
             }
         }
         // Decoding every frame is the expensive part: do it in parallel.
-        let decoded: Vec<(Option<String>, Option<String>)> = {
+        let decoded: Vec<(Option<String>, Option<[u8; 32]>)> = {
             use rayon::prelude::*;
             idx.kernels
                 .par_iter()
@@ -87,7 +88,7 @@ impl Archive {
                                     h.update(b);
                                 }
                             }) {
-                                Ok(()) => (None, h.map(|h| format!("{:x}", h.finalize()))),
+                                Ok(()) => (None, h.map(|h| h.finalize().into())),
                                 // The error names the key and arch already; the file is
                                 // the caller's to name.
                                 Err(Error::Format { error, .. }) => (Some(error.to_string()), None),
@@ -121,7 +122,7 @@ impl Archive {
             .map(|(i, k)| (k.ordinal, i))
             .collect();
         for (i, k) in idx.kernels.iter().enumerate().filter(|(_, k)| k.is_alias()) {
-            hashes[i] = by_ordinal.get(&k.ordinal).and_then(|&p| hashes[p].clone());
+            hashes[i] = by_ordinal.get(&k.ordinal).and_then(|&p| hashes[p]);
         }
         for k in &idx.kernels {
             if k.offset < BLOB_START {
