@@ -762,6 +762,26 @@ fn the_streamed_listing_is_the_whole_report_for_every_sort() {
     for root in [fixtures(), demo()] {
         let whole = list_kernels(&root, &Default::default()).unwrap();
         assert!(whole.kernels.len() >= 10, "{}", root.display());
+        // The summary the text listing prints is counted as the rows are spooled.
+        let spooled =
+            kpack::kernels::list_kernels_spooled(&root, &Default::default(), SortBy::Size).unwrap();
+        let k = whole.kernels.iter().map(|r| &r.kernel);
+        assert_eq!(
+            (
+                spooled.len(),
+                spooled.code_objects,
+                spooled.code_bytes,
+                spooled.spilling
+            ),
+            (
+                whole.kernels.len(),
+                whole.code_objects,
+                k.clone().filter_map(|k| k.code_size).sum::<u64>(),
+                k.filter(|k| k.spills().unwrap_or(0) > 0).count() as u64
+            ),
+            "{}",
+            root.display()
+        );
         for (arg, by) in sorts {
             let mut want = whole.clone();
             sort_rows(&mut want.kernels, by);

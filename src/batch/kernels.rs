@@ -119,12 +119,6 @@ pub fn list(
 /// The text of `kernels`: a summary line, then the first `top` rows (0: all).
 fn text(path: &Path, r: &SpooledKernels, top: usize, out: &mut dyn Write) -> Result<()> {
     let cannot = || format!("cannot read {}", path.display());
-    let (mut spilling, mut code) = (0usize, 0u64);
-    for row in r.rows() {
-        let k = row.with_context(cannot)?.kernel;
-        spilling += usize::from(k.spills().unwrap_or(0) > 0);
-        code += k.code_size.unwrap_or(0);
-    }
     let n = r.len();
     writeln!(
         out,
@@ -134,8 +128,8 @@ fn text(path: &Path, r: &SpooledKernels, top: usize, out: &mut dyn Write) -> Res
         if n == 1 { "" } else { "s" },
         r.code_objects,
         if r.code_objects == 1 { "" } else { "s" },
-        size(code),
-        match spilling {
+        size(r.code_bytes),
+        match r.spilling {
             0 => String::new(),
             1 => "; 1 kernel spills registers (marked !)".to_string(),
             s => format!("; {s} kernels spill registers (marked !)"),

@@ -17,6 +17,10 @@ pub struct SpooledKernels {
     pub root: PathBuf,
     /// Code objects read.
     pub code_objects: u64,
+    /// Bytes of machine code of every kernel (`code_size`, where known).
+    pub code_bytes: u64,
+    /// Kernels that spill registers.
+    pub spilling: u64,
     /// Code objects or files that could not be read, with why.
     pub diagnostics: Vec<String>,
     file: File,
@@ -57,7 +61,9 @@ impl SpooledKernels {
 }
 
 /// [`list_kernels`] then [`sort_rows`] by `by`, with the rows written out as they are
-/// read: memory holds the work in flight and 16 bytes a row, whatever the tree.
+/// read: memory holds the work in flight and, per row, where it lies (16 bytes) and
+/// while sorting what it sorts by (a number, or its name for a sort by name or
+/// target), whatever the tree.
 pub fn list_kernels_spooled(
     root: &Path,
     opts: &KernelsOptions,
@@ -75,13 +81,15 @@ pub fn list_kernels_spooled(
     drop(report);
     let (out, _) = spool.out.into_inner().unwrap_or_else(|e| e.into_inner());
     let file = out.into_inner().map_err(|e| spool_error(e.into_error()))?;
-    let mut code_objects = 0;
+    let (mut code_objects, mut code_bytes, mut spilling) = (0, 0, 0);
     let mut groups: Vec<Group> = Vec::new();
     for parts in per_file {
         let mut group: Option<Group> = None;
         for p in parts {
             let p = p.map_err(spool_error)?;
             code_objects += p.objects;
+            code_bytes += p.code_bytes;
+            spilling += p.spilling;
             diagnostics.extend(p.diagnostics);
             let Some((lo, hi)) = p.span else { continue };
             let g = group.get_or_insert_with(|| Group {
@@ -104,6 +112,8 @@ pub fn list_kernels_spooled(
     Ok(SpooledKernels {
         root: root.to_path_buf(),
         code_objects,
+        code_bytes,
+        spilling,
         diagnostics,
         file,
         entries: entries.into_iter().map(|(e, _)| e).collect(),
@@ -115,6 +125,8 @@ struct SpoolPart {
     at: u64,
     len: u64,
     objects: u64,
+    code_bytes: u64,
+    spilling: u64,
     /// The first and last of its rows' paths (natural order), when it has rows.
     span: Option<(String, String)>,
     diagnostics: Vec<String>,
@@ -130,7 +142,10 @@ impl Keep for Spool {
     fn keep(&self, (objects, rows, diagnostics): FileRows) -> Self::Part {
         let mut text = Vec::new();
         let mut span: Option<(&str, &str)> = None;
+        let (mut code_bytes, mut spilling) = (0, 0);
         for r in &rows {
+            code_bytes += r.kernel.code_size.unwrap_or(0);
+            spilling += u64::from(r.kernel.spills().unwrap_or(0) > 0);
             serde_json::to_writer(&mut text, &**r).map_err(io::Error::other)?;
             text.push(b'\n');
             let p = r.path.as_str();
@@ -151,6 +166,8 @@ impl Keep for Spool {
             at,
             len: text.len() as u64,
             objects: objects.len() as u64,
+            code_bytes,
+            spilling,
             span,
             diagnostics,
         })
