@@ -608,7 +608,7 @@ impl Ctx<'_> {
                     bundle: b.index as u32,
                     target: arch.clone(),
                     size: bytes.len() as u64,
-                    sha256: crate::kpack::ledger::sha256_hex(bytes),
+                    sha256: crate::kpack::ledger::Sha256Digest::of(bytes),
                 });
                 let Some((w, _)) = self.writers.get(self.unit(&arch)) else {
                     return Ok(());

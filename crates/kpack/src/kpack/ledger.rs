@@ -203,8 +203,7 @@ pub struct LedgerKernel {
     /// Code-object bytes.
     pub size: u64,
     /// SHA-256 of the code object, lower-case hex.
-    #[cfg_attr(feature = "schema", schemars(regex(pattern = r"^[0-9a-f]{64}$")))]
-    pub sha256: String,
+    pub sha256: Sha256Digest,
 }
 
 /// A kernel left out on purpose.
@@ -237,19 +236,109 @@ pub fn sha256_hex(data: &[u8]) -> String {
     format!("{:x}", Sha256::digest(data))
 }
 
-/// A SHA-256 digest, lower-case hex (as the ledger writes it).
-pub fn digest_hex(d: &[u8; 32]) -> String {
-    d.iter().map(|b| format!("{b:02x}")).collect()
+/// A SHA-256 digest: 32 bytes in memory (a tree's ledger holds one per code
+/// object), lower-case hex in the ledger's JSON and when shown.
+#[derive(Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Sha256Digest(pub [u8; 32]);
+
+impl Sha256Digest {
+    /// The digest of `data`.
+    pub fn of(data: &[u8]) -> Sha256Digest {
+        Sha256Digest(Sha256::digest(data).into())
+    }
+
+    /// Parse 64 lower-case hex digits (what the ledger writes; nothing else is read).
+    pub fn parse_hex(hex: &str) -> Option<Sha256Digest> {
+        let nibble = |c: u8| match c {
+            b'0'..=b'9' => Some(c - b'0'),
+            b'a'..=b'f' => Some(c - b'a' + 10),
+            _ => None,
+        };
+        let hex = hex.as_bytes();
+        if hex.len() != 64 {
+            return None;
+        }
+        let mut d = [0u8; 32];
+        for (b, h) in d.iter_mut().zip(hex.chunks(2)) {
+            *b = nibble(h[0])? << 4 | nibble(h[1])?;
+        }
+        Some(Sha256Digest(d))
+    }
+
+    /// The 64 lower-case hex digits, without allocating.
+    fn hex_bytes(&self) -> [u8; 64] {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut out = [0u8; 64];
+        for (o, b) in out.chunks_mut(2).zip(self.0) {
+            o[0] = DIGITS[usize::from(b >> 4)];
+            o[1] = DIGITS[usize::from(b & 15)];
+        }
+        out
+    }
 }
 
-/// Whether `hex` (a ledger's `sha256`) is the lower-case hex of `d`: digests held
-/// for a whole tree stay 32 bytes each, not a string.
-pub fn digest_is(d: &[u8; 32], hex: &str) -> bool {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    hex.len() == 64
-        && d.iter().zip(hex.as_bytes().chunks(2)).all(|(b, h)| {
-            h[0] == DIGITS[usize::from(b >> 4)] && h[1] == DIGITS[usize::from(b & 15)]
+impl From<[u8; 32]> for Sha256Digest {
+    fn from(d: [u8; 32]) -> Self {
+        Sha256Digest(d)
+    }
+}
+
+impl std::fmt::Display for Sha256Digest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let hex = self.hex_bytes();
+        // Only ASCII digits and a-f were written.
+        f.write_str(std::str::from_utf8(&hex).map_err(|_| std::fmt::Error)?)
+    }
+}
+
+impl std::fmt::Debug for Sha256Digest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Sha256Digest({self})")
+    }
+}
+
+impl Serialize for Sha256Digest {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        let hex = self.hex_bytes();
+        s.serialize_str(std::str::from_utf8(&hex).map_err(serde::ser::Error::custom)?)
+    }
+}
+
+impl<'de> Deserialize<'de> for Sha256Digest {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Hex;
+        impl serde::de::Visitor<'_> for Hex {
+            type Value = Sha256Digest;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a SHA-256 as 64 lower-case hex digits")
+            }
+            fn visit_str<E: serde::de::Error>(
+                self,
+                v: &str,
+            ) -> std::result::Result<Self::Value, E> {
+                Sha256Digest::parse_hex(v)
+                    .ok_or_else(|| E::invalid_value(serde::de::Unexpected::Str(v), &self))
+            }
+        }
+        d.deserialize_str(Hex)
+    }
+}
+
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for Sha256Digest {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Sha256Digest".into()
+    }
+    // Written in place, as the `String` with a pattern it was before.
+    fn inline_schema() -> bool {
+        true
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": "^[0-9a-f]{64}$"
         })
+    }
 }
 
 impl Ledger {
@@ -467,16 +556,41 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_digest_matches_its_ledger_hex_and_nothing_else() {
-        let d: [u8; 32] = Sha256::digest(b"code object").into();
+    fn a_digest_is_its_ledger_hex_and_nothing_else_is_read() {
+        let d = Sha256Digest::of(b"code object");
         let hex = sha256_hex(b"code object");
-        assert_eq!(digest_hex(&d), hex);
-        assert!(digest_is(&d, &hex));
-        assert!(!digest_is(&d, &hex.to_uppercase()));
-        assert!(!digest_is(&d, &hex[..62]));
+        assert_eq!(d.to_string(), hex);
+        assert_eq!(Sha256Digest::parse_hex(&hex), Some(d));
+        assert_eq!(serde_json::to_string(&d).unwrap(), format!("\"{hex}\""));
+        assert_eq!(
+            serde_json::from_str::<Sha256Digest>(&format!("\"{hex}\"")).unwrap(),
+            d
+        );
+        // Upper case, short, long, not hex, not a string: refused.
+        for bad in [
+            hex.to_uppercase(),
+            hex[..62].to_string(),
+            format!("{hex}00"),
+        ] {
+            assert_eq!(Sha256Digest::parse_hex(&bad), None, "{bad}");
+        }
         let mut other = hex.clone().into_bytes();
-        other[63] = if other[63] == b'0' { b'1' } else { b'0' };
-        assert!(!digest_is(&d, std::str::from_utf8(&other).unwrap()));
+        other[63] = b'g';
+        assert_eq!(
+            Sha256Digest::parse_hex(std::str::from_utf8(&other).unwrap()),
+            None
+        );
+        other[63] = if hex.as_bytes()[63] == b'0' {
+            b'1'
+        } else {
+            b'0'
+        };
+        let near = Sha256Digest::parse_hex(std::str::from_utf8(&other).unwrap()).unwrap();
+        assert_ne!(near, d);
+        let e = serde_json::from_str::<Sha256Digest>("12")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("64 lower-case hex digits"), "{e}");
     }
 
     #[test]
@@ -492,13 +606,13 @@ mod tests {
                     bundle: 1,
                     target: "gfx900".into(),
                     size: 3,
-                    sha256: sha256_hex(b"abc"),
+                    sha256: Sha256Digest::of(b"abc"),
                 },
                 LedgerKernel {
                     bundle: 0,
                     target: "gfx906".into(),
                     size: 0,
-                    sha256: sha256_hex(b""),
+                    sha256: Sha256Digest::of(b""),
                 },
             ],
         });
@@ -506,7 +620,7 @@ mod tests {
         assert_eq!(l.binaries[0].bundles, [0, 1]);
         assert_eq!(l.binaries[0].kernels[0].bundle, 0);
         assert_eq!(
-            l.binaries[0].kernels[1].sha256,
+            l.binaries[0].kernels[1].sha256.to_string(),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
         let p = Path::new("x.json");
@@ -534,7 +648,7 @@ mod tests {
                 bundle: 0,
                 target: target.into(),
                 size: 1,
-                sha256: "0".repeat(64),
+                sha256: Sha256Digest::default(),
             }],
             host_sha256: Some(host.repeat(64)),
         };

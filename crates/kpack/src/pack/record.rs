@@ -105,7 +105,7 @@ pub(super) fn ledger_size(plan: &PackPlan, opts: &PackOptions) -> u64 {
                     bundle: *co,
                     target: t.clone(),
                     size: *size,
-                    sha256: "0".repeat(64),
+                    sha256: Default::default(),
                 })
                 .collect(),
         })

@@ -11,7 +11,7 @@ use super::installed::Installed;
 use super::reach::{self, Reach};
 use super::{Layout, PackPlan};
 use crate::kpack::Archive;
-use crate::kpack::ledger::{digest_hex, digest_is};
+use crate::kpack::ledger::Sha256Digest;
 use crate::kpack::marker::Marker;
 use crate::kpack::resolve::{Loader, TreeArchives, reachable_archives};
 use crate::scan::{self, FileKind};
@@ -134,7 +134,7 @@ pub(super) fn check_ledgered(
             let got = idx.and_then(|i| h[i].as_ref());
             // Unhashed (checksummed frames in the pack's own check): a frame that
             // fails to decode is already an archive fault.
-            let hash_ok = !*hashed || got.is_some_and(|g| digest_is(g, &k.sha256));
+            let hash_ok = !*hashed || got.is_some_and(|g| Sha256Digest(*g) == k.sha256);
             if hit.entry.size != k.size || !hash_ok {
                 bad.insert((hit.archive, ct));
                 v.faults.push(format!(
@@ -145,7 +145,7 @@ pub(super) fn check_ledgered(
                     hit.entry.size,
                     got.map_or_else(
                         || " that do not decode".to_string(),
-                        |h| format!(" with SHA-256 {}", digest_hex(h))
+                        |h| format!(" with SHA-256 {}", Sha256Digest(*h))
                     ),
                     k.size,
                     k.sha256

@@ -144,11 +144,11 @@ impl Archive {
     /// A kernel's length and SHA-256, decoded as a stream: memory stays at one buffer
     /// whatever its `original_size` claims (a frame of zeros may decode to GiBs), and
     /// the frame must decode to exactly that size.
-    pub fn digest(&self, e: &KernelEntry) -> Result<String> {
+    pub fn digest(&self, e: &KernelEntry) -> Result<crate::kpack::ledger::Sha256Digest> {
         use sha2::Digest;
         let mut h = sha2::Sha256::new();
         self.decode_into(e, |b| h.update(b))?;
-        Ok(format!("{:x}", h.finalize()))
+        Ok(crate::kpack::ledger::Sha256Digest(h.finalize().into()))
     }
 
     /// A kernel's bytes handed to `sink` a buffer at a time (stored bytes as they

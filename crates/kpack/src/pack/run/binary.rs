@@ -239,7 +239,7 @@ impl Worker<'_> {
         let Some(w) = &self.writers[i] else {
             return Ok(0);
         };
-        let sha256 = sha256_hex(bytes);
+        let sha256 = Sha256Digest::of(bytes);
         if let Some(h) = self
             .input_hashes
             .get(&(path.to_string(), co, arch.to_string()))

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::event::{CancelToken, EventSink};
 use crate::fsutil;
 use crate::kpack::archive::{ArchiveMeta, ArchiveWriter};
-use crate::kpack::ledger::{LEDGER_PATH, LedgerBinary, LedgerKernel, sha256_hex};
+use crate::kpack::ledger::{LEDGER_PATH, LedgerBinary, LedgerKernel, Sha256Digest};
 use crate::kpack::resolve::Loader;
 use crate::scan::{FileKind, FileReport};
 use rayon::prelude::*;
@@ -198,7 +198,7 @@ struct Worker<'a> {
     warnings: &'a Mutex<Vec<String>>,
     ledger: &'a Mutex<Vec<LedgerBinary>>,
     grown: &'a Mutex<Vec<Growth>>,
-    input_hashes: &'a BTreeMap<(String, u32, String), String>,
+    input_hashes: &'a BTreeMap<(String, u32, String), Sha256Digest>,
     bytes_out: &'a AtomicU64,
     kernel_counts: &'a [AtomicU64],
 }
@@ -577,7 +577,7 @@ fn open_writers(
 
 /// The input ledger's hash of every (binary, bundle, target): what is re-read from
 /// input archives must be what was packed.
-fn input_hashes(tree: &Path) -> BTreeMap<(String, u32, String), String> {
+fn input_hashes(tree: &Path) -> BTreeMap<(String, u32, String), Sha256Digest> {
     crate::kpack::ledger::Ledger::read(tree)
         .ok()
         .flatten()
