@@ -87,7 +87,7 @@ fn split_lays_out_artifacts_as_the_rocm_build_does() {
     assert_eq!(a.index.meta.gfx_arches, ["gfx900"]);
     assert_eq!(a.index.meta.group_name, "blas_lib");
     assert_eq!(a.index.compression_scheme.name(), "zstd-per-kernel");
-    let keys: Vec<&str> = a.index.kernels.iter().map(|k| k.key.as_str()).collect();
+    let keys: Vec<&str> = a.index.kernels.iter().map(|k| &*k.key).collect();
     assert!(
         keys.contains(&format!("{BLAS_PREFIX}/lib/libvadd.so#0").as_str()),
         "{keys:?}"
@@ -100,7 +100,7 @@ fn split_lays_out_artifacts_as_the_rocm_build_does() {
         .index
         .kernels
         .iter()
-        .find(|k| k.key == format!("{BLAS_PREFIX}/lib/libvadd.so#0"))
+        .find(|k| *k.key == format!("{BLAS_PREFIX}/lib/libvadd.so#0"))
         .unwrap();
     assert_eq!(k.metadata.get("source_prefix").unwrap(), BLAS_PREFIX);
     assert!(k.metadata.get("target").unwrap().ends_with("--gfx900"));
@@ -258,7 +258,7 @@ fn gpu_targets_filter_code_objects_and_databases_and_refuse_an_empty_match() {
     assert!(!g.join("TensileLibrary_gfx1030.dat").exists());
     // Keys of kept targets keep their bundle index: app#1 is gfx906's second TU.
     let a = archive(&out, "gfx906", RAND_PREFIX);
-    let keys: Vec<&str> = a.index.kernels.iter().map(|k| k.key.as_str()).collect();
+    let keys: Vec<&str> = a.index.kernels.iter().map(|k| &*k.key).collect();
     assert_eq!(
         keys,
         [

@@ -150,7 +150,7 @@ fn combined_pack_round_trips_every_code_object() {
                 .unwrap_or_else(|| panic!("{key} @ {arch} not archived"));
             assert_eq!(&*a.kernel(e).unwrap(), &bytes[..], "{key} @ {arch}");
             assert_eq!(
-                e.metadata.get("target").map(String::as_str),
+                e.metadata.get("target"),
                 Some(format!("hipv4-amdgcn-amd-amdhsa--{arch}").as_str())
             );
             n += 1;
@@ -353,7 +353,7 @@ fn unassigned_archs_stop_before_writing_or_are_dropped() {
         stdout(&o)
     );
     let a = Archive::open(&out.join(".kpack/demo_gfx103X.kpack")).unwrap();
-    assert!(a.index.kernels.iter().all(|k| k.arch == "gfx1030"));
+    assert!(a.index.kernels.iter().all(|k| &*k.arch == "gfx1030"));
 }
 
 #[test]

@@ -40,7 +40,7 @@ fn one_archive_per_target_and_one_marker_pattern() {
         let a = Archive::open(&out.join(".kpack").join(n)).unwrap();
         let unit = n.trim_start_matches("rocm_").trim_end_matches(".kpack");
         let arches: std::collections::BTreeSet<&str> =
-            a.index.kernels.iter().map(|k| k.arch.as_str()).collect();
+            a.index.kernels.iter().map(|k| &*k.arch).collect();
         let listed: std::collections::BTreeSet<&str> =
             a.index.meta.gfx_arches.iter().map(String::as_str).collect();
         assert_eq!(listed, arches, "{n}");

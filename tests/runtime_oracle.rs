@@ -70,7 +70,7 @@ fn load_all(exe: &Path, root: &Path, original: &BTreeMap<(String, u32, String), 
     let mut n = 0;
     for b in &l.binaries {
         let targets: Vec<String> = {
-            let mut t: Vec<String> = b.kernels.iter().map(|k| k.target.clone()).collect();
+            let mut t: Vec<String> = b.kernels.iter().map(|k| k.target.to_string()).collect();
             t.sort();
             t.dedup();
             t
@@ -100,10 +100,10 @@ fn load_all(exe: &Path, root: &Path, original: &BTreeMap<(String, u32, String), 
         let text = String::from_utf8_lossy(&o.stdout);
         assert!(o.status.success(), "{}: {text}", b.path);
         for k in &b.kernels {
-            let i = targets.iter().position(|t| *t == k.target).unwrap();
+            let i = targets.iter().position(|t| **t == *k.target).unwrap();
             let got = std::fs::read(out.path().join(format!("{}_{i}.co", k.bundle)))
                 .unwrap_or_else(|e| panic!("{} #{} {}: {e}\n{text}", b.path, k.bundle, k.target));
-            let want = &original[&(b.path.clone(), k.bundle, k.target.clone())];
+            let want = &original[&(b.path.clone(), k.bundle, k.target.to_string())];
             assert!(
                 got == *want,
                 "{} #{} {}: the runtime loaded different bytes",

@@ -57,11 +57,11 @@ fn archived(root: &Path) -> std::collections::BTreeMap<(String, u32, String), Ve
             let key = format!("{}#{}", b.kernel_name, k.bundle);
             let a = archives
                 .iter()
-                .find(|a| a.index.meta.gfx_arches.contains(&k.target))
+                .find(|a| a.index.meta.gfx_arches.iter().any(|g| **g == *k.target))
                 .unwrap();
             let e = a.entry(&key, &k.target).unwrap();
             m.insert(
-                (b.path.clone(), k.bundle, k.target.clone()),
+                (b.path.clone(), k.bundle, k.target.to_string()),
                 a.kernel(e).unwrap().into_owned(),
             );
         }

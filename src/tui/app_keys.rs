@@ -298,7 +298,7 @@ impl App {
                 self.kernels.entry = a
                     .kernels
                     .get(self.inspector.cursor)
-                    .map(|k| (k.key.clone(), k.arch.clone()));
+                    .map(|k| (k.key.to_string(), k.arch.to_string()));
                 self.kernels.cursor = 0;
                 self.want_kernels(String::new(), false);
                 if !self.views.contains(&View::Kernels) {
@@ -311,7 +311,11 @@ impl App {
                     return;
                 };
                 // x: the marked rows, else the selected one; X: everything.
-                let entry = |i: &usize| a.kernels.get(*i).map(|k| (k.key.clone(), k.arch.clone()));
+                let entry = |i: &usize| {
+                    a.kernels
+                        .get(*i)
+                        .map(|k| (k.key.to_string(), k.arch.to_string()))
+                };
                 let which = if c == 'X' {
                     None
                 } else if self.inspector.marks.is_empty() {

@@ -131,7 +131,7 @@ impl App {
             View::Inspector => {
                 let a = self.inspector.index.as_ref()?;
                 let k = a.kernels.get(self.inspector.cursor)?;
-                Some((k.key.clone(), "the archive key"))
+                Some((k.key.to_string(), "the archive key"))
             }
             View::Families => {
                 let sel = self.families.selection();
@@ -214,11 +214,11 @@ impl App {
                     .iter()
                     .map(|k| {
                         vec![
-                            k.key.clone(),
-                            k.arch.clone(),
+                            k.key.to_string(),
+                            k.arch.to_string(),
                             k.size.to_string(),
                             k.compressed_size.to_string(),
-                            k.alias_of.clone().unwrap_or_default(),
+                            k.alias_of.as_deref().unwrap_or_default().to_string(),
                         ]
                     })
                     .collect();

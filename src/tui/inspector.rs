@@ -87,7 +87,7 @@ pub(crate) fn inspector(
     let mut last_key = "";
     for (i, k) in a.kernels.iter().enumerate().skip(start).take(h) {
         // A key shown once for its targets.
-        let key = if k.key != last_key || i == start {
+        let key = if *k.key != *last_key || i == start {
             middle_cut(&k.key, key_w)
         } else {
             String::new()

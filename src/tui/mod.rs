@@ -288,7 +288,8 @@ fn start(req: Request, root: &Path, tx: &Sender<AppEvent>, cancel: &kpack::event
                     .and_then(|a| {
                         a.extract_to(&dest, |k| {
                             which.as_ref().is_none_or(|w| {
-                                w.iter().any(|(key, arch)| k.key == *key && k.arch == *arch)
+                                w.iter()
+                                    .any(|(key, arch)| *k.key == **key && *k.arch == **arch)
                             })
                         })
                     })

@@ -419,8 +419,8 @@ fn inspector_extract_and_verify_requests() {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/kpack/zstd.kpack");
     let a = kpack::kpack::Archive::open(&p).unwrap();
     let first = (
-        a.index.kernels[0].key.clone(),
-        a.index.kernels[0].arch.clone(),
+        a.index.kernels[0].key.to_string(),
+        a.index.kernels[0].arch.to_string(),
     );
     let mut app = App::new(PathBuf::from("zstd.kpack"), Some(a.index.clone()));
     use super::app::{ArchiveAt, Request};
@@ -461,7 +461,7 @@ fn inspector_extract_and_verify_requests() {
     // What the background thread does for `x`: the core's extract, one file.
     let dir = tempfile::tempdir().unwrap();
     let n = a
-        .extract_to(dir.path(), |k| k.key == first.0 && k.arch == first.1)
+        .extract_to(dir.path(), |k| *k.key == *first.0 && *k.arch == *first.1)
         .unwrap();
     assert_eq!(n, 1);
     let dest = kpack::kpack::archive::extract_path(dir.path(), &a.index.kernels[0]).unwrap();
@@ -1223,8 +1223,8 @@ fn kernels_are_found_by_name_and_read_from_the_inspector() {
         vec![super::app::Request::Kernels(String::new())]
     );
     let second = (
-        a.index.kernels[1].key.clone(),
-        a.index.kernels[1].arch.clone(),
+        a.index.kernels[1].key.to_string(),
+        a.index.kernels[1].arch.to_string(),
     );
     assert_eq!(app.kernels.entry.as_ref(), Some(&second));
     let r = kpack::kernels::list_kernels(&path, &Default::default()).unwrap();
@@ -2058,7 +2058,7 @@ fn the_inspector_sorts_keys_and_targets_naturally() {
         .unwrap()
         .kernels
         .iter()
-        .map(|k| (k.key.clone(), k.arch.clone()))
+        .map(|k| (k.key.to_string(), k.arch.to_string()))
         .collect();
     let want: Vec<(String, String)> = ["lib/a.so#1", "lib/a.so#2", "lib/a.so#10"]
         .iter()
@@ -2165,7 +2165,7 @@ fn a_packed_trees_archived_targets_are_shown_preselected_and_kept() {
     let kept: std::collections::BTreeSet<&str> = l
         .binaries
         .iter()
-        .flat_map(|b| b.kernels.iter().map(|k| k.target.as_str()))
+        .flat_map(|b| b.kernels.iter().map(|k| &*k.target))
         .collect();
     assert!(kept.contains("gfx1030"), "{kept:?}");
     assert!(
@@ -2828,10 +2828,12 @@ fn marked_rows_are_what_x_extracts() {
         .iter()
         .map(|&i| {
             (
-                app.inspector.index.as_ref().unwrap().kernels[i].key.clone(),
+                app.inspector.index.as_ref().unwrap().kernels[i]
+                    .key
+                    .to_string(),
                 app.inspector.index.as_ref().unwrap().kernels[i]
                     .arch
-                    .clone(),
+                    .to_string(),
             )
         })
         .collect();

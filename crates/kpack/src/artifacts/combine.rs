@@ -697,7 +697,7 @@ fn check_output(stage: &Path, names: &[String]) -> Result<(u64, u64)> {
                         k.key, k.arch
                     )));
                 }
-                if !a.index.meta.gfx_arches.contains(&k.arch) {
+                if !a.index.meta.gfx_arches.iter().any(|g| **g == *k.arch) {
                     return Err(Error::Findings(format!(
                         "{where_}: code object {} is for {}, which the archive does not list",
                         k.key, k.arch

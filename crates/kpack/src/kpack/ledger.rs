@@ -12,6 +12,7 @@ use crate::error::{Error, LedgerError, Result};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Where the ledger lives, relative to the install root.
 pub const LEDGER_PATH: &str = ".kpack/kpack-tui-ledger.json";
@@ -199,11 +200,35 @@ pub struct LedgerKernel {
     /// Bundle index (the `#N` of the TOC key, the wrapper's co_index).
     pub bundle: u32,
     /// Target ID.
-    pub target: String,
+    // One allocation per target for the whole ledger (see `interned_target`).
+    #[serde(deserialize_with = "interned_target")]
+    pub target: Arc<str>,
     /// Code-object bytes.
     pub size: u64,
     /// SHA-256 of the code object, lower-case hex.
     pub sha256: Sha256Digest,
+}
+
+thread_local! {
+    /// The targets of the ledger being parsed on this thread ([`Ledger::parse`]
+    /// empties it): a tree's ledger names a dozen targets tens of thousands of times.
+    static TARGETS: std::cell::RefCell<std::collections::BTreeSet<Arc<str>>> =
+        Default::default();
+}
+
+/// A kernel's target, shared with every other of the same name in the ledger.
+fn interned_target<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Arc<str>, D::Error> {
+    let t = std::borrow::Cow::<str>::deserialize(d)?;
+    Ok(TARGETS.with_borrow_mut(|seen| match seen.get(&*t) {
+        Some(a) => a.clone(),
+        None => {
+            let a: Arc<str> = t.into();
+            seen.insert(a.clone());
+            a
+        }
+    }))
 }
 
 /// A kernel left out on purpose.
@@ -384,8 +409,13 @@ impl Ledger {
             path: path.to_path_buf(),
             error,
         };
-        let l: Ledger = serde_json::from_slice(data)
-            .map_err(|e| bad(LedgerError::NotALedger(e.to_string())))?;
+        let parsed = serde_json::from_slice::<Ledger>(data);
+        TARGETS.with_borrow_mut(|seen| seen.clear());
+        let mut l = parsed.map_err(|e| bad(LedgerError::NotALedger(e.to_string())))?;
+        // Held for a whole verify: each list to size, not to the capacity it grew to.
+        for b in &mut l.binaries {
+            b.kernels.shrink_to_fit();
+        }
         if l.schema != LEDGER_SCHEMA {
             return Err(bad(LedgerError::Schema {
                 found: l.schema,
@@ -591,6 +621,38 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("64 lower-case hex digits"), "{e}");
+    }
+
+    #[test]
+    fn a_parsed_ledger_shares_each_target_and_keeps_none_after() {
+        let mut l = Ledger::new("rocm");
+        let k = |bundle, target: &str| LedgerKernel {
+            bundle,
+            target: target.into(),
+            size: 1,
+            sha256: Sha256Digest::of(target.as_bytes()),
+        };
+        for path in ["a", "b"] {
+            l.binaries.push(LedgerBinary {
+                path: path.into(),
+                kernel_name: path.into(),
+                bundles: vec![0, 1],
+                kernels: vec![k(0, "gfx90a:xnack+"), k(1, "gfx90a:xnack+"), k(0, "gfx942")],
+                host_sha256: None,
+            });
+        }
+        let back = Ledger::parse(Path::new("x.json"), &l.to_json()).unwrap();
+        assert_eq!(back, l);
+        let first = &back.binaries[0].kernels[0].target;
+        assert!(Arc::ptr_eq(first, &back.binaries[1].kernels[1].target));
+        assert!(!Arc::ptr_eq(first, &back.binaries[1].kernels[2].target));
+        assert!(TARGETS.with_borrow(|t| t.is_empty()));
+        // Nor after a ledger that does not parse.
+        let mut bad = l.to_json();
+        let at = bad.len() - 3;
+        bad.truncate(at);
+        assert!(Ledger::parse(Path::new("x.json"), &bad).is_err());
+        assert!(TARGETS.with_borrow(|t| t.is_empty()));
     }
 
     #[test]

@@ -278,11 +278,15 @@ fn host_only_binary(
                 .index
                 .kernels
                 .iter()
-                .filter(|e| e.key == key && !e.is_alias())
+                .filter(|e| *e.key == *key && !e.is_alias())
             {
-                if seen.insert((*co, e.arch.clone())) {
-                    pb.kernels
-                        .push((*co, e.arch.clone(), e.size, KernelFrom::Archive(p.clone())));
+                if seen.insert((*co, e.arch.to_string())) {
+                    pb.kernels.push((
+                        *co,
+                        e.arch.to_string(),
+                        e.size,
+                        KernelFrom::Archive(p.clone()),
+                    ));
                     if !used.contains(p) {
                         used.push(p.clone());
                     }
@@ -311,7 +315,7 @@ fn host_only_binary(
         && let Some(lb) = l.binaries.iter().find(|b| b.path == f.path)
     {
         for k in &lb.kernels {
-            if !seen.contains(&(k.bundle, k.target.clone())) {
+            if !seen.contains(&(k.bundle, k.target.to_string())) {
                 return Err(Error::Damaged {
                     path: f.path.clone().into(),
                     what: format!(

@@ -355,7 +355,7 @@ fn warn_orphans(
             .index
             .kernels
             .iter()
-            .filter(|e| !names.contains(&e.key) && !claimed.contains(&e.key))
+            .filter(|e| !names.contains(&*e.key) && !claimed.contains(&*e.key))
             .count();
         if orphans > 0 {
             warnings.push(format!(
@@ -485,7 +485,7 @@ fn sample_binary(
             if let Some(e) = a.entry(&key, arch)
                 && let Ok(b) = a.kernel(e)
             {
-                push(*co, arch, &b, e.metadata.get("target").map(String::as_str));
+                push(*co, arch, &b, e.metadata.get("target"));
             }
         }
         return out;

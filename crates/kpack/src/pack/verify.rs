@@ -93,10 +93,7 @@ pub(super) fn check_ledgered(
     let mut by_bundle: BTreeMap<u32, BTreeMap<&str, &crate::kpack::ledger::LedgerKernel>> =
         BTreeMap::new();
     for k in &lb.kernels {
-        by_bundle
-            .entry(k.bundle)
-            .or_default()
-            .insert(k.target.as_str(), k);
+        by_bundle.entry(k.bundle).or_default().insert(&*k.target, k);
     }
     let key_of = |co: u32| format!("{}#{co}", lb.kernel_name);
     let mut all_misses = Vec::new();
@@ -193,7 +190,7 @@ pub(super) fn check_unledgered(
     let mut targets: BTreeMap<u32, BTreeSet<&str>> = BTreeMap::new();
     for ap in &reach_list {
         for e in archives[*ap].index.kernels.iter() {
-            if let Some(co) = keys.get(&e.key) {
+            if let Some(co) = keys.get(&*e.key) {
                 targets
                     .entry(*co)
                     .or_default()
@@ -318,7 +315,7 @@ pub fn verify_device(
         .flat_map(|b| {
             b.kernels
                 .iter()
-                .map(move |k| ((b.path.as_str(), k.bundle, k.target.as_str()), k))
+                .map(move |k| ((b.path.as_str(), k.bundle, &*k.target), k))
         })
         .collect();
     let promised = |path: &str, co: u32, target: &str| by_kernel.get(&(path, co, target)).copied();
@@ -399,7 +396,7 @@ pub fn verify_device(
                     path: path.clone(),
                     bundle: co,
                     archive: hit.archive.to_string(),
-                    target: hit.entry.arch.clone(),
+                    target: hit.entry.arch.to_string(),
                 });
             } else {
                 v.unloadable += 1;

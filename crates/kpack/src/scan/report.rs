@@ -356,7 +356,7 @@ pub(super) fn kpack_summary(idx: crate::kpack::archive::ArchiveIndex) -> KpackSu
         by_arch: {
             let mut m: std::collections::BTreeMap<String, ArchivedCode> = Default::default();
             for k in idx.kernels.iter().filter(|k| !k.is_alias()) {
-                let e = m.entry(k.arch.clone()).or_default();
+                let e = m.entry(k.arch.to_string()).or_default();
                 e.code_objects += 1;
                 e.raw += k.size;
                 e.stored += k.compressed_size;

@@ -16,7 +16,7 @@ pub fn safe_arch(arch: &str) -> std::result::Result<&str, UnsafePath> {
 /// `<key path>#<tu>/<arch>.hsaco`, or why the key or arch is unsafe.
 pub fn extract_path(root: &Path, k: &KernelEntry) -> std::result::Result<PathBuf, UnsafeKey> {
     let unsafe_key = |why| UnsafeKey {
-        key: k.key.clone(),
+        key: k.key.to_string(),
         why,
     };
     let rel = safe_relative_path(&k.key).map_err(unsafe_key)?;

@@ -4,7 +4,7 @@ use super::super::msgpack;
 use super::*;
 use crate::error::{FormatError, FormatResult};
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 pub(crate) fn err(offset: u64, what: impl Into<Cow<'static, str>>) -> FormatError {
@@ -64,7 +64,7 @@ pub(crate) fn read_vec(
 /// A TOC entry read before the blob ranges are known.
 pub(crate) struct PendingEntry {
     key_index: usize,
-    arch: String,
+    arch: Arc<str>,
     ordinal: u64,
     original: Option<u64>,
     metadata: super::TocMetadata,
@@ -184,6 +184,23 @@ fn read_header(src: &(impl ReadAt + ?Sized)) -> FormatResult<(u32, u64, u64)> {
     Ok((version, toc_offset, file_size))
 }
 
+/// Strings a TOC repeats on every entry (targets, metadata), each held once, and
+/// each entry's set of metadata pairs.
+#[derive(Default)]
+struct Interned(BTreeSet<Arc<str>>, super::tocmeta::MetadataSets);
+
+impl Interned {
+    /// The shared copy of `s`.
+    fn get(&mut self, s: &str) -> Arc<str> {
+        if let Some(a) = self.0.get(s) {
+            return a.clone();
+        }
+        let a: Arc<str> = s.into();
+        self.0.insert(a.clone());
+        a
+    }
+}
+
 /// The TOC's fields as read, before they are checked against each other.
 #[derive(Default)]
 struct RawToc {
@@ -198,7 +215,10 @@ struct RawToc {
     /// once they are known (the TOC map's key order is free, so `toc` may come
     /// before `blobs`).
     pending: Vec<PendingEntry>,
-    keys: Vec<String>,
+    /// Each key once, shared by its entries.
+    keys: Vec<Arc<str>>,
+    /// Each target and metadata string once, shared by the entries.
+    strings: Interned,
     seen_toc: bool,
 }
 
@@ -241,7 +261,7 @@ impl RawToc {
     /// The `toc` map: key → arch → entry.
     fn read_toc(&mut self, r: &mut msgpack::Reader, at: u64) -> FormatResult<()> {
         for _ in 0..r.map_len("toc")? {
-            let key = r.str("toc key")?.to_string();
+            let key: Arc<str> = r.str("toc key")?.into();
             let key_index = self.keys.len();
             let n_arch = r
                 .map_len("arch map")
@@ -249,10 +269,11 @@ impl RawToc {
             for _ in 0..n_arch {
                 let arch = r
                     .str("arch key")
-                    .map_err(|e| e.context(&format!("toc[{key:?}]: ")))?
-                    .to_string();
+                    .map_err(|e| e.context(&format!("toc[{key:?}]: ")))?;
+                let arch = self.strings.get(arch);
                 let ctx = |e: FormatError| e.context(&format!("toc[{key:?}][{arch:?}]: "));
-                let (ordinal, original, metadata) = read_entry(r, at).map_err(ctx)?;
+                let (ordinal, original, metadata) =
+                    read_entry(r, at, &mut self.strings).map_err(ctx)?;
                 let ordinal = ordinal.ok_or_else(|| ctx(err(at, "no ordinal")))?;
                 self.pending.push(PendingEntry {
                     key_index,
@@ -298,7 +319,7 @@ fn read_blobs(r: &mut msgpack::Reader, at: u64) -> FormatResult<Vec<(u64, u64)>>
 type RawEntry = (Option<u64>, Option<u64>, super::TocMetadata);
 
 /// Read one TOC entry.
-fn read_entry(r: &mut msgpack::Reader, at: u64) -> FormatResult<RawEntry> {
+fn read_entry(r: &mut msgpack::Reader, at: u64, strings: &mut Interned) -> FormatResult<RawEntry> {
     let (mut ordinal, mut original, mut metadata) = (None, None, BTreeMap::new());
     for _ in 0..r.map_len("entry")? {
         match r.str("entry key")? {
@@ -312,9 +333,9 @@ fn read_entry(r: &mut msgpack::Reader, at: u64) -> FormatResult<RawEntry> {
             "original_size" => original = Some(r.uint("original_size")?),
             "metadata" if r.peek()? == msgpack::Kind::Map => {
                 for _ in 0..r.map_len("metadata")? {
-                    let mk = r.str("metadata key")?.to_string();
+                    let mk = strings.get(r.str("metadata key")?);
                     if r.peek()? == msgpack::Kind::Str {
-                        metadata.insert(mk, r.str("metadata value")?.to_string());
+                        metadata.insert(mk, strings.get(r.str("metadata value")?));
                     } else {
                         r.skip()?;
                     }
@@ -323,7 +344,11 @@ fn read_entry(r: &mut msgpack::Reader, at: u64) -> FormatResult<RawEntry> {
             _ => r.skip()?,
         }
     }
-    Ok((ordinal, original, metadata.into()))
+    Ok((
+        ordinal,
+        original,
+        super::TocMetadata::shared(metadata, &mut strings.1),
+    ))
 }
 
 /// Stored ranges per ordinal: the `blobs` of scheme `none`, or the frames of the
@@ -377,7 +402,7 @@ fn stored_ranges(
 /// targets).
 fn check_key_budget(
     pending: &[PendingEntry],
-    keys: &[String],
+    keys: &[Arc<str>],
     file_size: u64,
     toc_offset: u64,
 ) -> FormatResult<()> {
@@ -403,7 +428,7 @@ fn check_key_budget(
 /// The entries, each resolved against its stored range, its size bounded.
 fn entries(
     pending: Vec<PendingEntry>,
-    keys: &[String],
+    keys: &[Arc<str>],
     ranges: &[(u64, u64)],
     scheme: Scheme,
     at: u64,

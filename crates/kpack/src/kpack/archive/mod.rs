@@ -42,6 +42,7 @@ pub use write::{
 
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// File magic.
 pub const MAGIC: &[u8; 4] = b"KPAK";
@@ -107,9 +108,11 @@ pub struct ArchiveMeta {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct KernelEntry {
     /// Binary key, `relative/path#TU-index`.
-    pub key: String,
+    // Shared by the key's entries, and the target by the archive's entries of that
+    // target: an index of a whole tree's archives holds one of each.
+    pub key: Arc<str>,
     /// Full target ID.
-    pub arch: String,
+    pub arch: Arc<str>,
     /// Index into the blob list.
     pub ordinal: u32,
     /// Uncompressed size (`original_size`; for scheme none, the blob size).
@@ -127,7 +130,7 @@ pub struct KernelEntry {
     /// For a TOC alias (the same frame listed again under another target of the
     /// same key, see [`crate::kpack::alias`]), the target of the entry it repeats.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub alias_of: Option<String>,
+    pub alias_of: Option<Arc<str>>,
 }
 
 impl KernelEntry {

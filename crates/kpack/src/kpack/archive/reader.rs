@@ -96,7 +96,7 @@ impl Archive {
     pub fn entry_index(&self, key: &str, arch: &str) -> Option<usize> {
         self.index
             .kernels
-            .binary_search_by(|k| k.key.as_str().cmp(key).then(k.arch.as_str().cmp(arch)))
+            .binary_search_by(|k| (*k.key).cmp(key).then((*k.arch).cmp(arch)))
             .ok()
     }
 

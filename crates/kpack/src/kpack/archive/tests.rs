@@ -47,7 +47,7 @@ fn round_trip_both_schemes_with_sorted_dense_ordinals() {
             .index
             .kernels
             .iter()
-            .map(|k| (k.key.as_str(), k.arch.as_str(), k.ordinal))
+            .map(|k| (&*k.key, &*k.arch, k.ordinal))
             .collect();
         assert_eq!(
             keys,

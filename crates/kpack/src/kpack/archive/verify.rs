@@ -131,7 +131,7 @@ impl Archive {
                     k.key, k.arch, k.offset
                 ));
             }
-            if !idx.meta.gfx_arches.contains(&k.arch) {
+            if !idx.meta.gfx_arches.iter().any(|g| **g == *k.arch) {
                 faults.push(format!(
                     "{} @ {}: arch {} is not in gfx_arches, so the runtime never selects it",
                     k.key, k.arch, k.arch

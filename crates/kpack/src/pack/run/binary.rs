@@ -123,7 +123,7 @@ impl Worker<'_> {
                 what: format!("{key} @ {arch} went away while packing"),
             })?;
             let bytes = a.kernel(e)?;
-            let triple = e.metadata.get("target").map(String::as_str);
+            let triple = e.metadata.get("target");
             self.archive_kernel(&f.path, *co, arch, &bytes, triple, entry)?;
         }
         Ok(())
@@ -265,7 +265,7 @@ impl Worker<'_> {
         let stored = w.add_with_metadata(&key, arch, bytes, meta)?;
         entry.kernels.push(LedgerKernel {
             bundle: co,
-            target: arch.to_string(),
+            target: arch.into(),
             size: bytes.len() as u64,
             sha256,
         });

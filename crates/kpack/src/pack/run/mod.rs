@@ -588,7 +588,7 @@ fn input_hashes(tree: &Path) -> BTreeMap<(String, u32, String), Sha256Digest> {
                     let path = b.path;
                     b.kernels
                         .into_iter()
-                        .map(move |k| ((path.clone(), k.bundle, k.target), k.sha256))
+                        .map(move |k| ((path.clone(), k.bundle, k.target.to_string()), k.sha256))
                 })
                 .collect()
         })
