@@ -56,7 +56,7 @@ fn fixture_kinds_and_shapes() {
     let archs: Vec<&str> = get("libvadd.so").bundles[0]
         .targets
         .iter()
-        .map(|t| t.arch.as_str())
+        .map(|t| &*t.arch)
         .collect();
     assert_eq!(archs, vec!["gfx900", "gfx90a:xnack+"]);
     assert_eq!(get("vadd-gfx90a.co").arch.as_deref(), Some("gfx90a:xnack+"));
@@ -80,11 +80,7 @@ fn fixture_kinds_and_shapes() {
     let dll = get("kfat.dll");
     assert_eq!(dll.container, Some(kpack::scan::Container::Pe));
     assert_eq!(dll.bundles.len(), 1);
-    let dll_archs: Vec<&str> = dll.bundles[0]
-        .targets
-        .iter()
-        .map(|t| t.arch.as_str())
-        .collect();
+    let dll_archs: Vec<&str> = dll.bundles[0].targets.iter().map(|t| &*t.arch).collect();
     assert_eq!(dll_archs, vec!["gfx900", "gfx90a:xnack+"]);
     assert_eq!(
         dll.bundles,
@@ -239,7 +235,7 @@ fn fresh_fixtures_from_real_compilers_match_the_bundler() {
                     f.kind,
                     f.all_bundles().count(),
                     f.all_bundles()
-                        .flat_map(|b| b.targets.iter().map(|t| t.arch.clone()))
+                        .flat_map(|b| b.targets.iter().map(|t| t.arch.to_string()))
                         .collect(),
                 )
             })

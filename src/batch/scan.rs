@@ -172,7 +172,7 @@ pub fn print_text(out: &mut dyn Write, r: &TreeReport, long: bool) -> io::Result
         for f in fat.iter().take(TOP) {
             let mut archs: Vec<&str> = f
                 .all_bundles()
-                .flat_map(|b| b.targets.iter().map(|t| t.arch.as_str()))
+                .flat_map(|b| b.targets.iter().map(|t| &*t.arch))
                 .chain(f.arch.as_deref())
                 .collect();
             archs.sort_by(|a, b| kpack::natural::target_cmp(a, b));
@@ -427,7 +427,7 @@ pub fn csv_matrix(out: &mut dyn Write, r: &TreeReport) -> io::Result<()> {
         let mut row: std::collections::BTreeMap<&str, u64> = Default::default();
         for b in f.all_bundles() {
             for t in &b.targets {
-                *row.entry(t.arch.as_str()).or_default() += t.size;
+                *row.entry(&*t.arch).or_default() += t.size;
             }
         }
         if f.kind == kpack::scan::FileKind::CodeObject

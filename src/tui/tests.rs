@@ -1823,7 +1823,7 @@ fn the_filter_matches_targets_and_classes_with_totals() {
         .iter()
         .filter(|f| {
             f.all_bundles()
-                .any(|b| b.targets.iter().any(|t| t.arch == "gfx1030"))
+                .any(|b| b.targets.iter().any(|t| &*t.arch == "gfx1030"))
         })
         .map(|f| f.path.clone())
         .collect();

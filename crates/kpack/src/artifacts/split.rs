@@ -551,7 +551,7 @@ impl Ctx<'_> {
         &self,
         worker: usize,
         j: &FileJob,
-        kernels: &[(u32, String, String)],
+        kernels: &[(u32, std::sync::Arc<str>, std::sync::Arc<str>)],
         src: &Path,
         dst: &Path,
     ) -> Result<u64> {
@@ -590,7 +590,7 @@ impl Ctx<'_> {
         };
         let span_offset = fat.section.as_ptr() as usize - data.as_ptr() as usize;
         let sec = fat.section;
-        let wanted: BTreeSet<(u32, &str)> = kernels.iter().map(|k| (k.0, k.1.as_str())).collect();
+        let wanted: BTreeSet<(u32, &str)> = kernels.iter().map(|k| (k.0, &*k.1)).collect();
         let mut found = 0usize;
         let mut promised = Vec::new();
         for b in &fat.bundles {

@@ -25,7 +25,7 @@ pub(super) enum Job {
     Database(String),
     /// A fat binary: its kept code objects (bundle, target, triple) archived, its
     /// host part rewritten into the generic artifact.
-    Binary(Vec<(u32, String, String)>),
+    Binary(Vec<(u32, std::sync::Arc<str>, std::sync::Arc<str>)>),
 }
 
 /// A file of a prefix and its job.

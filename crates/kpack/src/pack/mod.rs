@@ -272,7 +272,7 @@ pub(crate) struct PlannedBinary {
     /// Bundle indices (the wrappers' co_index values).
     pub bundles: Vec<u32>,
     /// (bundle, target, size, source) for every kernel of a selected family.
-    pub kernels: Vec<(u32, String, u64, KernelFrom)>,
+    pub kernels: Vec<(u32, std::sync::Arc<str>, u64, KernelFrom)>,
     /// (bundle, target, size) of kernels left out (unassigned, `--unassigned drop`).
     pub dropped: Vec<(u32, String, u64)>,
     /// Already host-only: its marker is replaced, its kernels come from archives.

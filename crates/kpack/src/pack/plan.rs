@@ -116,7 +116,7 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
     let archs: BTreeSet<&str> = files
         .planned
         .values()
-        .flat_map(|pb| pb.kernels.iter().map(|k| k.1.as_str()))
+        .flat_map(|pb| pb.kernels.iter().map(|k| &*k.1))
         .chain(
             report
                 .files
@@ -285,18 +285,18 @@ fn assign_kernels(
     for (path, pb) in planned.iter_mut() {
         let mut keep = Vec::with_capacity(pb.kernels.len());
         for k in pb.kernels.drain(..) {
-            match units.of.get(&k.1) {
+            match units.of.get(&*k.1) {
                 Some(&i) => {
                     kernels[i].push(PlannedKernel {
                         key: format!("{path}#{}", k.0),
-                        arch: k.1.clone(),
+                        arch: k.1.to_string(),
                         size: k.2,
                     });
                     keep.push(k);
                 }
                 None => {
-                    *unassigned.entry(k.1.clone()).or_default() += 1;
-                    pb.dropped.push((k.0, k.1, k.2));
+                    *unassigned.entry(k.1.to_string()).or_default() += 1;
+                    pb.dropped.push((k.0, k.1.to_string(), k.2));
                 }
             }
         }
@@ -494,7 +494,7 @@ fn sample_binary(
         return out;
     };
     let sec = fat.section;
-    let wanted: BTreeSet<(u32, &str)> = pb.kernels.iter().map(|k| (k.0, k.1.as_str())).collect();
+    let wanted: BTreeSet<(u32, &str)> = pb.kernels.iter().map(|k| (k.0, &*k.1)).collect();
     for b in &fat.bundles {
         let Ok(un) = b.uncompressed(sec, 1 << 34) else {
             continue;

@@ -103,7 +103,7 @@ pub(super) fn ledger_size(plan: &PackPlan, opts: &PackOptions) -> u64 {
                 .iter()
                 .map(|(co, t, size, _)| crate::kpack::ledger::LedgerKernel {
                     bundle: *co,
-                    target: t.as_str().into(),
+                    target: t.clone(),
                     size: *size,
                     sha256: Default::default(),
                 })

@@ -6,6 +6,7 @@ use crate::kerneldb::{self, Database, Rule};
 use crate::kpack::Marker;
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// The class of a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -72,14 +73,31 @@ impl FileKind {
     }
 }
 
+/// The process's one copy of the bundle-entry ID or target `s`. Never emptied: it
+/// holds each distinct ID seen once (a few dozen in a real tree; a tree of made-up
+/// IDs costs here what its reports would hold anyway).
+pub fn interned(s: &str) -> Arc<str> {
+    static SEEN: std::sync::Mutex<std::collections::BTreeSet<Arc<str>>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let mut seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(a) = seen.get(s) {
+        return a.clone();
+    }
+    let a: Arc<str> = s.into();
+    seen.insert(a.clone());
+    a
+}
+
 /// One device target of a bundle, as reported.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TargetReport {
     /// Entry ID exactly as stored.
-    pub triple: String,
+    // Both shared with every report of the same ID ([`interned`]): a tree's scan
+    // names a dozen targets tens of thousands of times.
+    pub triple: Arc<str>,
     /// Target ID with feature flags (`gfx90a:xnack+`).
-    pub arch: String,
+    pub arch: Arc<str>,
     /// Uncompressed code-object size (raw device code).
     #[serde(rename = "raw_size")]
     pub size: u64,
@@ -107,7 +125,7 @@ pub struct BundleReport {
     pub uncompressed_size: u64,
     /// The host entry's ID, if present.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub host_triple: Option<String>,
+    pub host_triple: Option<Arc<str>>,
     /// Device targets in descriptor order.
     pub targets: Vec<TargetReport>,
 }
@@ -126,12 +144,12 @@ impl BundleReport {
                 .entries
                 .iter()
                 .find(|e| e.id.is_host())
-                .map(|e| e.id.triple.clone()),
+                .map(|e| interned(&e.id.triple)),
             targets: b
                 .device_entries()
                 .map(|e| TargetReport {
-                    triple: e.id.triple.clone(),
-                    arch: e.id.arch().unwrap_or_else(|| e.id.triple.clone()),
+                    triple: interned(&e.id.triple),
+                    arch: interned(&e.id.arch().unwrap_or_else(|| e.id.triple.clone())),
                     size: e.size,
                     compressed_size: b.apportioned_size(e),
                 })

@@ -143,8 +143,7 @@ impl Worker<'_> {
         let sec = fat.section;
         let span_offset = sec.as_ptr() as usize - map.as_ptr() as usize;
         let mut stored = 0u64;
-        let wanted: BTreeSet<(u32, &str)> =
-            pb.kernels.iter().map(|k| (k.0, k.1.as_str())).collect();
+        let wanted: BTreeSet<(u32, &str)> = pb.kernels.iter().map(|k| (k.0, &*k.1)).collect();
         for b in &fat.bundles {
             let bundle_at = span_offset + b.offset as usize;
             // One code object at a time: a compressed bundle is never decoded whole.
