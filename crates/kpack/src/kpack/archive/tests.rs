@@ -610,3 +610,45 @@ fn the_writer_refuses_with_typed_errors_naming_the_archive() {
         )
     );
 }
+
+/// A frame is held in pieces of at most one chunk while it waits for the spool: the
+/// pieces are the whole frame, in order, for a kernel compressing to several chunks,
+/// to less than one, and to nothing at all (stored as is).
+#[test]
+fn a_compressed_kernel_is_held_in_chunks_that_are_the_frame() {
+    use crate::kpack::archive::write::encode_chunked;
+    // Barely compressible: the frame spans several chunks.
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    let data: Vec<u8> = (0..5 * ENCODE_CHUNK + 7)
+        .map(|_| {
+            // xorshift64: no pattern zstd finds.
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    for (bytes, scheme) in [
+        (&data[..], Scheme::ZstdPerKernel),
+        (&data[..1000], Scheme::ZstdPerKernel),
+        (&data[..], Scheme::None),
+        (&[][..], Scheme::None),
+    ] {
+        let c = encode_chunked(bytes, scheme, 3, &|| false)
+            .unwrap()
+            .unwrap();
+        assert!(c.0.iter().all(|p| !p.is_empty() && p.len() <= ENCODE_CHUNK));
+        assert!(c.0.iter().rev().skip(1).all(|p| p.len() == ENCODE_CHUNK));
+        let whole = c.0.concat();
+        assert_eq!(c.len(), whole.len() as u64);
+        match scheme {
+            Scheme::ZstdPerKernel => {
+                assert_eq!(zstd::decode_all(&whole[..]).unwrap(), bytes);
+                if bytes.len() > 4 * ENCODE_CHUNK {
+                    assert!(c.0.len() > 4, "{} pieces", c.0.len());
+                }
+            }
+            Scheme::None => assert_eq!(whole, bytes),
+        }
+    }
+}

@@ -27,10 +27,55 @@ pub fn encode_kernel_until(
     level: i32,
     stop: &dyn Fn() -> bool,
 ) -> std::io::Result<Option<Vec<u8>>> {
+    Ok(encode_chunked(data, scheme, level, stop)?.map(|c| c.0.concat()))
+}
+
+/// A compressed kernel as written, in pieces of at most [`ENCODE_CHUNK`] bytes: it
+/// holds what the frame takes, not zstd's worst-case bound for the kernel (a MiB
+/// more per MiB of kernel on each thread), and no piece is large enough to move
+/// the allocator's mapping threshold.
+#[derive(Default)]
+pub(crate) struct Chunks(pub(crate) Vec<Vec<u8>>);
+
+impl Chunks {
+    pub(crate) fn len(&self) -> u64 {
+        self.0.iter().map(|c| c.len() as u64).sum()
+    }
+}
+
+impl Write for Chunks {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.0.last().is_none_or(|c| c.len() == ENCODE_CHUNK) {
+            self.0.push(Vec::with_capacity(ENCODE_CHUNK));
+        }
+        let Some(last) = self.0.last_mut() else {
+            return Ok(0);
+        };
+        let take = (ENCODE_CHUNK - last.len()).min(buf.len());
+        last.extend_from_slice(&buf[..take]);
+        Ok(take)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// [`encode_kernel_until`] into [`Chunks`].
+pub(crate) fn encode_chunked(
+    data: &[u8],
+    scheme: Scheme,
+    level: i32,
+    stop: &dyn Fn() -> bool,
+) -> std::io::Result<Option<Chunks>> {
     use zstd::zstd_safe::{CCtx, CParameter};
     let zerr = |c: usize| std::io::Error::other(zstd::zstd_safe::get_error_name(c));
     match scheme {
-        Scheme::None => Ok(Some(data.to_vec())),
+        Scheme::None => {
+            let mut c = Chunks::default();
+            c.write_all(data)?;
+            Ok(Some(c))
+        }
         Scheme::ZstdPerKernel => {
             // One compression context per thread and level, reused across kernels.
             thread_local! {
@@ -70,8 +115,7 @@ pub fn encode_kernel_until(
                 // frames, not what a decoder needs).
                 c.set_parameter(CParameter::EnableLongDistanceMatching(level >= LEVEL_MAX))
                     .map_err(zerr)?;
-                let out = Vec::with_capacity(zstd::zstd_safe::compress_bound(data.len()));
-                let mut enc = zstd::stream::write::Encoder::with_context(out, c);
+                let mut enc = zstd::stream::write::Encoder::with_context(Chunks::default(), c);
                 enc.set_pledged_src_size(Some(data.len() as u64))?;
                 for chunk in data.chunks(ENCODE_CHUNK) {
                     if stop() {
@@ -318,7 +362,7 @@ impl ArchiveWriter {
         }
         self.check_arch(arch)?;
         let stop = || self.cancel.as_ref().is_some_and(|c| c.is_cancelled());
-        let stored = encode_kernel_until(data, self.scheme, self.level, &stop)
+        let stored = encode_chunked(data, self.scheme, self.level, &stop)
             .map_err(|e| Error::io(&self.path, e))?
             .ok_or(Error::Cancelled)?;
         let mut s = self
@@ -336,7 +380,7 @@ impl ArchiveWriter {
             return Err(self.refused(WriteError::TooMany(MAX_KERNELS)));
         }
         let offset = s.len;
-        let stored_len = stored.len() as u64;
+        let stored_len = stored.len();
         let spooled = Spooled {
             offset,
             len: stored_len,
@@ -344,7 +388,7 @@ impl ArchiveWriter {
             metadata: metadata.into(),
         };
         let SpoolState { file, records, .. } = &mut *s;
-        file.write_all(&stored)
+        (stored.0.iter().try_for_each(|c| file.write_all(c)))
             .and_then(|_| write_record(records, (&key, arch), &spooled))
             .map_err(|e| Error::io(self.spool_file.path(), e))?;
         s.len += stored_len;
