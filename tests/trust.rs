@@ -587,3 +587,29 @@ fn dry_run_projection_matches_the_real_output() {
         }
     }
 }
+
+#[test]
+fn a_ledger_digest_in_upper_case_is_a_named_fault_not_a_missing_ledger() {
+    // The ledger's digests are read as 64 lower-case hex digits (held as 32 bytes):
+    // one written otherwise makes the ledger unreadable, named with its line, and
+    // verify does not pretend the tree has no ledger.
+    let tmp = tempfile::tempdir().unwrap();
+    let out = packed_demo(tmp.path());
+    let path = out.join(".kpack/kpack-tui-ledger.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let l = ledger(&out);
+    let hex = l.binaries[0].kernels[0].sha256.to_string();
+    assert_eq!(hex.len(), 64);
+    std::fs::write(&path, text.replacen(&hex, &hex.to_uppercase(), 1)).unwrap();
+    let (code, v) = verify_json(&out);
+    assert_eq!(code, 1, "{v}");
+    let faults = v["faults"].to_string();
+    assert!(faults.contains("kpack-tui-ledger.json"), "{faults}");
+    assert!(
+        faults.contains("64 lower-case hex digits at line"),
+        "{faults}"
+    );
+    let unproven = v["unproven"].to_string();
+    assert!(unproven.contains("the ledger cannot be read"), "{unproven}");
+    assert!(!unproven.contains("not packed by kpack-tui"), "{unproven}");
+}

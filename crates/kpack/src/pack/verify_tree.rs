@@ -35,7 +35,10 @@ pub(super) fn verify_installed(
     let mut v = TreeVerdict::default();
     note_left(&mut v, inst);
     // A pack's ledger, and those `split` wrote for each target artifact installed.
-    let ledger = read_ledger(&mut v, inst);
+    let (ledger, unreadable) = match read_ledger(&mut v, inst) {
+        Ok(l) => (l, false),
+        Err(()) => (None, true),
+    };
     damaged(&mut v, inst, ledger.as_ref());
     let real_of: BTreeMap<&str, PathBuf> = inst
         .files
@@ -66,6 +69,12 @@ pub(super) fn verify_installed(
     let mut in_ledger = BTreeSet::new();
     if let Some(l) = &ledger {
         in_ledger = t.check_ledger(&mut v, l);
+    } else if unreadable && !t.hosts.is_empty() {
+        v.unproven.push(
+            "the ledger cannot be read (above), so which kernels each binary had is unknown; \
+             a kernel missing from every archive cannot be detected"
+                .to_string(),
+        );
     } else if !t.hosts.is_empty() {
         v.unproven.push(format!(
             "no ledger ({LEDGER_PATH}): the tree was not packed by kpack-tui, so which kernels \
@@ -100,8 +109,9 @@ fn note_left(v: &mut TreeVerdict, inst: &Installed) {
     }
 }
 
-/// The install's ledgers merged into one (their conflicts are faults).
-fn read_ledger(v: &mut TreeVerdict, inst: &Installed) -> Option<Ledger> {
+/// The install's ledgers merged into one (their conflicts are faults). `Err` when
+/// one cannot be read (a fault, named).
+fn read_ledger(v: &mut TreeVerdict, inst: &Installed) -> Result<Option<Ledger>, ()> {
     match inst.ledgers() {
         Ok(Some(crate::kpack::ledger::Merged {
             paths,
@@ -110,12 +120,12 @@ fn read_ledger(v: &mut TreeVerdict, inst: &Installed) -> Option<Ledger> {
         })) => {
             v.faults.extend(conflicts);
             v.ledger = Some(paths.join(", "));
-            Some(l)
+            Ok(Some(l))
         }
-        Ok(None) => None,
+        Ok(None) => Ok(None),
         Err(e) => {
             v.faults.push(e.to_string());
-            None
+            Err(())
         }
     }
 }
