@@ -180,8 +180,8 @@ pub enum Projection {
 pub struct PlannedKernel {
     /// `relpath#k`.
     pub key: String,
-    /// Target ID.
-    pub arch: String,
+    /// Target ID (shared with the scan's, [`crate::scan::interned`]).
+    pub arch: std::sync::Arc<str>,
     /// Uncompressed size.
     pub size: u64,
 }

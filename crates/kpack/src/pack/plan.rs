@@ -289,7 +289,7 @@ fn assign_kernels(
                 Some(&i) => {
                     kernels[i].push(PlannedKernel {
                         key: format!("{path}#{}", k.0),
-                        arch: k.1.to_string(),
+                        arch: k.1.clone(),
                         size: k.2,
                     });
                     keep.push(k);
@@ -380,9 +380,8 @@ fn unit_plans(
         .map(|(i, name)| {
             // Every target a device may match first lists the code the newest loader
             // would pick (TOC aliases): first-match loaders resolve it too.
-            let (mut gfx_arches, aliases) = crate::kpack::alias::plan(
-                kernels[i].iter().map(|k| (k.key.as_str(), k.arch.as_str())),
-            );
+            let (mut gfx_arches, aliases) =
+                crate::kpack::alias::plan(kernels[i].iter().map(|k| (k.key.as_str(), &*k.arch)));
             gfx_arches.sort_by(|a, b| super::units::target_order(a, b));
             ArchivePlan {
                 name: name.clone(),
@@ -567,7 +566,7 @@ pub fn estimate(plan: &mut PackPlan, tree: &Path, opts: &PackOptions) {
         let ks = &plan.kernels[i];
         let (raw, z): (u64, u64) = ks
             .iter()
-            .filter_map(|k| by_kernel.get(&(k.key.clone(), k.arch.clone())))
+            .filter_map(|k| by_kernel.get(&(k.key.clone(), k.arch.to_string())))
             .fold((0, 0), |(r, c), p| (r + p.2, c + p.3));
         let ratio = if raw == 0 {
             0.35
@@ -576,12 +575,12 @@ pub fn estimate(plan: &mut PackPlan, tree: &Path, opts: &PackOptions) {
         };
         let projected = ks.iter().map(|k| {
             by_kernel
-                .get(&(k.key.clone(), k.arch.clone()))
+                .get(&(k.key.clone(), k.arch.to_string()))
                 .cloned()
                 .unwrap_or_else(|| {
                     (
                         k.key.clone(),
-                        k.arch.clone(),
+                        k.arch.to_string(),
                         k.size,
                         (k.size as f64 * ratio) as u64,
                         target_meta(None, &k.arch),
