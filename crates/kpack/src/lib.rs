@@ -102,6 +102,7 @@ pub mod fatbin;
 pub mod fsutil;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod intern;
 pub mod kerneldb;
 pub mod kernels;
 pub mod kpack;

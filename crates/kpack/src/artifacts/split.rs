@@ -606,7 +606,7 @@ impl Ctx<'_> {
                 // For the ledger of the artifact it goes to.
                 promised.push(LedgerKernel {
                     bundle: b.index as u32,
-                    target: arch.as_str().into(),
+                    target: crate::intern::interned(&arch),
                     size: bytes.len() as u64,
                     sha256: crate::kpack::ledger::Sha256Digest::of(bytes),
                 });

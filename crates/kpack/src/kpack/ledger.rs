@@ -221,14 +221,7 @@ fn interned_target<'de, D: serde::Deserializer<'de>>(
     d: D,
 ) -> std::result::Result<Arc<str>, D::Error> {
     let t = std::borrow::Cow::<str>::deserialize(d)?;
-    Ok(TARGETS.with_borrow_mut(|seen| match seen.get(&*t) {
-        Some(a) => a.clone(),
-        None => {
-            let a: Arc<str> = t.into();
-            seen.insert(a.clone());
-            a
-        }
-    }))
+    Ok(TARGETS.with_borrow_mut(|seen| crate::intern::shared(seen, &*t)))
 }
 
 /// A kernel left out on purpose.

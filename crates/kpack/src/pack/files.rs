@@ -283,7 +283,7 @@ fn host_only_binary(
                 if seen.insert((*co, e.arch.to_string())) {
                     pb.kernels.push((
                         *co,
-                        crate::scan::interned(&e.arch),
+                        crate::intern::interned(&e.arch),
                         e.size,
                         KernelFrom::Archive(p.clone()),
                     ));

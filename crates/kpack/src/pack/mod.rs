@@ -180,7 +180,7 @@ pub enum Projection {
 pub struct PlannedKernel {
     /// `relpath#k`.
     pub key: String,
-    /// Target ID (shared with the scan's, [`crate::scan::interned`]).
+    /// Target ID (shared with the scan's, [`crate::intern::interned`]).
     pub arch: std::sync::Arc<str>,
     /// Uncompressed size.
     pub size: u64,

@@ -2,6 +2,7 @@
 
 use crate::bundle::{BundleInfo, Compression};
 use crate::elf::{self, ElfKind, FatBinary, WrapperInfo};
+use crate::intern::interned;
 use crate::kerneldb::{self, Database, Rule};
 use crate::kpack::Marker;
 use serde::Serialize;
@@ -73,27 +74,12 @@ impl FileKind {
     }
 }
 
-/// The process's one copy of the bundle-entry ID or target `s`. Never emptied: it
-/// holds each distinct ID seen once (a few dozen in a real tree; a tree of made-up
-/// IDs costs here what its reports would hold anyway).
-pub fn interned(s: &str) -> Arc<str> {
-    static SEEN: std::sync::Mutex<std::collections::BTreeSet<Arc<str>>> =
-        std::sync::Mutex::new(std::collections::BTreeSet::new());
-    let mut seen = SEEN.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(a) = seen.get(s) {
-        return a.clone();
-    }
-    let a: Arc<str> = s.into();
-    seen.insert(a.clone());
-    a
-}
-
 /// One device target of a bundle, as reported.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TargetReport {
     /// Entry ID exactly as stored.
-    // Both shared with every report of the same ID ([`interned`]): a tree's scan
+    // Both shared with every report of the same ID (`intern::interned`): a tree's scan
     // names a dozen targets tens of thousands of times.
     pub triple: Arc<str>,
     /// Target ID with feature flags (`gfx90a:xnack+`).

@@ -192,12 +192,7 @@ struct Interned(BTreeSet<Arc<str>>, super::tocmeta::MetadataSets);
 impl Interned {
     /// The shared copy of `s`.
     fn get(&mut self, s: &str) -> Arc<str> {
-        if let Some(a) = self.0.get(s) {
-            return a.clone();
-        }
-        let a: Arc<str> = s.into();
-        self.0.insert(a.clone());
-        a
+        crate::intern::shared(&mut self.0, s)
     }
 }
 

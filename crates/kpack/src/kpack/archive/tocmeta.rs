@@ -53,12 +53,7 @@ impl TocMetadata {
             return TocMetadata(None);
         }
         let pairs: Vec<Pair> = m.into_iter().collect();
-        if let Some(s) = seen.get(&pairs[..]) {
-            return TocMetadata(Some(s.clone()));
-        }
-        let s: Arc<[Pair]> = pairs.into();
-        seen.insert(s.clone());
-        TocMetadata(Some(s))
+        TocMetadata(Some(crate::intern::shared(seen, &pairs[..])))
     }
 }
 

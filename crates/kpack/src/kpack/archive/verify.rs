@@ -13,8 +13,7 @@ impl Archive {
 
     /// [`verify`](Self::verify), also returning the SHA-256 of every kernel that
     /// decoded (index-aligned with `index.kernels`) when `hash` is set, from the same
-    /// single decode (32 bytes each: `ledger::digest_is` compares one with a ledger's
-    /// hex).
+    /// single decode (32 bytes each, as `ledger::Sha256Digest` holds them).
     pub fn verify_hashed(&self, hash: bool) -> (Vec<String>, Vec<Option<[u8; 32]>>) {
         let mut faults = Vec::new();
         let idx = &self.index;

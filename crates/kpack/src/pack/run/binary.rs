@@ -264,7 +264,7 @@ impl Worker<'_> {
         let stored = w.add_with_metadata(&key, arch, bytes, meta)?;
         entry.kernels.push(LedgerKernel {
             bundle: co,
-            target: arch.into(),
+            target: crate::intern::interned(arch),
             size: bytes.len() as u64,
             sha256,
         });
