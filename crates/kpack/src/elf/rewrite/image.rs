@@ -8,8 +8,9 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::ops::Range;
 
-/// How many input bytes [`Image::write_to`] copies before it reports them read.
-pub const COPY_CHUNK: usize = 8 << 20;
+/// How many input bytes [`Image::write_to`] copies before it reports them read (and
+/// the caller releases their pages): one folio, as the check after it compares.
+pub const COPY_CHUNK: usize = crate::fsutil::FAULT_SPAN;
 
 /// Visits consecutive pieces of output, each with the input range it was copied
 /// from unedited (`None` for edited or appended bytes).
