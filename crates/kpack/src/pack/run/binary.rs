@@ -10,7 +10,7 @@ impl Worker<'_> {
     pub(super) fn pack_binary(
         &self,
         worker: usize,
-        f: &FileReport,
+        f: &Work,
         pb: &PlannedBinary,
         src: &Path,
         dst: &Path,
@@ -105,7 +105,7 @@ impl Worker<'_> {
     /// them in.
     fn archive_from_inputs(
         &self,
-        f: &FileReport,
+        f: &Work,
         pb: &PlannedBinary,
         entry: &mut LedgerBinary,
     ) -> Result<()> {
@@ -133,7 +133,7 @@ impl Worker<'_> {
     /// released once consumed). Returns the bytes stored.
     fn archive_from_bundles(
         &self,
-        f: &FileReport,
+        f: &Work,
         pb: &PlannedBinary,
         src: &Path,
         map: &memmap2::Mmap,
@@ -178,7 +178,7 @@ impl Worker<'_> {
 
     /// A binary whose host part and archived code take more than the fat binary
     /// did: recorded with why.
-    fn note_growth(&self, f: &FileReport, host: u64, stored: u64, fat: &Fat) {
+    fn note_growth(&self, f: &Work, host: u64, stored: u64, fat: &Fat) {
         let compressed = fat
             .bundles
             .iter()
@@ -281,7 +281,7 @@ impl Worker<'_> {
 
 /// The input mapped from a fresh open that must still be the file `meta`
 /// describes.
-fn map_input(f: &FileReport, src: &Path, meta: &std::fs::Metadata) -> Result<memmap2::Mmap> {
+fn map_input(f: &Work, src: &Path, meta: &std::fs::Metadata) -> Result<memmap2::Mmap> {
     let (file, now) =
         fsutil::open_scanned(src, Some((meta.dev(), meta.ino()))).map_err(|e| changed(src, e))?;
     if now.len() == 0 {

@@ -3,7 +3,7 @@
 //! archive, the binary written host-only; every other file copied; then archives and
 //! the ledger are written, the result verified and renamed into place.
 
-use super::plan::{Place, ledger_in, marker_for, place_of};
+use super::plan::{Place, ledger_in, marker_for};
 use super::record::ledger_of;
 use super::{
     Growth, KernelFrom, Layout, PackEvent, PackOptions, PackPlan, PackReport, Phase, PlannedBinary,
@@ -16,7 +16,7 @@ use crate::fsutil;
 use crate::kpack::archive::{ArchiveMeta, ArchiveWriter};
 use crate::kpack::ledger::{LEDGER_PATH, LedgerBinary, LedgerKernel, Sha256Digest};
 use crate::kpack::resolve::Loader;
-use crate::scan::{FileKind, FileReport};
+use crate::scan::FileKind;
 use rayon::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::MetadataExt;
@@ -26,6 +26,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 mod binary;
+mod work;
+
+use work::{Work, WorkList};
 
 /// An input that is no longer the regular file the scan saw.
 fn changed(src: &Path, e: std::io::Error) -> Error {
@@ -233,21 +236,20 @@ impl Worker<'_> {
         fsutil::copy_opened(from, src, dst, meta)
     }
 
-    fn process(&self, worker: usize, f: &FileReport) -> Result<()> {
+    fn process(&self, worker: usize, files: &WorkList, i: usize) -> Result<()> {
+        let f = files.get(i);
         // Consumed input archives are packed again, and a previous ledger replaced.
         if (f.kind == FileKind::Kpack && self.plan.consumed_archives.contains(&f.path))
             || f.path == LEDGER_PATH
         {
             return Ok(());
         }
+        if let Some(why) = files.skipped(i) {
+            self.warn(why.to_string());
+            return Ok(());
+        }
         let src = self.tree.join(crate::relpath::to_path(&f.path));
-        let db = place_of(f, &self.plan.unit_of);
-        let Some(dst) = self.dest(&f.path, db) else {
-            self.warn(format!(
-                "{}: kernel database for {} left out (no selected family)",
-                f.path,
-                f.arch.clone().unwrap_or_default()
-            ));
+        let Some(dst) = self.dest(&f.path, f.place) else {
             return Ok(());
         };
         if let Some(parent) = dst.parent() {
@@ -258,14 +260,8 @@ impl Worker<'_> {
                 let target = std::fs::read_link(&src).map_err(|e| Error::io(&src, e))?;
                 std::os::unix::fs::symlink(&target, &dst).map_err(|e| Error::io(&dst, e))?;
             }
-            FileKind::Other => {
-                self.warn(format!(
-                    "{}: special file ({}) skipped",
-                    f.path,
-                    f.file_type.unwrap_or("unknown")
-                ));
-            }
-            _ if f.hard_link_of.is_some() => {} // second pass
+            FileKind::Other => {} // skipped above
+            _ if f.linked => {}   // second pass
             _ => {
                 // The file as it is now, not through a symlink swapped in after the
                 // scan, and the very file the scan read: a directory on its path
@@ -273,7 +269,7 @@ impl Worker<'_> {
                 let (_, meta) =
                     fsutil::open_scanned(&src, f.identity).map_err(|e| changed(&src, e))?;
                 let out = if let Some(pb) = self.plan.binaries_planned.get(&f.path) {
-                    self.pack_binary(worker, f, pb, &src, &dst, &meta)?
+                    self.pack_binary(worker, &f, pb, &src, &dst, &meta)?
                 } else {
                     self.sink.event(PackEvent::Phase {
                         worker,
@@ -309,17 +305,13 @@ pub fn execute_pack(
     // moved aside is put back), so that the checks see OUT as it really is.
     clean_stale(out, sink)?;
     check_plan(&plan, out, opts)?;
-    // The plan lists every code object to pack; the scan's target list of each
-    // bundle (a third of what the scan of a large tree holds) is not read again.
-    // (Only files with bundles are touched: the details of the others would be
-    // allocated by `DerefMut`.)
-    if let Some(r) = &mut plan.report {
-        for f in r.files.iter_mut().filter(|f| !f.bundles.is_empty()) {
-            for b in &mut f.bundles {
-                b.targets = Vec::new();
-            }
-        }
-    }
+    // The plan lists every code object to pack: of the scan, the workers need a few
+    // fields of each file (see `work`), and the verify scans the output.
+    let report = plan
+        .report
+        .take()
+        .ok_or_else(|| Error::Internal("plan has no scan".into()))?;
+    let files = WorkList::of(report, &plan, opts.layout == Layout::Split);
     let start = Instant::now();
     let (parent, prefix) = tmp_prefix(out)?;
     std::fs::create_dir_all(&parent).map_err(|e| Error::io(&parent, e))?;
@@ -331,7 +323,7 @@ pub fn execute_pack(
     }
     .map_err(|e| Error::io(&stage, e))?;
     std::fs::create_dir(&stage).map_err(|e| Error::io(&stage, e))?;
-    let staged = run_stage(&plan, tree, &stage, opts, sink, cancel).and_then(|s| {
+    let staged = run_stage(&plan, &files, tree, &stage, opts, sink, cancel).and_then(|s| {
         if opts.strict && !s.warnings.is_empty() {
             return Err(Error::Findings(format!(
                 "--strict: {} warning(s) while packing, nothing written:\n  {}",
@@ -348,9 +340,7 @@ pub fn execute_pack(
             return Err(e);
         }
     };
-    // The input's scan was for the workers and the ledger, both done: the verify
-    // scans the output, and two reports of a large tree need not be held at once.
-    plan.report = None;
+    drop(files);
     let mut verify_faults = Vec::new();
     let mut verified_kernels = 0;
     if opts.verify {
@@ -436,16 +426,13 @@ struct Staged {
 
 fn run_stage(
     plan: &PackPlan,
+    files: &WorkList,
     tree: &Path,
     stage: &Path,
     opts: &PackOptions,
     sink: &dyn EventSink<PackEvent>,
     cancel: &CancelToken,
 ) -> Result<Staged> {
-    let report = plan
-        .report
-        .as_ref()
-        .ok_or_else(|| Error::Internal("plan has no scan".into()))?;
     // Directories first (empty ones kept), in the layout's place.
     let dirs: Vec<PathBuf> = walk_dirs(tree)?;
     let roots: Vec<PathBuf> = match opts.layout {
@@ -458,14 +445,13 @@ fn run_stage(
         }
     }
     let writers = open_writers(plan, stage, opts, cancel)?;
-    let total_bytes: u64 = report
-        .files
-        .iter()
-        .filter(|f| f.hard_link_of.is_none() && f.kind != FileKind::Symlink)
+    let total_bytes: u64 = (0..files.len())
+        .map(|i| files.get(i))
+        .filter(|f| !f.linked && f.kind != FileKind::Symlink)
         .map(|f| f.size)
         .sum();
     sink.event(PackEvent::Started {
-        files: report.files.len() as u64,
+        files: files.len() as u64,
         bytes: total_bytes,
     });
     for w in &plan.warnings {
@@ -491,25 +477,24 @@ fn run_stage(
         bytes_out: &bytes_out,
         kernel_counts: &kernel_counts,
     };
-    // Largest files first, one per task, so the long ones start early and the cores
-    // stay busy to the end. (No nested parallel loops: a worker waiting on one would
-    // steal other files, and the binaries in flight would grow with the tree.)
-    let mut order: Vec<&FileReport> = report.files.iter().collect();
-    order.sort_by(|a, b| b.size.cmp(&a.size).then(a.path.cmp(&b.path)));
+    // Largest files first, one per task. (No nested parallel loops: a worker waiting
+    // on one would steal other files, and the binaries in flight would grow with the
+    // tree.)
+    let order = files.largest_first();
     let run = || -> Result<()> {
-        order.par_iter().with_max_len(1).try_for_each(|f| {
+        order.par_iter().with_max_len(1).try_for_each(|&i| {
             if cancel.is_cancelled() {
                 return Err(Error::Cancelled);
             }
             let worker = rayon::current_thread_index().unwrap_or(0);
-            w.process(worker, f).map_err(|e| match e {
+            w.process(worker, files, i as usize).map_err(|e| match e {
                 Error::Cancelled => Error::Cancelled,
-                other => Error::in_file(&f.path, other),
+                other => Error::in_file(&files.get(i as usize).path, other),
             })
         })
     };
     crate::parallel::on_threads(opts.threads, run)??;
-    link_hard_links(&w, report)?;
+    link_hard_links(&w, files)?;
     sink.event(PackEvent::Finishing("writing archives"));
     let archives = finish_archives(plan, writers)?;
     bytes_out.fetch_add(archives.iter().map(|a| a.bytes).sum(), Ordering::Relaxed);
@@ -538,7 +523,7 @@ fn run_stage(
         archives,
         warnings,
         bytes_out: bytes_out.load(Ordering::Relaxed),
-        files: file_classes(plan, report),
+        files: files.classes.clone(),
         grown,
     })
 }
@@ -596,10 +581,9 @@ fn input_hashes(tree: &Path) -> BTreeMap<(String, u32, String), Sha256Digest> {
 }
 
 /// Hard links: to the copy of the first path of the inode.
-fn link_hard_links(w: &Worker, report: &crate::scan::TreeReport) -> Result<()> {
-    for f in report.files.iter().filter(|f| f.hard_link_of.is_some()) {
-        let first = f.hard_link_of.as_deref().unwrap_or_default();
-        let place = place_of(f, &w.plan.unit_of);
+fn link_hard_links(w: &Worker, files: &WorkList) -> Result<()> {
+    for (f, first) in files.links() {
+        let place = f.place;
         let (Some(a), Some(b)) = (w.dest(first, place), w.dest(&f.path, place)) else {
             continue;
         };
@@ -628,23 +612,6 @@ fn finish_archives(
         });
     }
     Ok(archives)
-}
-
-/// Files by what became of them (packed binaries, archives packed again, else
-/// their kind).
-fn file_classes(plan: &PackPlan, report: &crate::scan::TreeReport) -> BTreeMap<String, u64> {
-    let mut files = BTreeMap::new();
-    for f in report.files.iter().filter(|f| f.path != LEDGER_PATH) {
-        let class = if plan.binaries_planned.contains_key(&f.path) {
-            "packed_binary"
-        } else if f.kind == FileKind::Kpack && plan.consumed_archives.contains(&f.path) {
-            "repacked_archive"
-        } else {
-            f.kind.name()
-        };
-        *files.entry(class.to_string()).or_default() += 1;
-    }
-    files
 }
 
 fn walk_dirs(tree: &Path) -> Result<Vec<PathBuf>> {
