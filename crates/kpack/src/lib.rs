@@ -111,6 +111,7 @@ pub mod natural;
 pub mod occupancy;
 pub mod pack;
 pub mod parallel;
+pub mod pathstore;
 pub mod phc;
 pub mod place;
 pub mod relpath;

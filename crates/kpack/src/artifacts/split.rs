@@ -24,6 +24,7 @@ use crate::kpack::Marker;
 use crate::kpack::archive::{Archive, ArchiveMeta, ArchiveWriter, Scheme};
 use crate::kpack::ledger::{LedgerBinary, LedgerFile, LedgerKernel};
 use crate::kpack::resolve::GFXARCH;
+use crate::pathstore::PathStore;
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -183,6 +184,7 @@ pub fn split(
     let writers = open_writers(st, &t, opts)?;
     let ctx = Ctx {
         ap,
+        paths: &g.paths,
         units: &t.units,
         src: artifact_dir,
         stage: st,
@@ -199,18 +201,19 @@ pub fn split(
     };
     // Largest first, one file per task: the big binaries start at once and the small
     // files fill the gaps (as pack does).
-    let mut order: Vec<&FileJob> = g.jobs.iter().collect();
-    order.sort_by(|a, b| {
+    // (Within a prefix, the jobs are in the order of their paths.)
+    let mut order: Vec<(usize, &FileJob)> = g.jobs.iter().enumerate().collect();
+    order.sort_by(|(i, a), (k, b)| {
         b.report
             .size
             .cmp(&a.report.size)
-            .then_with(|| (&a.prefix, &a.report.path).cmp(&(&b.prefix, &b.report.path)))
+            .then_with(|| (&a.prefix, i).cmp(&(&b.prefix, k)))
     });
     let run = || -> Result<()> {
         order
             .par_iter()
             .with_max_len(1)
-            .try_for_each(|j| ctx.process(rayon::current_thread_index().unwrap_or(0), j))
+            .try_for_each(|(_, j)| ctx.process(rayon::current_thread_index().unwrap_or(0), j))
     };
     crate::parallel::on_threads(opts.threads, run)??;
     let done = Done::of(ctx);
@@ -432,6 +435,8 @@ fn write_manifest(dir: &Path, prefixes: &[String]) -> Result<()> {
 
 struct Ctx<'a> {
     ap: &'a str,
+    /// The jobs' paths.
+    paths: &'a PathStore,
     src: &'a Path,
     stage: &'a Path,
     writers: &'a BTreeMap<String, (ArchiveWriter, String)>,
@@ -466,10 +471,11 @@ impl Ctx<'_> {
 
     fn process(&self, worker: usize, j: &FileJob) -> Result<()> {
         let f = &j.report;
+        let path = &self.paths.get(f.path);
         let src = self
             .src
             .join(&*j.prefix)
-            .join(crate::relpath::to_path(&f.path));
+            .join(crate::relpath::to_path(path));
         let artifact = match &j.job {
             Job::Database(t) => format!("{}_{}", self.ap, self.unit(t)),
             _ => format!("{}_generic", self.ap),
@@ -478,7 +484,7 @@ impl Ctx<'_> {
             .stage
             .join(&artifact)
             .join(&*j.prefix)
-            .join(crate::relpath::to_path(&f.path));
+            .join(crate::relpath::to_path(path));
         if let Some(parent) = dst.parent() {
             std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
         }
@@ -488,7 +494,7 @@ impl Ctx<'_> {
                     w.push(format!(
                         "{}/{}: special file ({}) skipped",
                         j.prefix,
-                        f.path,
+                        path,
                         file_type.unwrap_or("unknown")
                     ));
                 }
@@ -501,12 +507,12 @@ impl Ctx<'_> {
                 return Ok(());
             }
             Job::Copy => {
-                self.phase(worker, j, Phase::Copy);
+                self.phase(worker, j, path, Phase::Copy);
                 self.count(None, false);
                 copy(&src, &dst, f.identity)?
             }
             Job::Database(t) => {
-                self.phase(worker, j, Phase::Copy);
+                self.phase(worker, j, path, Phase::Copy);
                 self.count(Some(self.unit(t)), true);
                 let n = copy(&src, &dst, f.identity)?;
                 let data =
@@ -515,8 +521,8 @@ impl Ctx<'_> {
                     l.push((
                         self.unit(t).to_string(),
                         LedgerFile {
-                            path: f.path.clone(),
-                            target: t.clone(),
+                            path: path.clone(),
+                            target: t.to_string(),
                             size: n,
                             sha256: data,
                         },
@@ -526,22 +532,22 @@ impl Ctx<'_> {
             }
             Job::Binary(kernels) => {
                 self.count(None, false);
-                self.binary(worker, j, kernels, &src, &dst)?
+                self.binary(worker, (j, path), kernels, &src, &dst)?
             }
         };
         self.bytes_out.fetch_add(out, Ordering::Relaxed);
         self.sink.event(PackEvent::FileDone {
-            path: format!("{}/{}", j.prefix, f.path),
+            path: format!("{}/{path}", j.prefix),
             bytes_in: f.size,
             bytes_out: out,
         });
         Ok(())
     }
 
-    fn phase(&self, worker: usize, j: &FileJob, phase: Phase) {
+    fn phase(&self, worker: usize, j: &FileJob, path: &str, phase: Phase) {
         self.sink.event(PackEvent::Phase {
             worker,
-            path: format!("{}/{}", j.prefix, j.report.path),
+            path: format!("{}/{path}", j.prefix),
             phase,
             bytes: j.report.size,
         });
@@ -550,7 +556,7 @@ impl Ctx<'_> {
     fn binary(
         &self,
         worker: usize,
-        j: &FileJob,
+        (j, path): (&FileJob, &str),
         kernels: &[(u32, std::sync::Arc<str>, std::sync::Arc<str>)],
         src: &Path,
         dst: &Path,
@@ -559,7 +565,7 @@ impl Ctx<'_> {
             // No archive is written at all (no device code kept): the binary stays.
             return copy(src, dst, j.report.identity);
         }
-        self.phase(worker, j, Phase::Rewrite);
+        self.phase(worker, j, path, Phase::Rewrite);
         let (file, meta) =
             fsutil::open_scanned(src, j.report.identity).map_err(|e| changed(src, e))?;
         if meta.len() == 0 {
@@ -571,7 +577,7 @@ impl Ctx<'_> {
         let map = fsutil::map_open_file(&file).map_err(|e| Error::io(src, e))?;
         crate::mapped::note(&map, src);
         let data: &[u8] = &map;
-        let marker = marker_for(self.ap, &j.prefix, &j.report.path);
+        let marker = marker_for(self.ap, &j.prefix, path);
         // The host part is streamed to the artifact (see `fatbin::write_host_only`).
         let (host, host_sha) = crate::fatbin::write_host_only(&map, &marker, dst, &meta, true)
             .map_err(|e| match e {
@@ -581,7 +587,7 @@ impl Ctx<'_> {
                 },
                 crate::fatbin::WriteError::Io(e) => e,
             })?;
-        self.phase(worker, j, Phase::Compress);
+        self.phase(worker, j, path, Phase::Compress);
         let Some(fat) = crate::fatbin::read(data).map_err(|e| Error::format(src, e))? else {
             return Err(Error::Changed {
                 path: src.to_path_buf(),
@@ -656,7 +662,7 @@ impl Ctx<'_> {
         }
         if let Ok(mut l) = self.ledger.lock() {
             l.push(LedgerBinary {
-                path: j.report.path.clone(),
+                path: path.to_string(),
                 kernel_name: marker.kernel_name.clone(),
                 bundles: fat.bundles.iter().map(|b| b.index as u32).collect(),
                 kernels: promised,

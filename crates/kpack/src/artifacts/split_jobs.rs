@@ -8,6 +8,7 @@ use crate::bundle;
 use crate::error::{Error, Result};
 use crate::kerneldb::base_arch;
 use crate::kpack::archive::safe_arch;
+use crate::pathstore::{PathRef, PathStore};
 use crate::scan::{self, FileKind, FileReport, ScanOptions, Severity};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
@@ -22,11 +23,14 @@ pub(super) enum Job {
     /// A special file (device, FIFO, socket; its type): named, not copied.
     Special(Option<&'static str>),
     /// A kernel-database file of a target: into that target's artifact.
-    Database(String),
+    Database(Box<str>),
     /// A fat binary: its kept code objects (bundle, target, triple) archived, its
     /// host part rewritten into the generic artifact.
-    Binary(Vec<(u32, std::sync::Arc<str>, std::sync::Arc<str>)>),
+    Binary(Box<[KeptCode]>),
 }
+
+/// A code object a split keeps: bundle, target, triple.
+pub(super) type KeptCode = (u32, Arc<str>, Arc<str>);
 
 /// A file of a prefix and its job.
 pub(super) struct FileJob {
@@ -38,9 +42,9 @@ pub(super) struct FileJob {
 
 /// What a job reads of a file's report: a few fields, not the whole report (40,000
 /// reports of 700 bytes and more were held through an 8 GiB split, 8.4 MiB at its
-/// peak).
+/// peak), and its path in [`Gathered::paths`] (one allocation each was 1.4 MB).
 pub(super) struct JobFile {
-    pub path: String,
+    pub path: PathRef,
     pub size: u64,
     pub identity: Option<(u64, u64)>,
 }
@@ -89,6 +93,8 @@ pub(super) struct Gathered {
     pub prefixes: Vec<String>,
     pub missing: Vec<String>,
     pub jobs: Vec<FileJob>,
+    /// The jobs' paths.
+    pub paths: PathStore,
     /// Code objects and database files of targets `--gpu-targets` does not keep.
     pub skipped_kernels: u64,
     pub skipped_databases: u64,
@@ -170,6 +176,7 @@ pub(super) fn gather(
     // Grown by doubling: up to half of it was never used (8 MiB held for 40,000
     // jobs through an 8 GiB split).
     g.jobs.shrink_to_fit();
+    g.paths.shrink_to_fit();
     Ok(g)
 }
 
@@ -179,7 +186,7 @@ impl Gathered {
     fn take(
         &mut self,
         p: &Arc<str>,
-        mut f: FileReport,
+        f: FileReport,
         firsts: &mut HashMap<String, FileReport>,
         wanted: Option<&BTreeSet<String>>,
     ) {
@@ -193,24 +200,20 @@ impl Gathered {
         let job = self.job_of(p, &f, src, wanted);
         let keep = f.hard_link_of.is_none()
             && matches!(f.kind, FileKind::FatBinary | FileKind::KernelDatabase);
-        let file = JobFile {
-            path: if keep {
-                f.path.clone()
-            } else {
-                std::mem::take(&mut f.path)
-            },
-            size: f.size,
-            identity: f.identity,
-        };
-        if keep {
-            firsts.insert(file.path.clone(), f);
-        }
         if let Some(job) = job {
+            let file = JobFile {
+                path: self.paths.push(&f.path),
+                size: f.size,
+                identity: f.identity,
+            };
             self.jobs.push(FileJob {
                 prefix: p.clone(),
                 report: file,
                 job,
             });
+        }
+        if keep {
+            firsts.insert(f.path.clone(), f);
         }
     }
 
@@ -234,7 +237,7 @@ impl Gathered {
                         .push(format!("{p}/{}: database file for {arch}", f.path));
                     return None;
                 }
-                Job::Database(arch)
+                Job::Database(arch.into())
             }
             FileKind::FatBinary if src.rewritable() => {
                 let mut kernels = Vec::new();
@@ -253,7 +256,7 @@ impl Gathered {
                         }
                     }
                 }
-                Job::Binary(kernels)
+                Job::Binary(kernels.into())
             }
             FileKind::FatBinary => {
                 self.warnings.push(format!(
@@ -293,7 +296,7 @@ impl Targets {
             match &j.job {
                 Job::Binary(ks) => {
                     fat_binaries += 1;
-                    for (_, arch, _) in ks {
+                    for (_, arch, _) in ks.iter() {
                         add(&mut kernel_prefixes, arch, &j.prefix);
                         add(&mut artifact_prefixes, arch, &j.prefix);
                     }

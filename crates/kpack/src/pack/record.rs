@@ -8,11 +8,13 @@ use crate::kpack::ledger::{
 use crate::scan::FileKind;
 
 /// The ledger of `plan` carried out with `opts`, `binaries` being what each binary
-/// had archived.
+/// had archived; `host_only` tells the input's host-only binaries (a copied one is
+/// listed as unpacked).
 pub(super) fn ledger_of(
     plan: &PackPlan,
     opts: &PackOptions,
     binaries: Vec<LedgerBinary>,
+    host_only: &dyn Fn(&str) -> bool,
 ) -> Ledger {
     let mut ledger = Ledger::new(&opts.group);
     ledger.layout = opts.layout;
@@ -59,16 +61,8 @@ pub(super) fn ledger_of(
             });
         }
     }
-    let files = plan
-        .report
-        .as_ref()
-        .map(|r| r.files.as_slice())
-        .unwrap_or_default();
     for c in &plan.copied {
-        let host_only = files
-            .iter()
-            .any(|f| f.path == c.path && f.kind == FileKind::HostOnlyBinary);
-        if host_only {
+        if host_only(&c.path) {
             ledger.unpacked.push(UnpackedBinary {
                 path: c.path.clone(),
                 reason: c.reason.clone(),
@@ -110,5 +104,15 @@ pub(super) fn ledger_size(plan: &PackPlan, opts: &PackOptions) -> u64 {
                 .collect(),
         })
         .collect();
-    ledger_of(plan, opts, binaries).to_json().len() as u64
+    let files = plan
+        .report
+        .as_ref()
+        .map(|r| r.files.as_slice())
+        .unwrap_or_default();
+    let host_only = |p: &str| {
+        files
+            .iter()
+            .any(|f| f.path == p && f.kind == FileKind::HostOnlyBinary)
+    };
+    ledger_of(plan, opts, binaries, &host_only).to_json().len() as u64
 }

@@ -498,7 +498,13 @@ fn run_stage(
     sink.event(PackEvent::Finishing("writing archives"));
     let archives = finish_archives(plan, writers)?;
     bytes_out.fetch_add(archives.iter().map(|a| a.bytes).sum(), Ordering::Relaxed);
-    let ledger = ledger_of(plan, opts, ledger_bins.into_inner().unwrap_or_default());
+    let host_only = |p: &str| files.host_only.contains(p);
+    let ledger = ledger_of(
+        plan,
+        opts,
+        ledger_bins.into_inner().unwrap_or_default(),
+        &host_only,
+    );
     let ledger_path = roots[0].join(LEDGER_PATH);
     if let Some(d) = ledger_path.parent() {
         std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;

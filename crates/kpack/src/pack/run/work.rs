@@ -1,5 +1,5 @@
-//! What the run stage keeps of the scan: per file its path (in one buffer shared by
-//! all files), size, identity, kind and place, and nothing else. The scan's reports
+//! What the run stage keeps of the scan: per file its path (in a
+//! [`PathStore`]), size, identity, kind and place, and nothing else. The scan's reports
 //! (a record of 80 bytes, a path allocated on its own, the details of every binary
 //! and database) are dropped before the first file is packed: 40,000 of them took
 //! 5.7 MB of the heap at the peak of an 8 GiB tree's pack, 0.6 MB of a 1 GiB one
@@ -8,16 +8,13 @@
 use super::super::PackPlan;
 use super::super::plan::{Place, place_of};
 use crate::kpack::ledger::LEDGER_PATH;
+use crate::pathstore::{PathRef, PathStore};
 use crate::scan::{FileKind, TreeReport};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The files of a pack's input, in the scan's order (their paths' order).
 pub(super) struct WorkList {
-    /// Every directory a file is in (`""` for the top), each run of files in one
-    /// directory naming it once.
-    dirs: Vec<Box<str>>,
-    /// Every file's name, one after the other.
-    names: String,
+    paths: PathStore,
     files: Vec<WorkFile>,
     /// Files passed over with a warning (special files; in the split layout,
     /// databases of a target no unit takes), by index.
@@ -27,6 +24,8 @@ pub(super) struct WorkList {
     links: Vec<(usize, String)>,
     /// Files by what becomes of them (see [`WorkList::of`]).
     pub classes: BTreeMap<String, u64>,
+    /// The host-only binaries (for the ledger: one the plan copies is unpacked).
+    pub host_only: BTreeSet<String>,
 }
 
 /// 48 bytes a file.
@@ -34,10 +33,7 @@ struct WorkFile {
     size: u64,
     /// The (device, inode) the scan read, if it read one.
     identity: [u64; 2],
-    /// Where the name starts in `names`.
-    at: u64,
-    len: u32,
-    dir: u32,
+    path: PathRef,
     place: u16,
     kind: FileKind,
     /// Bit 0: `identity` is known; bit 1: a later name of a hard-linked inode.
@@ -83,12 +79,12 @@ impl WorkList {
     /// again, else their kind; the ledger not counted).
     pub fn of(report: TreeReport, plan: &PackPlan, layout_split: bool) -> WorkList {
         let mut list = WorkList {
-            dirs: Vec::new(),
-            names: String::new(),
+            paths: PathStore::default(),
             files: Vec::with_capacity(report.files.len()),
             skipped: BTreeMap::new(),
             links: Vec::new(),
             classes: BTreeMap::new(),
+            host_only: BTreeSet::new(),
         };
         for f in report.files {
             let i = list.files.len();
@@ -115,12 +111,11 @@ impl WorkList {
                 );
                 list.skipped.insert(i, why);
             }
+            if f.kind == FileKind::HostOnlyBinary {
+                list.host_only.insert(f.path.clone());
+            }
             if let Some(first) = &f.hard_link_of {
                 list.links.push((i, first.clone()));
-            }
-            let (dir, name) = f.path.rsplit_once('/').unwrap_or(("", &f.path));
-            if list.dirs.last().is_none_or(|d| **d != *dir) {
-                list.dirs.push(dir.into());
             }
             let flags = u8::from(f.identity.is_some()) * KNOWN
                 + u8::from(f.hard_link_of.is_some()) * LINKED;
@@ -128,17 +123,13 @@ impl WorkList {
             list.files.push(WorkFile {
                 size: f.size,
                 identity: [dev, ino],
-                at: list.names.len() as u64,
-                len: name.len() as u32,
-                dir: (list.dirs.len() - 1) as u32,
+                path: list.paths.push(&f.path),
                 place: place_code(place),
                 kind: f.kind,
                 flags,
             });
-            list.names.push_str(name);
         }
-        list.names.shrink_to_fit();
-        list.dirs.shrink_to_fit();
+        list.paths.shrink_to_fit();
         list
     }
 
@@ -149,13 +140,8 @@ impl WorkList {
     /// The `i`th file.
     pub fn get(&self, i: usize) -> Work {
         let f = &self.files[i];
-        let name = &self.names[f.at as usize..f.at as usize + f.len as usize];
-        let path = match &*self.dirs[f.dir as usize] {
-            "" => name.to_string(),
-            dir => format!("{dir}/{name}"),
-        };
         Work {
-            path,
+            path: self.paths.get(f.path),
             kind: f.kind,
             linked: f.flags & LINKED != 0,
             size: f.size,
