@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Run a command RUNS times; print one JSON object: the median wall time, the largest
-peak RSS of the process (wait4's ru_maxrss, KiB) and its exit status.
+peak RSS of the process (wait4's ru_maxrss, KiB) and its exit status (with the end of
+its stderr, `error`, when a run failed: a failed run's figures are no measurement).
 
     bench/measure.py RUNS [--prepare 'SHELL COMMAND'] [--warm PATH]... [--sync] -- COMMAND ARGS...
 
-stdout and stderr of COMMAND are discarded; `--prepare` runs before each run, untimed
+stdout of COMMAND is discarded, stderr kept only for a failed run; `--prepare` runs before each run, untimed
 (to remove the previous run's output). `--warm PATH` reads PATH, or every file under it,
 before each run, untimed, so that every run starts with its input in the page cache
 whatever earlier runs evicted; `--sync` times a `sync` after COMMAND, so that a run's
@@ -13,7 +14,7 @@ of dirty pages. (Without them, an 8 GiB tree's runs read their input from disk a
 wait on writeback where a 1 GiB tree's do neither: the limit itself took 1.72 times
 as long per GiB.)
 """
-import json, os, statistics, subprocess, sys, time
+import json, os, statistics, subprocess, sys, tempfile, time
 
 args = sys.argv[1:]
 runs = int(args.pop(0))
@@ -41,7 +42,7 @@ def read_all(top):
 
 if args and args[0] == "--":
     args = args[1:]
-times, rss, codes = [], 0, set()
+times, rss, codes, error = [], 0, set(), None
 for _ in range(runs):
     if prepare:
         subprocess.run(prepare, shell=True, check=True)
@@ -50,11 +51,21 @@ for _ in range(runs):
     for top in warm:
         read_all(top)
     t0 = time.monotonic()
-    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    err = tempfile.TemporaryFile()
+    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=err)
     _, status, usage = os.wait4(p.pid, 0)
     if sync:
         os.sync()
     times.append(time.monotonic() - t0)
     rss = max(rss, usage.ru_maxrss)
-    codes.add(os.waitstatus_to_exitcode(status))
-print(json.dumps({"s": statistics.median(times), "rss_kb": rss, "exit": sorted(codes), "runs": runs, "warm": bool(warm), "sync": sync}))
+    code = os.waitstatus_to_exitcode(status)
+    codes.add(code)
+    if code != 0 and error is None:
+        err.seek(0)
+        lines = err.read().decode(errors="replace").strip().splitlines()
+        error = " / ".join(lines[-3:])[-400:]
+    err.close()
+out = {"s": statistics.median(times), "rss_kb": rss, "exit": sorted(codes), "runs": runs, "warm": bool(warm), "sync": sync}
+if error is not None:
+    out["error"] = error
+print(json.dumps(out))

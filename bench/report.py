@@ -158,6 +158,11 @@ if scale:
             if not r:
                 cells.append(" | ")
                 continue
+            if r["run"].get("exit", [0]) != [0]:
+                # A failed run measured nothing: no figure, no ratio.
+                why = r["run"].get("error", "").replace("|", "/")
+                cells.append(f"failed (exit {r['run']['exit']}{': ' + why if why else ''}) | ")
+                continue
             gib = r["tree_bytes"] / (1 << 30)
             per[mb] = r["run"]["s"] / gib
             mem[mb] = r["run"]["rss_kb"]

@@ -114,3 +114,64 @@ fn every_recorded_bench_is_reported() {
     // The scale rows are reported as a table of their own.
     assert!(report.contains("\"scale\""), "scale rows");
 }
+
+/// A failed run measured nothing: `bench/measure.py` records its exit status and the
+/// end of its stderr, and `bench/report.py` shows the row as failed, without a figure
+/// or a ratio (a scale run once reported a `wheel split` refused in 0.03 s as 27.6
+/// MiB, 0.33 × the 1 GiB figure).
+#[test]
+fn a_failed_scale_run_is_reported_as_failed_not_as_figures() {
+    let Some(py) = common::tool("python3") else {
+        return;
+    };
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let o = Command::new(&py)
+        .arg(root.join("bench/measure.py"))
+        .args([
+            "2",
+            "--",
+            "sh",
+            "-c",
+            "echo first >&2; echo 'no room left' >&2; exit 3",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let run: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(run["exit"], serde_json::json!([3]), "{run}");
+    assert_eq!(run["error"], "first / no room left", "{run}");
+    let ok = Command::new(&py)
+        .arg(root.join("bench/measure.py"))
+        .args(["1", "--", "true"])
+        .output()
+        .unwrap();
+    let ok: serde_json::Value = serde_json::from_slice(&ok.stdout).unwrap();
+    assert!(ok.get("error").is_none(), "{ok}");
+
+    let row = |mb: u64, run: &serde_json::Value| {
+        serde_json::json!({"bench": "scale", "cmd": "wheel split", "tree_mb": mb,
+            "tree_bytes": mb << 20, "files": 5, "device_bytes": 1, "run": run})
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("results.jsonl");
+    std::fs::write(
+        &results,
+        format!("{}\n{}\n", row(1024, &ok), row(8192, &run)),
+    )
+    .unwrap();
+    let o = Command::new(&py)
+        .arg(root.join("bench/report.py"))
+        .arg(&results)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let got = String::from_utf8(o.stdout).unwrap();
+    let line = got
+        .lines()
+        .find(|l| l.starts_with("| wheel split |"))
+        .unwrap_or_else(|| panic!("{got}"));
+    assert!(
+        line.ends_with("| failed (exit [3]: first / no room left) |  |  |  |"),
+        "{line}"
+    );
+}
