@@ -34,7 +34,7 @@ struct WorkFile {
     /// The (device, inode) the scan read, if it read one.
     identity: [u64; 2],
     path: PathRef,
-    place: u16,
+    place: u32,
     kind: FileKind,
     /// Bit 0: `identity` is known; bit 1: a later name of a hard-linked inode.
     flags: u8,
@@ -43,20 +43,21 @@ struct WorkFile {
 const KNOWN: u8 = 1;
 const LINKED: u8 = 2;
 
-/// [`Place`] in two bytes: 0 generic, 1 unselected, 2 + n unit n.
-fn place_code(p: Place) -> u16 {
+/// [`Place`] in four bytes (the record has room for them): 0 generic, 1
+/// unselected, 2 + n unit n (a plan has a unit per family or target, a few dozen).
+fn place_code(p: Place) -> u32 {
     match p {
         Place::Generic => 0,
         Place::Unselected => 1,
-        Place::Unit(n) => u16::try_from(n).map_or(u16::MAX, |n| n.saturating_add(2)),
+        Place::Unit(n) => u32::try_from(n).map_or(u32::MAX, |n| n.saturating_add(2)),
     }
 }
 
-fn place_of_code(c: u16) -> Place {
+fn place_of_code(c: u32) -> Place {
     match c {
         0 => Place::Generic,
         1 => Place::Unselected,
-        n => Place::Unit(usize::from(n - 2)),
+        n => Place::Unit((n - 2) as usize),
     }
 }
 
@@ -181,7 +182,7 @@ mod tests {
             Place::Generic,
             Place::Unselected,
             Place::Unit(0),
-            Place::Unit(300),
+            Place::Unit(70_000),
         ] {
             assert_eq!(place_of_code(place_code(p)), p);
         }
