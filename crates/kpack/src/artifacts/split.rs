@@ -14,7 +14,7 @@
 //! place; existing artifacts are never merged into silently.
 
 use super::manifest::{MANIFEST, manifest_text, read_manifest};
-use super::split_jobs::{FileJob, Job, Targets, check_input, gather, wanted_targets};
+use super::split_jobs::{FileJob, Job, KeptCode, Targets, check_input, gather, wanted_targets};
 use crate::error::{Error, Result};
 use crate::event::EventSink;
 use crate::event::{PackEvent, Phase};
@@ -557,7 +557,7 @@ impl Ctx<'_> {
         &self,
         worker: usize,
         (j, path): (&FileJob, &str),
-        kernels: &[(u32, std::sync::Arc<str>, std::sync::Arc<str>)],
+        kernels: &[KeptCode],
         src: &Path,
         dst: &Path,
     ) -> Result<u64> {

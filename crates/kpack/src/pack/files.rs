@@ -126,6 +126,7 @@ impl FilePlans {
         self.copied.push(CopiedFile {
             path: f.path.clone(),
             reason: reason.into(),
+            host_only: f.kind == FileKind::HostOnlyBinary,
         });
     }
 }

@@ -240,6 +240,9 @@ pub struct CopiedFile {
     pub path: String,
     /// Why it is not packed.
     pub reason: String,
+    /// A host-only binary (the ledger lists it as unpacked).
+    #[serde(skip)]
+    pub host_only: bool,
 }
 
 /// A scan diagnostic, as the plan reports it.

@@ -132,7 +132,7 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
     let mut unassigned: BTreeMap<String, u64> = BTreeMap::new();
     let db_files = database_files(&report, &units, opts, &mut unassigned);
     let kernels = assign_kernels(&mut files.planned, &units, &mut unassigned);
-    copy_damaged(&damaged, &mut files.copied, &mut warnings);
+    copy_damaged(&report, &damaged, &mut files.copied, &mut warnings);
     if !damaged.is_empty() && !opts.copy_damaged {
         let list: Vec<String> = damaged
             .iter()
@@ -307,6 +307,7 @@ fn assign_kernels(
 
 /// Every damaged file not copied yet is copied as it is (with `--copy-damaged`).
 fn copy_damaged(
+    report: &TreeReport,
     damaged: &[PlanDiagnostic],
     copied: &mut Vec<CopiedFile>,
     warnings: &mut Vec<String>,
@@ -317,9 +318,12 @@ fn copy_damaged(
                 "{}: damaged ({}), copied as it is (--copy-damaged)",
                 d.path, d.message
             ));
+            let host_only = (report.files.iter())
+                .any(|f| f.path == d.path && f.kind == FileKind::HostOnlyBinary);
             copied.push(CopiedFile {
                 path: d.path.clone(),
                 reason: "damaged (--copy-damaged): copied as it is".into(),
+                host_only,
             });
         }
     }

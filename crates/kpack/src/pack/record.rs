@@ -5,16 +5,13 @@ use super::{Layout, PackOptions, PackPlan};
 use crate::kpack::ledger::{
     DroppedKernel, Ledger, LedgerArchive, LedgerBinary, SelectedFamily, Selection, UnpackedBinary,
 };
-use crate::scan::FileKind;
 
 /// The ledger of `plan` carried out with `opts`, `binaries` being what each binary
-/// had archived; `host_only` tells the input's host-only binaries (a copied one is
-/// listed as unpacked).
+/// had archived.
 pub(super) fn ledger_of(
     plan: &PackPlan,
     opts: &PackOptions,
     binaries: Vec<LedgerBinary>,
-    host_only: &dyn Fn(&str) -> bool,
 ) -> Ledger {
     let mut ledger = Ledger::new(&opts.group);
     ledger.layout = opts.layout;
@@ -62,7 +59,7 @@ pub(super) fn ledger_of(
         }
     }
     for c in &plan.copied {
-        if host_only(&c.path) {
+        if c.host_only {
             ledger.unpacked.push(UnpackedBinary {
                 path: c.path.clone(),
                 reason: c.reason.clone(),
@@ -104,15 +101,5 @@ pub(super) fn ledger_size(plan: &PackPlan, opts: &PackOptions) -> u64 {
                 .collect(),
         })
         .collect();
-    let files = plan
-        .report
-        .as_ref()
-        .map(|r| r.files.as_slice())
-        .unwrap_or_default();
-    let host_only = |p: &str| {
-        files
-            .iter()
-            .any(|f| f.path == p && f.kind == FileKind::HostOnlyBinary)
-    };
-    ledger_of(plan, opts, binaries, &host_only).to_json().len() as u64
+    ledger_of(plan, opts, binaries).to_json().len() as u64
 }

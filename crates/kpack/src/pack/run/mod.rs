@@ -445,11 +445,7 @@ fn run_stage(
         }
     }
     let writers = open_writers(plan, stage, opts, cancel)?;
-    let total_bytes: u64 = (0..files.len())
-        .map(|i| files.get(i))
-        .filter(|f| !f.linked && f.kind != FileKind::Symlink)
-        .map(|f| f.size)
-        .sum();
+    let total_bytes = files.bytes_read();
     sink.event(PackEvent::Started {
         files: files.len() as u64,
         bytes: total_bytes,
@@ -498,13 +494,7 @@ fn run_stage(
     sink.event(PackEvent::Finishing("writing archives"));
     let archives = finish_archives(plan, writers)?;
     bytes_out.fetch_add(archives.iter().map(|a| a.bytes).sum(), Ordering::Relaxed);
-    let host_only = |p: &str| files.host_only.contains(p);
-    let ledger = ledger_of(
-        plan,
-        opts,
-        ledger_bins.into_inner().unwrap_or_default(),
-        &host_only,
-    );
+    let ledger = ledger_of(plan, opts, ledger_bins.into_inner().unwrap_or_default());
     let ledger_path = roots[0].join(LEDGER_PATH);
     if let Some(d) = ledger_path.parent() {
         std::fs::create_dir_all(d).map_err(|e| Error::io(d, e))?;

@@ -10,7 +10,7 @@ use super::super::plan::{Place, place_of};
 use crate::kpack::ledger::LEDGER_PATH;
 use crate::pathstore::{PathRef, PathStore};
 use crate::scan::{FileKind, TreeReport};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// The files of a pack's input, in the scan's order (their paths' order).
 pub(super) struct WorkList {
@@ -24,8 +24,6 @@ pub(super) struct WorkList {
     links: Vec<(usize, String)>,
     /// Files by what becomes of them (see [`WorkList::of`]).
     pub classes: BTreeMap<String, u64>,
-    /// The host-only binaries (for the ledger: one the plan copies is unpacked).
-    pub host_only: BTreeSet<String>,
 }
 
 /// 48 bytes a file.
@@ -85,7 +83,6 @@ impl WorkList {
             skipped: BTreeMap::new(),
             links: Vec::new(),
             classes: BTreeMap::new(),
-            host_only: BTreeSet::new(),
         };
         for f in report.files {
             let i = list.files.len();
@@ -111,9 +108,6 @@ impl WorkList {
                     f.path
                 );
                 list.skipped.insert(i, why);
-            }
-            if f.kind == FileKind::HostOnlyBinary {
-                list.host_only.insert(f.path.clone());
             }
             if let Some(first) = &f.hard_link_of {
                 list.links.push((i, first.clone()));
@@ -149,6 +143,15 @@ impl WorkList {
             identity: (f.flags & KNOWN != 0).then_some((f.identity[0], f.identity[1])),
             place: place_of_code(f.place),
         }
+    }
+
+    /// The bytes of the files read (neither symlinks nor later names of a
+    /// hard-linked inode), without building their paths.
+    pub fn bytes_read(&self) -> u64 {
+        (self.files.iter())
+            .filter(|f| f.flags & LINKED == 0 && f.kind != FileKind::Symlink)
+            .map(|f| f.size)
+            .sum()
     }
 
     /// Why the `i`th file is passed over, if it is.
