@@ -116,6 +116,7 @@ pub mod phc;
 pub mod place;
 pub mod relpath;
 pub mod scan;
+pub mod spill;
 pub mod trace;
 pub mod wheel;
 pub mod wheel_split;

@@ -236,15 +236,14 @@ impl Worker<'_> {
         fsutil::copy_opened(from, src, dst, meta)
     }
 
-    fn process(&self, worker: usize, files: &WorkList, i: usize) -> Result<()> {
-        let f = files.get(i);
+    fn process(&self, worker: usize, files: &WorkList, f: &Work) -> Result<()> {
         // Consumed input archives are packed again, and a previous ledger replaced.
         if (f.kind == FileKind::Kpack && self.plan.consumed_archives.contains(&f.path))
             || f.path == LEDGER_PATH
         {
             return Ok(());
         }
-        if let Some(why) = files.skipped(i) {
+        if let Some(why) = files.skipped(f) {
             self.warn(why.to_string());
             return Ok(());
         }
@@ -269,7 +268,7 @@ impl Worker<'_> {
                 let (_, meta) =
                     fsutil::open_scanned(&src, f.identity).map_err(|e| changed(&src, e))?;
                 let out = if let Some(pb) = self.plan.binaries_planned.get(&f.path) {
-                    self.pack_binary(worker, &f, pb, &src, &dst, &meta)?
+                    self.pack_binary(worker, f, pb, &src, &dst, &meta)?
                 } else {
                     self.sink.event(PackEvent::Phase {
                         worker,
@@ -311,7 +310,6 @@ pub fn execute_pack(
         .report
         .take()
         .ok_or_else(|| Error::Internal("plan has no scan".into()))?;
-    let files = WorkList::of(report, &plan, opts.layout == Layout::Split);
     let start = Instant::now();
     let (parent, prefix) = tmp_prefix(out)?;
     std::fs::create_dir_all(&parent).map_err(|e| Error::io(&parent, e))?;
@@ -323,7 +321,11 @@ pub fn execute_pack(
     }
     .map_err(|e| Error::io(&stage, e))?;
     std::fs::create_dir(&stage).map_err(|e| Error::io(&stage, e))?;
-    let staged = run_stage(&plan, &files, tree, &stage, opts, sink, cancel).and_then(|s| {
+    // Kept in unnamed files of the stage: nothing of them is placed.
+    let files = WorkList::of(report, &plan, opts.layout == Layout::Split, &stage)
+        .map_err(|e| Error::io(&stage, e));
+    let staged = files.and_then(|files| run_stage(&plan, &files, tree, &stage, opts, sink, cancel));
+    let staged = staged.and_then(|s| {
         if opts.strict && !s.warnings.is_empty() {
             return Err(Error::Findings(format!(
                 "--strict: {} warning(s) while packing, nothing written:\n  {}",
@@ -340,7 +342,6 @@ pub fn execute_pack(
             return Err(e);
         }
     };
-    drop(files);
     let mut verify_faults = Vec::new();
     let mut verified_kernels = 0;
     if opts.verify {
@@ -476,18 +477,21 @@ fn run_stage(
     // Largest files first, one per task. (No nested parallel loops: a worker waiting
     // on one would steal other files, and the binaries in flight would grow with the
     // tree.)
-    let order = files.largest_first();
     let run = || -> Result<()> {
-        order.par_iter().with_max_len(1).try_for_each(|&i| {
-            if cancel.is_cancelled() {
-                return Err(Error::Cancelled);
-            }
-            let worker = rayon::current_thread_index().unwrap_or(0);
-            w.process(worker, files, i as usize).map_err(|e| match e {
-                Error::Cancelled => Error::Cancelled,
-                other => Error::in_file(&files.get(i as usize).path, other),
+        (0..files.len())
+            .into_par_iter()
+            .with_max_len(1)
+            .try_for_each(|k| {
+                if cancel.is_cancelled() {
+                    return Err(Error::Cancelled);
+                }
+                let worker = rayon::current_thread_index().unwrap_or(0);
+                let f = files.get(k).map_err(|e| Error::io(stage, e))?;
+                w.process(worker, files, &f).map_err(|e| match e {
+                    Error::Cancelled => Error::Cancelled,
+                    other => Error::in_file(&f.path, other),
+                })
             })
-        })
     };
     crate::parallel::on_threads(opts.threads, run)??;
     link_hard_links(&w, files)?;
