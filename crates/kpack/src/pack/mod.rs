@@ -329,9 +329,6 @@ pub struct PackPlan {
     /// Things worth knowing found while planning (fatal with `--strict`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
-    /// Kernels, by unit index (not serialised).
-    #[serde(skip)]
-    pub(crate) kernels: Vec<Vec<PlannedKernel>>,
     /// Target ID → unit index, for every target that is packed.
     #[serde(skip)]
     pub(crate) unit_of: BTreeMap<String, usize>,
@@ -343,6 +340,26 @@ pub struct PackPlan {
     pub(crate) inputs: Arc<crate::kpack::resolve::TreeArchives>,
     #[serde(skip)]
     pub(crate) report: Option<TreeReport>,
+}
+
+impl PackPlan {
+    /// The kernels of each unit (by index), from the planned binaries in path order
+    /// (built when asked: a pack keeps them per binary, not twice; #32).
+    pub(crate) fn unit_kernels(&self) -> Vec<Vec<PlannedKernel>> {
+        let mut out = vec![Vec::new(); self.units.len()];
+        for (path, pb) in &self.binaries_planned {
+            for k in &pb.kernels {
+                if let Some(list) = self.unit_of.get(&*k.1).and_then(|&i| out.get_mut(i)) {
+                    list.push(PlannedKernel {
+                        key: format!("{path}#{}", k.0),
+                        arch: k.1.clone(),
+                        size: k.2,
+                    });
+                }
+            }
+        }
+        out
+    }
 }
 
 /// An archive a pack wrote.

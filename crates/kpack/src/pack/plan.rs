@@ -189,7 +189,6 @@ pub fn plan_pack(tree: &Path, out: &Path, opts: &PackOptions) -> Result<PackPlan
         projection: super::Projection::None,
         diagnostics,
         warnings,
-        kernels,
         unit_of: units.of,
         binaries_planned: files.planned,
         inputs: Arc::new(inputs.archives),
@@ -562,12 +561,13 @@ pub fn estimate(plan: &mut PackPlan, tree: &Path, opts: &PackOptions) {
             by_kernel.insert((p.0.clone(), p.1.clone()), p);
         }
     }
+    let unit_kernels = plan.unit_kernels();
     for (i, fp) in plan.units.iter_mut().enumerate() {
         if fp.archive.is_none() {
             fp.estimated_bytes = 0;
             continue;
         }
-        let ks = &plan.kernels[i];
+        let ks = &unit_kernels[i];
         let (raw, z): (u64, u64) = ks
             .iter()
             .filter_map(|k| by_kernel.get(&(k.key.clone(), k.arch.to_string())))

@@ -424,13 +424,14 @@ impl Tree<'_> {
     /// A pack's own output: every planned kernel is in its family's archive, and
     /// `gfx_arches` is exactly the arches packed (plan paths are the output's).
     fn check_plan(&self, v: &mut TreeVerdict, plan: &PackPlan, layout: Layout) {
+        let unit_kernels = plan.unit_kernels();
         for (i, fp) in plan.units.iter().enumerate() {
             let Some(rel) = &fp.archive else { continue };
             let Some(a) = self.archives.get(&merged_path(layout, rel)) else {
                 v.faults.push(format!("archive {rel} is missing"));
                 continue;
             };
-            for k in &plan.kernels[i] {
+            for k in &unit_kernels[i] {
                 if a.entry(&k.key, &k.arch).is_none_or(|e| e.size != k.size) {
                     v.faults.push(format!(
                         "{rel}: {} @ {} missing or of the wrong size",
