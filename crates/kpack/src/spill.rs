@@ -92,9 +92,122 @@ impl Spill {
     }
 }
 
+/// Records of any length being appended: their bytes to one spill file, where each
+/// starts to another (eight bytes a record).
+pub struct RecordsWriter {
+    data: SpillWriter,
+    starts: SpillWriter,
+    len: usize,
+}
+
+impl RecordsWriter {
+    /// New spill files in `dir`.
+    pub fn new_in(dir: &Path) -> io::Result<RecordsWriter> {
+        Ok(RecordsWriter {
+            data: SpillWriter::new_in(dir)?,
+            starts: SpillWriter::new_in(dir)?,
+            len: 0,
+        })
+    }
+
+    /// Append a record.
+    pub fn push(&mut self, record: &[u8]) -> io::Result<()> {
+        self.starts.append(&self.data.len().to_le_bytes())?;
+        self.data.append(record)?;
+        self.len += 1;
+        Ok(())
+    }
+
+    /// Done appending: the records to read.
+    pub fn finish(mut self) -> io::Result<Records> {
+        self.starts.append(&self.data.len().to_le_bytes())?;
+        Ok(Records {
+            data: self.data.finish()?,
+            starts: self.starts.finish()?,
+            len: self.len,
+        })
+    }
+}
+
+/// Records written by a [`RecordsWriter`], read by number (from any thread).
+pub struct Records {
+    data: Spill,
+    starts: Spill,
+    len: usize,
+}
+
+impl Records {
+    /// How many.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// None at all.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The `k`th record.
+    pub fn get(&self, k: usize) -> io::Result<Vec<u8>> {
+        let mut b = [0u8; 16];
+        self.starts.read_at(k as u64 * 8, &mut b)?;
+        let [
+            s0,
+            s1,
+            s2,
+            s3,
+            s4,
+            s5,
+            s6,
+            s7,
+            e0,
+            e1,
+            e2,
+            e3,
+            e4,
+            e5,
+            e6,
+            e7,
+        ] = b;
+        let start = u64::from_le_bytes([s0, s1, s2, s3, s4, s5, s6, s7]);
+        let end = u64::from_le_bytes([e0, e1, e2, e3, e4, e5, e6, e7]);
+        let len = end.checked_sub(start).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                "spilled record ends before it starts",
+            )
+        })?;
+        self.data.read_vec(start, len as usize)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Records of any length, empty ones too, come back by number; a number past
+    /// the last is an error.
+    #[test]
+    fn records_come_back_by_number() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut w = RecordsWriter::new_in(dir.path()).unwrap();
+        let recs: Vec<Vec<u8>> = (0..300u32)
+            .map(|i| (0..(i * 37) % 1000).map(|j| (i ^ j) as u8).collect())
+            .collect();
+        for r in &recs {
+            w.push(r).unwrap();
+        }
+        let r = w.finish().unwrap();
+        assert_eq!(r.len(), 300);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        for k in [299, 0, 27, 28, 150] {
+            assert_eq!(r.get(k).unwrap(), recs[k], "record {k}");
+        }
+        assert!(r.get(300).is_err());
+        let empty = RecordsWriter::new_in(dir.path()).unwrap().finish().unwrap();
+        assert!(empty.is_empty());
+        assert!(empty.get(0).is_err());
+    }
 
     /// What goes in comes back by offset, from a file that leaves nothing in its
     /// directory; a read past the end is an error, not a short read.

@@ -9,6 +9,7 @@ pub mod ledger;
 pub mod manifest;
 pub mod split;
 mod split_jobs;
+mod split_spill;
 
 pub use manifest::{MANIFEST, read_manifest};
 pub use split::{SplitOptions, SplitReport, split};

@@ -14,7 +14,8 @@
 //! place; existing artifacts are never merged into silently.
 
 use super::manifest::{MANIFEST, manifest_text, read_manifest};
-use super::split_jobs::{FileJob, Job, KeptCode, Targets, check_input, gather, wanted_targets};
+use super::split_jobs::{Job, KeptCode, Targets, check_input, gather, wanted_targets};
+use super::split_spill::{RunJob, SpilledJobs};
 use crate::error::{Error, Result};
 use crate::event::EventSink;
 use crate::event::{PackEvent, Phase};
@@ -24,7 +25,6 @@ use crate::kpack::Marker;
 use crate::kpack::archive::{Archive, ArchiveMeta, ArchiveWriter, Scheme};
 use crate::kpack::ledger::{LedgerBinary, LedgerFile, LedgerKernel};
 use crate::kpack::resolve::GFXARCH;
-use crate::pathstore::PathStore;
 use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -153,7 +153,7 @@ pub fn split(
     check_input(artifact_dir, out, opts)?;
     let wanted = wanted_targets(opts)?;
     let manifest = read_manifest(artifact_dir)?;
-    let g = gather(artifact_dir, &manifest, wanted.as_ref(), opts)?;
+    let mut g = gather(artifact_dir, &manifest, wanted.as_ref(), opts)?;
     let t = Targets::of(&g.jobs, opts)?;
     let mut warnings = g.warnings;
 
@@ -181,10 +181,14 @@ pub fn split(
         files: g.jobs.len() as u64,
         bytes: total_bytes,
     });
+    // The jobs go to unnamed files of the stage (nothing of them is placed), in the
+    // order they run.
+    let jobs = SpilledJobs::write(std::mem::take(&mut g.jobs), &g.paths, st)
+        .map_err(|e| Error::io(st, e))?;
+    g.paths = Default::default();
     let writers = open_writers(st, &t, opts)?;
     let ctx = Ctx {
         ap,
-        paths: &g.paths,
         units: &t.units,
         src: artifact_dir,
         stage: st,
@@ -201,19 +205,14 @@ pub fn split(
     };
     // Largest first, one file per task: the big binaries start at once and the small
     // files fill the gaps (as pack does).
-    // (Within a prefix, the jobs are in the order of their paths.)
-    let mut order: Vec<(usize, &FileJob)> = g.jobs.iter().enumerate().collect();
-    order.sort_by(|(i, a), (k, b)| {
-        b.report
-            .size
-            .cmp(&a.report.size)
-            .then_with(|| (&a.prefix, i).cmp(&(&b.prefix, k)))
-    });
     let run = || -> Result<()> {
-        order
-            .par_iter()
+        (0..jobs.len())
+            .into_par_iter()
             .with_max_len(1)
-            .try_for_each(|(_, j)| ctx.process(rayon::current_thread_index().unwrap_or(0), j))
+            .try_for_each(|k| {
+                let j = jobs.get(k).map_err(|e| Error::io(st, e))?;
+                ctx.process(rayon::current_thread_index().unwrap_or(0), &j)
+            })
     };
     crate::parallel::on_threads(opts.threads, run)??;
     let done = Done::of(ctx);
@@ -435,8 +434,6 @@ fn write_manifest(dir: &Path, prefixes: &[String]) -> Result<()> {
 
 struct Ctx<'a> {
     ap: &'a str,
-    /// The jobs' paths.
-    paths: &'a PathStore,
     src: &'a Path,
     stage: &'a Path,
     writers: &'a BTreeMap<String, (ArchiveWriter, String)>,
@@ -469,9 +466,8 @@ impl Ctx<'_> {
         }
     }
 
-    fn process(&self, worker: usize, j: &FileJob) -> Result<()> {
-        let f = &j.report;
-        let path = &self.paths.get(f.path);
+    fn process(&self, worker: usize, j: &RunJob) -> Result<()> {
+        let path = &j.path;
         let src = self
             .src
             .join(&*j.prefix)
@@ -495,7 +491,7 @@ impl Ctx<'_> {
                         "{}/{}: special file ({}) skipped",
                         j.prefix,
                         path,
-                        file_type.unwrap_or("unknown")
+                        file_type.as_deref().unwrap_or("unknown")
                     ));
                 }
                 return Ok(());
@@ -509,12 +505,12 @@ impl Ctx<'_> {
             Job::Copy => {
                 self.phase(worker, j, path, Phase::Copy);
                 self.count(None, false);
-                copy(&src, &dst, f.identity)?
+                copy(&src, &dst, j.identity)?
             }
             Job::Database(t) => {
                 self.phase(worker, j, path, Phase::Copy);
                 self.count(Some(self.unit(t)), true);
-                let n = copy(&src, &dst, f.identity)?;
+                let n = copy(&src, &dst, j.identity)?;
                 let data =
                     crate::kpack::ledger::sha256_file(&dst).map_err(|e| Error::io(&dst, e))?;
                 if let Ok(mut l) = self.db_files.lock() {
@@ -538,36 +534,35 @@ impl Ctx<'_> {
         self.bytes_out.fetch_add(out, Ordering::Relaxed);
         self.sink.event(PackEvent::FileDone {
             path: format!("{}/{path}", j.prefix),
-            bytes_in: f.size,
+            bytes_in: j.size,
             bytes_out: out,
         });
         Ok(())
     }
 
-    fn phase(&self, worker: usize, j: &FileJob, path: &str, phase: Phase) {
+    fn phase(&self, worker: usize, j: &RunJob, path: &str, phase: Phase) {
         self.sink.event(PackEvent::Phase {
             worker,
             path: format!("{}/{path}", j.prefix),
             phase,
-            bytes: j.report.size,
+            bytes: j.size,
         });
     }
 
     fn binary(
         &self,
         worker: usize,
-        (j, path): (&FileJob, &str),
+        (j, path): (&RunJob, &str),
         kernels: &[KeptCode],
         src: &Path,
         dst: &Path,
     ) -> Result<u64> {
         if !self.rewrite {
             // No archive is written at all (no device code kept): the binary stays.
-            return copy(src, dst, j.report.identity);
+            return copy(src, dst, j.identity);
         }
         self.phase(worker, j, path, Phase::Rewrite);
-        let (file, meta) =
-            fsutil::open_scanned(src, j.report.identity).map_err(|e| changed(src, e))?;
+        let (file, meta) = fsutil::open_scanned(src, j.identity).map_err(|e| changed(src, e))?;
         if meta.len() == 0 {
             return Err(Error::Changed {
                 path: src.to_path_buf(),

@@ -21,7 +21,7 @@ pub(super) enum Job {
     /// Re-created as a symlink.
     Symlink,
     /// A special file (device, FIFO, socket; its type): named, not copied.
-    Special(Option<&'static str>),
+    Special(Option<Box<str>>),
     /// A kernel-database file of a target: into that target's artifact.
     Database(Box<str>),
     /// A fat binary: its kept code objects (bundle, target, triple) archived, its
@@ -228,7 +228,7 @@ impl Gathered {
     ) -> Option<Job> {
         Some(match src.kind {
             FileKind::Symlink => Job::Symlink,
-            FileKind::Other => Job::Special(f.file_type),
+            FileKind::Other => Job::Special(f.file_type.map(Into::into)),
             FileKind::KernelDatabase => {
                 let arch = src.arch.clone().unwrap_or_default();
                 if wanted.is_some_and(|w| !w.contains(&arch)) {
