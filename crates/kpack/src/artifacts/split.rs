@@ -16,14 +16,14 @@
 use super::manifest::{MANIFEST, manifest_text, read_manifest};
 use super::split_jobs::{Job, KeptCode, Targets, check_input, gather, wanted_targets};
 use super::split_spill::{RunJob, SpilledJobs};
-use crate::error::{Error, Result};
+use crate::error::{Error, FormatResult, Result};
 use crate::event::EventSink;
 use crate::event::{PackEvent, Phase};
 use crate::fsutil;
 use crate::kerneldb::Database;
 use crate::kpack::Marker;
-use crate::kpack::archive::{Archive, ArchiveMeta, ArchiveWriter, Scheme};
-use crate::kpack::ledger::{LedgerBinary, LedgerFile, LedgerKernel};
+use crate::kpack::archive::{Archive, ArchiveMeta, ArchiveWriter, Scheme, Source};
+use crate::kpack::ledger::{LedgerBinary, LedgerFile, LedgerKernel, Sha256Hasher};
 use crate::kpack::resolve::GFXARCH;
 use rayon::prelude::*;
 use serde::Serialize;
@@ -595,50 +595,70 @@ impl Ctx<'_> {
         let mut found = 0usize;
         let mut promised = Vec::new();
         for b in &fat.bundles {
-            // One code object at a time: a compressed bundle is never decoded whole,
-            // and one read in place leaves the resident set once archived.
-            let each = |e: &crate::bundle::BundleEntry, bytes: &[u8]| -> Result<()> {
+            // One code object at a time, compressed as it is read: a compressed
+            // bundle's code object is decoded piece by piece into the compressor,
+            // never held whole; one read in place leaves the resident set once
+            // archived.
+            let mut each = |e: &crate::bundle::BundleEntry,
+                            r: &mut crate::bundle::CodeObject<'_>|
+             -> FormatResult<Result<()>> {
                 let Some(arch) = e.id.arch() else {
-                    return Ok(());
+                    return Ok(Ok(()));
                 };
                 if !wanted.contains(&(b.index as u32, arch.as_str())) {
-                    return Ok(());
+                    return Ok(Ok(()));
+                }
+                let mut hash = Sha256Hasher::default();
+                let size = r.remaining();
+                let from = match r.in_place() {
+                    Some(bytes) => Source::Bytes(bytes),
+                    None => Source::Reader(r, size),
+                };
+                if let Some((w, _)) = self.writers.get(self.unit(&arch)) {
+                    let key = format!("{}#{}", marker.kernel_name, b.index);
+                    let encoded = match w.encode(&key, &arch, from, &mut |p| hash.update(p)) {
+                        Ok(e) => e,
+                        Err(e) => return Ok(Err(e)),
+                    };
+                    let mut md = BTreeMap::new();
+                    md.insert("target".to_string(), e.id.triple.to_string());
+                    md.insert("source_prefix".to_string(), j.prefix.to_string());
+                    if let Err(e) = w.commit(encoded, md) {
+                        return Ok(Err(e));
+                    }
+                    found += 1;
+                    self.kernels.fetch_add(1, Ordering::Relaxed);
+                    let (n, stored) = w.progress();
+                    self.sink.event(PackEvent::Family {
+                        family: self.unit(&arch).to_string(),
+                        code_objects: n,
+                        stored,
+                    });
+                } else {
+                    // No archive takes it here: only its hash, for the ledger.
+                    let hashed = match from {
+                        Source::Bytes(b) => std::io::copy(&mut &b[..], &mut HashInto(&mut hash)),
+                        Source::Reader(r, _) => std::io::copy(r, &mut HashInto(&mut hash)),
+                    };
+                    if let Err(e) = hashed {
+                        return Ok(Err(Error::io(src, e)));
+                    }
                 }
                 // For the ledger of the artifact it goes to.
                 promised.push(LedgerKernel {
                     bundle: b.index as u32,
                     target: crate::intern::interned(&arch),
-                    size: bytes.len() as u64,
-                    sha256: crate::kpack::ledger::Sha256Digest::of(bytes),
+                    size,
+                    sha256: hash.finish(),
                 });
-                let Some((w, _)) = self.writers.get(self.unit(&arch)) else {
-                    return Ok(());
-                };
-                let mut md = BTreeMap::new();
-                md.insert("target".to_string(), e.id.triple.clone());
-                md.insert("source_prefix".to_string(), j.prefix.to_string());
-                w.add_with_metadata(
-                    &format!("{}#{}", marker.kernel_name, b.index),
-                    &arch,
-                    bytes,
-                    md,
-                )?;
-                found += 1;
-                self.kernels.fetch_add(1, Ordering::Relaxed);
-                let (n, stored) = w.progress();
-                self.sink.event(PackEvent::Family {
-                    family: self.unit(&arch).to_string(),
-                    code_objects: n,
-                    stored,
-                });
-                Ok(())
+                Ok(Ok(()))
             };
             // A code object read in place leaves the resident set once archived, and
             // a CCOB's payload as it is decoded.
             let release = |off: usize, len: usize| {
                 fsutil::release_range(&map, span_offset.saturating_add(off), len)
             };
-            b.each_code_object_releasing(sec, 1 << 34, &release, each)
+            b.each_code_object_streamed(sec, 1 << 34, &release, &mut each)
                 .map_err(|e| Error::format(src, e))??;
             fsutil::release_range(
                 &map,
@@ -666,6 +686,20 @@ impl Ctx<'_> {
         }
         self.rewritten.fetch_add(1, Ordering::Relaxed);
         Ok(host)
+    }
+}
+
+/// Hands what is written to a hasher.
+struct HashInto<'h>(&'h mut Sha256Hasher);
+
+impl std::io::Write for HashInto<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 

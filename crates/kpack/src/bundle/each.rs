@@ -45,6 +45,37 @@ impl BundleInfo {
         release: Release<'_>,
         mut f: impl FnMut(&BundleEntry, &[u8]) -> Result<(), E>,
     ) -> FormatResult<Result<(), E>> {
+        // A decoded code object goes into one buffer the size of the bundle's
+        // largest, made when the first one is decoded.
+        let mut buf: Option<Buffer> = None;
+        let largest = self.device_entries().map(|e| e.size as usize).max();
+        self.each_code_object_streamed(section, limit, release, |e, r| {
+            if let Some(bytes) = r.in_place() {
+                return Ok(f(e, bytes));
+            }
+            let b = match &mut buf {
+                Some(b) => b,
+                None => buf.insert(Buffer::new(largest.unwrap_or(0))?),
+            };
+            let bytes = &mut b.as_mut()[..e.size as usize];
+            r.fill(bytes)?;
+            Ok(f(e, bytes))
+        })
+    }
+
+    /// Hand each device code object of this bundle to `f` as a [`CodeObject`] to
+    /// read (in descriptor order): in place for a plain bundle, decoded as it is read
+    /// for a CCOB, so that no code object is held whole. What `f` leaves unread is
+    /// skipped. A payload that is corrupt where `f` reads it is the outer error
+    /// (whatever `f` returned); otherwise as
+    /// [`BundleInfo::each_code_object_releasing`].
+    pub fn each_code_object_streamed<E>(
+        &self,
+        section: &[u8],
+        limit: u64,
+        release: Release<'_>,
+        mut f: impl FnMut(&BundleEntry, &mut CodeObject<'_>) -> FormatResult<Result<(), E>>,
+    ) -> FormatResult<Result<(), E>> {
         let entries: Vec<&BundleEntry> = self.device_entries().collect();
         let in_order = entries
             .windows(2)
@@ -52,7 +83,8 @@ impl BundleInfo {
         if self.compression == Compression::None || !in_order {
             let un = self.uncompressed(section, limit)?;
             for (e, bytes) in self.code_objects(&un)? {
-                if let Err(e) = f(e, bytes) {
+                let mut r = CodeObject::of_slice(bytes);
+                if let Err(e) = f(e, &mut r)? {
                     return Ok(Err(e));
                 }
                 if let Some(at) = crate::fsutil::offset_in(section, bytes) {
@@ -95,13 +127,18 @@ impl BundleInfo {
             header: &header,
             at: self.offset,
         };
-        let largest = entries.iter().map(|e| e.size as usize).max().unwrap_or(0);
-        let mut buf = Buffer::new(largest)?;
         for e in entries {
             stream.skip_to(e.offset)?;
-            let bytes = &mut buf.as_mut()[..e.size as usize];
-            stream.fill(bytes)?;
-            if let Err(err) = f(e, bytes) {
+            let mut r = CodeObject {
+                from: From::Stream(&mut stream),
+                left: e.size,
+                error: None,
+            };
+            let out = f(e, &mut r);
+            if let Some(err) = r.error.take() {
+                return Err(err);
+            }
+            if let Err(err) = out? {
                 return Ok(Err(err));
             }
         }
@@ -110,6 +147,92 @@ impl BundleInfo {
         stream.skip_to(want)?;
         Ok(Ok(()))
     }
+}
+
+/// One code object of a bundle, read as a stream of its bytes ([`std::io::Read`]):
+/// in place, or decoded from a CCOB as it is read. A corrupt payload is an I/O
+/// error here and the bundle's error of
+/// [`BundleInfo::each_code_object_streamed`].
+pub struct CodeObject<'a> {
+    from: From<'a>,
+    /// Bytes not read yet.
+    left: u64,
+    error: Option<FormatError>,
+}
+
+enum From<'a> {
+    Slice(&'a [u8]),
+    Stream(&'a mut dyn Pull),
+}
+
+impl<'a> CodeObject<'a> {
+    fn of_slice(bytes: &'a [u8]) -> CodeObject<'a> {
+        CodeObject {
+            from: From::Slice(bytes),
+            left: bytes.len() as u64,
+            error: None,
+        }
+    }
+
+    /// Bytes not read yet.
+    pub fn remaining(&self) -> u64 {
+        self.left
+    }
+
+    /// The whole code object, when it lies in place and none of it was read.
+    pub fn in_place(&self) -> Option<&'a [u8]> {
+        match self.from {
+            From::Slice(s) if s.len() as u64 == self.left => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Read exactly `out.len()` bytes (a corrupt or short payload is the bundle's
+    /// error).
+    fn fill(&mut self, out: &mut [u8]) -> FormatResult<()> {
+        if let Err(e) = std::io::Read::read_exact(self, out) {
+            return Err(self
+                .error
+                .take()
+                .unwrap_or_else(|| FormatError::new(0, format!("code object cut short: {e}"))));
+        }
+        Ok(())
+    }
+}
+
+impl std::io::Read for CodeObject<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = buf
+            .len()
+            .min(usize::try_from(self.left).unwrap_or(usize::MAX));
+        if n == 0 {
+            return Ok(0);
+        }
+        let got = match &mut self.from {
+            From::Slice(s) => {
+                let k = n.min(s.len());
+                buf[..k].copy_from_slice(&s[..k]);
+                *s = &s[k..];
+                k
+            }
+            From::Stream(p) => match p.pull(&mut buf[..n]) {
+                Ok(k) => k,
+                Err(e) => {
+                    let msg = e.to_string();
+                    self.error = Some(e);
+                    return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, msg));
+                }
+            },
+        };
+        self.left -= got as u64;
+        Ok(got)
+    }
+}
+
+/// A decoder handing on what it decodes.
+trait Pull {
+    /// Decode at least one byte into `out` (non-empty), up to its length.
+    fn pull(&mut self, out: &mut [u8]) -> FormatResult<usize>;
 }
 
 /// Told which bytes of a section (offset, length) are read and not needed again.
@@ -201,26 +324,21 @@ impl<R: Read> Decoding<'_, R> {
         }
         Ok(())
     }
+}
 
-    /// Decode exactly `out.len()` bytes into `out`.
-    fn fill(&mut self, out: &mut [u8]) -> FormatResult<()> {
-        let mut got = 0;
-        while got < out.len() {
-            match self.r.read(&mut out[got..]) {
-                Ok(0) => {
-                    self.pos += got as u64;
-                    return Err(self.short());
+impl<R: Read> Pull for Decoding<'_, R> {
+    fn pull(&mut self, out: &mut [u8]) -> FormatResult<usize> {
+        loop {
+            match self.r.read(out) {
+                Ok(0) => return Err(self.short()),
+                Ok(n) => {
+                    self.pos += n as u64;
+                    return Ok(n);
                 }
-                Ok(n) => got += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    self.pos += got as u64;
-                    return Err(self.fault(e));
-                }
+                Err(e) => return Err(self.fault(e)),
             }
         }
-        self.pos += got as u64;
-        Ok(())
     }
 }
 
@@ -319,6 +437,82 @@ mod tests {
         });
         assert_eq!(r.unwrap(), Err("stop"));
         assert_eq!(calls, 1);
+    }
+
+    /// Code objects read as streams, in odd-sized pieces, some left unread: the
+    /// bytes of the whole bundle for those read, for plain and compressed bundles.
+    #[test]
+    fn code_objects_read_as_streams_are_those_of_the_whole_bundle() {
+        use std::io::Read;
+        for method in [Compression::None, Compression::Zstd, Compression::Zlib] {
+            let sec = section(method);
+            let b = &walk_section(&sec).unwrap()[0];
+            let un = b.uncompressed(&sec, u64::MAX).unwrap();
+            let whole: Vec<Vec<u8>> = (b.code_objects(&un).unwrap().into_iter())
+                .map(|(_, d)| d.to_vec())
+                .collect();
+            let mut got = Vec::new();
+            let mut n = 0;
+            b.each_code_object_streamed(&sec, u64::MAX, &|_, _| {}, |_, r| {
+                n += 1;
+                if n == 2 && method != Compression::None {
+                    // Left unread: skipped.
+                    assert!(r.in_place().is_none());
+                    return Ok(Ok::<(), ()>(()));
+                }
+                let mut v = Vec::new();
+                let mut piece = [0u8; 777];
+                loop {
+                    let k = r.read(&mut piece).unwrap();
+                    if k == 0 {
+                        break;
+                    }
+                    v.extend_from_slice(&piece[..k]);
+                }
+                assert_eq!(r.remaining(), 0);
+                got.push(v);
+                Ok(Ok(()))
+            })
+            .unwrap()
+            .unwrap();
+            let want: Vec<Vec<u8>> = match method {
+                Compression::None => whole,
+                _ => vec![whole[0].clone(), whole[2].clone()],
+            };
+            assert_eq!(got, want, "{method:?}");
+        }
+    }
+
+    /// A decoder failing under a stream: an I/O error to the reader, kept as the
+    /// bundle's error (which the walk returns whatever the reader made of it).
+    #[test]
+    fn a_decoder_failing_under_a_stream_is_kept_as_the_bundles_error() {
+        use std::io::Read;
+        struct Failing;
+        impl Pull for Failing {
+            fn pull(&mut self, _: &mut [u8]) -> FormatResult<usize> {
+                Err(FormatError::new(
+                    7,
+                    "corrupt zstd payload: test".to_string(),
+                ))
+            }
+        }
+        let mut d = Failing;
+        let mut r = CodeObject {
+            from: From::Stream(&mut d),
+            left: 10,
+            error: None,
+        };
+        assert!(r.in_place().is_none());
+        let e = r.read(&mut [0u8; 4]).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+        assert!(e.to_string().contains("corrupt zstd payload"), "{e}");
+        assert!(
+            r.error
+                .take()
+                .is_some_and(|k| k.to_string().contains("test"))
+        );
+        assert_eq!(r.remaining(), 10);
     }
 
     /// A CCOB whose header declares more bytes than its payload holds: an error

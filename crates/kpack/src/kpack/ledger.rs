@@ -259,6 +259,22 @@ pub fn sha256_hex(data: &[u8]) -> String {
 #[derive(Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Sha256Digest(pub [u8; 32]);
 
+/// A [`Sha256Digest`] of data handed on in pieces.
+#[derive(Default)]
+pub struct Sha256Hasher(Sha256);
+
+impl Sha256Hasher {
+    /// Hash `piece` after what came before.
+    pub fn update(&mut self, piece: &[u8]) {
+        self.0.update(piece);
+    }
+
+    /// The digest of every piece.
+    pub fn finish(self) -> Sha256Digest {
+        Sha256Digest(self.0.finalize().into())
+    }
+}
+
 impl Sha256Digest {
     /// The digest of `data`.
     pub fn of(data: &[u8]) -> Sha256Digest {

@@ -37,7 +37,8 @@ pub use extract::{extract_path, safe_arch, safe_relative_path};
 pub use index::{ReadAt, parse_index, parse_index_at, parse_index_file};
 pub use reader::{Archive, decompress_frame};
 pub use write::{
-    ArchiveSummary, ArchiveWriter, ENCODE_CHUNK, archive_size, encode_kernel, encode_kernel_until,
+    ArchiveSummary, ArchiveWriter, ENCODE_CHUNK, Encoded, Source, archive_size, encode_kernel,
+    encode_kernel_until,
 };
 
 use serde::Serialize;

@@ -652,3 +652,63 @@ fn a_compressed_kernel_is_held_in_chunks_that_are_the_frame() {
         }
     }
 }
+
+/// A kernel read from a stream that hands on odd-sized reads compresses to the
+/// same frame as the same bytes at hand (the encoder sees the same pieces), at a
+/// plain level and at one whose window fits the kernel; what the caller is shown is
+/// the kernel; a reader that ends early is an error, not a short frame.
+#[test]
+fn a_kernel_read_as_a_stream_makes_the_same_frame() {
+    use crate::kpack::archive::write::{Source, encode_source};
+    /// Reads of at most 1000 bytes.
+    struct Dribble<'a>(&'a [u8]);
+    impl std::io::Read for Dribble<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = buf.len().min(self.0.len()).min(1000);
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+    let data: Vec<u8> = (0..3 * ENCODE_CHUNK + 4321)
+        .map(|i| ((i / 3) as u8) ^ ((i >> 11) as u8))
+        .collect();
+    for (level, scheme) in [
+        (3, Scheme::ZstdPerKernel),
+        (LEVEL_FIT_WINDOW, Scheme::ZstdPerKernel),
+        (3, Scheme::None),
+    ] {
+        let at_hand = encode_source(Source::Bytes(&data), scheme, level, &|| false, &mut |_| {})
+            .unwrap()
+            .unwrap();
+        let mut seen = Vec::new();
+        let mut r = Dribble(&data);
+        let n = data.len() as u64;
+        let streamed = encode_source(
+            Source::Reader(&mut r, n),
+            scheme,
+            level,
+            &|| false,
+            &mut |p| seen.extend_from_slice(p),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            streamed.0.concat(),
+            at_hand.0.concat(),
+            "level {level} {scheme:?}"
+        );
+        assert_eq!(seen, data);
+        let mut short = Dribble(&data[..1000]);
+        assert!(
+            encode_source(
+                Source::Reader(&mut short, n),
+                scheme,
+                level,
+                &|| false,
+                &mut |_| {}
+            )
+            .is_err()
+        );
+    }
+}

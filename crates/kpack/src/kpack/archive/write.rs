@@ -61,6 +61,57 @@ impl Write for Chunks {
     }
 }
 
+/// A kernel to compress: bytes at hand, or a reader of exactly so many bytes.
+pub enum Source<'a> {
+    /// The kernel's bytes.
+    Bytes(&'a [u8]),
+    /// A reader of the kernel, and its length (exactly that many bytes are read).
+    Reader(&'a mut dyn std::io::Read, u64),
+}
+
+impl Source<'_> {
+    fn len(&self) -> u64 {
+        match self {
+            Source::Bytes(b) => b.len() as u64,
+            Source::Reader(_, n) => *n,
+        }
+    }
+
+    /// Hand each piece of at most [`ENCODE_CHUNK`] bytes to `f` (all but the last
+    /// that long: the same pieces whether read or at hand, so the same frames),
+    /// until `f` says stop (`false`).
+    fn pieces(self, f: &mut dyn FnMut(&[u8]) -> std::io::Result<bool>) -> std::io::Result<()> {
+        match self {
+            Source::Bytes(b) => {
+                for piece in b.chunks(ENCODE_CHUNK) {
+                    if !f(piece)? {
+                        break;
+                    }
+                }
+            }
+            Source::Reader(r, mut left) => {
+                thread_local! {
+                    static PIECE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+                }
+                return PIECE.with(|cell| {
+                    let mut buf = cell.borrow_mut();
+                    buf.resize(ENCODE_CHUNK, 0);
+                    while left > 0 {
+                        let n = ENCODE_CHUNK.min(usize::try_from(left).unwrap_or(ENCODE_CHUNK));
+                        r.read_exact(&mut buf[..n])?;
+                        left -= n as u64;
+                        if !f(&buf[..n])? {
+                            break;
+                        }
+                    }
+                    Ok(())
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
 /// [`encode_kernel_until`] into [`Chunks`].
 pub(crate) fn encode_chunked(
     data: &[u8],
@@ -68,12 +119,27 @@ pub(crate) fn encode_chunked(
     level: i32,
     stop: &dyn Fn() -> bool,
 ) -> std::io::Result<Option<Chunks>> {
+    encode_source(Source::Bytes(data), scheme, level, stop, &mut |_| {})
+}
+
+/// [`encode_chunked`] from a [`Source`], showing `seen` each piece compressed.
+pub(crate) fn encode_source(
+    src: Source<'_>,
+    scheme: Scheme,
+    level: i32,
+    stop: &dyn Fn() -> bool,
+    seen: &mut dyn FnMut(&[u8]),
+) -> std::io::Result<Option<Chunks>> {
     use zstd::zstd_safe::{CCtx, CParameter};
     let zerr = |c: usize| std::io::Error::other(zstd::zstd_safe::get_error_name(c));
+    let len = src.len();
     match scheme {
         Scheme::None => {
             let mut c = Chunks::default();
-            c.write_all(data)?;
+            src.pieces(&mut |p| {
+                seen(p);
+                c.write_all(p).map(|_| true)
+            })?;
             Ok(Some(c))
         }
         Scheme::ZstdPerKernel => {
@@ -107,8 +173,8 @@ pub(crate) fn encode_chunked(
                 if level >= LEVEL_FIT_WINDOW {
                     // The window spans the whole kernel (one frame per kernel still;
                     // one-shot decoders need no window buffer).
-                    let w = (usize::BITS - data.len().max(1 << 10).leading_zeros())
-                        .clamp(10, MAX_WINDOW_LOG);
+                    let w =
+                        (u64::BITS - len.max(1 << 10).leading_zeros()).clamp(10, MAX_WINDOW_LOG);
                     c.set_parameter(CParameter::WindowLog(w)).map_err(zerr)?;
                 }
                 // Long-distance matching at the highest level only (it changes the
@@ -116,14 +182,20 @@ pub(crate) fn encode_chunked(
                 c.set_parameter(CParameter::EnableLongDistanceMatching(level >= LEVEL_MAX))
                     .map_err(zerr)?;
                 let mut enc = zstd::stream::write::Encoder::with_context(Chunks::default(), c);
-                enc.set_pledged_src_size(Some(data.len() as u64))?;
-                for chunk in data.chunks(ENCODE_CHUNK) {
+                enc.set_pledged_src_size(Some(len))?;
+                let mut stopped = false;
+                src.pieces(&mut |piece| {
                     if stop() {
                         // The frame is dropped unfinished; the next kernel's encoder
                         // resets the context's session.
-                        return Ok(None);
+                        stopped = true;
+                        return Ok(false);
                     }
-                    enc.write_all(chunk)?;
+                    seen(piece);
+                    enc.write_all(piece).map(|_| true)
+                })?;
+                if stopped {
+                    return Ok(None);
                 }
                 enc.finish().map(Some)
             })
@@ -267,6 +339,14 @@ pub struct ArchiveSummary {
     pub file_size: u64,
 }
 
+/// A kernel compressed for an archive, not added yet ([`ArchiveWriter::encode`]).
+pub struct Encoded {
+    key: String,
+    arch: String,
+    stored: Chunks,
+    original_size: u64,
+}
+
 impl ArchiveWriter {
     fn refused(&self, error: WriteError) -> Error {
         Error::Archive {
@@ -350,6 +430,20 @@ impl ArchiveWriter {
         data: &[u8],
         metadata: BTreeMap<String, String>,
     ) -> Result<u64> {
+        let e = self.encode(key, arch, Source::Bytes(data), &mut |_| {})?;
+        self.commit(e, metadata)
+    }
+
+    /// Compress a kernel for `(key, arch)` (checked first) from `src`, showing
+    /// `seen` each piece as it goes, on the calling thread: added by
+    /// [`ArchiveWriter::commit`] (a caller can check what it saw in between).
+    pub fn encode(
+        &self,
+        key: &str,
+        arch: &str,
+        src: Source<'_>,
+        seen: &mut dyn FnMut(&[u8]),
+    ) -> Result<Encoded> {
         let key = normal_key(key);
         let tu_ok = key
             .rsplit_once('#')
@@ -362,19 +456,34 @@ impl ArchiveWriter {
         }
         self.check_arch(arch)?;
         let stop = || self.cancel.as_ref().is_some_and(|c| c.is_cancelled());
-        let stored = encode_chunked(data, self.scheme, self.level, &stop)
+        let original_size = src.len();
+        let stored = encode_source(src, self.scheme, self.level, &stop, seen)
             .map_err(|e| Error::io(&self.path, e))?
             .ok_or(Error::Cancelled)?;
+        Ok(Encoded {
+            key,
+            arch: arch.to_string(),
+            stored,
+            original_size,
+        })
+    }
+
+    /// Add a kernel [`ArchiveWriter::encode`] compressed. Returns the bytes stored
+    /// for it.
+    pub fn commit(&self, e: Encoded, metadata: BTreeMap<String, String>) -> Result<u64> {
+        let Encoded {
+            key,
+            arch,
+            stored,
+            original_size,
+        } = e;
         let mut s = self
             .spool
             .lock()
             .map_err(|_| self.refused(WriteError::Poisoned))?;
-        let d = digest(&key, arch);
+        let d = digest(&key, &arch);
         if s.added.contains(&d) {
-            return Err(self.refused(WriteError::AddedTwice {
-                key,
-                arch: arch.to_string(),
-            }));
+            return Err(self.refused(WriteError::AddedTwice { key, arch }));
         }
         if s.added.len() as u64 >= MAX_KERNELS {
             return Err(self.refused(WriteError::TooMany(MAX_KERNELS)));
@@ -384,12 +493,12 @@ impl ArchiveWriter {
         let spooled = Spooled {
             offset,
             len: stored_len,
-            original_size: data.len() as u64,
+            original_size,
             metadata: metadata.into(),
         };
         let SpoolState { file, records, .. } = &mut *s;
         (stored.0.iter().try_for_each(|c| file.write_all(c)))
-            .and_then(|_| write_record(records, (&key, arch), &spooled))
+            .and_then(|_| write_record(records, (&key, &arch), &spooled))
             .map_err(|e| Error::io(self.spool_file.path(), e))?;
         s.len += stored_len;
         s.added.insert(d);

@@ -4,7 +4,10 @@
 //! archives, from its bundles or from the input archives that hold them.
 
 use super::*;
+use crate::error::FormatResult;
 use crate::fatbin::Fat;
+use crate::kpack::archive::Source;
+use crate::kpack::ledger::Sha256Hasher;
 
 impl Worker<'_> {
     pub(super) fn pack_binary(
@@ -124,7 +127,7 @@ impl Worker<'_> {
             })?;
             let bytes = a.kernel(e)?;
             let triple = e.metadata.get("target");
-            self.archive_kernel(&f.path, *co, arch, &bytes, triple, entry)?;
+            self.archive_kernel(&f.path, *co, arch, Source::Bytes(&bytes), triple, entry)?;
         }
         Ok(())
     }
@@ -146,21 +149,28 @@ impl Worker<'_> {
         let wanted: BTreeSet<(u32, &str)> = pb.kernels.iter().map(|k| (k.0, &*k.1)).collect();
         for b in &fat.bundles {
             let bundle_at = span_offset + b.offset as usize;
-            // One code object at a time: a compressed bundle is never decoded whole.
-            let each = |e: &crate::bundle::BundleEntry, bytes: &[u8]| -> Result<()> {
-                if let Some(arch) = e.id.arch()
-                    && wanted.contains(&(b.index as u32, arch.as_str()))
-                {
-                    stored += self.archive_kernel(
-                        &f.path,
-                        b.index as u32,
-                        &arch,
-                        bytes,
-                        Some(&e.id.triple),
-                        entry,
-                    )?;
+            // One code object at a time, compressed as it is read: a compressed
+            // bundle's code object is decoded piece by piece into the compressor,
+            // never held whole.
+            let mut each = |e: &crate::bundle::BundleEntry,
+                            r: &mut crate::bundle::CodeObject<'_>|
+             -> FormatResult<Result<()>> {
+                let Some(arch) = e.id.arch() else {
+                    return Ok(Ok(()));
+                };
+                if !wanted.contains(&(b.index as u32, arch.as_str())) {
+                    return Ok(Ok(()));
                 }
-                Ok(())
+                let size = r.remaining();
+                let from = match r.in_place() {
+                    Some(bytes) => Source::Bytes(bytes),
+                    None => Source::Reader(r, size),
+                };
+                let co = b.index as u32;
+                let triple = Some(e.id.triple.as_ref());
+                Ok(self
+                    .archive_kernel(&f.path, co, &arch, from, triple, entry)
+                    .map(|n| stored += n))
             };
             // A code object read in place leaves the resident set once archived, and
             // a CCOB's payload as it is decoded: a bundle of 30 targets is not held
@@ -168,7 +178,7 @@ impl Worker<'_> {
             let release = |off: usize, len: usize| {
                 fsutil::release_range(map, span_offset.saturating_add(off), len)
             };
-            b.each_code_object_releasing(sec, 1 << 34, &release, each)
+            b.each_code_object_streamed(sec, 1 << 34, &release, &mut each)
                 .map_err(|e| Error::format(src, e))??;
             // Its pages are consumed: let them leave the resident set.
             fsutil::release_range(map, bundle_at, b.stored_size as usize);
@@ -223,12 +233,14 @@ impl Worker<'_> {
         }
     }
 
+    /// Compress a code object into its unit's archive, hashing it as it goes;
+    /// recorded in `entry` once its hash is checked against the input ledger's.
     fn archive_kernel(
         &self,
         path: &str,
         co: u32,
         arch: &str,
-        bytes: &[u8],
+        from: Source<'_>,
         triple: Option<&str>,
         entry: &mut LedgerBinary,
     ) -> Result<u64> {
@@ -238,7 +250,14 @@ impl Worker<'_> {
         let Some(w) = &self.writers[i] else {
             return Ok(0);
         };
-        let sha256 = Sha256Digest::of(bytes);
+        let key = format!("{path}#{co}");
+        let mut hash = Sha256Hasher::default();
+        let mut size = 0u64;
+        let encoded = w.encode(&key, arch, from, &mut |piece| {
+            hash.update(piece);
+            size += piece.len() as u64;
+        })?;
+        let sha256 = hash.finish();
         if let Some(h) = self
             .input_hashes
             .get(&(path.to_string(), co, arch.to_string()))
@@ -252,7 +271,6 @@ impl Worker<'_> {
                 ),
             });
         }
-        let key = format!("{path}#{co}");
         let mut meta = BTreeMap::new();
         meta.insert(
             "target".to_string(),
@@ -261,11 +279,11 @@ impl Worker<'_> {
                 str::to_string,
             ),
         );
-        let stored = w.add_with_metadata(&key, arch, bytes, meta)?;
+        let stored = w.commit(encoded, meta)?;
         entry.kernels.push(LedgerKernel {
             bundle: co,
             target: crate::intern::interned(arch),
-            size: bytes.len() as u64,
+            size,
             sha256,
         });
         let n = self.kernel_counts[i].fetch_add(1, Ordering::Relaxed) + 1;
