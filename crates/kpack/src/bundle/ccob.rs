@@ -183,6 +183,32 @@ pub fn decoder_of<'a>(method: Compression, r: impl BufRead + 'a) -> Box<dyn Read
     }
 }
 
+/// Call `f` with a [`decoder_of`] `r`: a zstd payload through this thread's one
+/// decompression context, reused from payload to payload (its window, 2.5 MB for a
+/// payload of many MB, is allocated once per thread, not once per bundle).
+pub fn with_decoder<T>(
+    method: Compression,
+    r: impl BufRead,
+    f: impl FnOnce(&mut dyn Read) -> T,
+) -> T {
+    thread_local! {
+        static DCTX: std::cell::RefCell<Option<zstd::zstd_safe::DCtx<'static>>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    if method != Compression::Zstd {
+        return f(&mut decoder_of(method, r));
+    }
+    DCTX.with(|cell| {
+        // Taken already (a payload decoded inside another's `f`): a context of its own.
+        let Ok(mut slot) = cell.try_borrow_mut() else {
+            return f(&mut decoder_of(method, r));
+        };
+        let ctx = slot.get_or_insert_with(zstd::zstd_safe::DCtx::create);
+        let mut d = zstd::stream::read::Decoder::with_context(r, ctx).single_frame();
+        f(&mut d)
+    })
+}
+
 struct FailingReader(Option<std::io::Error>);
 impl Read for FailingReader {
     fn read(&mut self, _: &mut [u8]) -> std::io::Result<usize> {
@@ -462,5 +488,42 @@ mod tests {
         for n in 0..c.len() {
             let _ = walk_section(&c[..n]);
         }
+    }
+
+    /// One thread's decompression context serves payload after payload, a payload
+    /// decoded inside another's reading gets one of its own, and a payload cut
+    /// short does not spoil the next one.
+    #[test]
+    fn the_threads_decoder_is_reused_and_never_shared() {
+        let a: Vec<u8> = (0..300_000u32).map(|i| (i / 5) as u8).collect();
+        let b: Vec<u8> = (0..70_000u32).map(|i| (i % 251) as u8 ^ 0x33).collect();
+        let (za, zb) = (
+            zstd::encode_all(&a[..], 3).unwrap(),
+            zstd::encode_all(&b[..], 3).unwrap(),
+        );
+        let read = |z: &[u8]| {
+            with_decoder(Compression::Zstd, z, |d| {
+                let mut v = Vec::new();
+                d.read_to_end(&mut v).map(|_| v)
+            })
+        };
+        // Half of `a` read, then dropped: its session is reset for the next.
+        let half = with_decoder(Compression::Zstd, &za[..], |d| {
+            let mut v = vec![0; a.len() / 2];
+            d.read_exact(&mut v).map(|_| v)
+        });
+        assert_eq!(half.unwrap(), a[..a.len() / 2]);
+        assert_eq!(read(&zb).unwrap(), b);
+        assert_eq!(read(&za).unwrap(), a);
+        let nested = with_decoder(Compression::Zstd, &za[..], |outer| {
+            let inner = read(&zb).unwrap();
+            let mut v = Vec::new();
+            outer.read_to_end(&mut v).map(|_| (v, inner))
+        });
+        assert_eq!(nested.unwrap(), (a.clone(), b.clone()));
+        assert!(read(&za[..za.len() / 2]).is_err());
+        assert_eq!(read(&zb).unwrap(), b);
+        let zlib = with_decoder(Compression::Zlib, &za[..], |d| d.read(&mut [0; 4]));
+        assert!(zlib.is_err(), "a zstd payload is not zlib");
     }
 }

@@ -121,31 +121,33 @@ impl BundleInfo {
             base: self.offset as usize + header.header_len,
             release,
         };
-        let mut stream = Decoding {
-            r: ccob::decoder_of(header.method, behind).take(want),
-            pos: 0,
-            header: &header,
-            at: self.offset,
-        };
-        for e in entries {
-            stream.skip_to(e.offset)?;
-            let mut r = CodeObject {
-                from: From::Stream(&mut stream),
-                left: e.size,
-                error: None,
+        ccob::with_decoder(header.method, behind, |decoder| {
+            let mut stream = Decoding {
+                r: decoder.take(want),
+                pos: 0,
+                header: &header,
+                at: self.offset,
             };
-            let out = f(e, &mut r);
-            if let Some(err) = r.error.take() {
-                return Err(err);
+            for e in entries {
+                stream.skip_to(e.offset)?;
+                let mut r = CodeObject {
+                    from: From::Stream(&mut stream),
+                    left: e.size,
+                    error: None,
+                };
+                let out = f(e, &mut r);
+                if let Some(err) = r.error.take() {
+                    return Err(err);
+                }
+                if let Err(err) = out? {
+                    return Ok(Err(err));
+                }
             }
-            if let Err(err) = out? {
-                return Ok(Err(err));
-            }
-        }
-        // The rest (the host entry, padding): a payload shorter than declared is as
-        // corrupt here as when it is decoded whole.
-        stream.skip_to(want)?;
-        Ok(Ok(()))
+            // The rest (the host entry, padding): a payload shorter than declared is
+            // as corrupt here as when it is decoded whole.
+            stream.skip_to(want)?;
+            Ok(Ok(()))
+        })
     }
 }
 
