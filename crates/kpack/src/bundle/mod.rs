@@ -351,10 +351,12 @@ pub fn read_one(rest: &[u8], index: usize, pos: u64) -> FormatResult<BundleInfo>
         let header = ccob::parse_header(rest).map_err(ctx)?;
         let stored = header.stored_size(rest);
         let payload = &rest[header.header_len..stored as usize];
-        let entries = tables_in_stream(
-            ccob::decoder(header.method, payload).take(header.uncompressed_size),
-            header.uncompressed_size,
-        )
+        // Through the thread's decompression context (its window is allocated once
+        // per thread, not once per bundle read).
+        let want = header.uncompressed_size;
+        let entries = ccob::with_decoder(header.method, payload, |d| {
+            tables_in_stream(d.take(want), want)
+        })
         .map_err(|e| ctx(e.shifted(header.header_len as u64)).context("compressed payload: "))?;
         BundleInfo {
             index,
