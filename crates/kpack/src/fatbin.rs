@@ -19,8 +19,18 @@ pub struct Fat<'a> {
 /// The bundles of an ELF or PE fat binary; `Ok(None)` for anything else (host-only
 /// binaries included: their device code is in archives).
 pub fn read(data: &[u8]) -> FormatResult<Option<Fat<'_>>> {
+    read_releasing(data, &|_, _| {})
+}
+
+/// [`read`] of a file map, handing each bundle's range of `data` (offset, length)
+/// to `release` once its header is read (an ELF binary's: a PE image's headers are
+/// read in place).
+pub fn read_releasing<'d>(
+    data: &'d [u8],
+    release: &dyn Fn(usize, usize),
+) -> FormatResult<Option<Fat<'d>>> {
     let (span, bundles) = match Format::of(data) {
-        Some(Format::Elf) => match elf::inspect(data)? {
+        Some(Format::Elf) => match elf::inspect_releasing(data, release)? {
             ElfContent::Fat(fat) if !fat.host_only => {
                 let fat = *fat;
                 let Some(span) = fat.fatbin else {
@@ -191,8 +201,8 @@ pub fn write_host_only_releasing(
         let sha = hash.then(|| crate::kpack::ledger::sha256_hex(&bytes));
         return Ok((bytes.len() as u64, sha));
     }
-    let prepared =
-        elf::rewrite::prepare_rewrite(data, marker).map_err(|e| WriteError::Refused(e.into()))?;
+    let prepared = elf::rewrite::prepare_rewrite(data, marker, release)
+        .map_err(|e| WriteError::Refused(e.into()))?;
     let copied = |r: std::ops::Range<usize>| release(r.start, r.len());
     let mut sha = hash.then(sha2::Sha256::new);
     write_new_with(dst, like, &mut |w| {

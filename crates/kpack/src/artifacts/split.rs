@@ -16,6 +16,7 @@
 use super::manifest::{MANIFEST, manifest_text, read_manifest};
 use super::split_jobs::{Job, KeptCode, Targets, check_input, gather, wanted_targets};
 use super::split_spill::{RunJob, SpilledJobs};
+use crate::bundle::Wanted;
 use crate::error::{Error, FormatResult, Result};
 use crate::event::EventSink;
 use crate::event::{PackEvent, Phase};
@@ -583,15 +584,19 @@ impl Ctx<'_> {
                 crate::fatbin::WriteError::Io(e) => e,
             })?;
         self.phase(worker, j, path, Phase::Compress);
-        let Some(fat) = crate::fatbin::read(data).map_err(|e| Error::format(src, e))? else {
+        let read = crate::fatbin::read_releasing(data, &|o, l| fsutil::release_range(&map, o, l));
+        let Some(fat) = read.map_err(|e| Error::format(src, e))? else {
             return Err(Error::Changed {
                 path: src.to_path_buf(),
                 what: "no longer a fat binary (changed while splitting?)".into(),
             });
         };
+        // What the headers' reading mapped (a 2 MiB folio each) leaves the
+        // resident set before the code objects are read.
+        fsutil::release_range(&map, 0, map.len());
         let span_offset = fat.section.as_ptr() as usize - data.as_ptr() as usize;
         let sec = fat.section;
-        let wanted: BTreeSet<(u32, &str)> = kernels.iter().map(|k| (k.0, &*k.1)).collect();
+        let wanted = Wanted::new(kernels.iter().map(|k| (k.0, &*k.1)));
         let mut found = 0usize;
         let mut promised = Vec::new();
         for b in &fat.bundles {
@@ -602,18 +607,12 @@ impl Ctx<'_> {
             let mut each = |e: &crate::bundle::BundleEntry,
                             r: &mut crate::bundle::CodeObject<'_>|
              -> FormatResult<Result<()>> {
-                let Some(arch) = e.id.arch() else {
+                let Some(arch) = wanted.arch(b.index as u32, e) else {
                     return Ok(Ok(()));
                 };
-                if !wanted.contains(&(b.index as u32, arch.as_str())) {
-                    return Ok(Ok(()));
-                }
                 let mut hash = Sha256Hasher::default();
                 let size = r.remaining();
-                let from = match r.in_place() {
-                    Some(bytes) => Source::Bytes(bytes),
-                    None => Source::Reader(r, size),
-                };
+                let from = Source::from(r);
                 if let Some((w, _)) = self.writers.get(self.unit(&arch)) {
                     let key = format!("{}#{}", marker.kernel_name, b.index);
                     let encoded = match w.encode(&key, &arch, from, &mut |p| hash.update(p)) {

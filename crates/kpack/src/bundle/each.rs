@@ -6,12 +6,30 @@
 
 use super::{BundleEntry, BundleInfo, Compression, ccob};
 use crate::error::{FormatError, FormatResult};
+use std::collections::BTreeSet;
 use std::io::Read;
 
 /// Code objects below this size are decoded into the heap; larger ones into an
 /// anonymous map of their own, unmapped when the bundle is done (a heap block of
 /// this size would stay in the allocator).
 const HEAP_MAX: usize = 256 << 10;
+
+/// The code objects a pass over a fat binary wants: (bundle index, target).
+pub struct Wanted<'a>(BTreeSet<(u32, &'a str)>);
+
+impl<'a> Wanted<'a> {
+    /// The set of these (bundle, target) pairs.
+    pub fn new(pairs: impl IntoIterator<Item = (u32, &'a str)>) -> Wanted<'a> {
+        Wanted(pairs.into_iter().collect())
+    }
+
+    /// The target of `e` in bundle `bundle`, when it is wanted (an entry without a
+    /// target never is).
+    pub fn arch(&self, bundle: u32, e: &BundleEntry) -> Option<String> {
+        let arch = e.id.arch()?;
+        self.0.contains(&(bundle, arch.as_str())).then_some(arch)
+    }
+}
 
 impl BundleInfo {
     /// Hand each device code object of this bundle to `f`, `(entry, bytes)` in
@@ -83,11 +101,14 @@ impl BundleInfo {
         if self.compression == Compression::None || !in_order {
             let un = self.uncompressed(section, limit)?;
             for (e, bytes) in self.code_objects(&un)? {
-                let mut r = CodeObject::of_slice(bytes);
+                // Released behind the reading too, when it lies in the section (a
+                // code object of tens of MB is not mapped whole while it is read).
+                let at = crate::fsutil::offset_in(section, bytes);
+                let mut r = CodeObject::of_slice(bytes, at.map(|at| (at, release)));
                 if let Err(e) = f(e, &mut r)? {
                     return Ok(Err(e));
                 }
-                if let Some(at) = crate::fsutil::offset_in(section, bytes) {
+                if let Some(at) = at {
                     release(at, bytes.len());
                 }
             }
@@ -163,14 +184,26 @@ pub struct CodeObject<'a> {
 }
 
 enum From<'a> {
-    Slice(&'a [u8]),
+    Slice(Behind<'a>),
     Stream(&'a mut dyn Pull),
 }
 
+/// Releases nothing (bytes that do not lie in a mapped section).
+fn keep(_: usize, _: usize) {}
+
 impl<'a> CodeObject<'a> {
-    fn of_slice(bytes: &'a [u8]) -> CodeObject<'a> {
+    /// `bytes`, released behind the reading at their offset in the section with
+    /// `release` when given.
+    fn of_slice(bytes: &'a [u8], release: Option<(usize, Release<'a>)>) -> CodeObject<'a> {
+        let (base, release) = release.unwrap_or((0, &keep));
         CodeObject {
-            from: From::Slice(bytes),
+            from: From::Slice(Behind {
+                data: bytes,
+                pos: 0,
+                released: 0,
+                base,
+                release,
+            }),
             left: bytes.len() as u64,
             error: None,
         }
@@ -183,8 +216,8 @@ impl<'a> CodeObject<'a> {
 
     /// The whole code object, when it lies in place and none of it was read.
     pub fn in_place(&self) -> Option<&'a [u8]> {
-        match self.from {
-            From::Slice(s) if s.len() as u64 == self.left => Some(s),
+        match &self.from {
+            From::Slice(b) if b.pos == 0 => Some(b.data),
             _ => None,
         }
     }
@@ -211,12 +244,7 @@ impl std::io::Read for CodeObject<'_> {
             return Ok(0);
         }
         let got = match &mut self.from {
-            From::Slice(s) => {
-                let k = n.min(s.len());
-                buf[..k].copy_from_slice(&s[..k]);
-                *s = &s[k..];
-                k
-            }
+            From::Slice(b) => b.read(&mut buf[..n])?,
             From::Stream(p) => match p.pull(&mut buf[..n]) {
                 Ok(k) => k,
                 Err(e) => {
@@ -240,9 +268,11 @@ trait Pull {
 /// Told which bytes of a section (offset, length) are read and not needed again.
 pub type Release<'r> = &'r dyn Fn(usize, usize);
 
-/// A payload read as a stream, released behind the reading in steps of [`STEP`]
-/// (ending [`STEP`] / 2 behind it: a release rounded out to 2 MiB folios stays
-/// behind what is read).
+/// Bytes of a section read as a stream (a CCOB's payload, a plain bundle's code
+/// object), released behind the reading in steps of [`STEP`], up to where it is:
+/// the release is rounded out to whole folios (2 MiB), so the one being read may go
+/// too and is mapped again by the next read (one fault), and at most two folios of
+/// it are mapped at a time.
 struct Behind<'a> {
     data: &'a [u8],
     pos: usize,
@@ -252,15 +282,14 @@ struct Behind<'a> {
     release: Release<'a>,
 }
 
-const STEP: usize = 4 << 20;
+const STEP: usize = 1 << 20;
 
 impl Behind<'_> {
     fn advance(&mut self, n: usize) {
         self.pos = (self.pos + n).min(self.data.len());
         if self.pos - self.released >= STEP {
-            let to = self.pos - STEP / 2;
-            (self.release)(self.base + self.released, to - self.released);
-            self.released = to;
+            (self.release)(self.base + self.released, self.pos - self.released);
+            self.released = self.pos;
         }
     }
 }
@@ -376,6 +405,36 @@ mod tests {
     use super::super::walk_section;
     use super::*;
 
+    #[test]
+    fn wanted_names_the_target_of_a_wanted_entry_only() {
+        let entry = |triple: &str| BundleEntry {
+            id: super::super::EntryId::parse(triple),
+            offset: 0,
+            size: 1,
+        };
+        let w = Wanted::new([(0, "gfx90a:xnack+"), (1, "gfx906")]);
+        let arch = |b, triple| w.arch(b, &entry(triple));
+        assert_eq!(
+            arch(0, "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+").as_deref(),
+            Some("gfx90a:xnack+")
+        );
+        assert_eq!(
+            arch(1, "hipv4-amdgcn-amd-amdhsa--gfx906").as_deref(),
+            Some("gfx906")
+        );
+        assert_eq!(
+            arch(0, "hipv4-amdgcn-amd-amdhsa--gfx906"),
+            None,
+            "another bundle's"
+        );
+        assert_eq!(
+            arch(0, "hipv4-amdgcn-amd-amdhsa--gfx90a"),
+            None,
+            "no feature"
+        );
+        assert_eq!(arch(0, "host-x86_64-unknown-linux-gnu"), None, "the host");
+    }
+
     /// A bundle of a host entry and three targets, one larger than [`HEAP_MAX`] (its
     /// buffer is a map), with bytes that differ along each payload.
     fn sample() -> Vec<u8> {
@@ -482,6 +541,89 @@ mod tests {
                 _ => vec![whole[0].clone(), whole[2].clone()],
             };
             assert_eq!(got, want, "{method:?}");
+        }
+    }
+
+    /// A code object read as a stream is released behind the reading, in steps of
+    /// [`STEP`], never ahead of it: a plain bundle's code object in place, a CCOB's
+    /// payload as it is decoded; all of it is released once read.
+    #[test]
+    fn what_a_stream_has_read_is_released_behind_it() {
+        use std::cell::RefCell;
+        use std::io::Read;
+        // Bytes that do not compress (xorshift), so that the payload is as long.
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let big: Vec<u8> = (0..3 * STEP + 12_345)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        let plain = plain_bundle(
+            &[
+                ("host-x86_64-unknown-linux-gnu-", b""),
+                ("hipv4-amdgcn-amd-amdhsa--gfx942", &big),
+            ],
+            4096,
+        );
+        for method in [Compression::None, Compression::Zstd] {
+            let sec = match method {
+                Compression::None => plain.clone(),
+                m => ccob::encode(&plain, 1, m),
+            };
+            let b = &walk_section(&sec).unwrap()[0];
+            let released = RefCell::new(Vec::<(usize, usize)>::new());
+            let record = |o: usize, l: usize| released.borrow_mut().push((o, l));
+            let mut read_all = 0u64;
+            b.each_code_object_streamed(&sec, u64::MAX, &record, |e, r| {
+                // Where this stream's bytes lie in the section: the code object's
+                // (plain), the payload after the CCOB header (compressed).
+                let start = match method {
+                    Compression::None => e.offset as usize,
+                    _ => ccob::parse_header(&sec).unwrap().header_len,
+                };
+                let mut piece = vec![0u8; 100_000];
+                loop {
+                    let k = r.read(&mut piece).unwrap();
+                    if k == 0 {
+                        break;
+                    }
+                    read_all += k as u64;
+                    let rel = released.borrow();
+                    let end = rel.iter().map(|&(o, l)| o + l).max().unwrap_or(start);
+                    assert!(rel.iter().all(|&(o, _)| o >= start), "{method:?}");
+                    if method == Compression::None {
+                        let at = start + read_all as usize;
+                        assert!(end <= at, "{method:?}: released ahead of the reading");
+                        assert!(at - end < STEP, "{method:?}: {} behind", at - end);
+                    }
+                }
+                Ok(Ok::<(), ()>(()))
+            })
+            .unwrap()
+            .unwrap();
+            assert_eq!(read_all, big.len() as u64);
+            // Stepwise while reading (not one release at the end), and all of it (a
+            // payload's last step is the caller's, with the bundle).
+            let rel = released.into_inner();
+            assert!(rel.len() >= 2, "{method:?}: {rel:?}");
+            let mut covered: Vec<(usize, usize)> = rel.iter().map(|&(o, l)| (o, o + l)).collect();
+            covered.sort();
+            let first = covered[0].0;
+            let reach = covered.iter().fold(first, |reach, &(a, b)| {
+                assert!(a <= reach, "{method:?}: a gap at {reach}");
+                reach.max(b)
+            });
+            let want = match method {
+                Compression::None => first + big.len(),
+                _ => sec.len() - STEP,
+            };
+            assert!(
+                reach >= want,
+                "{method:?}: released up to {reach} of {want}"
+            );
         }
     }
 

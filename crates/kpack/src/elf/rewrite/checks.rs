@@ -31,8 +31,9 @@ pub(super) struct Site<'a> {
 
 impl<'a> Site<'a> {
     /// Read and check `data`: a linked ELF of a handled host CPU, with device code
-    /// still in `.hip_fatbin` and wrappers that say `HIPF`.
-    pub fn read(data: &'a [u8]) -> Result<Self> {
+    /// still in `.hip_fatbin` and wrappers that say `HIPF`. Each bundle's bytes
+    /// are handed to `release` (offset in `data`, length) once its header is read.
+    pub fn read(data: &'a [u8], release: &dyn Fn(usize, usize)) -> Result<Self> {
         let lay = super::parse_layout(data)?;
         let Some(machine) = lay.machine else {
             return Err(RewriteError::Unsupported(format!(
@@ -85,7 +86,8 @@ impl<'a> Site<'a> {
             )));
         }
         let fb_range = range(data, fb.sh_offset, fb.sh_size, FATBIN_SECTION)?;
-        let bundles = bundle::walk_section(&data[fb_range])
+        let at = fb_range.start;
+        let bundles = bundle::walk_section_releasing(&data[fb_range], &|o, l| release(at + o, l))
             .map_err(|e| RewriteError::Malformed(e.shifted(fb.sh_offset)))?;
         let seg_range = range(data, seg_sec.sh_offset, seg_sec.sh_size, WRAPPER_SECTION)?;
         let n_wrappers = (seg_sec.sh_size / WRAPPER_SIZE as u64) as usize;

@@ -201,7 +201,7 @@ pub fn plan_rewrite(data: &[u8], marker: &Marker) -> Result<Rewritten> {
 
 /// [`plan_rewrite`] with the program-header table placed as `phdrs` says.
 pub fn plan_rewrite_with(data: &[u8], marker: &Marker, phdrs: PhdrLayout) -> Result<Rewritten> {
-    let prepared = prepare_rewrite_with(data, marker, phdrs)?;
+    let prepared = prepare_rewrite_with(data, marker, phdrs, &|_, _| {})?;
     let bytes = prepared.image.to_vec();
     let plan = prepared.verify(data, &bytes, &|_, _| {})?;
     Ok(Rewritten { plan, bytes })
@@ -209,9 +209,15 @@ pub fn plan_rewrite_with(data: &[u8], marker: &Marker, phdrs: PhdrLayout) -> Res
 
 /// The host-only rewrite of `data` with `marker`, up to its bytes: nothing is built
 /// or verified yet ([`Prepared::verify`] does that on the bytes, however they are
-/// kept).
-pub fn prepare_rewrite<'a>(data: &'a [u8], marker: &Marker) -> Result<Prepared<'a>> {
-    prepare_rewrite_with(data, marker, PhdrLayout::InPlace)
+/// kept). Each bundle's bytes are handed to `release` (offset in `data`, length)
+/// once its header is read: a file map's pages of a section of many bundles leave
+/// the resident set as they are read (one 2 MiB folio mapped for each header).
+pub fn prepare_rewrite<'a>(
+    data: &'a [u8],
+    marker: &Marker,
+    release: &dyn Fn(usize, usize),
+) -> Result<Prepared<'a>> {
+    prepare_rewrite_with(data, marker, PhdrLayout::InPlace, release)
 }
 
 /// [`prepare_rewrite`] with the program-header table placed as `phdrs` says.
@@ -219,9 +225,10 @@ pub fn prepare_rewrite_with<'a>(
     data: &'a [u8],
     marker: &Marker,
     phdrs: PhdrLayout,
+    release: &dyn Fn(usize, usize),
 ) -> Result<Prepared<'a>> {
     // --- What the binary is, its relocations, where its wrappers point.
-    let site = checks::Site::read(data)?;
+    let site = checks::Site::read(data, release)?;
     let relocs = checks::Relocs::index(&site)?;
     let targets = checks::wrapper_targets(&site, &relocs)?;
     // --- Zero-paging: which file bytes go, and the program headers around them.

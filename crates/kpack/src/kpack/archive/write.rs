@@ -69,6 +69,20 @@ pub enum Source<'a> {
     Reader(&'a mut dyn std::io::Read, u64),
 }
 
+impl<'a> std::convert::From<&'a mut crate::bundle::CodeObject<'_>> for Source<'a> {
+    /// A code object of one piece as it lies in place; otherwise the reader it is
+    /// (what is left of it): one read in place releases what it has read as it goes,
+    /// so that a code object of tens of MB is not mapped whole while it is
+    /// compressed (each piece is copied once, beside compressing it).
+    fn from(r: &'a mut crate::bundle::CodeObject<'_>) -> Source<'a> {
+        let size = r.remaining();
+        match r.in_place() {
+            Some(bytes) if bytes.len() <= ENCODE_CHUNK => Source::Bytes(bytes),
+            _ => Source::Reader(r, size),
+        }
+    }
+}
+
 impl Source<'_> {
     fn len(&self) -> u64 {
         match self {

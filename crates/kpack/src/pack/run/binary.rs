@@ -4,6 +4,7 @@
 //! archives, from its bundles or from the input archives that hold them.
 
 use super::*;
+use crate::bundle::Wanted;
 use crate::error::FormatResult;
 use crate::fatbin::Fat;
 use crate::kpack::archive::Source;
@@ -74,12 +75,17 @@ impl Worker<'_> {
         if pb.host_only {
             self.archive_from_inputs(f, pb, &mut entry)?;
         } else {
-            let Some(fat) = crate::fatbin::read(data).map_err(|e| Error::format(src, e))? else {
+            let release = |o: usize, l: usize| fsutil::release_range(&map, o, l);
+            let read = crate::fatbin::read_releasing(data, &release);
+            let Some(fat) = read.map_err(|e| Error::format(src, e))? else {
                 return Err(Error::Changed {
                     path: f.path.clone().into(),
                     what: "no longer a fat binary".into(),
                 });
             };
+            // What the rewrite and the reading of the headers mapped (a 2 MiB folio
+            // each) leaves the resident set before the code objects are read.
+            release(0, map.len());
             let stored = self.archive_from_bundles(f, pb, src, &map, &fat, &mut entry)?;
             if host + stored > f.size {
                 self.note_growth(f, host, stored, &fat);
@@ -146,7 +152,7 @@ impl Worker<'_> {
         let sec = fat.section;
         let span_offset = sec.as_ptr() as usize - map.as_ptr() as usize;
         let mut stored = 0u64;
-        let wanted: BTreeSet<(u32, &str)> = pb.kernels.iter().map(|k| (k.0, &*k.1)).collect();
+        let wanted = Wanted::new(pb.kernels.iter().map(|k| (k.0, &*k.1)));
         for b in &fat.bundles {
             let bundle_at = span_offset + b.offset as usize;
             // One code object at a time, compressed as it is read: a compressed
@@ -155,17 +161,10 @@ impl Worker<'_> {
             let mut each = |e: &crate::bundle::BundleEntry,
                             r: &mut crate::bundle::CodeObject<'_>|
              -> FormatResult<Result<()>> {
-                let Some(arch) = e.id.arch() else {
+                let Some(arch) = wanted.arch(b.index as u32, e) else {
                     return Ok(Ok(()));
                 };
-                if !wanted.contains(&(b.index as u32, arch.as_str())) {
-                    return Ok(Ok(()));
-                }
-                let size = r.remaining();
-                let from = match r.in_place() {
-                    Some(bytes) => Source::Bytes(bytes),
-                    None => Source::Reader(r, size),
-                };
+                let from = Source::from(r);
                 let co = b.index as u32;
                 let triple = Some(e.id.triple.as_ref());
                 Ok(self

@@ -18,7 +18,7 @@ use crate::kpack::ledger::{LEDGER_PATH, LedgerBinary, LedgerKernel, Sha256Digest
 use crate::kpack::resolve::Loader;
 use crate::scan::FileKind;
 use rayon::prelude::*;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
