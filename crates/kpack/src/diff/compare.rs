@@ -228,19 +228,16 @@ pub(super) fn read_kernels(
     names: Names,
     opts: &DiffOptions,
 ) -> Result<()> {
+    // What each binary holds on each side, as a digest of its code objects' sizes
+    // per bundle and target.
     let shape = |s: &Side, renames: Option<&BTreeMap<String, String>>| {
-        let mut m: BTreeMap<String, BTreeMap<(Option<u32>, String), u64>> = BTreeMap::new();
-        for o in s.objects.iter() {
-            let mut bin = names.of(s, o.binary);
-            if let Some(r) = renames.and_then(|r| r.get(&bin)) {
-                bin = r.clone();
+        s.objects.shapes(|b| {
+            let bin = names.of(s, b);
+            match renames.and_then(|r| r.get(&bin)) {
+                Some(r) => r.clone(),
+                None => bin,
             }
-            *m.entry(bin)
-                .or_default()
-                .entry((o.bundle, o.target.to_string()))
-                .or_insert(0) += o.size;
-        }
-        m
+        })
     };
     let (sa, sb) = (shape(a, Some(rename)), shape(b, None));
     let changed: BTreeSet<String> = sa

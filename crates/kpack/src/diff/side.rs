@@ -6,6 +6,7 @@ use crate::error::Result;
 use crate::kernels::KernelsReport;
 use crate::scan::{self, FileKind, FileReport, ScanOptions, TreeReport};
 use rayon::prelude::*;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub(super) struct Side {
@@ -42,8 +43,6 @@ struct Object {
 pub(super) struct ObjectRef<'a> {
     /// The binary it belongs to: the file, or an archive entry's key without `#TU`.
     pub(super) binary: &'a str,
-    /// Bundle (TU) index, or the key's `#TU`.
-    pub(super) bundle: Option<u32>,
     pub(super) target: &'a str,
     pub(super) size: u64,
     /// Bytes it takes on disk.
@@ -71,7 +70,6 @@ impl Objects {
     pub(super) fn iter(&self) -> impl Iterator<Item = ObjectRef<'_>> {
         self.list.iter().map(|o| ObjectRef {
             binary: &self.binaries.names[o.binary as usize],
-            bundle: o.bundle,
             target: &self.targets.names[o.target as usize],
             size: o.size,
             stored: o.stored,
@@ -81,6 +79,45 @@ impl Objects {
     /// The binaries' names.
     pub(super) fn binaries(&self) -> impl Iterator<Item = &String> {
         self.binaries.names.iter()
+    }
+
+    /// What each binary holds: its code objects' (bundle, target, size summed over
+    /// repeats), in order, as one SHA-256 digest per binary, under the name `name`
+    /// gives it (binaries given one name are one). Two sides hold the same code
+    /// objects for a binary when its digests are equal: a tree of 500 binaries and
+    /// 17,000 code objects is compared without a map of them per side.
+    pub(super) fn shapes(&self, name: impl Fn(&str) -> String) -> BTreeMap<String, [u8; 32]> {
+        use sha2::Digest;
+        let names: Vec<String> = self.binaries.names.iter().map(|n| name(n)).collect();
+        let key = |i: u32| {
+            let o = &self.list[i as usize];
+            let target = self.targets.names[o.target as usize].as_str();
+            (names[o.binary as usize].as_str(), o.bundle, target)
+        };
+        let mut order: Vec<u32> = (0..self.list.len() as u32).collect();
+        order.sort_unstable_by(|&x, &y| key(x).cmp(&key(y)));
+        let mut out = BTreeMap::new();
+        let mut rest = &order[..];
+        while let Some(&first) = rest.first() {
+            let binary = key(first).0;
+            let mut h = sha2::Sha256::new();
+            while let Some(&i) = rest.first().filter(|&&i| key(i).0 == binary) {
+                let (_, bundle, target) = key(i);
+                let same = rest.iter().take_while(|&&j| key(j) == key(i)).count();
+                let size: u64 = rest[..same]
+                    .iter()
+                    .map(|&j| self.list[j as usize].size)
+                    .sum();
+                rest = &rest[same..];
+                h.update([u8::from(bundle.is_some())]);
+                h.update(bundle.unwrap_or(0).to_le_bytes());
+                h.update((target.len() as u64).to_le_bytes());
+                h.update(target.as_bytes());
+                h.update(size.to_le_bytes());
+            }
+            out.insert(binary.to_string(), h.finalize().into());
+        }
+        out
     }
 
     /// Name binary `from` `to` instead.
@@ -345,6 +382,10 @@ fn read_scanned(root: &Path, opts: &DiffOptions, scan: scan::TreeReport) -> Resu
     if root_is_file && let Some(m) = scan.files.first().and_then(|f| f.marker.as_ref()) {
         objects.rename_binary(&m.kernel_name, &scan.files[0].path);
     }
+    // The code objects are listed: what the comparison reads of each file from now
+    // on is its path, class and size, and what reading its kernels again needs.
+    let mut scan = scan;
+    scan.files.iter_mut().for_each(FileReport::keep_for_reading);
     Ok(Side {
         root: root.to_path_buf(),
         scan,
@@ -472,6 +513,69 @@ mod tests {
         Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../tests/fixtures/bin")
             .join(name)
+    }
+
+    /// A binary's digest is its code objects' (bundle, target, size) whatever the
+    /// order they were found in, repeats summed; any change of one is another
+    /// digest; binaries given one name are one.
+    #[test]
+    fn shapes_are_equal_exactly_when_binaries_hold_the_same_code_objects() {
+        let side = |objects: &[(&str, Option<u32>, &str, u64)]| {
+            let mut o = Objects::default();
+            for &(b, n, t, size) in objects {
+                o.push(b, n, t, (size, 0));
+            }
+            o
+        };
+        let same = |o: &Objects| o.shapes(|b| b.to_string());
+        let base = side(&[
+            ("lib/a.so", Some(0), "gfx90a", 100),
+            ("lib/a.so", Some(1), "gfx90a", 50),
+            ("lib/a.so", Some(0), "gfx942", 70),
+            ("lib/b.so", None, "gfx906", 9),
+        ]);
+        let s = same(&base);
+        assert_eq!(s.len(), 2);
+        // Found in another order, and one code object found as two halves.
+        let shuffled = side(&[
+            ("lib/b.so", None, "gfx906", 9),
+            ("lib/a.so", Some(0), "gfx942", 70),
+            ("lib/a.so", Some(1), "gfx90a", 20),
+            ("lib/a.so", Some(0), "gfx90a", 100),
+            ("lib/a.so", Some(1), "gfx90a", 30),
+        ]);
+        assert_eq!(same(&shuffled), s);
+        for changed in [
+            side(&[("lib/a.so", Some(0), "gfx90a", 101)]),
+            side(&[("lib/a.so", Some(2), "gfx90a", 100)]),
+            side(&[("lib/a.so", None, "gfx90a", 100)]),
+            side(&[("lib/a.so", Some(0), "gfx90a:xnack+", 100)]),
+        ] {
+            let mut o = side(&[
+                ("lib/a.so", Some(1), "gfx90a", 50),
+                ("lib/a.so", Some(0), "gfx942", 70),
+                ("lib/b.so", None, "gfx906", 9),
+            ]);
+            for x in changed.list.iter() {
+                let (b, t) = (
+                    &changed.binaries.names[x.binary as usize],
+                    &changed.targets.names[x.target as usize],
+                );
+                o.push(b, x.bundle, t, (x.size, 0));
+            }
+            let d = same(&o);
+            assert_ne!(d["lib/a.so"], s["lib/a.so"]);
+            assert_eq!(d["lib/b.so"], s["lib/b.so"]);
+        }
+        // Two files named as one binary (a rename) are one.
+        let split = side(&[
+            ("lib/a.so.1", Some(0), "gfx90a", 100),
+            ("lib/a.so.1", Some(0), "gfx942", 70),
+            ("lib/a.so.2", Some(1), "gfx90a", 50),
+            ("lib/b.so", None, "gfx906", 9),
+        ]);
+        let named = split.shapes(|b| b.trim_end_matches(['.', '1', '2']).to_string());
+        assert_eq!(named, s);
     }
 
     #[test]
