@@ -244,6 +244,10 @@ pub fn inspect_releasing(data: &[u8], release: &dyn Fn(usize, usize)) -> FormatR
     };
     let mut bundles = Vec::new();
     if !span.nobits {
+        // The headers read so far (the file's first and last folios, 2 MiB each on
+        // Linux 6.18) leave the resident set before the bundles' are read: a large
+        // binary holds one folio at a time, not three.
+        release(0, data.len());
         match fb.data(endian, data) {
             Ok(sec) => match bundle::walk_section_releasing(sec, &|o, l| {
                 release((span.offset as usize).saturating_add(o), l)
