@@ -220,6 +220,21 @@ pub(super) fn read_sides(old: &Path, new: &Path, opts: &DiffOptions) -> Result<(
         ..Default::default()
     };
     let (mut kept_a, mut kept_b) = (Vec::new(), Vec::new());
+    // Each kept file's code objects are listed as it arrives, and its report keeps
+    // only what reading it again needs from then on.
+    let (mut inv_a, mut inv_b) = (Inventory::new(opts), Inventory::new(opts));
+    let at = |root| Place {
+        root,
+        root_is_file: false,
+        wheel: None,
+    };
+    let (at_a, at_b) = (at(old), at(new));
+    let keep = |inv: &mut Inventory<'_>, at: &Place<'_>, kept: &mut Vec<FileReport>, f| {
+        let mut f: FileReport = f;
+        inv.add(at, &f);
+        f.keep_for_reading();
+        kept.push(f);
+    };
     let (ra, rb) = std::thread::scope(|s| {
         // Reports cross in batches: a hand-over per file woke the other thread 80,000
         // times for two trees of 40,000 files.
@@ -251,14 +266,22 @@ pub(super) fn read_sides(old: &Path, new: &Path, opts: &DiffOptions) -> Result<(
                 (None, None) => break,
             };
             match order {
-                std::cmp::Ordering::Less => kept_a.extend(a.next()),
-                std::cmp::Ordering::Greater => kept_b.extend(b.next()),
+                std::cmp::Ordering::Less => {
+                    if let Some(f) = a.next() {
+                        keep(&mut inv_a, &at_a, &mut kept_a, f);
+                    }
+                }
+                std::cmp::Ordering::Greater => {
+                    if let Some(f) = b.next() {
+                        keep(&mut inv_b, &at_b, &mut kept_b, f);
+                    }
+                }
                 std::cmp::Ordering::Equal => {
                     if let (Some(fa), Some(fb)) = (a.next(), b.next())
                         && !(plain(&fa) && fa.kind == fb.kind && fa.size == fb.size)
                     {
-                        kept_a.push(fa);
-                        kept_b.push(fb);
+                        keep(&mut inv_a, &at_a, &mut kept_a, fa);
+                        keep(&mut inv_b, &at_b, &mut kept_b, fb);
                     }
                 }
             }
@@ -271,7 +294,7 @@ pub(super) fn read_sides(old: &Path, new: &Path, opts: &DiffOptions) -> Result<(
     let (mut ra, mut rb) = (ra?, rb?);
     ra.files = kept_a;
     rb.files = kept_b;
-    Ok((read_scanned(old, opts, ra)?, read_scanned(new, opts, rb)?))
+    Ok((inv_a.side(old, false, ra), inv_b.side(new, false, rb)))
 }
 
 /// Reports handed from a side's scan to the comparison at a time.
@@ -304,96 +327,127 @@ fn read_side(root: &Path, opts: &DiffOptions) -> Result<Side> {
 fn read_scanned(root: &Path, opts: &DiffOptions, scan: scan::TreeReport) -> Result<Side> {
     // A wheel is a tree of members, not one file.
     let root_is_file = std::fs::metadata(root).is_ok_and(|m| m.is_file()) && scan.wheel.is_none();
-    let mut inv = Inventory {
-        targets: &opts.targets,
-        objects: Objects::default(),
-        diagnostics: Vec::new(),
-    };
     let wheel = match &scan.wheel {
         Some(_) => Some(crate::wheel::Wheel::open(root)?),
         None => None,
     };
-    for f in scan.files.iter().filter(|f| f.hard_link_of.is_none()) {
-        if let Some(w) = &wheel {
+    let mut inv = Inventory::new(opts);
+    let place = Place {
+        root,
+        root_is_file,
+        wheel: wheel.as_ref(),
+    };
+    for f in &scan.files {
+        inv.add(&place, f);
+    }
+    Ok(inv.side(root, root_is_file, scan))
+}
+
+/// Where a side's files are read from.
+struct Place<'a> {
+    root: &'a Path,
+    /// The side is one file (its reports' paths name the root).
+    root_is_file: bool,
+    /// The side is this wheel (its files are members).
+    wheel: Option<&'a crate::wheel::Wheel>,
+}
+
+impl<'a> Inventory<'a> {
+    fn new(opts: &'a DiffOptions) -> Self {
+        Inventory {
+            targets: &opts.targets,
+            objects: Objects::default(),
+            diagnostics: Vec::new(),
+        }
+    }
+
+    /// The code objects of file `f` (none for a second hard link).
+    fn add(&mut self, at: &Place<'_>, f: &FileReport) {
+        if f.hard_link_of.is_some() {
+            return;
+        }
+        if let Some(w) = at.wheel {
             // A wheel's members are its files; host-only members are not followed
             // (their archives are members too, or in the device wheels).
             match f.kind {
-                FileKind::Kpack => inv.wheel_archive(w, &f.path),
+                FileKind::Kpack => self.wheel_archive(w, &f.path),
                 FileKind::HostOnlyBinary => {}
                 _ => {
-                    for b in f.all_bundles() {
-                        for t in &b.targets {
-                            let sizes = (t.size, t.compressed_size);
-                            inv.push(&f.path, Some(b.index as u32), &t.arch, sizes);
-                        }
-                    }
+                    self.bundles(f);
                     if f.kind == FileKind::CodeObject
                         && let Some(t) = &f.arch
                     {
-                        inv.push(&f.path, None, t, (f.size, f.size));
+                        self.push(&f.path, None, t, (f.size, f.size));
                     }
                 }
             }
-            continue;
+            return;
         }
-        let abs = if root_is_file {
-            root.to_path_buf()
+        let abs = if at.root_is_file {
+            at.root.to_path_buf()
         } else {
-            root.join(crate::relpath::to_path(&f.path))
+            at.root.join(crate::relpath::to_path(&f.path))
         };
         match f.kind {
-            FileKind::Kpack => inv.archive(&f.path, &abs, None),
-            FileKind::HostOnlyBinary if root_is_file => {
+            FileKind::Kpack => self.archive(&f.path, &abs, None),
+            FileKind::HostOnlyBinary if at.root_is_file => {
                 if let Some(m) = &f.marker {
                     for a in crate::kernels::marker_archives(&abs, m) {
-                        inv.archive(&a.display().to_string(), &a, Some(&m.kernel_name));
+                        self.archive(&a.display().to_string(), &a, Some(&m.kernel_name));
                     }
                 }
             }
             FileKind::CodeObject => {
                 if let Some(t) = &f.arch {
-                    inv.push(&f.path, None, t, (f.size, f.size));
+                    self.push(&f.path, None, t, (f.size, f.size));
                 }
             }
-            _ => {
-                for b in f.all_bundles() {
-                    for t in &b.targets {
-                        let sizes = (t.size, t.compressed_size);
-                        inv.push(&f.path, Some(b.index as u32), &t.arch, sizes);
-                    }
-                }
-            }
+            _ => self.bundles(f),
         }
         // Device code the binary loads itself: counted for the binary (its kernels
         // are read with the binary's, named `path@section[n]`).
         for e in &f.embedded {
             for t in &e.targets {
-                inv.push(&f.path, None, &t.arch, (t.size, t.size));
+                self.push(&f.path, None, &t.arch, (t.size, t.size));
             }
         }
     }
-    let Inventory {
-        mut objects,
-        diagnostics,
-        ..
-    } = inv;
-    // A host-only binary given alone: its device code is its archives', under its
-    // own name.
-    if root_is_file && let Some(m) = scan.files.first().and_then(|f| f.marker.as_ref()) {
-        objects.rename_binary(&m.kernel_name, &scan.files[0].path);
+
+    /// The code objects of a file's bundles.
+    fn bundles(&mut self, f: &FileReport) {
+        for b in f.all_bundles() {
+            for t in &b.targets {
+                let sizes = (t.size, t.compressed_size);
+                self.push(&f.path, Some(b.index as u32), &t.arch, sizes);
+            }
+        }
     }
-    // The code objects are listed: what the comparison reads of each file from now
-    // on is its path, class and size, and what reading its kernels again needs.
-    let mut scan = scan;
-    scan.files.iter_mut().for_each(FileReport::keep_for_reading);
-    Ok(Side {
-        root: root.to_path_buf(),
-        scan,
-        objects,
-        kernels: KernelsReport::default(),
-        root_is_file,
-        diagnostics,
-    })
+
+    /// The side: its scan and the code objects found in it.
+    fn side(self, root: &Path, root_is_file: bool, mut scan: scan::TreeReport) -> Side {
+        let Inventory {
+            mut objects,
+            diagnostics,
+            ..
+        } = self;
+        // A host-only binary given alone: its device code is its archives', under
+        // its own name.
+        if root_is_file && let Some(m) = scan.files.first().and_then(|f| f.marker.as_ref()) {
+            objects.rename_binary(&m.kernel_name, &scan.files[0].path);
+        }
+        // The code objects are listed: what the comparison reads of each file from
+        // now on is its path, class and size, and what reading its kernels again
+        // needs.
+        scan.files.iter_mut().for_each(FileReport::keep_for_reading);
+        Side {
+            root: root.to_path_buf(),
+            scan,
+            objects,
+            kernels: KernelsReport::default(),
+            root_is_file,
+            diagnostics,
+        }
+    }
 }
 
 impl Side {
