@@ -117,6 +117,8 @@ pub mod place;
 pub mod relpath;
 pub mod scan;
 pub mod spill;
+#[cfg(test)]
+mod testdata;
 pub mod trace;
 pub mod wheel;
 pub mod wheel_split;

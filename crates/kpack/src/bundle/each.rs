@@ -551,16 +551,8 @@ mod tests {
     fn what_a_stream_has_read_is_released_behind_it() {
         use std::cell::RefCell;
         use std::io::Read;
-        // Bytes that do not compress (xorshift), so that the payload is as long.
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        let big: Vec<u8> = (0..3 * STEP + 12_345)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-            .collect();
+        // Bytes that do not compress, so that the payload is as long.
+        let big = crate::testdata::noise(3 * STEP + 12_345);
         let plain = plain_bundle(
             &[
                 ("host-x86_64-unknown-linux-gnu-", b""),

@@ -537,14 +537,7 @@ fn level_max_is_the_real_maximum_within_the_readers_window() {
     use crate::kpack::archive::write::encode_kernel;
     // 3 MiB: a 64 KiB block of pseudo-random bytes repeated with small changes, the
     // shape of many similar kernels in one code object.
-    let mut block = vec![0u8; 64 << 10];
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    for b in &mut block {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        *b = x as u8;
-    }
+    let block = crate::testdata::noise(64 << 10);
     let mut data = Vec::new();
     for i in 0..48u8 {
         let mut b = block.clone();
@@ -618,16 +611,7 @@ fn the_writer_refuses_with_typed_errors_naming_the_archive() {
 fn a_compressed_kernel_is_held_in_chunks_that_are_the_frame() {
     use crate::kpack::archive::write::encode_chunked;
     // Barely compressible: the frame spans several chunks.
-    let mut x = 0x9e37_79b9_7f4a_7c15u64;
-    let data: Vec<u8> = (0..5 * ENCODE_CHUNK + 7)
-        .map(|_| {
-            // xorshift64: no pattern zstd finds.
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect();
+    let data = crate::testdata::noise(5 * ENCODE_CHUNK + 7);
     for (bytes, scheme) in [
         (&data[..], Scheme::ZstdPerKernel),
         (&data[..1000], Scheme::ZstdPerKernel),
