@@ -635,10 +635,10 @@ impl Ctx<'_> {
                     });
                 } else {
                     // No archive takes it here: only its hash, for the ledger.
-                    let hashed = match from {
-                        Source::Bytes(b) => std::io::copy(&mut &b[..], &mut HashInto(&mut hash)),
-                        Source::Reader(r, _) => std::io::copy(r, &mut HashInto(&mut hash)),
-                    };
+                    let hashed = from.pieces(&mut |p| {
+                        hash.update(p);
+                        Ok(true)
+                    });
                     if let Err(e) = hashed {
                         return Ok(Err(Error::io(src, e)));
                     }
@@ -685,20 +685,6 @@ impl Ctx<'_> {
         }
         self.rewritten.fetch_add(1, Ordering::Relaxed);
         Ok(host)
-    }
-}
-
-/// Hands what is written to a hasher.
-struct HashInto<'h>(&'h mut Sha256Hasher);
-
-impl std::io::Write for HashInto<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.update(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
     }
 }
 

@@ -94,7 +94,10 @@ impl Source<'_> {
     /// Hand each piece of at most [`ENCODE_CHUNK`] bytes to `f` (all but the last
     /// that long: the same pieces whether read or at hand, so the same frames),
     /// until `f` says stop (`false`).
-    fn pieces(self, f: &mut dyn FnMut(&[u8]) -> std::io::Result<bool>) -> std::io::Result<()> {
+    pub(crate) fn pieces(
+        self,
+        f: &mut dyn FnMut(&[u8]) -> std::io::Result<bool>,
+    ) -> std::io::Result<()> {
         match self {
             Source::Bytes(b) => {
                 for piece in b.chunks(ENCODE_CHUNK) {
