@@ -262,7 +262,7 @@ pub fn inspect_releasing(data: &[u8], release: &dyn Fn(usize, usize)) -> FormatR
         }
     }
 
-    let wrappers = read_wrappers(
+    let mut wrappers = read_wrappers(
         data,
         endian,
         header,
@@ -278,8 +278,12 @@ pub fn inspect_releasing(data: &[u8], release: &dyn Fn(usize, usize)) -> FormatR
     if host_only {
         // A `.hip_fatbin` with no whole page to remove stays PROGBITS after the
         // rewrite (common on 64 KiB pages): its bytes are still in the file, but no
-        // wrapper reaches them any more; the code objects are the archives'.
+        // wrapper reaches them any more; the code objects are the archives'. A HIPF
+        // wrapper left beside a marker or a HIPK one points at none of them either.
         bundles.clear();
+        for w in &mut wrappers {
+            w.bundle = None;
+        }
     }
     Ok(ElfContent::Fat(Box::new(FatBinary {
         elf_kind: kind,
