@@ -652,12 +652,14 @@ impl Ctx<'_> {
                 });
                 Ok(Ok(()))
             };
-            // A code object read in place leaves the resident set once archived, and
-            // a CCOB's payload as it is decoded.
-            let release = |off: usize, len: usize| {
-                fsutil::release_range(&map, span_offset.saturating_add(off), len)
+            // Code objects and CCOB payloads are read from the file, not the map
+            // (nothing of them is mapped); what the walk mapped is released.
+            let input = crate::bundle::FileSection {
+                map: &map,
+                file: &file,
+                at: span_offset,
             };
-            b.each_code_object_streamed(sec, 1 << 34, &release, &mut each)
+            b.each_code_object_streamed(sec, 1 << 34, &input, &mut each)
                 .map_err(|e| Error::format(src, e))??;
             fsutil::release_range(
                 &map,

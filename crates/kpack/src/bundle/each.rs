@@ -109,7 +109,7 @@ impl BundleInfo {
                     return Ok(Err(e));
                 }
                 if let Some(at) = at {
-                    release(at, bytes.len());
+                    release.release(at, bytes.len());
                 }
             }
             return Ok(Ok(()));
@@ -135,13 +135,7 @@ impl BundleInfo {
             }
         }
         let payload = &stored[header.header_len..header.stored_size(stored) as usize];
-        let behind = Behind {
-            data: payload,
-            pos: 0,
-            released: 0,
-            base: self.offset as usize + header.header_len,
-            release,
-        };
+        let behind = Behind::new(payload, self.offset as usize + header.header_len, release);
         ccob::with_decoder(header.method, behind, |decoder| {
             let mut stream = Decoding {
                 r: decoder.take(want),
@@ -191,19 +185,57 @@ enum From<'a> {
 /// Releases nothing (bytes that do not lie in a mapped section).
 fn keep(_: usize, _: usize) {}
 
+/// Where a section's bytes are read from: a section of a file can be read with
+/// positioned reads rather than through its map, so that what is read never enters
+/// the resident set (on Linux 6.18 one byte read through a map makes the whole 2
+/// MiB page-cache folio holding it resident; a positioned read copies only what it
+/// asks for).
+pub trait Input {
+    /// `len` bytes at `offset` of the section are read and not needed again.
+    fn release(&self, offset: usize, len: usize);
+
+    /// The file the section lies in and the section's offset in it, when its bytes
+    /// are to be read from the file (with positioned reads) rather than the slice.
+    fn file(&self) -> Option<(&std::fs::File, u64)> {
+        None
+    }
+}
+
+/// A function told what is released: the section is read from its slice.
+impl<F: Fn(usize, usize)> Input for F {
+    fn release(&self, offset: usize, len: usize) {
+        self(offset, len)
+    }
+}
+
+/// A section at `at` of a mapped file: read from the file with positioned reads,
+/// released from the map (what the walk of its headers mapped).
+pub struct FileSection<'a> {
+    /// The file's map (the section's slice is in it).
+    pub map: &'a memmap2::Mmap,
+    /// The file mapped.
+    pub file: &'a std::fs::File,
+    /// The section's offset in the file.
+    pub at: usize,
+}
+
+impl Input for FileSection<'_> {
+    fn release(&self, offset: usize, len: usize) {
+        crate::fsutil::release_range(self.map, self.at.saturating_add(offset), len)
+    }
+
+    fn file(&self) -> Option<(&std::fs::File, u64)> {
+        Some((self.file, self.at as u64))
+    }
+}
+
 impl<'a> CodeObject<'a> {
     /// `bytes`, released behind the reading at their offset in the section with
     /// `release` when given.
     fn of_slice(bytes: &'a [u8], release: Option<(usize, Release<'a>)>) -> CodeObject<'a> {
         let (base, release) = release.unwrap_or((0, &keep));
         CodeObject {
-            from: From::Slice(Behind {
-                data: bytes,
-                pos: 0,
-                released: 0,
-                base,
-                release,
-            }),
+            from: From::Slice(Behind::new(bytes, base, release)),
             left: bytes.len() as u64,
             error: None,
         }
@@ -214,10 +246,11 @@ impl<'a> CodeObject<'a> {
         self.left
     }
 
-    /// The whole code object, when it lies in place and none of it was read.
+    /// The whole code object, when it lies in place, is read from its slice (not
+    /// from the file, see [`Input::file`]) and none of it was read.
     pub fn in_place(&self) -> Option<&'a [u8]> {
         match &self.from {
-            From::Slice(b) if b.pos == 0 => Some(b.data),
+            From::Slice(b) if b.pos == 0 && b.release.file().is_none() => Some(b.data),
             _ => None,
         }
     }
@@ -265,14 +298,16 @@ trait Pull {
     fn pull(&mut self, out: &mut [u8]) -> FormatResult<usize>;
 }
 
-/// Told which bytes of a section (offset, length) are read and not needed again.
-pub type Release<'r> = &'r dyn Fn(usize, usize);
+/// Told which bytes of a section (offset, length) are read and not needed again,
+/// and where to read them from ([`Input`]).
+pub type Release<'r> = &'r dyn Input;
 
 /// Bytes of a section read as a stream (a CCOB's payload, a plain bundle's code
 /// object), released behind the reading in steps of [`STEP`], up to where it is:
 /// the release is rounded out to whole folios (2 MiB), so the one being read may go
 /// too and is mapped again by the next read (one fault), and at most two folios of
-/// it are mapped at a time.
+/// it are mapped at a time. When the section lies in a file ([`Input::file`]) the
+/// bytes are read from it in pieces of [`PIECE`] instead, and none is mapped.
 struct Behind<'a> {
     data: &'a [u8],
     pos: usize,
@@ -280,35 +315,76 @@ struct Behind<'a> {
     /// The payload's offset in the section.
     base: usize,
     release: Release<'a>,
+    /// Read from the file: `data[pos..]` starts with `piece[lo..hi]`.
+    piece: Vec<u8>,
+    lo: usize,
+    hi: usize,
 }
 
 const STEP: usize = 1 << 20;
 
-impl Behind<'_> {
+/// The most read from a file at a time.
+const PIECE: usize = 256 << 10;
+
+impl<'a> Behind<'a> {
+    fn new(data: &'a [u8], base: usize, release: Release<'a>) -> Behind<'a> {
+        Behind {
+            data,
+            pos: 0,
+            released: 0,
+            base,
+            release,
+            piece: Vec::new(),
+            lo: 0,
+            hi: 0,
+        }
+    }
+
     fn advance(&mut self, n: usize) {
         self.pos = (self.pos + n).min(self.data.len());
         if self.pos - self.released >= STEP {
-            (self.release)(self.base + self.released, self.pos - self.released);
+            self.release
+                .release(self.base + self.released, self.pos - self.released);
             self.released = self.pos;
         }
+    }
+
+    /// The next bytes, read from the file into the piece when the section lies in
+    /// one (a file cut short since it was mapped is an error), else in place.
+    fn next_bytes(&mut self) -> std::io::Result<&[u8]> {
+        let Some((file, at)) = self.release.file() else {
+            return Ok(&self.data[self.pos..]);
+        };
+        if self.lo == self.hi && self.pos < self.data.len() {
+            let n = (self.data.len() - self.pos).min(PIECE);
+            self.piece.resize(n, 0);
+            let offset = at + (self.base + self.pos) as u64;
+            std::os::unix::fs::FileExt::read_exact_at(file, &mut self.piece, offset)?;
+            (self.lo, self.hi) = (0, n);
+        }
+        Ok(&self.piece[self.lo..self.hi])
     }
 }
 
 impl Read for Behind<'_> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = (&self.data[self.pos..]).read(buf)?;
-        self.advance(n);
+        let n = self.next_bytes()?.read(buf)?;
+        std::io::BufRead::consume(self, n);
         Ok(n)
     }
 }
 
-/// Read in place: the decoder takes the payload from the section, not a copy.
+/// Read in place (the decoder takes the payload from the section, not a copy), or
+/// a piece at a time from the file.
 impl std::io::BufRead for Behind<'_> {
     fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
-        Ok(&self.data[self.pos..])
+        self.next_bytes()
     }
 
     fn consume(&mut self, n: usize) {
+        if self.hi > self.lo {
+            self.lo = (self.lo + n).min(self.hi);
+        }
         self.advance(n);
     }
 }
@@ -400,290 +476,4 @@ impl Buffer {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::super::testutil::plain_bundle;
-    use super::super::walk_section;
-    use super::*;
-
-    #[test]
-    fn wanted_names_the_target_of_a_wanted_entry_only() {
-        let entry = |triple: &str| BundleEntry {
-            id: super::super::EntryId::parse(triple),
-            offset: 0,
-            size: 1,
-        };
-        let w = Wanted::new([(0, "gfx90a:xnack+"), (1, "gfx906")]);
-        let arch = |b, triple| w.arch(b, &entry(triple));
-        assert_eq!(
-            arch(0, "hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+").as_deref(),
-            Some("gfx90a:xnack+")
-        );
-        assert_eq!(
-            arch(1, "hipv4-amdgcn-amd-amdhsa--gfx906").as_deref(),
-            Some("gfx906")
-        );
-        assert_eq!(
-            arch(0, "hipv4-amdgcn-amd-amdhsa--gfx906"),
-            None,
-            "another bundle's"
-        );
-        assert_eq!(
-            arch(0, "hipv4-amdgcn-amd-amdhsa--gfx90a"),
-            None,
-            "no feature"
-        );
-        assert_eq!(arch(0, "host-x86_64-unknown-linux-gnu"), None, "the host");
-    }
-
-    /// A bundle of a host entry and three targets, one larger than [`HEAP_MAX`] (its
-    /// buffer is a map), with bytes that differ along each payload.
-    fn sample() -> Vec<u8> {
-        let pattern = |n: usize, k: u8| (0..n).map(|i| (i / 7) as u8 ^ k).collect::<Vec<u8>>();
-        let (a, b, c) = (
-            pattern(5000, 1),
-            pattern(HEAP_MAX + 4321, 2),
-            pattern(3000, 3),
-        );
-        plain_bundle(
-            &[
-                ("host-x86_64-unknown-linux-gnu-", b""),
-                ("hipv4-amdgcn-amd-amdhsa--gfx1100", &a),
-                ("hipv4-amdgcn-amd-amdhsa--gfx90a:xnack+", &b),
-                ("hipv4-amdgcn-amd-amdhsa--gfx942", &c),
-            ],
-            4096,
-        )
-    }
-
-    fn section(method: Compression) -> Vec<u8> {
-        match method {
-            Compression::None => sample(),
-            m => ccob::encode(&sample(), 3, m),
-        }
-    }
-
-    /// Every code object of a bundle, plain and compressed with zstd and zlib,
-    /// streamed one at a time: the same bytes in the same order as decoding it whole
-    /// gives.
-    #[test]
-    fn streamed_code_objects_are_those_of_the_whole_bundle() {
-        for method in [Compression::None, Compression::Zstd, Compression::Zlib] {
-            let sec = section(method);
-            let b = &walk_section(&sec).unwrap()[0];
-            let un = b.uncompressed(&sec, u64::MAX).unwrap();
-            let whole: Vec<(String, Vec<u8>)> = (b.code_objects(&un).unwrap().into_iter())
-                .map(|(e, d)| (e.id.triple.clone(), d.to_vec()))
-                .collect();
-            assert_eq!(whole.len(), 3, "{method:?}");
-            let mut streamed = Vec::new();
-            b.each_code_object(&sec, u64::MAX, |e, d| {
-                streamed.push((e.id.triple.clone(), d.to_vec()));
-                Ok::<(), ()>(())
-            })
-            .unwrap()
-            .unwrap();
-            assert_eq!(streamed, whole, "{method:?}");
-        }
-    }
-
-    /// The first error `f` returns ends the walk.
-    #[test]
-    fn an_error_of_the_callback_stops_the_walk() {
-        let sec = section(Compression::Zstd);
-        let b = &walk_section(&sec).unwrap()[0];
-        let mut calls = 0;
-        let r = b.each_code_object(&sec, u64::MAX, |_, _| {
-            calls += 1;
-            Err("stop")
-        });
-        assert_eq!(r.unwrap(), Err("stop"));
-        assert_eq!(calls, 1);
-    }
-
-    /// Code objects read as streams, in odd-sized pieces, some left unread: the
-    /// bytes of the whole bundle for those read, for plain and compressed bundles.
-    #[test]
-    fn code_objects_read_as_streams_are_those_of_the_whole_bundle() {
-        use std::io::Read;
-        for method in [Compression::None, Compression::Zstd, Compression::Zlib] {
-            let sec = section(method);
-            let b = &walk_section(&sec).unwrap()[0];
-            let un = b.uncompressed(&sec, u64::MAX).unwrap();
-            let whole: Vec<Vec<u8>> = (b.code_objects(&un).unwrap().into_iter())
-                .map(|(_, d)| d.to_vec())
-                .collect();
-            let mut got = Vec::new();
-            let mut n = 0;
-            b.each_code_object_streamed(&sec, u64::MAX, &|_, _| {}, |_, r| {
-                n += 1;
-                if n == 2 && method != Compression::None {
-                    // Left unread: skipped.
-                    assert!(r.in_place().is_none());
-                    return Ok(Ok::<(), ()>(()));
-                }
-                let mut v = Vec::new();
-                let mut piece = [0u8; 777];
-                loop {
-                    let k = r.read(&mut piece).unwrap();
-                    if k == 0 {
-                        break;
-                    }
-                    v.extend_from_slice(&piece[..k]);
-                }
-                assert_eq!(r.remaining(), 0);
-                got.push(v);
-                Ok(Ok(()))
-            })
-            .unwrap()
-            .unwrap();
-            let want: Vec<Vec<u8>> = match method {
-                Compression::None => whole,
-                _ => vec![whole[0].clone(), whole[2].clone()],
-            };
-            assert_eq!(got, want, "{method:?}");
-        }
-    }
-
-    /// A code object read as a stream is released behind the reading, in steps of
-    /// [`STEP`], never ahead of it: a plain bundle's code object in place, a CCOB's
-    /// payload as it is decoded; all of it is released once read.
-    #[test]
-    fn what_a_stream_has_read_is_released_behind_it() {
-        use std::cell::RefCell;
-        use std::io::Read;
-        // Bytes that do not compress, so that the payload is as long.
-        let big = crate::testdata::noise(3 * STEP + 12_345);
-        let plain = plain_bundle(
-            &[
-                ("host-x86_64-unknown-linux-gnu-", b""),
-                ("hipv4-amdgcn-amd-amdhsa--gfx942", &big),
-            ],
-            4096,
-        );
-        for method in [Compression::None, Compression::Zstd] {
-            let sec = match method {
-                Compression::None => plain.clone(),
-                m => ccob::encode(&plain, 1, m),
-            };
-            let b = &walk_section(&sec).unwrap()[0];
-            let released = RefCell::new(Vec::<(usize, usize)>::new());
-            let record = |o: usize, l: usize| released.borrow_mut().push((o, l));
-            let mut read_all = 0u64;
-            b.each_code_object_streamed(&sec, u64::MAX, &record, |e, r| {
-                // Where this stream's bytes lie in the section: the code object's
-                // (plain), the payload after the CCOB header (compressed).
-                let start = match method {
-                    Compression::None => e.offset as usize,
-                    _ => ccob::parse_header(&sec).unwrap().header_len,
-                };
-                let mut piece = vec![0u8; 100_000];
-                loop {
-                    let k = r.read(&mut piece).unwrap();
-                    if k == 0 {
-                        break;
-                    }
-                    read_all += k as u64;
-                    let rel = released.borrow();
-                    let end = rel.iter().map(|&(o, l)| o + l).max().unwrap_or(start);
-                    assert!(rel.iter().all(|&(o, _)| o >= start), "{method:?}");
-                    if method == Compression::None {
-                        let at = start + read_all as usize;
-                        assert!(end <= at, "{method:?}: released ahead of the reading");
-                        assert!(at - end < STEP, "{method:?}: {} behind", at - end);
-                    }
-                }
-                Ok(Ok::<(), ()>(()))
-            })
-            .unwrap()
-            .unwrap();
-            assert_eq!(read_all, big.len() as u64);
-            // Stepwise while reading (not one release at the end), and all of it (a
-            // payload's last step is the caller's, with the bundle).
-            let rel = released.into_inner();
-            assert!(rel.len() >= 2, "{method:?}: {rel:?}");
-            let mut covered: Vec<(usize, usize)> = rel.iter().map(|&(o, l)| (o, o + l)).collect();
-            covered.sort();
-            let first = covered[0].0;
-            let reach = covered.iter().fold(first, |reach, &(a, b)| {
-                assert!(a <= reach, "{method:?}: a gap at {reach}");
-                reach.max(b)
-            });
-            let want = match method {
-                Compression::None => first + big.len(),
-                _ => sec.len() - STEP,
-            };
-            assert!(
-                reach >= want,
-                "{method:?}: released up to {reach} of {want}"
-            );
-        }
-    }
-
-    /// A decoder failing under a stream: an I/O error to the reader, kept as the
-    /// bundle's error (which the walk returns whatever the reader made of it).
-    #[test]
-    fn a_decoder_failing_under_a_stream_is_kept_as_the_bundles_error() {
-        use std::io::Read;
-        struct Failing;
-        impl Pull for Failing {
-            fn pull(&mut self, _: &mut [u8]) -> FormatResult<usize> {
-                Err(FormatError::new(
-                    7,
-                    "corrupt zstd payload: test".to_string(),
-                ))
-            }
-        }
-        let mut d = Failing;
-        let mut r = CodeObject {
-            from: From::Stream(&mut d),
-            left: 10,
-            error: None,
-        };
-        assert!(r.in_place().is_none());
-        let e = r.read(&mut [0u8; 4]).unwrap_err();
-        assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
-        assert!(e.to_string().contains("corrupt zstd payload"), "{e}");
-        assert!(
-            r.error
-                .take()
-                .is_some_and(|k| k.to_string().contains("test"))
-        );
-        assert_eq!(r.remaining(), 10);
-    }
-
-    /// A CCOB whose header declares more bytes than its payload holds: an error
-    /// naming both sizes, as decoding it whole gives; a limit below the declared
-    /// size is refused before any call.
-    #[test]
-    fn a_short_payload_is_an_error_and_a_limit_is_kept() {
-        let raw = sample();
-        let mut sec = ccob::encode(&raw, 3, Compression::Zstd);
-        sec[16..24].copy_from_slice(&(raw.len() as u64 + 100).to_le_bytes());
-        let b = &walk_section(&sec).unwrap()[0];
-        assert!(b.uncompressed(&sec, u64::MAX).is_err());
-        let mut calls = 0;
-        let e = (b.each_code_object(&sec, u64::MAX, |_, _| {
-            calls += 1;
-            Ok::<(), ()>(())
-        }))
-        .unwrap_err();
-        let want = format!(
-            "decompresses to {} bytes, header says {}",
-            raw.len(),
-            raw.len() + 100
-        );
-        assert!(e.to_string().contains(&want), "{e}");
-        assert_eq!(calls, 3, "the code objects before the end were handed on");
-
-        let sec = section(Compression::Zlib);
-        let b = &walk_section(&sec).unwrap()[0];
-        let mut calls = 0;
-        let e = (b.each_code_object(&sec, b.uncompressed_size - 1, |_, _| {
-            calls += 1;
-            Ok::<(), ()>(())
-        }))
-        .unwrap_err();
-        assert!(e.to_string().contains("above the limit"), "{e}");
-        assert_eq!(calls, 0);
-    }
-}
+mod tests;

@@ -22,7 +22,7 @@ use serde::Serialize;
 use std::io::{BufRead, BufReader, Read};
 
 pub use ccob::{CcobHeader, Compression};
-pub use each::{CodeObject, Release, Wanted};
+pub use each::{CodeObject, FileSection, Input, Release, Wanted};
 pub use target::{EntryId, TargetId};
 
 /// The 24-byte magic of an uncompressed bundle (no NUL).

@@ -26,7 +26,7 @@ impl Worker<'_> {
             phase: Phase::Rewrite,
             bytes: f.size,
         });
-        let map = map_input(f, src, meta)?;
+        let (file, map) = map_input(f, src, meta)?;
         let data: &[u8] = &map;
         let marker = marker_for(
             &f.path,
@@ -86,7 +86,8 @@ impl Worker<'_> {
             // What the rewrite and the reading of the headers mapped (a 2 MiB folio
             // each) leaves the resident set before the code objects are read.
             release(0, map.len());
-            let stored = self.archive_from_bundles(f, pb, src, &map, &fat, &mut entry)?;
+            let input = (&file, &map);
+            let stored = self.archive_from_bundles(f, pb, src, input, &fat, &mut entry)?;
             if host + stored > f.size {
                 self.note_growth(f, host, stored, &fat);
             }
@@ -138,14 +139,15 @@ impl Worker<'_> {
         Ok(())
     }
 
-    /// A fat binary's planned code objects, from its bundles (each bundle's pages
-    /// released once consumed). Returns the bytes stored.
+    /// A fat binary's planned code objects, from its bundles: read from the file
+    /// (positioned reads: nothing of them is mapped), each bundle's pages released
+    /// once consumed. Returns the bytes stored.
     fn archive_from_bundles(
         &self,
         f: &Work,
         pb: &PlannedBinary,
         src: &Path,
-        map: &memmap2::Mmap,
+        (file, map): (&std::fs::File, &memmap2::Mmap),
         fat: &Fat,
         entry: &mut LedgerBinary,
     ) -> Result<u64> {
@@ -171,13 +173,15 @@ impl Worker<'_> {
                     .archive_kernel(&f.path, co, &arch, from, triple, entry)
                     .map(|n| stored += n))
             };
-            // A code object read in place leaves the resident set once archived, and
-            // a CCOB's payload as it is decoded: a bundle of 30 targets is not held
-            // whole.
-            let release = |off: usize, len: usize| {
-                fsutil::release_range(map, span_offset.saturating_add(off), len)
+            // Code objects and CCOB payloads are read from the file, not the map: a
+            // bundle of 30 targets is not held whole, nor the folios it is read
+            // through.
+            let input = crate::bundle::FileSection {
+                map,
+                file,
+                at: span_offset,
             };
-            b.each_code_object_streamed(sec, 1 << 34, &release, &mut each)
+            b.each_code_object_streamed(sec, 1 << 34, &input, &mut each)
                 .map_err(|e| Error::format(src, e))??;
             // Its pages are consumed: let them leave the resident set.
             fsutil::release_range(map, bundle_at, b.stored_size as usize);
@@ -298,7 +302,11 @@ impl Worker<'_> {
 
 /// The input mapped from a fresh open that must still be the file `meta`
 /// describes.
-fn map_input(f: &Work, src: &Path, meta: &std::fs::Metadata) -> Result<memmap2::Mmap> {
+fn map_input(
+    f: &Work,
+    src: &Path,
+    meta: &std::fs::Metadata,
+) -> Result<(std::fs::File, memmap2::Mmap)> {
     let (file, now) =
         fsutil::open_scanned(src, Some((meta.dev(), meta.ino()))).map_err(|e| changed(src, e))?;
     if now.len() == 0 {
@@ -309,5 +317,5 @@ fn map_input(f: &Work, src: &Path, meta: &std::fs::Metadata) -> Result<memmap2::
     }
     let map = fsutil::map_open_file(&file).map_err(|e| Error::io(src, e))?;
     crate::mapped::note(&map, src);
-    Ok(map)
+    Ok((file, map))
 }
