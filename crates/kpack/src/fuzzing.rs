@@ -254,8 +254,10 @@ pub fn artifact_texts(data: &[u8]) {
     }
 }
 
-/// `normalize`: an image is left alone, refused, or repaired into a compliant one
-/// that needs no further repair.
+/// `normalize`: an image is left alone, refused, or repaired into one that needs
+/// no further repair: compliant, or with no table to check (a moved segment mapped
+/// back in an image without an interpreter, as a shared library is, is not
+/// applicable after, as it was not before).
 pub fn normalize(data: &[u8]) {
     use crate::elf::normalize::{PhdrState, check, normalize, plan_normalize};
     let Ok(Some(plan)) = plan_normalize(data) else {
@@ -266,7 +268,11 @@ pub fn normalize(data: &[u8]) {
         return; // the hole is bounded; do not spend the fuzzer's memory on it
     }
     if let Ok(Some(out)) = normalize(data) {
-        assert_eq!(check(&out).ok(), Some(PhdrState::Compliant));
+        let after = check(&out).ok();
+        assert!(
+            matches!(after, Some(PhdrState::Compliant | PhdrState::NotApplicable)),
+            "{after:?}"
+        );
         assert_eq!(plan_normalize(&out).ok(), Some(None));
     }
 }
