@@ -172,15 +172,18 @@ pub enum WriteError {
 /// of `dst`; the pages of both leave the resident set as they are done. Returns the
 /// size written and, with `hash`, the SHA-256 of the bytes (hex, as the ledger keeps
 /// it). On an error `dst` is removed.
+///
+/// The input's bytes are read from `file` (the file `input` maps) with positioned
+/// reads, and so is the output's check: what is copied and compared is not mapped.
 pub fn write_host_only(
-    input: &memmap2::Mmap,
+    (file, input): (&std::fs::File, &memmap2::Mmap),
     marker: &Marker,
     dst: &std::path::Path,
     like: &std::fs::Metadata,
     hash: bool,
 ) -> Result<(u64, Option<String>), WriteError> {
     let release = |at: usize, len: usize| crate::fsutil::release_range(input, at, len);
-    write_host_only_releasing(input, &release, marker, dst, (like, hash))
+    write_host_only_from((input, Some(file)), &release, marker, dst, (like, hash))
 }
 
 /// [`write_host_only`] of `data` (a map of the caller's, or memory), handing each
@@ -188,6 +191,18 @@ pub fn write_host_only(
 /// verified.
 pub fn write_host_only_releasing(
     data: &[u8],
+    release: &dyn Fn(usize, usize),
+    marker: &Marker,
+    dst: &std::path::Path,
+    (like, hash): (&std::fs::Metadata, bool),
+) -> Result<(u64, Option<String>), WriteError> {
+    write_host_only_from((data, None), release, marker, dst, (like, hash))
+}
+
+/// [`write_host_only_releasing`], reading the input's bytes from `file` when given
+/// (the file `data` maps), and the output's from the file written.
+fn write_host_only_from(
+    (data, file): (&[u8], Option<&std::fs::File>),
     release: &dyn Fn(usize, usize),
     marker: &Marker,
     dst: &std::path::Path,
@@ -210,7 +225,10 @@ pub fn write_host_only_releasing(
             w,
             sha: sha.as_mut(),
         };
-        prepared.image.write_to(&mut hashed, &copied)
+        match file {
+            Some(f) => prepared.image.write_reading(&mut hashed, f, &copied),
+            None => prepared.image.write_to(&mut hashed, &copied),
+        }
     })
     .map_err(WriteError::Io)?;
     let sha = sha.map(|h| format!("{:x}", h.finalize()));
@@ -222,9 +240,17 @@ pub fn write_host_only_releasing(
                     elf::rewrite::RewriteError::VerifyFailed(vec!["nothing was written".into()]);
                 WriteError::Refused(e.into())
             })?;
-            let done = |a: std::ops::Range<usize>, b: std::ops::Range<usize>| {
-                release(a.start, a.len());
-                release_range(&out, b.start, b.len());
+            let written = match file {
+                Some(_) => Some(
+                    std::fs::File::open(dst)
+                        .map_err(|e| WriteError::Io(crate::Error::io(dst, e)))?,
+                ),
+                None => None,
+            };
+            let done = Checked {
+                release,
+                out: &out,
+                files: file.zip(written.as_ref()),
             };
             let plan = prepared.verify(data, &out, &done);
             release_range(&out, 0, out.len());
@@ -236,6 +262,25 @@ pub fn write_host_only_releasing(
             let _ = std::fs::remove_file(dst);
             Err(e)
         }
+    }
+}
+
+/// How the written host part is checked against the input: through the maps,
+/// released as compared, or read from the files.
+struct Checked<'a> {
+    release: &'a dyn Fn(usize, usize),
+    out: &'a memmap2::Mmap,
+    files: Option<(&'a std::fs::File, &'a std::fs::File)>,
+}
+
+impl elf::rewrite::Compared for Checked<'_> {
+    fn done(&self, a: std::ops::Range<usize>, b: std::ops::Range<usize>) {
+        (self.release)(a.start, a.len());
+        crate::fsutil::release_range(self.out, b.start, b.len());
+    }
+
+    fn files(&self) -> Option<(&std::fs::File, &std::fs::File)> {
+        self.files
     }
 }
 
@@ -355,10 +400,11 @@ mod tests {
         for name in names {
             let src = fixture(name);
             let like = std::fs::metadata(&src).unwrap();
-            let map = crate::fsutil::map_file(&src).unwrap().unwrap();
+            let file = std::fs::File::open(&src).unwrap();
+            let map = crate::fsutil::map_open_file(&file).unwrap();
             let want = rewrite_host_only(&map, &marker()).unwrap();
             let dst = dir.path().join(name);
-            let (size, sha) = write_host_only(&map, &marker(), &dst, &like, true).unwrap();
+            let (size, sha) = write_host_only((&file, &map), &marker(), &dst, &like, true).unwrap();
             let got = std::fs::read(&dst).unwrap();
             assert!(got == want, "{name}: the streamed bytes differ");
             assert_eq!(size, want.len() as u64, "{name}");
@@ -368,15 +414,64 @@ mod tests {
         }
     }
 
+    /// The written host part is checked against the input read from the files,
+    /// not through the slices: a byte of `.text` that differs in the output file
+    /// only (the slice given for it holds the rewrite's bytes) is a fault; the same
+    /// check of the file as written finds none.
+    #[test]
+    fn the_check_of_a_written_host_part_reads_the_files() {
+        use object::{Object, ObjectSection};
+        let src = fixture("libvadd.so");
+        let input = std::fs::read(&src).unwrap();
+        let prepare = || elf::rewrite::prepare_rewrite(&input, &marker(), &|_, _| {}).unwrap();
+        let bytes = prepare().image.to_vec();
+        let dir = tempfile::tempdir().unwrap();
+        let dst = dir.path().join("out");
+        std::fs::write(&dst, &bytes).unwrap();
+        let out = crate::fsutil::map_file(&dst).unwrap().unwrap();
+        let (infile, outfile) = (
+            std::fs::File::open(&src).unwrap(),
+            std::fs::File::open(&dst).unwrap(),
+        );
+        let check = Checked {
+            release: &|_, _| {},
+            out: &out,
+            files: Some((&infile, &outfile)),
+        };
+        assert!(prepare().verify(&input, &bytes, &check).is_ok());
+        let parsed = object::File::parse(&*bytes).unwrap();
+        let (at, _) = parsed
+            .section_by_name(".text")
+            .unwrap()
+            .file_range()
+            .unwrap();
+        let mut changed = bytes.clone();
+        changed[at as usize + 3] ^= 0xff;
+        std::fs::write(&dst, &changed).unwrap();
+        let outfile = std::fs::File::open(&dst).unwrap();
+        let check = Checked {
+            files: Some((&infile, &outfile)),
+            ..check
+        };
+        match prepare().verify(&input, &bytes, &check) {
+            Err(elf::rewrite::RewriteError::VerifyFailed(f)) => assert!(
+                f.iter().any(|f| f == "section .text changed content"),
+                "{f:?}"
+            ),
+            other => panic!("{:?}", other.map(|_| ())),
+        }
+    }
+
     #[test]
     fn a_binary_that_cannot_be_rewritten_leaves_no_file() {
         let dir = tempfile::tempdir().unwrap();
         for name in ["libplain.so", "hostonly"] {
             let src = fixture(name);
             let like = std::fs::metadata(&src).unwrap();
-            let map = crate::fsutil::map_file(&src).unwrap().unwrap();
+            let file = std::fs::File::open(&src).unwrap();
+            let map = crate::fsutil::map_open_file(&file).unwrap();
             let dst = dir.path().join(name);
-            let got = write_host_only(&map, &marker(), &dst, &like, false);
+            let got = write_host_only((&file, &map), &marker(), &dst, &like, false);
             assert!(
                 matches!(got, Err(WriteError::Refused(_))),
                 "{name}: {got:?}"

@@ -575,14 +575,16 @@ impl Ctx<'_> {
         let data: &[u8] = &map;
         let marker = marker_for(self.ap, &j.prefix, path);
         // The host part is streamed to the artifact (see `fatbin::write_host_only`).
-        let (host, host_sha) = crate::fatbin::write_host_only(&map, &marker, dst, &meta, true)
-            .map_err(|e| match e {
-                crate::fatbin::WriteError::Refused(e) => Error::Unsupported {
-                    path: src.to_path_buf(),
-                    what: format!("cannot be rewritten: {e}"),
+        let (host, host_sha) =
+            crate::fatbin::write_host_only((&file, &map), &marker, dst, &meta, true).map_err(
+                |e| match e {
+                    crate::fatbin::WriteError::Refused(e) => Error::Unsupported {
+                        path: src.to_path_buf(),
+                        what: format!("cannot be rewritten: {e}"),
+                    },
+                    crate::fatbin::WriteError::Io(e) => e,
                 },
-                crate::fatbin::WriteError::Io(e) => e,
-            })?;
+            )?;
         self.phase(worker, j, path, Phase::Compress);
         let read = crate::fatbin::read_releasing(data, &|o, l| fsutil::release_range(&map, o, l));
         let Some(fat) = read.map_err(|e| Error::format(src, e))? else {

@@ -12,6 +12,9 @@ use std::ops::Range;
 /// the caller releases their pages): one folio, as the check after it compares.
 pub const COPY_CHUNK: usize = crate::fsutil::FAULT_SPAN;
 
+/// The most [`Image::write_reading`] reads from the input file at a time.
+pub const READ_PIECE: usize = 256 << 10;
+
 /// Visits consecutive pieces of output, each with the input range it was copied
 /// from unedited (`None` for edited or appended bytes).
 type Visit<'v> = dyn FnMut(&[u8], Option<Range<usize>>) -> io::Result<()> + 'v;
@@ -206,6 +209,34 @@ impl<'a> Image<'a> {
     /// The whole output.
     pub fn to_vec(&self) -> Vec<u8> {
         self.read(0..self.len())
+    }
+
+    /// [`Image::write_to`], with the unedited input bytes read from `file` (the
+    /// input this image is over) with positioned reads of [`READ_PIECE`] bytes, not
+    /// through the slice: nothing of them is mapped (through a map, Linux 6.18 makes
+    /// each 2 MiB folio read resident). A file shorter than the input is an error.
+    pub fn write_reading(
+        &self,
+        w: &mut dyn Write,
+        file: &std::fs::File,
+        read: &dyn Fn(Range<usize>),
+    ) -> io::Result<()> {
+        let mut buf = Vec::new();
+        self.for_each_piece(0..self.len(), &mut |p, from| {
+            let Some(r) = from else {
+                return w.write_all(p);
+            };
+            let mut at = r.start;
+            while at < r.end {
+                let n = (r.end - at).min(READ_PIECE);
+                buf.resize(n, 0);
+                std::os::unix::fs::FileExt::read_exact_at(file, &mut buf, at as u64)?;
+                w.write_all(&buf)?;
+                at += n;
+            }
+            read(r);
+            Ok(())
+        })
     }
 
     /// Stream the output to `w`. `read` is told each input range after its bytes

@@ -40,7 +40,7 @@ pub use image::Image;
 
 pub use layout::{ElfLayout, PHDRS_SECTION, Section, Segment, parse_layout};
 pub(crate) use layout::{PHENT, SHENT, range, rd_u32, rd_u64, wr_u64};
-pub use verify::{structural_faults, verify_rewritten, verify_rewritten_releasing};
+pub use verify::{Compared, structural_faults, verify_rewritten, verify_rewritten_releasing};
 
 const DT_RELR: u64 = 36;
 const SHT_RELR: u32 = 19;
@@ -309,12 +309,7 @@ impl Prepared<'_> {
     /// `input`, and complete the plan with the headers read from them. `done` is told
     /// the ranges of input and output whose contents were compared (see
     /// [`verify_rewritten_releasing`]).
-    pub fn verify(
-        self,
-        input: &[u8],
-        out: &[u8],
-        done: &dyn Fn(std::ops::Range<usize>, std::ops::Range<usize>),
-    ) -> Result<RewritePlan> {
+    pub fn verify(self, input: &[u8], out: &[u8], done: &dyn Compared) -> Result<RewritePlan> {
         if out.len() != self.image.len() {
             return Err(RewriteError::VerifyFailed(vec![format!(
                 "{} bytes were written of {}",

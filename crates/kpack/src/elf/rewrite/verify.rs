@@ -157,7 +157,7 @@ const COMPARE_CHUNK: usize = crate::fsutil::FAULT_SPAN;
 fn same_content(
     (input, x): (&[u8], std::ops::Range<usize>),
     (output, y): (&[u8], std::ops::Range<usize>),
-    done: &dyn Fn(std::ops::Range<usize>, std::ops::Range<usize>),
+    done: &dyn Compared,
 ) -> bool {
     let (Some(a), Some(b)) = (input.get(x.clone()), output.get(y.clone())) else {
         return false;
@@ -165,10 +165,13 @@ fn same_content(
     if a.len() != b.len() {
         return false;
     }
+    if let Some(files) = done.files() {
+        return same_in_files(files, x, y);
+    }
     let mut at = 0;
     for (p, q) in a.chunks(COMPARE_CHUNK).zip(b.chunks(COMPARE_CHUNK)) {
         let same = p == q;
-        done(
+        done.done(
             x.start + at..x.start + at + p.len(),
             y.start + at..y.start + at + q.len(),
         );
@@ -180,16 +183,69 @@ fn same_content(
     true
 }
 
+/// Whether `x` of the input file and `y` of the output file hold the same bytes,
+/// read with positioned reads of [`COMPARE_PIECE`] (a read that fails is a
+/// difference).
+fn same_in_files(
+    (input, output): (&std::fs::File, &std::fs::File),
+    x: std::ops::Range<usize>,
+    y: std::ops::Range<usize>,
+) -> bool {
+    use std::os::unix::fs::FileExt;
+    let n = x.len().min(COMPARE_PIECE);
+    let (mut a, mut b) = (vec![0u8; n], vec![0u8; n]);
+    let mut at = 0;
+    while at < x.len() {
+        let n = (x.len() - at).min(COMPARE_PIECE);
+        let read = input
+            .read_exact_at(&mut a[..n], (x.start + at) as u64)
+            .is_ok()
+            && output
+                .read_exact_at(&mut b[..n], (y.start + at) as u64)
+                .is_ok();
+        if !read || a[..n] != b[..n] {
+            return false;
+        }
+        at += n;
+    }
+    true
+}
+
+/// The most of each file [`same_in_files`] reads at a time.
+const COMPARE_PIECE: usize = 256 << 10;
+
+/// How the contents of input and output sections are compared: through the slices
+/// given, each range compared told to `done` (so that the caller can release its
+/// pages), or, when both lie in files, with positioned reads of the files, so that
+/// nothing of them is mapped.
+pub trait Compared {
+    /// Ranges of input and output whose contents were compared.
+    fn done(&self, input: std::ops::Range<usize>, output: std::ops::Range<usize>);
+
+    /// The input and output files to read instead of the slices.
+    fn files(&self) -> Option<(&std::fs::File, &std::fs::File)> {
+        None
+    }
+}
+
+/// A function told what was compared: the slices are compared.
+impl<F: Fn(std::ops::Range<usize>, std::ops::Range<usize>)> Compared for F {
+    fn done(&self, input: std::ops::Range<usize>, output: std::ops::Range<usize>) {
+        self(input, output)
+    }
+}
+
 /// [`verify_rewritten`] of read-only file maps: `done` is told the ranges of input
 /// and output whose contents were compared, so that their pages can leave the
-/// resident set while a large section is checked.
+/// resident set while a large section is checked, or reads them from the files
+/// ([`Compared`]).
 pub fn verify_rewritten_releasing(
     input: &[u8],
     output: &[u8],
     marker: &Marker,
     n_bundles: usize,
     moved: Option<(std::ops::Range<u64>, u64)>,
-    done: &dyn Fn(std::ops::Range<usize>, std::ops::Range<usize>),
+    done: &dyn Compared,
 ) -> Vec<String> {
     // Sections the rewrite moved (input addresses, and by how much).
     let addr_after = |a: u64| match &moved {

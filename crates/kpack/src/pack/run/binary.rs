@@ -48,15 +48,14 @@ impl Worker<'_> {
             let n = bytes.len() as u64;
             (Some(bytes), n)
         } else {
-            let n = crate::fatbin::write_host_only(&map, &marker, dst, meta, false).map_err(
-                |e| match e {
+            let n = crate::fatbin::write_host_only((&file, &map), &marker, dst, meta, false)
+                .map_err(|e| match e {
                     crate::fatbin::WriteError::Refused(e) => Error::Unsupported {
                         path: f.path.clone().into(),
                         what: format!("cannot be rewritten host-only: {e}; nothing was written"),
                     },
                     crate::fatbin::WriteError::Io(e) => e,
-                },
-            )?;
+                })?;
             (None, n.0)
         };
         self.sink.event(PackEvent::Phase {
