@@ -36,8 +36,10 @@ pub struct Archive {
 /// and on however many threads, an archive holds at most about this much (plus the
 /// pages the kernel maps around the last faults) instead of every frame it read.
 /// (At 32 MiB, the verify that ends a pack held a whole archive of a 1 GiB tree and
-/// 32 MiB of each of an 8 GiB one: 8 MiB more at the peak for the larger tree.)
-const RELEASE_EVERY: u64 = 8 << 20;
+/// 32 MiB of each of an 8 GiB one: 8 MiB more at the peak for the larger tree; at
+/// 8 MiB the peak of a pack of 8 GiB was that verify, with 5 MiB of one archive.)
+/// One folio of the page cache: a frame read maps whole folios anyway.
+const RELEASE_EVERY: u64 = crate::fsutil::FAULT_SPAN as u64;
 
 impl std::fmt::Debug for Archive {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
