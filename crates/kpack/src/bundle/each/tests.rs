@@ -85,6 +85,16 @@ fn streamed_code_objects_are_those_of_the_whole_bundle() {
     }
 }
 
+/// The bundle of `sec` and its code objects, decoded whole.
+fn bundle_and_code_objects(sec: &[u8]) -> (BundleInfo, Vec<Vec<u8>>) {
+    let b = walk_section(sec).unwrap().remove(0);
+    let un = b.uncompressed(sec, u64::MAX).unwrap();
+    let whole = (b.code_objects(&un).unwrap().into_iter())
+        .map(|(_, d)| d.to_vec())
+        .collect();
+    (b, whole)
+}
+
 /// A section read from its file ([`FileSection`]): the bytes handed on are the
 /// file's, read with positioned reads, not the slice's (here another file's map
 /// of different bytes), for plain and compressed bundles; a file cut short is
@@ -94,11 +104,8 @@ fn a_file_section_is_read_from_the_file_not_the_map() {
     use std::io::{Read, Write};
     for method in [Compression::None, Compression::Zstd, Compression::Zlib] {
         let sec = section(method);
-        let b = &walk_section(&sec).unwrap()[0];
-        let un = b.uncompressed(&sec, u64::MAX).unwrap();
-        let whole: Vec<Vec<u8>> = (b.code_objects(&un).unwrap().into_iter())
-            .map(|(_, d)| d.to_vec())
-            .collect();
+        let (b, whole) = bundle_and_code_objects(&sec);
+        let b = &b;
         // The map holds the section with every code object's bytes flipped (the
         // headers kept); the file holds the section as it is, 100 bytes in.
         let mut other = sec.clone();
@@ -161,11 +168,8 @@ fn code_objects_read_as_streams_are_those_of_the_whole_bundle() {
     use std::io::Read;
     for method in [Compression::None, Compression::Zstd, Compression::Zlib] {
         let sec = section(method);
-        let b = &walk_section(&sec).unwrap()[0];
-        let un = b.uncompressed(&sec, u64::MAX).unwrap();
-        let whole: Vec<Vec<u8>> = (b.code_objects(&un).unwrap().into_iter())
-            .map(|(_, d)| d.to_vec())
-            .collect();
+        let (b, whole) = bundle_and_code_objects(&sec);
+        let b = &b;
         let mut got = Vec::new();
         let mut n = 0;
         b.each_code_object_streamed(&sec, u64::MAX, &|_, _| {}, |_, r| {
