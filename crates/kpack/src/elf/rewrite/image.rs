@@ -212,7 +212,7 @@ impl<'a> Image<'a> {
     }
 
     /// [`Image::write_to`], with the unedited input bytes read from `file` (the
-    /// input this image is over) with positioned reads of [`READ_PIECE`] bytes, not
+    /// input this image is over) with positioned reads of `READ_PIECE` bytes, not
     /// through the slice: nothing of them is mapped (through a map, Linux 6.18 makes
     /// each 2 MiB folio read resident). A file shorter than the input is an error.
     pub fn write_reading(
