@@ -218,6 +218,10 @@ pub fn map_file(path: &Path) -> std::io::Result<Option<memmap2::Mmap>> {
 /// multiples of this covers whatever a read inside it mapped.
 pub const FAULT_SPAN: usize = 2 << 20;
 
+/// The most a reader of a file's bytes with positioned reads (instead of through its
+/// map, see [`FAULT_SPAN`]) reads at a time.
+pub const READ_PIECE: usize = 256 << 10;
+
 /// Tell the kernel this process no longer needs the pages of `len` bytes at
 /// `offset` of a read-only file map: they leave the process's resident set (and are
 /// read again from the page cache if touched later). Used after consuming large

@@ -307,7 +307,8 @@ pub type Release<'r> = &'r dyn Input;
 /// the release is rounded out to whole folios (2 MiB), so the one being read may go
 /// too and is mapped again by the next read (one fault), and at most two folios of
 /// it are mapped at a time. When the section lies in a file ([`Input::file`]) the
-/// bytes are read from it in pieces of [`PIECE`] instead, and none is mapped.
+/// bytes are read from it in pieces of `fsutil::READ_PIECE` instead, and none is
+/// mapped (nor released: nothing of them was).
 struct Behind<'a> {
     data: &'a [u8],
     pos: usize,
@@ -322,9 +323,6 @@ struct Behind<'a> {
 }
 
 const STEP: usize = 1 << 20;
-
-/// The most read from a file at a time.
-const PIECE: usize = 256 << 10;
 
 impl<'a> Behind<'a> {
     fn new(data: &'a [u8], base: usize, release: Release<'a>) -> Behind<'a> {
@@ -342,7 +340,7 @@ impl<'a> Behind<'a> {
 
     fn advance(&mut self, n: usize) {
         self.pos = (self.pos + n).min(self.data.len());
-        if self.pos - self.released >= STEP {
+        if self.pos - self.released >= STEP && self.release.file().is_none() {
             self.release
                 .release(self.base + self.released, self.pos - self.released);
             self.released = self.pos;
@@ -356,7 +354,7 @@ impl<'a> Behind<'a> {
             return Ok(&self.data[self.pos..]);
         };
         if self.lo == self.hi && self.pos < self.data.len() {
-            let n = (self.data.len() - self.pos).min(PIECE);
+            let n = (self.data.len() - self.pos).min(crate::fsutil::READ_PIECE);
             self.piece.resize(n, 0);
             let offset = at + (self.base + self.pos) as u64;
             std::os::unix::fs::FileExt::read_exact_at(file, &mut self.piece, offset)?;

@@ -12,9 +12,6 @@ use std::ops::Range;
 /// the caller releases their pages): one folio, as the check after it compares.
 pub const COPY_CHUNK: usize = crate::fsutil::FAULT_SPAN;
 
-/// The most [`Image::write_reading`] reads from the input file at a time.
-pub const READ_PIECE: usize = 256 << 10;
-
 /// Visits consecutive pieces of output, each with the input range it was copied
 /// from unedited (`None` for edited or appended bytes).
 type Visit<'v> = dyn FnMut(&[u8], Option<Range<usize>>) -> io::Result<()> + 'v;
@@ -212,7 +209,7 @@ impl<'a> Image<'a> {
     }
 
     /// [`Image::write_to`], with the unedited input bytes read from `file` (the
-    /// input this image is over) with positioned reads of `READ_PIECE` bytes, not
+    /// input this image is over) with positioned reads of `fsutil::READ_PIECE` bytes, not
     /// through the slice: nothing of them is mapped (through a map, Linux 6.18 makes
     /// each 2 MiB folio read resident). A file shorter than the input is an error.
     pub fn write_reading(
@@ -228,7 +225,7 @@ impl<'a> Image<'a> {
             };
             let mut at = r.start;
             while at < r.end {
-                let n = (r.end - at).min(READ_PIECE);
+                let n = (r.end - at).min(crate::fsutil::READ_PIECE);
                 buf.resize(n, 0);
                 std::os::unix::fs::FileExt::read_exact_at(file, &mut buf, at as u64)?;
                 w.write_all(&buf)?;

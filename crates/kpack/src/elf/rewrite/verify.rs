@@ -184,7 +184,7 @@ fn same_content(
 }
 
 /// Whether `x` of the input file and `y` of the output file hold the same bytes,
-/// read with positioned reads of [`COMPARE_PIECE`] (a read that fails is a
+/// read with positioned reads of `fsutil::READ_PIECE` (a read that fails is a
 /// difference).
 fn same_in_files(
     (input, output): (&std::fs::File, &std::fs::File),
@@ -192,11 +192,11 @@ fn same_in_files(
     y: std::ops::Range<usize>,
 ) -> bool {
     use std::os::unix::fs::FileExt;
-    let n = x.len().min(COMPARE_PIECE);
+    let n = x.len().min(crate::fsutil::READ_PIECE);
     let (mut a, mut b) = (vec![0u8; n], vec![0u8; n]);
     let mut at = 0;
     while at < x.len() {
-        let n = (x.len() - at).min(COMPARE_PIECE);
+        let n = (x.len() - at).min(crate::fsutil::READ_PIECE);
         let read = input
             .read_exact_at(&mut a[..n], (x.start + at) as u64)
             .is_ok()
@@ -210,9 +210,6 @@ fn same_in_files(
     }
     true
 }
-
-/// The most of each file [`same_in_files`] reads at a time.
-const COMPARE_PIECE: usize = 256 << 10;
 
 /// How the contents of input and output sections are compared: through the slices
 /// given, each range compared told to `done` (so that the caller can release its
