@@ -107,8 +107,14 @@ pub fn stays_in_place(path: &str, found: &[Embedded]) -> String {
 
 /// The data sections of an ELF or PE file worth searching (none for other files).
 pub fn data_ranges(data: &[u8]) -> Vec<Range> {
-    if crate::elf::is_elf(data) {
-        elf_ranges(data).unwrap_or_default()
+    data_ranges_in(data, data)
+}
+
+/// [`data_ranges`] of a file map `data` with an ELF's headers read from `read` (an
+/// `object::ReadCache` over the file reads them without mapping their folios).
+pub fn data_ranges_in<'r, R: object::ReadRef<'r>>(read: R, data: &[u8]) -> Vec<Range> {
+    if crate::elf::is_elf(read.read_bytes_at(0, 4).unwrap_or_default()) {
+        elf_ranges(read).unwrap_or_default()
     } else if crate::coff::is_pe(data) {
         pe_ranges(data)
     } else {
@@ -145,7 +151,7 @@ pub fn deep_ranges(data: &[u8]) -> Vec<Range> {
 }
 
 /// (name, offset, size, allocated and not executable with file bytes).
-fn elf_sections(data: &[u8]) -> Option<Vec<(String, u64, u64, bool)>> {
+fn elf_sections<'r, R: object::ReadRef<'r>>(data: R) -> Option<Vec<(String, u64, u64, bool)>> {
     let hdr = elf::FileHeader64::<LE>::parse(data).ok()?;
     let e = hdr.endian().ok()?;
     if hdr.e_machine(e) == elf::EM_AMDGPU {
@@ -164,7 +170,7 @@ fn elf_sections(data: &[u8]) -> Option<Vec<(String, u64, u64, bool)>> {
     Some(out)
 }
 
-fn elf_ranges(data: &[u8]) -> Option<Vec<Range>> {
+fn elf_ranges<'r, R: object::ReadRef<'r>>(data: R) -> Option<Vec<Range>> {
     let sections = elf_sections(data)?;
     if sections.is_empty() {
         // No section headers (`llvm-objcopy --strip-sections`, `sstrip`): the loader
@@ -182,7 +188,7 @@ fn elf_ranges(data: &[u8]) -> Option<Vec<Range>> {
 
 /// The loaded, non-executable segments' file bytes, named `PT_LOAD[i]` by their
 /// program-header index.
-fn segment_ranges(data: &[u8]) -> Option<Vec<Range>> {
+fn segment_ranges<'r, R: object::ReadRef<'r>>(data: R) -> Option<Vec<Range>> {
     let hdr = elf::FileHeader64::<LE>::parse(data).ok()?;
     let e = hdr.endian().ok()?;
     let segments = hdr.program_headers(e, data).ok()?;
@@ -252,19 +258,28 @@ pub fn find_in_archive(data: &[u8]) -> (Vec<Embedded>, Option<String>) {
 /// Every bundle and code object in `ranges` of `data`, in file order. Returns the
 /// objects and a note when more than [`MAX_OBJECTS`] were found.
 pub fn find(data: &[u8], ranges: &[Range]) -> (Vec<Embedded>, Option<String>) {
-    find_at_most(data, ranges, MAX_OBJECTS, &|_, _| {})
+    find_at_most(data, ranges, MAX_OBJECTS, &|_: usize, _: usize| {})
 }
 
 /// [`find`] over a read-only file map, handing each searched window of
-/// [`SEARCH_WINDOW`] bytes to `release` (offset, length) once its hits are known, so
-/// that a search of a large `.rodata` keeps a window of its pages resident, not the
-/// whole section (`fsutil::release_range`).
+/// [`SEARCH_WINDOW`] bytes to `input`'s release (offset, length) once its hits are
+/// known, so that a search of a large `.rodata` keeps a window of its pages
+/// resident, not the whole section (`fsutil::release_range`). When `input` names the
+/// file `data` maps ([`bundle::Input::file`], at offset 0), large sections are
+/// searched from the file with positioned reads instead and none of their pages is
+/// mapped: only the candidates are read through the map.
 pub fn find_releasing(
     data: &[u8],
     ranges: &[Range],
-    release: &dyn Fn(usize, usize),
+    input: &dyn bundle::Input,
 ) -> (Vec<Embedded>, Option<String>) {
-    find_at_most(data, ranges, MAX_OBJECTS, release)
+    // The ranges came from the file's headers (the section header table is at its
+    // end): the folio they were read from goes before the search, or each searching
+    // thread holds it and a window, two folios of a large file, not one.
+    if ranges.iter().any(|r| r.2 >= RELEASE_MIN as u64) {
+        input.release(0, data.len());
+    }
+    find_at_most(data, ranges, MAX_OBJECTS, input)
 }
 
 /// How much of a section is searched before its pages are released: one folio of
@@ -287,6 +302,29 @@ const RELEASE_MIN: usize = 1 << 20;
 /// The longest magic searched for (the bundle's; the ELF one is 7 bytes with its
 /// `0x7f`).
 const LONGEST_MAGIC: usize = 24;
+
+/// Where the magics start in the `len` bytes at `at` of `file`, in order, read a
+/// piece of `fsutil::READ_PIECE` at a time: each piece is read with the bytes that
+/// start the next, so a magic across the seam is found whole in the first.
+fn hits_in_file(file: &std::fs::File, at: u64, len: usize) -> std::io::Result<Vec<usize>> {
+    use std::os::unix::fs::FileExt;
+    let piece = crate::fsutil::READ_PIECE;
+    let mut buf = vec![0u8; piece + LONGEST_MAGIC - 1];
+    let mut hits = Vec::new();
+    let mut from = 0usize;
+    while from < len {
+        let n = (len - from).min(buf.len());
+        file.read_exact_at(&mut buf[..n], at + from as u64)?;
+        // Only magics starting in this piece: one starting in the bytes read ahead is
+        // the next piece's.
+        let mine = piece.min(n);
+        hits.extend(magics_in(&buf[..n]).filter(|&h| h < mine).map(|h| from + h));
+        from += mine;
+    }
+    hits.sort_unstable();
+    hits.dedup();
+    Ok(hits)
+}
 
 /// Where the magics start in `hay` (at `base` of the file), in order, searched window
 /// by window. Each window is released before the next is touched: a magic across
@@ -341,7 +379,7 @@ fn find_at_most(
     data: &[u8],
     ranges: &[Range],
     limit: usize,
-    release: &dyn Fn(usize, usize),
+    input: &dyn bundle::Input,
 ) -> (Vec<Embedded>, Option<String>) {
     let mut out = Vec::new();
     for (section, off, size) in ranges {
@@ -350,16 +388,33 @@ fn find_at_most(
         };
         let (start, end) = (*off as usize, end as usize);
         let hay = &data[start..end];
-        let release: &dyn Fn(usize, usize) = if hay.len() < RELEASE_MIN {
-            &|_, _| {}
-        } else {
-            release
+        // A small section's pages go with the map; a file's are read from it
+        // whatever their size (through the map, a section of a few bytes makes the
+        // folio around it resident).
+        let small = hay.len() < RELEASE_MIN;
+        let release = |o: usize, l: usize| {
+            if !small {
+                input.release(o, l)
+            }
         };
         let mut covered = 0usize;
         let mut index = 0usize;
         let mut clean = 0usize;
         let mut ahead = Ahead::default();
-        for at in hits_in(hay, start, release) {
+        let hits = match input.file() {
+            Some((file, at)) => hits_in_file(file, at + start as u64, hay.len()),
+            None => Ok(hits_in(hay, start, &release)),
+        };
+        let hits = match hits {
+            Ok(h) => h,
+            Err(e) => {
+                return (
+                    without_overlaps(out),
+                    Some(format!("{section}: cannot be read: {e}")),
+                );
+            }
+        };
+        for at in hits {
             if at < covered {
                 continue;
             }
@@ -604,15 +659,63 @@ mod tests {
         let at: Vec<u64> = found.iter().map(|e| e.offset).collect();
         assert_eq!(at, [co_at as u64, b_at as u64]);
         assert_eq!(found, find(&data, &ranges).0);
-        // The search's windows cover the range once, in order, none larger than the
-        // bound; then what reading the candidates touched goes, the range once more.
+        // What reading the headers mapped goes first; the search's windows cover the
+        // range once, in order, none larger than the bound; then what reading the
+        // candidates touched goes, the range once more.
         let w = windows.into_inner();
-        let (search, after) = w.split_at(3);
+        assert_eq!(w[0], (0, data.len()));
+        let (search, after) = w[1..].split_at(3);
         assert_eq!(search[0].0, start);
         assert!(search.windows(2).all(|p| p[0].0 + p[0].1 == p[1].0));
         assert_eq!(search.last().map(|l| l.0 + l.1), Some(data.len()));
         assert!(search.iter().all(|l| l.1 <= SEARCH_WINDOW));
         assert_eq!(after.last(), Some(&(start, data.len() - start)));
+    }
+
+    #[test]
+    fn a_file_is_searched_with_positioned_reads_across_their_seams() {
+        use std::io::Write;
+        let co = fixture("vadd-gfx90a.co");
+        let b = fixture("kernels.hipfb");
+        let piece = crate::fsutil::READ_PIECE;
+        // A range at 4096 of the file: the code object's 0x7f ends the first piece
+        // (its `ELF` starts the second), the bundle's magic straddles the end of the
+        // second, a second code object starts the fourth.
+        let start = 4096;
+        let mut data = vec![0x11u8; start + piece - 1];
+        let co_at = data.len();
+        data.extend_from_slice(&co);
+        data.resize(start + 2 * piece - 10, 0x22);
+        let b_at = data.len();
+        data.extend_from_slice(&b);
+        data.resize(start + 3 * piece, 0x33);
+        let co2_at = data.len();
+        data.extend_from_slice(&co);
+        data.resize(data.len() + 5000, 0x44);
+        let mut file = tempfile::tempfile().unwrap();
+        file.write_all(&data).unwrap();
+        let map = crate::fsutil::map_open_file(&file).unwrap();
+        let ranges = vec![(
+            ".rodata".to_string(),
+            start as u64,
+            (data.len() - start) as u64,
+        )];
+        let input = bundle::FileSection {
+            map: &map,
+            file: &file,
+            at: 0,
+        };
+        let (found, note) = find_releasing(&map, &ranges, &input);
+        assert!(note.is_none(), "{note:?}");
+        let at: Vec<u64> = found.iter().map(|e| e.offset).collect();
+        assert_eq!(at, [co_at as u64, b_at as u64, co2_at as u64]);
+        assert_eq!(found, find(&data, &ranges).0);
+        // The file cut short since it was mapped: the section cannot be read, and
+        // says so (nothing of the map past the end is read).
+        file.set_len((start + piece) as u64).unwrap();
+        let (found, note) = find_releasing(&map, &ranges, &input);
+        assert!(found.is_empty());
+        assert!(note.is_some_and(|n| n.starts_with(".rodata: cannot be read")));
     }
 
     #[test]
@@ -673,7 +776,10 @@ mod tests {
         let (found, _) = find_releasing(&data, &ranges, &|o, l| calls.borrow_mut().push((o, l)));
         assert!(found.is_empty());
         let calls = calls.into_inner();
-        // The search windows, a release per step behind the candidates, the section.
+        // The headers' pages, the search windows, a release per step behind the
+        // candidates, the section.
+        assert_eq!(calls[0], (0, data.len()));
+        let calls = &calls[1..];
         let windows = data.len().div_ceil(SEARCH_WINDOW);
         assert!(calls[..windows].iter().all(|c| c.1 <= SEARCH_WINDOW));
         let steps = &calls[windows..calls.len() - 1];

@@ -190,22 +190,36 @@ pub fn inspect(data: &[u8]) -> FormatResult<ElfContent> {
 /// length) to `release` once its entry table is read
 /// (`bundle::walk_section_releasing`).
 pub fn inspect_releasing(data: &[u8], release: &dyn Fn(usize, usize)) -> FormatResult<ElfContent> {
-    if !is_elf(data) {
+    inspect_in(data, data, release)
+}
+
+/// [`inspect_releasing`] reading the file's headers, wrappers and marker from
+/// `read` (an `object::ReadCache` over the file reads them with positioned reads,
+/// never mapping the folios they lie in), and only the bundles of `.hip_fatbin`
+/// from `data`, the file's map.
+pub fn inspect_in<'r, R: object::ReadRef<'r>>(
+    read: R,
+    data: &[u8],
+    release: &dyn Fn(usize, usize),
+) -> FormatResult<ElfContent> {
+    let len = read.len().unwrap_or(0);
+    let ident = read.read_bytes_at(0, len.min(16)).unwrap_or_default();
+    if !is_elf(ident) {
         return Err(FormatError::new(0, "not an ELF file"));
     }
-    if let Some(why) = unsupported_ident(data)? {
+    if let Some(why) = unsupported_ident(ident)? {
         return Ok(ElfContent::Unsupported(why));
     }
-    let header = elf::FileHeader64::<LE>::parse(data).map_err(ferr)?;
+    let header = elf::FileHeader64::<LE>::parse(read).map_err(ferr)?;
     let endian = header.endian().map_err(ferr)?;
     let machine = header.e_machine(endian);
     if machine == EM_AMDGPU {
         return Ok(ElfContent::CodeObject(
-            bundle::target::target_from_elf_flags(header.e_flags(endian), data[8]),
+            bundle::target::target_from_elf_flags(header.e_flags(endian), ident[8]),
         ));
     }
-    let sections = header.sections(endian, data).map_err(ferr)?;
-    let segments = header.program_headers(endian, data).map_err(ferr)?;
+    let sections = header.sections(endian, read).map_err(ferr)?;
+    let segments = header.program_headers(endian, read).map_err(ferr)?;
     let kind = match header.e_type(endian) {
         elf::ET_EXEC => ElfKind::Executable,
         elf::ET_DYN if segments.iter().any(|p| p.p_type(endian) == elf::PT_INTERP) => {
@@ -231,7 +245,12 @@ pub fn inspect_releasing(data: &[u8], release: &dyn Fn(usize, usize)) -> FormatR
 
     let Some((fb_index, fb)) = fatbin_sec else {
         return Ok(without_fatbin(
-            data, &sections, kind, machine, marker_sec, problems,
+            (read, data.len() as u64),
+            &sections,
+            kind,
+            machine,
+            marker_sec,
+            problems,
         ));
     };
 
@@ -263,7 +282,7 @@ pub fn inspect_releasing(data: &[u8], release: &dyn Fn(usize, usize)) -> FormatR
     }
 
     let mut wrappers = read_wrappers(
-        data,
+        read,
         endian,
         header,
         &sections,
@@ -272,7 +291,7 @@ pub fn inspect_releasing(data: &[u8], release: &dyn Fn(usize, usize)) -> FormatR
         &bundles,
         &mut problems,
     );
-    let marker = read_marker(data, endian, marker_sec, &mut problems);
+    let marker = read_marker(read, endian, marker_sec, &mut problems);
     let host_only =
         span.nobits || marker.is_some() || wrappers.iter().any(|w| w.magic == WrapperMagic::Hipk);
     if host_only {
@@ -339,9 +358,9 @@ fn unsupported_ident(data: &[u8]) -> FormatResult<Option<String>> {
 
 /// An ELF without `.hip_fatbin`: an `-fgpu-rdc` object (one section per target,
 /// named after the entry ID), a marker without device code, or a plain binary.
-fn without_fatbin(
-    data: &[u8],
-    sections: &object::read::elf::SectionTable<elf::FileHeader64<LE>>,
+fn without_fatbin<'r, R: object::ReadRef<'r>>(
+    (read, len): (R, u64),
+    sections: &object::read::elf::SectionTable<'r, elf::FileHeader64<LE>, R>,
     kind: ElfKind,
     machine: u16,
     marker_sec: Option<(object::SectionIndex, &elf::SectionHeader64<LE>)>,
@@ -358,9 +377,7 @@ fn without_fatbin(
         };
         let id = String::from_utf8_lossy(id);
         let (off, size) = (s.sh_offset(endian), s.sh_size(endian));
-        if s.sh_type(endian) == elf::SHT_NOBITS
-            || off.checked_add(size).is_none_or(|e| e > data.len() as u64)
-        {
+        if s.sh_type(endian) == elf::SHT_NOBITS || off.checked_add(size).is_none_or(|e| e > len) {
             problems.push(format!(
                 "section {i} ({OBJECT_BUNDLE_PREFIX}{id}) lies outside the file"
             ));
@@ -405,7 +422,7 @@ fn without_fatbin(
         fatbin: None,
         bundles: Vec::new(),
         wrappers: Vec::new(),
-        marker: read_marker(data, endian, marker_sec, &mut problems),
+        marker: read_marker(read, endian, marker_sec, &mut problems),
         host_only: true,
         fatbin_bytes: 0,
         rdc_object: false,
@@ -413,8 +430,8 @@ fn without_fatbin(
     }))
 }
 
-fn read_marker(
-    data: &[u8],
+fn read_marker<'r, R: object::ReadRef<'r>>(
+    data: R,
     endian: LE,
     sec: Option<(object::SectionIndex, &elf::SectionHeader64<LE>)>,
     problems: &mut Vec<String>,
@@ -438,11 +455,11 @@ fn read_marker(
 }
 
 #[allow(clippy::too_many_arguments)]
-fn read_wrappers(
-    data: &[u8],
+fn read_wrappers<'r, R: object::ReadRef<'r>>(
+    data: R,
     endian: LE,
     header: &elf::FileHeader64<LE>,
-    sections: &object::read::elf::SectionTable<'_, elf::FileHeader64<LE>>,
+    sections: &object::read::elf::SectionTable<'r, elf::FileHeader64<LE>, R>,
     kind: ElfKind,
     fatbin: &SectionSpan,
     bundles: &[BundleInfo],
@@ -683,5 +700,44 @@ impl AlignedBytes {
     /// The bytes.
     pub fn as_slice(&self) -> &[u8] {
         &object::pod::bytes_of_slice(&self.words)[..self.len]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_read_with_positioned_reads_say_what_the_map_says() {
+        use std::io::Write;
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/bin");
+        let names = [
+            "libkernels.so",
+            "libkernels_z.so",
+            "hostonly",
+            "app_pie",
+            "librdc.so",
+            "vadd.o",
+            "vadd-gfx90a.co",
+            "libembed.so",
+            "libplain.so",
+        ];
+        for name in names {
+            let whole = std::fs::read(dir.join(name)).unwrap();
+            // Whole, and cut short in its identification, its headers, its middle.
+            for len in [whole.len(), 10, 100, whole.len() / 2] {
+                let data = &whole[..len];
+                let mut file = tempfile::tempfile().unwrap();
+                file.write_all(data).unwrap();
+                let map = crate::fsutil::map_open_file(&file).unwrap();
+                let cache = object::ReadCache::new(&file);
+                let by_reads = inspect_in(&cache, &map, &|_, _| {});
+                assert_eq!(
+                    format!("{by_reads:?}"),
+                    format!("{:?}", inspect(data)),
+                    "{name} cut at {len}"
+                );
+            }
+        }
     }
 }

@@ -443,14 +443,24 @@ fn inspect_owned(
             // What is read of a large file leaves the resident set as it goes (a
             // release costs a TLB flush on every core: not worth it for a small one,
             // whose pages go with its map).
-            let large = map.len() > 2 * crate::fsutil::FAULT_SPAN;
-            let release = |o: usize, l: usize| {
-                if large {
-                    crate::fsutil::release_range(&map, o, l)
-                }
+            // Its headers and data sections are read with positioned reads: one
+            // byte read through the map makes the 2 MiB folio around it resident
+            // (see `bundle::Input`). What the map is read for (bundle tables, the
+            // embedded objects found) leaves the resident set as it goes when the
+            // file is large: a release costs a TLB flush on every core, not worth it
+            // for a small one, whose pages go with its map.
+            let input = Positioned {
+                section: bundle::FileSection {
+                    map: &map,
+                    file: &file,
+                    at: 0,
+                },
+                release: map.len() > 2 * crate::fsutil::FAULT_SPAN,
             };
-            classify_releasing(&mut r, &map, db.is_some(), &release);
-            if r.kind == FileKind::Opaque && db.is_none() && map.starts_with(b"!<thin>\n") {
+            let release = |o: usize, l: usize| bundle::Input::release(&input, o, l);
+            let cache = object::ReadCache::new(&file);
+            classify_releasing(&mut r, (&cache, &map), db.is_some(), &release);
+            if r.kind == FileKind::Opaque && db.is_none() && head[..n].starts_with(b"!<thin>\n") {
                 let names = elf::inspect_static_archive(&map).map(|a| a.thin);
                 thin::resolve(&mut r, &names.unwrap_or_default(), abs, boundary);
             }
@@ -458,34 +468,63 @@ fn inspect_owned(
             // before the search, which reads whole data sections and lets their pages
             // go window by window.
             release(0, map.len());
-            find_embedded(&mut r, &map, deep, &release);
+            find_embedded_in(&mut r, (&cache, &map), deep, &input);
         }
         Err(e) => r.problems.push(format!("cannot map: {e}")),
     }
     r
 }
 
+/// A mapped file read with positioned reads, its map released only when `release`.
+struct Positioned<'a> {
+    section: bundle::FileSection<'a>,
+    release: bool,
+}
+
+impl bundle::Input for Positioned<'_> {
+    fn release(&self, offset: usize, len: usize) {
+        if self.release {
+            self.section.release(offset, len)
+        }
+    }
+
+    fn file(&self) -> Option<(&File, u64)> {
+        self.section.file()
+    }
+}
+
 /// Device code in the file's data outside what HIP reads (`embedded`): in the data
 /// sections of binaries, or with `deep` anywhere in a file that is not itself a
 /// bundle, code object or archive. A binary without HIP device code that has some
-/// becomes `embedded_code`. Each searched window is handed to `release` (offset,
-/// length) once read (`crate::embedded::find_releasing`).
-pub fn find_embedded(r: &mut FileReport, data: &[u8], deep: bool, release: &dyn Fn(usize, usize)) {
+/// becomes `embedded_code`. What is read of `data` is handed to `input`'s release
+/// (offset, length), and large sections are read from its file when it names one
+/// (`crate::embedded::find_releasing`).
+pub fn find_embedded(r: &mut FileReport, data: &[u8], deep: bool, input: &dyn bundle::Input) {
+    find_embedded_in(r, (data, data), deep, input)
+}
+
+/// [`find_embedded`] with the headers read from `read` (see [`classify_releasing`]).
+fn find_embedded_in<'r, R: object::ReadRef<'r>>(
+    r: &mut FileReport,
+    (read, data): (R, &[u8]),
+    deep: bool,
+    input: &dyn bundle::Input,
+) {
     if matches!(
         r.kind,
         FileKind::Bundle | FileKind::CodeObject | FileKind::Kpack | FileKind::Wheel
     ) {
         return;
     }
-    let (found, note) = if elf::is_static_archive(data) {
+    let (found, note) = if elf::is_static_archive(read.read_bytes_at(0, 8).unwrap_or_default()) {
         crate::embedded::find_in_archive(data)
     } else {
         let ranges = if deep {
             crate::embedded::deep_ranges(data)
         } else {
-            crate::embedded::data_ranges(data)
+            crate::embedded::data_ranges_in(read, data)
         };
-        crate::embedded::find_releasing(data, &ranges, release)
+        crate::embedded::find_releasing(data, &ranges, input)
     };
     // (Written only when there is something: a write gives the report its details.)
     if let Some(note) = note {
@@ -534,19 +573,20 @@ pub fn worth_mapping(head: &[u8]) -> bool {
 
 /// Classify a file from its bytes (exposed for the fuzz targets and tests).
 pub fn classify_bytes(r: &mut FileReport, data: &[u8], is_db: bool) {
-    classify_releasing(r, data, is_db, &|_, _| {})
+    classify_releasing(r, (data, data), is_db, &|_, _| {})
 }
 
-/// [`classify_bytes`] of a file map, handing what it has read of a fat binary's
-/// bundles to `release` (offset, length) as it goes.
-fn classify_releasing(
+/// [`classify_bytes`] of a file map `data`, handing what it has read of a fat
+/// binary's bundles to `release` (offset, length) as it goes, an ELF's headers,
+/// wrappers and marker read from `read` (`elf::inspect_in`).
+fn classify_releasing<'r, R: object::ReadRef<'r>>(
     r: &mut FileReport,
-    data: &[u8],
+    (read, data): (R, &[u8]),
     is_db: bool,
     release: &dyn Fn(usize, usize),
 ) {
-    if elf::is_elf(data) {
-        match elf::inspect_releasing(data, release) {
+    if elf::is_elf(read.read_bytes_at(0, 4).unwrap_or_default()) {
+        match elf::inspect_in(read, data, release) {
             Ok(ElfContent::Fat(fat)) => {
                 if is_db {
                     r.bundles = fat.bundles.iter().map(BundleReport::from_info).collect();
