@@ -222,6 +222,52 @@ pub const FAULT_SPAN: usize = 2 << 20;
 /// map, see [`FAULT_SPAN`]) reads at a time.
 pub const READ_PIECE: usize = 256 << 10;
 
+/// A mapped file's headers read with positioned reads, as the `object` crate's
+/// parsers ask for them (`object::ReadRef`): a read of up to [`SMALL_READ`] bytes is
+/// copied from the file and kept until this is dropped (the `object` crate's
+/// `ReadCache`), so that a header never makes the folio around it resident (see
+/// [`FAULT_SPAN`]); a larger one (the relocations or symbols of a large library) is
+/// the map's bytes, released by whoever reads them, not a copy on the heap.
+pub struct SmallReads<'a> {
+    cache: object::ReadCache<&'a File>,
+    map: &'a [u8],
+}
+
+/// The most [`SmallReads`] copies from its file at a time.
+pub const SMALL_READ: u64 = 1 << 20;
+
+impl<'a> SmallReads<'a> {
+    /// Reads of `file`, whose map is `map`.
+    pub fn new(file: &'a File, map: &'a [u8]) -> SmallReads<'a> {
+        SmallReads {
+            cache: object::ReadCache::new(file),
+            map,
+        }
+    }
+}
+
+impl<'a> object::ReadRef<'a> for &'a SmallReads<'a> {
+    fn len(self) -> std::result::Result<u64, ()> {
+        Ok(self.map.len() as u64)
+    }
+
+    fn read_bytes_at(self, offset: u64, size: u64) -> std::result::Result<&'a [u8], ()> {
+        if size > SMALL_READ {
+            self.map.read_bytes_at(offset, size)
+        } else {
+            (&self.cache).read_bytes_at(offset, size)
+        }
+    }
+
+    fn read_bytes_at_until(
+        self,
+        range: std::ops::Range<u64>,
+        delimiter: u8,
+    ) -> std::result::Result<&'a [u8], ()> {
+        (&self.cache).read_bytes_at_until(range, delimiter)
+    }
+}
+
 /// Tell the kernel this process no longer needs the pages of `len` bytes at
 /// `offset` of a read-only file map: they leave the process's resident set (and are
 /// read again from the page cache if touched later). Used after consuming large
@@ -308,6 +354,29 @@ pub fn map_open_file(file: &File) -> std::io::Result<memmap2::Mmap> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn small_reads_are_copies_and_large_ones_the_map() {
+        use object::ReadRef;
+        let mut file = tempfile::tempfile().unwrap();
+        let data: Vec<u8> = (0..3 * SMALL_READ as usize)
+            .map(|i| (i % 251) as u8)
+            .collect();
+        file.write_all(&data).unwrap();
+        let map = map_open_file(&file).unwrap();
+        let reads = SmallReads::new(&file, &map);
+        let in_map = |b: &[u8]| map.as_ptr_range().contains(&b.as_ptr());
+        let small = (&reads).read_bytes_at(5000, 64).unwrap();
+        assert_eq!(small, &data[5000..5064]);
+        assert!(!in_map(small));
+        let large = (&reads).read_bytes_at(10, SMALL_READ + 1).unwrap();
+        assert_eq!(large, &data[10..10 + SMALL_READ as usize + 1]);
+        assert!(in_map(large));
+        // Past the end, either way: an error, not a short read or a fault.
+        assert!((&reads).read_bytes_at(data.len() as u64 - 10, 64).is_err());
+        assert!((&reads).read_bytes_at(1, 3 * SMALL_READ).is_err());
+        assert_eq!((&reads).len(), Ok(data.len() as u64));
+    }
 
     #[test]
     fn a_slice_is_found_in_its_map_and_a_copy_is_not() {

@@ -458,8 +458,8 @@ fn inspect_owned(
                 release: map.len() > 2 * crate::fsutil::FAULT_SPAN,
             };
             let release = |o: usize, l: usize| bundle::Input::release(&input, o, l);
-            let cache = object::ReadCache::new(&file);
-            classify_releasing(&mut r, (&cache, &map), db.is_some(), &release);
+            let reads = crate::fsutil::SmallReads::new(&file, &map);
+            classify_releasing(&mut r, (&reads, &map), db.is_some(), &release);
             if r.kind == FileKind::Opaque && db.is_none() && head[..n].starts_with(b"!<thin>\n") {
                 let names = elf::inspect_static_archive(&map).map(|a| a.thin);
                 thin::resolve(&mut r, &names.unwrap_or_default(), abs, boundary);
@@ -468,7 +468,7 @@ fn inspect_owned(
             // before the search, which reads whole data sections and lets their pages
             // go window by window.
             release(0, map.len());
-            find_embedded_in(&mut r, (&cache, &map), deep, &input);
+            find_embedded_in(&mut r, (&reads, &map), deep, &input);
         }
         Err(e) => r.problems.push(format!("cannot map: {e}")),
     }
