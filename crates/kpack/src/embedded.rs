@@ -273,10 +273,12 @@ pub fn find_releasing(
     ranges: &[Range],
     input: &dyn bundle::Input,
 ) -> (Vec<Embedded>, Option<String>) {
-    // The ranges came from the file's headers (the section header table is at its
-    // end): the folio they were read from goes before the search, or each searching
-    // thread holds it and a window, two folios of a large file, not one.
-    if ranges.iter().any(|r| r.2 >= RELEASE_MIN as u64) {
+    // Searched in place, the ranges came from the headers read through the map (the
+    // section header table is at its end): the folio they were read from goes
+    // before the search, or each searching thread holds it and a window, two folios
+    // of a large file, not one. (A caller with the file reads its headers with
+    // positioned reads: nothing of them is mapped.)
+    if input.file().is_none() && ranges.iter().any(|r| r.2 >= RELEASE_MIN as u64) {
         input.release(0, data.len());
     }
     find_at_most(data, ranges, MAX_OBJECTS, input)

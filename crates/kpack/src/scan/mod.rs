@@ -440,9 +440,6 @@ fn inspect_owned(
     match map_open_file(&file) {
         Ok(map) => {
             crate::mapped::note(&map, abs);
-            // What is read of a large file leaves the resident set as it goes (a
-            // release costs a TLB flush on every core: not worth it for a small one,
-            // whose pages go with its map).
             // Its headers and data sections are read with positioned reads: one
             // byte read through the map makes the 2 MiB folio around it resident
             // (see `bundle::Input`). What the map is read for (bundle tables, the
@@ -458,15 +455,15 @@ fn inspect_owned(
                 release: map.len() > 2 * crate::fsutil::FAULT_SPAN,
             };
             let release = |o: usize, l: usize| bundle::Input::release(&input, o, l);
-            let reads = crate::fsutil::SmallReads::new(&file, &map);
+            let reads = crate::fsutil::SmallReads::new(&file, &map, &head[..n]);
             classify_releasing(&mut r, (&reads, &map), db.is_some(), &release);
             if r.kind == FileKind::Opaque && db.is_none() && head[..n].starts_with(b"!<thin>\n") {
                 let names = elf::inspect_static_archive(&map).map(|a| a.thin);
                 thin::resolve(&mut r, &names.unwrap_or_default(), abs, boundary);
             }
-            // Each header read above mapped up to a folio of 2 MiB around it: gone
-            // before the search, which reads whole data sections and lets their pages
-            // go window by window.
+            // What classifying read through the map (bundle tables, an archive's
+            // members) goes before the search, which reads the data sections from
+            // the file and only its candidates through the map.
             release(0, map.len());
             find_embedded_in(&mut r, (&reads, &map), deep, &input);
         }
