@@ -227,26 +227,21 @@ pub const READ_PIECE: usize = 256 << 10;
 /// copied from the file and kept until this is dropped (the `object` crate's
 /// `ReadCache`), so that a header never makes the folio around it resident (see
 /// [`FAULT_SPAN`]); a larger one (the relocations or symbols of a large library) is
-/// the map's bytes, released by whoever reads them, not a copy on the heap. A read
-/// within the file's first bytes, already read by the caller (`head`), is served
-/// from them: the identification, the ELF header and the archive magic are asked
-/// for several times per file.
+/// the map's bytes, released by whoever reads them, not a copy on the heap.
 pub struct SmallReads<'a> {
     cache: object::ReadCache<&'a File>,
     map: &'a [u8],
-    head: &'a [u8],
 }
 
 /// The most [`SmallReads`] copies from its file at a time.
 pub const SMALL_READ: u64 = 1 << 20;
 
 impl<'a> SmallReads<'a> {
-    /// Reads of `file`, whose map is `map` and whose first bytes are `head`.
-    pub fn new(file: &'a File, map: &'a [u8], head: &'a [u8]) -> SmallReads<'a> {
+    /// Reads of `file`, whose map is `map`.
+    pub fn new(file: &'a File, map: &'a [u8]) -> SmallReads<'a> {
         SmallReads {
             cache: object::ReadCache::new(file),
             map,
-            head,
         }
     }
 }
@@ -257,10 +252,6 @@ impl<'a> object::ReadRef<'a> for &'a SmallReads<'a> {
     }
 
     fn read_bytes_at(self, offset: u64, size: u64) -> std::result::Result<&'a [u8], ()> {
-        let end = offset.checked_add(size).ok_or(())?;
-        if end <= self.head.len() as u64 {
-            return Ok(&self.head[offset as usize..end as usize]);
-        }
         if size > SMALL_READ {
             self.map.read_bytes_at(offset, size)
         } else {
@@ -373,13 +364,8 @@ mod tests {
             .collect();
         file.write_all(&data).unwrap();
         let map = map_open_file(&file).unwrap();
-        let head = &data[..64];
-        let reads = SmallReads::new(&file, &map, head);
+        let reads = SmallReads::new(&file, &map);
         let in_map = |b: &[u8]| map.as_ptr_range().contains(&b.as_ptr());
-        // The first bytes come from the head the caller read.
-        let first = (&reads).read_bytes_at(8, 16).unwrap();
-        assert_eq!(first, &data[8..24]);
-        assert!(head.as_ptr_range().contains(&first.as_ptr()));
         let small = (&reads).read_bytes_at(5000, 64).unwrap();
         assert_eq!(small, &data[5000..5064]);
         assert!(!in_map(small));

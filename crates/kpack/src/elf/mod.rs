@@ -730,8 +730,7 @@ mod tests {
                 let mut file = tempfile::tempfile().unwrap();
                 file.write_all(data).unwrap();
                 let map = crate::fsutil::map_open_file(&file).unwrap();
-                let reads =
-                    crate::fsutil::SmallReads::new(&file, &map, &data[..data.len().min(64)]);
+                let reads = crate::fsutil::SmallReads::new(&file, &map);
                 let by_reads = inspect_in(&reads, &map, &|_, _| {});
                 assert_eq!(
                     format!("{by_reads:?}"),

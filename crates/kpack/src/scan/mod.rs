@@ -455,7 +455,7 @@ fn inspect_owned(
                 release: map.len() > 2 * crate::fsutil::FAULT_SPAN,
             };
             let release = |o: usize, l: usize| bundle::Input::release(&input, o, l);
-            let reads = crate::fsutil::SmallReads::new(&file, &map, &head[..n]);
+            let reads = crate::fsutil::SmallReads::new(&file, &map);
             classify_releasing(&mut r, (&reads, &map), db.is_some(), &release);
             if r.kind == FileKind::Opaque && db.is_none() && head[..n].starts_with(b"!<thin>\n") {
                 let names = elf::inspect_static_archive(&map).map(|a| a.thin);
