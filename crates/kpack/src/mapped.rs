@@ -56,10 +56,33 @@ pub fn file_at(addr: usize, out: &mut [u8; NAME]) -> usize {
     0
 }
 
+/// After `map` (of `file`) was read partly with positioned reads, which a shrink
+/// makes fail as malformed data instead of faulting: a file now shorter than its map
+/// is read through the map past its new end, which faults as any such read of the
+/// map would, and the program's handler names the file. Returns the new length when
+/// the file shrank and the read could not fault (the new end lies in the map's last
+/// page), for the caller to report.
+pub fn read_past_a_shrink(map: &[u8], file: &std::fs::File) -> Option<u64> {
+    let now = file.metadata().ok()?.len();
+    if now >= map.len() as u64 {
+        return None;
+    }
+    // A page wholly past the end faults; the page size is 4 KiB or, on some hosts,
+    // up to 64 KiB.
+    for page in [4096u64, 65536] {
+        let at = now.next_multiple_of(page);
+        if let Some(b) = usize::try_from(at).ok().and_then(|at| map.get(at)) {
+            std::hint::black_box(*b);
+        }
+    }
+    Some(now)
+}
+
 /// The suite's way to shrink an input at the worst moment, just after it was mapped:
 /// `KPACK_TUI_TEST_SHRINK_MAPPED=PATH` truncates that file (a copy the test owns) to
 /// zero when it is first mapped, `PATH@N` when it is mapped the N-th time (a pack maps
-/// a file in its scan, then again to pack it). Nothing else reads the variable.
+/// a file in its scan, then again to pack it); with `KPACK_TUI_TEST_SHRINK_HALF` set,
+/// to half its length instead of zero. Nothing else reads the variables.
 fn test_hook(path: &std::path::Path) {
     static WANT: std::sync::OnceLock<Option<(std::ffi::OsString, usize)>> =
         std::sync::OnceLock::new();
@@ -75,10 +98,11 @@ fn test_hook(path: &std::path::Path) {
         && p.as_os_str() == path.as_os_str()
         && SEEN.fetch_add(1, Ordering::Relaxed) + 1 == *n
     {
+        let half = std::env::var_os("KPACK_TUI_TEST_SHRINK_HALF").is_some();
         let _ = std::fs::OpenOptions::new()
             .write(true)
             .open(path)
-            .and_then(|f| f.set_len(0));
+            .and_then(|f| f.set_len(if half { f.metadata()?.len() / 2 } else { 0 }));
     }
 }
 

@@ -466,6 +466,12 @@ fn inspect_owned(
             // the file and only its candidates through the map.
             release(0, map.len());
             find_embedded_in(&mut r, (&reads, &map), deep, &input);
+            if let Some(now) = crate::mapped::read_past_a_shrink(&map, &file) {
+                r.problems.push(format!(
+                    "the file changed while being read (it shrank from {} to {now} bytes)",
+                    map.len()
+                ));
+            }
         }
         Err(e) => r.problems.push(format!("cannot map: {e}")),
     }
