@@ -413,56 +413,72 @@ if want phc1; then
 fi
 
 if want scale; then
-  # #32: every long command on a 1 GiB and an 8 GiB generated tree (cached), one
-  # after the other in this run: seconds per GiB and the process's peak RSS, next to
-  # the limit measured on the same tree (cp -a of the tree + zstd -3 -T2 over its
-  # code objects), and Ctrl-C latency of `pack --level max` on the 8 GiB tree.
+  # #32: every long command on a 1 GiB and an 8 GiB generated tree (cached): seconds
+  # per GiB and the process's peak RSS, next to the limit measured on the same tree
+  # (cp -a of the tree + zstd -3 -T2 over its code objects), and Ctrl-C latency of
+  # `pack --level max` on the 8 GiB tree. Each command runs on the two trees back to
+  # back (3 runs on one, then 3 on the other), not all commands on one tree and then
+  # all on the other: this machine's disk wrote 0.4 to 1.8 GB/s from one minute to
+  # the next, and a ratio of two figures taken ten minutes apart measured that drift.
   SRUNS=${SCALE_RUNS:-3}
   m() { python3 "$root/bench/measure.py" "$SRUNS" "$@"; }
-  for spec in "1024 1" "8192 2"; do
-    read -r mb seed <<< "$spec"
+  # SCALE_SIZES="64 128" tries the section on small trees (the goals are for these two).
+  read -r -a sizes <<< "${SCALE_SIZES:-1024 8192}"
+  declare -A bytes files dev
+  for i in "${!sizes[@]}"; do
+    mb=${sizes[$i]}
     t=$work/scale-$mb
-    [ -d "$t" ] || "$root/target/release/examples/gen_tree" "$t" --size-mb "$mb" --seed "$seed"
+    [ -d "$t" ] || "$root/target/release/examples/gen_tree" "$t" --size-mb "$mb" --seed $((i + 1))
     [ -d "$t.art" ] || { mkdir -p "$t.art/stage" && cp -al "$t/." "$t.art/stage/" && echo stage > "$t.art/artifact_manifest.txt"; }
-    bytes=$(du -sb "$t" | cut -f1)
-    files=$(find "$t" -type f | wc -l)
-    o=$work/scale-out
+    bytes[$mb]=$(du -sb "$t" | cut -f1)
+    files[$mb]=$(find "$t" -type f | wc -l)
+    o=$work/scale-out-$mb
     rm -rf "$o"; mkdir -p "$o"
-    echo "bench: scale, $mb MiB tree ($files files): the limit"
-    dev=$("$root/target/release/examples/device_bytes" "$t" "$o/device.bin")
-    # Every run starts with its input read (the page cache holds the 8 GiB tree, not
-    # the ~30 GB of outputs besides it) and a run that writes is timed to its sync.
-    ref=$(m --prepare "rm -rf $o/cpa $o/device.zst" --warm "$t" --sync -- sh -c "cp -a $t $o/cpa && zstd -3 -T2 -q -f $o/device.bin -o $o/device.zst")
-    rm -rf "$o/cpa" "$o/device.zst" "$o/device.bin"
-    row() { record "{\"bench\":\"scale\",\"cmd\":\"$1\",\"tree_mb\":$mb,\"tree_bytes\":$bytes,\"files\":$files,\"device_bytes\":$dev,\"run\":$2}"; }
-    row limit "$ref"
-    echo "bench: scale, $mb MiB tree: scan, pack, verify, kernels, diff, split, combine, wheel split"
-    row scan "$(m --warm "$t" -- "$kp" scan "$t" --no-tui --json)"
-    row pack "$(m --prepare "rm -rf $o/packed" --warm "$t" --sync -- "$kp" pack "$t" -o "$o/packed" --group bench --all)"
-    row verify "$(m --warm "$o/packed" -- "$kp" verify "$o/packed" --no-tui)"
-    row kernels "$(m --warm "$t" -- "$kp" kernels "$t" --json)"
-    row diff "$(m --warm "$t" --warm "$o/packed" -- "$kp" diff "$t" "$o/packed" --no-tui)"
-    sp=(--artifact-prefix bench --split-databases all)
-    row split "$(m --prepare "rm -rf $o/split" --warm "$t.art" --sync -- "$kp" split "$t.art" -o "$o/split" "${sp[@]}")"
-    # Two shards (even and odd targets) combined again.
-    read -r half1 half2 <<< "$("$kp" scan "$t" --no-tui --json | python3 -c '
-import json,sys
-a=sorted({t.split(":")[0] for t in json.load(sys.stdin)["archs"]})
-print(",".join(a[0::2]), ",".join(a[1::2]))')"
-    "$kp" split "$t.art" -o "$o/shards/a" "${sp[@]}" --gpu-targets "$half1" > /dev/null
-    "$kp" split "$t.art" -o "$o/shards/b" "${sp[@]}" --gpu-targets "$half2" > /dev/null
-    row combine "$(m --prepare "rm -rf $o/combined" --warm "$o/shards" --sync -- "$kp" combine "$o/shards/a" "$o/shards/b" -o "$o/combined")"
-    # The same tree as a wheel (Python's zipfile, deflate 6; cached), split.
+    dev[$mb]=$("$root/target/release/examples/device_bytes" "$t" "$o/device.bin")
+    # The same tree as a wheel (Python's zipfile, deflate 6; cached).
     whl=$work/scale-$mb.whl/pkg-1.0-cp311-cp311-linux_x86_64.whl
     [ -f "$whl" ] || { mkdir -p "${whl%/*}" && python3 "$root/scripts/make-test-wheel.py" "$whl.part" \
       --name pkg --version 1.0 --tag cp311-cp311-linux_x86_64 --tree "$t=pkg" && mv "$whl.part" "$whl"; }
-    row "wheel split" "$(m --prepare "rm -rf $o/wsplit" --warm "$whl" --sync -- "$kp" wheel split "$whl" -o "$o/wsplit" --device-package-prefix pkg-device --overlay-root pkg)"
-    if [ "$mb" = 8192 ]; then
-      echo "bench: scale, Ctrl-C during pack --level max of the $mb MiB tree"
-      record "$(python3 "$root/bench/cancel.py" "$kp" "$t" "$work" "$SRUNS" | sed 's/"bench": "cancel"/"bench": "scale_cancel"/')"
-    fi
-    rm -rf "$o"
   done
+  row() { record "{\"bench\":\"scale\",\"cmd\":\"$1\",\"tree_mb\":$mb,\"tree_bytes\":${bytes[$mb]},\"files\":${files[$mb]},\"device_bytes\":${dev[$mb]},\"run\":$2}"; }
+  # Every run starts with its input read (the page cache holds the tree, not the
+  # outputs besides it) and a run that writes is timed to its sync.
+  sp=(--artifact-prefix bench --split-databases all)
+  for cmd in limit scan pack verify kernels diff split combine "wheel split"; do
+    echo "bench: scale, $cmd on the ${sizes[*]} MiB trees"
+    for mb in "${sizes[@]}"; do
+      t=$work/scale-$mb o=$work/scale-out-$mb
+      whl=$work/scale-$mb.whl/pkg-1.0-cp311-cp311-linux_x86_64.whl
+      case $cmd in
+        limit) r=$(m --prepare "rm -rf $o/cpa $o/device.zst" --warm "$t" --sync -- sh -c "cp -a $t $o/cpa && zstd -3 -T2 -q -f $o/device.bin -o $o/device.zst")
+               rm -rf "$o/cpa" "$o/device.zst" "$o/device.bin" ;;
+        scan) r=$(m --warm "$t" -- "$kp" scan "$t" --no-tui --json) ;;
+        pack) r=$(m --prepare "rm -rf $o/packed" --warm "$t" --sync -- "$kp" pack "$t" -o "$o/packed" --group bench --all) ;;
+        verify) r=$(m --warm "$o/packed" -- "$kp" verify "$o/packed" --no-tui) ;;
+        kernels) r=$(m --warm "$t" -- "$kp" kernels "$t" --json) ;;
+        diff) r=$(m --warm "$t" --warm "$o/packed" -- "$kp" diff "$t" "$o/packed" --no-tui)
+              rm -rf "$o/packed" ;;
+        split) r=$(m --prepare "rm -rf $o/split" --warm "$t.art" --sync -- "$kp" split "$t.art" -o "$o/split" "${sp[@]}")
+               rm -rf "$o/split"
+               # Two shards (even and odd targets) for combine.
+               read -r half1 half2 <<< "$("$kp" scan "$t" --no-tui --json | python3 -c '
+import json,sys
+a=sorted({t.split(":")[0] for t in json.load(sys.stdin)["archs"]})
+print(",".join(a[0::2]), ",".join(a[1::2]))')"
+               "$kp" split "$t.art" -o "$o/shards/a" "${sp[@]}" --gpu-targets "$half1" > /dev/null
+               "$kp" split "$t.art" -o "$o/shards/b" "${sp[@]}" --gpu-targets "$half2" > /dev/null ;;
+        combine) r=$(m --prepare "rm -rf $o/combined" --warm "$o/shards" --sync -- "$kp" combine "$o/shards/a" "$o/shards/b" -o "$o/combined")
+                 rm -rf "$o/combined" "$o/shards" ;;
+        "wheel split") r=$(m --prepare "rm -rf $o/wsplit" --warm "$whl" --sync -- "$kp" wheel split "$whl" -o "$o/wsplit" --device-package-prefix pkg-device --overlay-root pkg)
+                       rm -rf "$o/wsplit" ;;
+      esac
+      row "$cmd" "$r"
+    done
+  done
+  mb=${sizes[-1]}
+  echo "bench: scale, Ctrl-C during pack --level max of the $mb MiB tree"
+  record "$(python3 "$root/bench/cancel.py" "$kp" "$work/scale-$mb" "$work" "$SRUNS" | sed 's/"bench": "cancel"/"bench": "scale_cancel"/')"
+  for mb in "${sizes[@]}"; do rm -rf "$work/scale-out-$mb"; done
 fi
 
 mv "$results.new" "$results"
