@@ -813,6 +813,18 @@ fn an_input_that_shrinks_while_mapped_is_named_instead_of_a_bare_sigbus() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains(&said), "{}", stderr(&o));
     assert!(!out.exists());
+    // Shrunk to half when the pack maps it: the pack reads code objects with
+    // positioned reads too, and says the same.
+    std::fs::copy(fixtures().join("libzkern.so"), &victim).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_kpack-tui"))
+        .args(["pack", t, "-o", o_, "--group", "g", "--all", "-j", "1"])
+        .env("KPACK_TUI_TEST_SHRINK_MAPPED", format!("{v}@2"))
+        .env("KPACK_TUI_TEST_SHRINK_HALF", "1")
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains(&said), "{}", stderr(&o));
+    assert!(!out.exists());
     std::fs::copy(fixtures().join("libzkern.so"), &victim).unwrap();
     let o = kpack(&["pack", t, "-o", o_, "--group", "g", "--all"]);
     assert!(o.status.success(), "{}", stderr(&o));
