@@ -157,7 +157,15 @@ pub fn is_code_object(data: &[u8]) -> bool {
 
 /// Read a code object.
 pub fn read(data: &[u8]) -> FormatResult<CodeObjectInfo> {
-    if !is_code_object(data) {
+    read_in(data, true)
+}
+
+/// [`read`] of a code object behind any [`object::ReadRef`] (a file read with
+/// positioned reads, not only bytes in memory); `sizes`: whether the kernels' code
+/// sizes are read from the symbol table (without, each is `None`, and the table is
+/// not read). Fails exactly where [`read`] does.
+pub fn read_in<'d, R: object::ReadRef<'d>>(data: R, sizes: bool) -> FormatResult<CodeObjectInfo> {
+    if !data.read_bytes_at(0, 20).is_ok_and(is_code_object) {
         return Err(FormatError::new(0, "not an AMDGPU ELF code object"));
     }
     let hdr = elf::FileHeader64::<LE>::parse(data).map_err(ferr)?;
@@ -196,13 +204,13 @@ pub fn read(data: &[u8]) -> FormatResult<CodeObjectInfo> {
         }
     }
     // Function symbols: their sizes are the kernels' code sizes.
-    let mut sizes: std::collections::HashMap<&[u8], u64> = std::collections::HashMap::new();
-    if let Ok(symtab) = sections.symbols(endian, data, elf::SHT_SYMTAB) {
+    let mut sizes_of: std::collections::HashMap<&[u8], u64> = std::collections::HashMap::new();
+    if sizes && let Ok(symtab) = sections.symbols(endian, data, elf::SHT_SYMTAB) {
         for sym in symtab.iter() {
             if sym.st_type() == elf::STT_FUNC
                 && let Ok(name) = sym.name(endian, symtab.strings())
             {
-                sizes.insert(name, sym.st_size(endian));
+                sizes_of.insert(name, sym.st_size(endian));
             }
         }
     }
@@ -228,7 +236,7 @@ pub fn read(data: &[u8]) -> FormatResult<CodeObjectInfo> {
             }
             Kernel {
                 demangled: demangle(&name),
-                code_size: sizes.get(name.as_bytes()).copied(),
+                code_size: sizes_of.get(name.as_bytes()).copied(),
                 symbol: k.symbol,
                 kernarg_size: k.kernarg_segment_size,
                 lds: k.group_segment_fixed_size,

@@ -420,31 +420,35 @@ fn find_at_most(
                 );
             }
         };
+        // Whether a candidate was read through the map (all of them, without a file).
+        let mut mapped = input.file().is_none();
         for at in hits {
             if at < covered {
                 continue;
             }
-            // What reading the candidates faulted in leaves the resident set too (the
-            // windows were released before they were read): their headers or whole
-            // code objects, with the pages the kernel mapped around them. A section
-            // of random data has thousands of false starts: released a step at a
-            // time behind the one being read, not one call each.
-            // (Up to the start of the folio the candidate starts in: a release
-            // reaches to the next multiple of FAULT_SPAN.)
-            let span = crate::fsutil::FAULT_SPAN;
-            let behind = ((start + at) / span * span).saturating_sub(start);
-            if behind >= clean + RELEASE_STEP {
-                release(start + clean, behind - clean);
-                clean = behind;
-            }
-            let far = ahead.reads(start + at, table_reach(&hay[at..]));
-            let found = object_at(&hay[at..], (start + at) as u64);
-            if far {
-                let next = ((start + at) / span + 1) * span - start;
-                if next < hay.len() {
-                    release(start + next, hay.len() - next);
+            let offset = (start + at) as u64;
+            let found = match input.file() {
+                // Read from the file: a code object's headers and metadata with
+                // positioned reads, nothing of the map; a bundle (rare) through it.
+                Some((file, base)) => match code_object_in_file(file, base + offset, &hay[at..]) {
+                    Read::Object(e, touched) => {
+                        if let Some((from, to)) = touched {
+                            release(start + at + from as usize, (to - from) as usize);
+                        }
+                        e.map(|e| e.at(offset))
+                    }
+                    Read::NotElf => {
+                        mapped = true;
+                        let found = object_at(&hay[at..], offset);
+                        release(start + at, hay.len() - at);
+                        found
+                    }
+                },
+                None => {
+                    let span = (hay, start, &release as &dyn Fn(usize, usize));
+                    object_in_map(span, at, (&mut clean, &mut ahead))
                 }
-            }
+            };
             let Some(mut e) = found else {
                 continue;
             };
@@ -464,9 +468,136 @@ fn find_at_most(
         }
         // The rest, and what a false start read far from it (a section header table
         // its header pointed at).
-        release(start, hay.len());
+        if mapped {
+            release(start, hay.len());
+        }
     }
     (without_overlaps(out), None)
+}
+
+/// The object at `at` of the section `hay` (at `start` of the file), read through
+/// the map: what reading it faulted in leaves the resident set too (the search's
+/// windows were released before it), its header or whole code object, with the
+/// pages the kernel mapped around them. A section of random data has thousands of
+/// false starts: released a step at a time behind the one being read (up to the
+/// start of its folio: a release reaches to the next multiple of FAULT_SPAN), not
+/// one call each. `clean`: how much of the section is released so far.
+fn object_in_map(
+    (hay, start, release): (&[u8], usize, &dyn Fn(usize, usize)),
+    at: usize,
+    (clean, ahead): (&mut usize, &mut Ahead),
+) -> Option<Embedded> {
+    let span = crate::fsutil::FAULT_SPAN;
+    let behind = ((start + at) / span * span).saturating_sub(start);
+    if behind >= *clean + RELEASE_STEP {
+        release(start + *clean, behind - *clean);
+        *clean = behind;
+    }
+    let far = ahead.reads(start + at, table_reach(&hay[at..]));
+    let found = object_at(&hay[at..], (start + at) as u64);
+    if far {
+        let next = ((start + at) / span + 1) * span - start;
+        if next < hay.len() {
+            release(start + next, hay.len() - next);
+        }
+    }
+    found
+}
+
+/// What a candidate read from its file is.
+enum Read {
+    /// It starts as an ELF file does: the code object it is, if it is one, and the
+    /// bytes of it read through the map (from, to), if any.
+    Object(Option<Embedded>, Option<(u64, u64)>),
+    /// Another magic (a bundle's): to be read through the map.
+    NotElf,
+}
+
+/// The candidate at `at` of `file`, whose bytes to the end of its section are
+/// `rest` (of the file's map), read as [`object_at`] reads a code object but with
+/// positioned reads: its header, section header table, section names and notes are
+/// copied from the file, a few KiB, and dropped after it. Through the map, each
+/// thread's candidate made the 2 MiB page-cache folio holding it resident
+/// ([`crate::fsutil::FAULT_SPAN`]).
+fn code_object_in_file(file: &std::fs::File, at: u64, rest: &[u8]) -> Read {
+    let cache = object::ReadCache::new(file);
+    let (copied, mapped) = (std::cell::Cell::new(0), std::cell::Cell::new(None));
+    let whole = FileWindow {
+        cache: &cache,
+        map: rest,
+        at,
+        copied: &copied,
+        mapped: &mapped,
+    };
+    let magic = object::ReadRef::read_bytes_at(whole, 0, 4.min(rest.len() as u64));
+    if magic != Ok(b"\x7fELF") {
+        return Read::NotElf;
+    }
+    let Some(size) = code_object_size(whole) else {
+        return Read::Object(None, mapped.get());
+    };
+    let co = FileWindow {
+        map: &rest[..size as usize],
+        ..whole
+    };
+    let found = code_object_found(co, size);
+    Read::Object(found, mapped.get())
+}
+
+/// The most of one candidate copied from its file (its headers and notes are a few
+/// KiB). Past it, reads are the map's: a false start's header can name thousands
+/// of sections over the same bytes, each read a copy (one of the bench's trees
+/// held 900 KiB of copies of one such candidate at once).
+const CANDIDATE_COPIES: u64 = 256 << 10;
+
+/// The bytes of `map` (at `at` of the file) read from the file with positioned
+/// reads kept in `cache`, [`CANDIDATE_COPIES`] bytes in all (counted in `copied`);
+/// past that, a read is the map's bytes, and what of `map` was read so is noted in
+/// `mapped` (from, to) for its release. Reads past the end of `map` fail, as a
+/// slice's do.
+#[derive(Clone, Copy)]
+struct FileWindow<'a> {
+    cache: &'a object::ReadCache<&'a std::fs::File>,
+    map: &'a [u8],
+    at: u64,
+    copied: &'a std::cell::Cell<u64>,
+    mapped: &'a std::cell::Cell<Option<(u64, u64)>>,
+}
+
+impl<'a> object::ReadRef<'a> for FileWindow<'a> {
+    fn len(self) -> Result<u64, ()> {
+        Ok(self.map.len() as u64)
+    }
+
+    fn read_bytes_at(self, offset: u64, size: u64) -> Result<&'a [u8], ()> {
+        if offset
+            .checked_add(size)
+            .is_none_or(|end| end > self.map.len() as u64)
+        {
+            return Err(());
+        }
+        let copied = self.copied.get().saturating_add(size);
+        if copied > CANDIDATE_COPIES {
+            let was = self.mapped.get().unwrap_or((offset, offset));
+            self.mapped
+                .set(Some((was.0.min(offset), was.1.max(offset + size))));
+            return self.map.read_bytes_at(offset, size);
+        }
+        self.copied.set(copied);
+        self.cache.read_bytes_at(self.at + offset, size)
+    }
+
+    fn read_bytes_at_until(
+        self,
+        range: std::ops::Range<u64>,
+        delimiter: u8,
+    ) -> Result<&'a [u8], ()> {
+        if range.start > range.end || range.end > self.map.len() as u64 {
+            return Err(());
+        }
+        self.cache
+            .read_bytes_at_until(self.at + range.start..self.at + range.end, delimiter)
+    }
 }
 
 /// In file order, each byte in at most one object: sections of a damaged header
@@ -542,15 +673,15 @@ impl Ahead {
 
 /// Where the section header table of a code object header at the start of `rest`
 /// lies (offset from it, length), when its header says it lies inside `rest`.
-fn table_reach(rest: &[u8]) -> Option<(usize, usize)> {
-    if !codeobj::is_code_object(rest) {
+fn table_reach<'r, R: object::ReadRef<'r>>(rest: R) -> Option<(usize, usize)> {
+    if !rest.read_bytes_at(0, 20).is_ok_and(codeobj::is_code_object) {
         return None;
     }
     let hdr = elf::FileHeader64::<LE>::parse(rest).ok()?;
     let e = hdr.endian().ok()?;
     let len = u64::from(hdr.e_shnum(e)).checked_mul(u64::from(hdr.e_shentsize(e)))?;
     let off = hdr.e_shoff(e);
-    (off.checked_add(len)? <= rest.len() as u64).then_some((off as usize, len as usize))
+    (off.checked_add(len)? <= rest.len().ok()?).then_some((off as usize, len as usize))
 }
 
 /// The object starting at `rest` (found at `offset` of the file), if it is a
@@ -558,22 +689,7 @@ fn table_reach(rest: &[u8]) -> Option<(usize, usize)> {
 fn object_at(rest: &[u8], offset: u64) -> Option<Embedded> {
     if rest.starts_with(b"\x7fELF") {
         let size = code_object_size(rest)?;
-        let co = &rest[..size as usize];
-        // A code object for no processor (EF_AMDGPU_MACH_NONE) loads nowhere: not
-        // device code. Decided from the header, before the metadata is read.
-        let flags = u32::from_le_bytes(co[48..52].try_into().ok()?);
-        bundle::target::target_from_elf_flags(flags, co[8])?;
-        let info = codeobj::read(co).ok()?;
-        let target = info.target?;
-        return Some(Embedded {
-            section: String::new(),
-            index: 0,
-            offset,
-            size,
-            format: EmbeddedFormat::CodeObject,
-            targets: vec![EmbeddedTarget { arch: target, size }],
-            bundle: None,
-        });
+        return code_object_found(&rest[..size as usize], size).map(|e| e.at(offset));
     }
     let mut b = bundle::read_one(rest, 0, 0).ok()?;
     let targets: Vec<EmbeddedTarget> = b
@@ -603,17 +719,46 @@ fn object_at(rest: &[u8], offset: u64) -> Option<Embedded> {
     })
 }
 
+/// The code object `co` (its `size` bytes), if it is device code, found at offset 0
+/// (the caller places it).
+fn code_object_found<'r, R: object::ReadRef<'r>>(co: R, size: u64) -> Option<Embedded> {
+    // A code object for no processor (EF_AMDGPU_MACH_NONE) loads nowhere: not
+    // device code. Decided from the header, before the metadata is read.
+    let hdr = elf::FileHeader64::<LE>::parse(co).ok()?;
+    let e = hdr.endian().ok()?;
+    bundle::target::target_from_elf_flags(hdr.e_flags(e), hdr.e_ident().abi_version)?;
+    // Read as `codeobj::read` reads it (the same failures), but for the kernels'
+    // sizes: only the target is kept.
+    let target = codeobj::read_in(co, false).ok()?.target?;
+    Some(Embedded {
+        section: String::new(),
+        index: 0,
+        offset: 0,
+        size,
+        format: EmbeddedFormat::CodeObject,
+        targets: vec![EmbeddedTarget { arch: target, size }],
+        bundle: None,
+    })
+}
+
+impl Embedded {
+    fn at(self, offset: u64) -> Embedded {
+        Embedded { offset, ..self }
+    }
+}
+
 /// The bytes an AMDGPU code object at the start of `rest` spans: to the end of its
 /// last section or header table; `None` unless it is a complete 64-bit LE code object.
-fn code_object_size(rest: &[u8]) -> Option<u64> {
+fn code_object_size<'r, R: object::ReadRef<'r>>(rest: R) -> Option<u64> {
     let (shoff, shlen) = table_reach(rest)?;
     let hdr = elf::FileHeader64::<LE>::parse(rest).ok()?;
     let e = hdr.endian().ok()?;
+    let len = rest.len().ok()?;
     let mut end = 64u64.max((shoff + shlen) as u64);
     let phoff = hdr.e_phoff(e);
     let phnum = u64::from(hdr.e_phnum(e));
     end = end.max(phoff.checked_add(phnum.checked_mul(u64::from(hdr.e_phentsize(e)))?)?);
-    if end > rest.len() as u64 {
+    if end > len {
         return None;
     }
     for s in hdr.section_headers(e, rest).ok()? {
@@ -621,7 +766,7 @@ fn code_object_size(rest: &[u8]) -> Option<u64> {
             end = end.max(s.sh_offset(e).checked_add(s.sh_size(e))?);
         }
     }
-    (end <= rest.len() as u64).then_some(end)
+    (end <= len).then_some(end)
 }
 
 #[cfg(test)]

@@ -213,3 +213,57 @@ fn ranges_skip_what_hip_owns() {
     assert!(find(&lib, &r).0.is_empty());
     assert!(find(&lib, &deep_ranges(&lib)).0.is_empty());
 }
+
+/// A false start whose header names hundreds of note sections over the same bytes,
+/// each of another size: read from the file, its copies stop at
+/// `CANDIDATE_COPIES` and the rest is read through the map (and said, for its
+/// release), with the same answer as the search of the bytes in memory.
+#[test]
+fn a_candidate_read_from_its_file_copies_a_bounded_amount() {
+    use std::io::Write;
+    let n: u64 = 300;
+    let notes_at = 64 + n * 64;
+    let mut data = vec![0u8; 64];
+    data[..8].copy_from_slice(b"\x7fELF\x02\x01\x01\x40");
+    data[8] = 2; // code object v4
+    data[16..18].copy_from_slice(&3u16.to_le_bytes()); // ET_DYN
+    data[18..20].copy_from_slice(&224u16.to_le_bytes()); // EM_AMDGPU
+    data[20..24].copy_from_slice(&1u32.to_le_bytes());
+    data[40..48].copy_from_slice(&64u64.to_le_bytes()); // e_shoff
+    data[48..52].copy_from_slice(&0x3fu32.to_le_bytes()); // gfx90a
+    data[52..54].copy_from_slice(&64u16.to_le_bytes());
+    data[54..56].copy_from_slice(&56u16.to_le_bytes());
+    data[58..60].copy_from_slice(&64u16.to_le_bytes());
+    data[60..62].copy_from_slice(&(n as u16).to_le_bytes());
+    data[62..64].copy_from_slice(&1u16.to_le_bytes()); // names: zeros
+    for i in 1..=n {
+        // SHT_NOTE at `notes_at`, 12 * i bytes: i empty notes.
+        let mut sh = [0u8; 64];
+        sh[4..8].copy_from_slice(&7u32.to_le_bytes());
+        sh[24..32].copy_from_slice(&notes_at.to_le_bytes());
+        sh[32..40].copy_from_slice(&(12 * i).to_le_bytes());
+        sh[48..56].copy_from_slice(&4u64.to_le_bytes());
+        data.extend_from_slice(&sh);
+    }
+    data.resize((notes_at + 12 * n) as usize, 0);
+    assert!(
+        (1..=n).map(|i| 12 * i).sum::<u64>() > super::CANDIDATE_COPIES,
+        "the sections must ask for more than the bound"
+    );
+    let mut file = tempfile::tempfile().unwrap();
+    file.write_all(&data).unwrap();
+    let map = crate::fsutil::map_open_file(&file).unwrap();
+    let in_memory = super::object_at(&data, 0);
+    assert!(
+        in_memory.is_some(),
+        "a code object for gfx90a without metadata"
+    );
+    match super::code_object_in_file(&file, 0, &map) {
+        super::Read::Object(found, mapped) => {
+            assert_eq!(found, in_memory);
+            let (from, to) = mapped.expect("reads past the bound are the map's");
+            assert!(from >= notes_at && to <= data.len() as u64, "{from}..{to}");
+        }
+        super::Read::NotElf => panic!("an ELF candidate"),
+    }
+}
