@@ -179,7 +179,7 @@ impl DiffView {
                 .into_iter()
                 .map(|t| {
                     (
-                        RowId::Target(t.target.clone()),
+                        RowId::Target(t.target.to_string()),
                         Self::bar_row(&t.target, t.old_bytes, t.new_bytes, max, bar_w, theme),
                     )
                 })

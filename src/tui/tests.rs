@@ -1504,7 +1504,7 @@ fn diff_view_drills_from_file_to_target_to_kernels_and_back() {
     let screen = render(&v, 160, 48);
     assert!(screen.contains("lib/libk.so"), "{screen}");
     for t in &libk.targets {
-        assert!(screen.contains(&t.target), "{}: {screen}", t.target);
+        assert!(screen.contains(&*t.target), "{}: {screen}", t.target);
     }
     assert!(libk.targets.len() >= 4, "{:?}", libk.targets);
     insta::assert_snapshot!("diff_file_targets_120x24", {

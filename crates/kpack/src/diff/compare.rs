@@ -38,27 +38,34 @@ impl Names {
 /// Device bytes and code objects per target, in processor order.
 pub(super) fn target_deltas(a: &Side, b: &Side) -> Vec<TargetDelta> {
     let mut targets: BTreeMap<String, TargetDelta> = BTreeMap::new();
+    fn of<'m>(targets: &'m mut BTreeMap<String, TargetDelta>, t: &str) -> &'m mut TargetDelta {
+        targets.entry(t.to_string()).or_insert_with(|| TargetDelta {
+            target: t.to_string(),
+            old_bytes: 0,
+            new_bytes: 0,
+            old_stored: 0,
+            new_stored: 0,
+            old_code_objects: 0,
+            new_code_objects: 0,
+        })
+    }
     for (side, objects) in [(0, &a.objects), (1, &b.objects)] {
         for o in objects.iter() {
-            let t = targets
-                .entry(o.target.to_string())
-                .or_insert_with(|| TargetDelta {
-                    target: o.target.to_string(),
-                    old_bytes: 0,
-                    new_bytes: 0,
-                    old_stored: 0,
-                    new_stored: 0,
-                    old_code_objects: 0,
-                    new_code_objects: 0,
-                });
+            let t = of(&mut targets, o.target);
             if side == 0 {
                 t.old_bytes += o.size;
-                t.old_stored += o.stored;
                 t.old_code_objects += 1;
             } else {
                 t.new_bytes += o.size;
-                t.new_stored += o.stored;
                 t.new_code_objects += 1;
+            }
+        }
+        for (target, stored) in objects.stored() {
+            let t = of(&mut targets, target);
+            if side == 0 {
+                t.old_stored += stored;
+            } else {
+                t.new_stored += stored;
             }
         }
     }
@@ -200,7 +207,7 @@ fn file_delta(sa: &Sizes, sb: &Sizes, pa: Option<String>, pb: Option<String>) ->
         .collect::<BTreeSet<_>>()
         .into_iter()
         .map(|t| FileTargetDelta {
-            target: t.to_string(),
+            target: crate::intern::interned(t),
             old_bytes: ta.get(t).copied().unwrap_or(0),
             new_bytes: tb.get(t).copied().unwrap_or(0),
         })

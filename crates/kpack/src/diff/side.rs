@@ -28,6 +28,9 @@ pub(super) struct Objects {
     list: Chunked,
     binaries: Interned,
     targets: Interned,
+    /// Bytes on disk per target (by its number): only their sums are compared, so
+    /// not held per object (8 of its 32 bytes).
+    stored: Vec<u64>,
 }
 
 /// Code objects kept in chunks of [`CHUNK`]: a list grown by doubling held up to
@@ -72,13 +75,13 @@ impl std::ops::Index<usize> for Chunked {
     }
 }
 
+/// 24 bytes.
 #[derive(Clone, Copy)]
 struct Object {
     binary: u32,
     bundle: Option<u32>,
     target: u32,
     size: u64,
-    stored: u64,
 }
 
 /// One code object as the comparisons read it.
@@ -87,8 +90,6 @@ pub(super) struct ObjectRef<'a> {
     pub(super) binary: &'a str,
     pub(super) target: &'a str,
     pub(super) size: u64,
-    /// Bytes it takes on disk.
-    pub(super) stored: u64,
 }
 
 impl Objects {
@@ -105,8 +106,12 @@ impl Objects {
             bundle,
             target,
             size,
-            stored,
         });
+        let t = target as usize;
+        if self.stored.len() <= t {
+            self.stored.resize(t + 1, 0);
+        }
+        self.stored[t] += stored;
     }
 
     pub(super) fn iter(&self) -> impl Iterator<Item = ObjectRef<'_>> {
@@ -114,8 +119,12 @@ impl Objects {
             binary: &self.binaries.names[o.binary as usize],
             target: &self.targets.names[o.target as usize],
             size: o.size,
-            stored: o.stored,
         })
+    }
+
+    /// Bytes the code objects take on disk, per target.
+    pub(super) fn stored(&self) -> impl Iterator<Item = (&str, u64)> {
+        (self.targets.names.iter().map(String::as_str)).zip(self.stored.iter().copied())
     }
 
     /// The binaries' names.
