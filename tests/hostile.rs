@@ -769,12 +769,14 @@ fn an_input_that_shrinks_while_mapped_is_named_instead_of_a_bare_sigbus() {
         std::fs::copy(fixtures().join(f), tree.join("lib").join(f)).unwrap();
     }
     let victim = tree.join("lib/libzkern.so");
-    let run = |hook: &str, args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_kpack-tui"))
-            .args(args)
-            .env("KPACK_TUI_TEST_SHRINK_MAPPED", hook)
-            .output()
-            .unwrap()
+    // `half`: the file is cut to half its length, not to nothing.
+    let run = |hook: &str, half: bool, args: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_kpack-tui"));
+        c.args(args).env("KPACK_TUI_TEST_SHRINK_MAPPED", hook);
+        if half {
+            c.env("KPACK_TUI_TEST_SHRINK_HALF", "1");
+        }
+        c.output().unwrap()
     };
     let said = format!(
         "kpack-tui: error: {}: the file changed while being read (it shrank while mapped); \
@@ -783,18 +785,13 @@ fn an_input_that_shrinks_while_mapped_is_named_instead_of_a_bare_sigbus() {
     );
     // Scan: the file given alone.
     let v = victim.to_str().unwrap();
-    let o = run(v, &["scan", v, "--no-tui"]);
+    let o = run(v, false, &["scan", v, "--no-tui"]);
     assert_eq!(o.status.code(), Some(2), "{o:?}");
     assert!(stderr(&o).contains(&said), "{}", stderr(&o));
     // Shrunk to half: the scan reads its headers with positioned reads, which a
     // shrink makes fail as a malformed ELF; the change is still what is said.
     std::fs::copy(fixtures().join("libzkern.so"), &victim).unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_kpack-tui"))
-        .args(["scan", v, "--no-tui"])
-        .env("KPACK_TUI_TEST_SHRINK_MAPPED", v)
-        .env("KPACK_TUI_TEST_SHRINK_HALF", "1")
-        .output()
-        .unwrap();
+    let o = run(v, true, &["scan", v, "--no-tui"]);
     let whole = std::fs::metadata(fixtures().join("libzkern.so"))
         .unwrap()
         .len();
@@ -806,22 +803,15 @@ fn an_input_that_shrinks_while_mapped_is_named_instead_of_a_bare_sigbus() {
     std::fs::copy(fixtures().join("libzkern.so"), &victim).unwrap();
     let out = tmp.path().join("out");
     let (t, o_) = (tree.to_str().unwrap(), out.to_str().unwrap());
-    let o = run(
-        &format!("{v}@2"),
-        &["pack", t, "-o", o_, "--group", "g", "--all", "-j", "1"],
-    );
+    let pack = ["pack", t, "-o", o_, "--group", "g", "--all", "-j", "1"];
+    let o = run(&format!("{v}@2"), false, &pack);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains(&said), "{}", stderr(&o));
     assert!(!out.exists());
     // Shrunk to half when the pack maps it: the pack reads code objects with
     // positioned reads too, and says the same.
     std::fs::copy(fixtures().join("libzkern.so"), &victim).unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_kpack-tui"))
-        .args(["pack", t, "-o", o_, "--group", "g", "--all", "-j", "1"])
-        .env("KPACK_TUI_TEST_SHRINK_MAPPED", format!("{v}@2"))
-        .env("KPACK_TUI_TEST_SHRINK_HALF", "1")
-        .output()
-        .unwrap();
+    let o = run(&format!("{v}@2"), true, &pack);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains(&said), "{}", stderr(&o));
     assert!(!out.exists());
