@@ -595,6 +595,15 @@ impl<'a> object::ReadRef<'a> for FileWindow<'a> {
         if range.start > range.end || range.end > self.map.len() as u64 {
             return Err(());
         }
+        // The cache reads up to 4 KiB of a string.
+        let copied = (self.copied.get()).saturating_add((range.end - range.start).min(4096));
+        if copied > CANDIDATE_COPIES {
+            let was = self.mapped.get().unwrap_or((range.start, range.start));
+            self.mapped
+                .set(Some((was.0.min(range.start), was.1.max(range.end))));
+            return self.map.read_bytes_at_until(range, delimiter);
+        }
+        self.copied.set(copied);
         self.cache
             .read_bytes_at_until(self.at + range.start..self.at + range.end, delimiter)
     }
