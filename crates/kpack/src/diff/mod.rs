@@ -97,7 +97,8 @@ pub struct FileDelta {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct FileTargetDelta {
-    /// Target ID (held once for all the files: `intern::interned`).
+    // Held once for all the files (`intern::interned`).
+    /// Target ID.
     pub target: std::sync::Arc<str>,
     /// Raw device code (code-object bytes) before.
     #[serde(rename = "old_raw")]
