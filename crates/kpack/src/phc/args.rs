@@ -259,6 +259,11 @@ pub fn analyse(cmd: &[String]) -> Result<CompileLine, PassReason> {
         if a.starts_with("-save-temps") {
             return unsupported("-save-temps (parallel compiles would share temp names)");
         }
+        // phc embeds the bundle it makes; a line that names its own (through
+        // -Xclang) would embed two, or pass one on to every device compile.
+        if a.starts_with("-fcuda-include-gpubinary") {
+            return unsupported("-fcuda-include-gpubinary (the line embeds its own GPU binary)");
+        }
     }
     let parsed = split_args(args);
     let mut output = None;
@@ -438,6 +443,14 @@ mod tests {
             !analyse(&rdc).unwrap().rdc,
             "the last of -fgpu-rdc/-fno-gpu-rdc wins"
         );
+        let mut own = two.clone();
+        own.extend(s(&[
+            "-Xclang",
+            "-fcuda-include-gpubinary",
+            "-Xclang",
+            "g.hipfb",
+        ]));
+        assert!(matches!(analyse(&own), Err(PassReason::Unsupported(_))));
         let mut trailing = two.clone();
         trailing.push("-o".into());
         assert!(matches!(
