@@ -13,6 +13,7 @@ mod report;
 mod stream;
 mod tally;
 mod thin;
+mod walk;
 mod wheel;
 
 mod event;
@@ -209,7 +210,7 @@ fn list_tree(root: &Path, sink: &dyn EventSink<ScanEvent>) -> Listing {
         .sort_by_file_name()
         .min_depth(1);
     for item in walk {
-        match walked(root, item) {
+        match walked(root, walk::Item::from(item)) {
             Walked::Directory => l.directories += 1,
             Walked::Problem(d) => l.diagnostics.push(d),
             Walked::Entry(r, linked) => {
@@ -238,26 +239,22 @@ enum Walked {
     Entry(FileReport, bool),
 }
 
-fn walked(root: &Path, item: walkdir::Result<walkdir::DirEntry>) -> Walked {
-    let item = match item {
-        Ok(item) => item,
-        Err(e) => {
-            let path = e
-                .path()
-                .map(|p| rel_string(p.strip_prefix(root).unwrap_or(p)))
+fn walked(root: &Path, item: walk::Item) -> Walked {
+    let (path, meta) = match item {
+        walk::Item::Entry(path, meta) => (path, meta),
+        walk::Item::Unreadable(path, e) => {
+            let path = path
+                .map(|p| rel_string(p.strip_prefix(root).unwrap_or(&p)))
                 .unwrap_or_default();
-            let msg = e
-                .io_error()
-                .map_or_else(|| e.to_string(), ToString::to_string);
             return Walked::Problem(Diagnostic {
                 path,
                 severity: Severity::Error,
-                message: format!("cannot read directory: {msg}"),
+                message: format!("cannot read directory: {e}"),
                 unreadable: true,
             });
         }
     };
-    let rel_path = item.path().strip_prefix(root).unwrap_or(item.path());
+    let rel_path = path.strip_prefix(root).unwrap_or(&path);
     // Reports, ledgers and archive keys name files by text: a name that is not
     // UTF-8 is carried escaped, exactly; one that cannot be told from such a
     // spelling is not addressed at all, and said.
@@ -272,7 +269,7 @@ fn walked(root: &Path, item: walkdir::Result<walkdir::DirEntry>) -> Walked {
             });
         }
     };
-    match item.metadata() {
+    match meta {
         Ok(meta) if meta.is_dir() => Walked::Directory,
         Ok(meta) => {
             let linked = meta.is_file() && meta.nlink() > 1;

@@ -4,6 +4,7 @@
 //! size of the tree. `scan --json` writes each report as it comes.
 
 use super::links::FirstNames;
+use super::walk::SortedWalk;
 use super::{
     FileKind, FileReport, ScanEvent, ScanOptions, Tally, TreeReport, Walked, inspect_listed,
     is_listed_file, scan, walked,
@@ -11,7 +12,6 @@ use super::{
 use crate::error::{Error, Result};
 use crate::event::EventSink;
 use crate::kerneldb::Database;
-use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
@@ -37,12 +37,8 @@ pub fn scan_each(
         std::mem::take(&mut report.files).into_iter().for_each(each);
         return Ok(report);
     }
-    let walk = walkdir::WalkDir::new(root)
-        .follow_links(false)
-        .sort_by(path_order)
-        .min_depth(1);
     let walk = Listing {
-        walk: walk.into_iter(),
+        walk: SortedWalk::new(root),
         root,
         sink,
         first_names: FirstNames::default(),
@@ -98,7 +94,7 @@ pub fn scan_each(
 /// The walk's side of a streamed scan: later names of hard-linked files marked as
 /// such before they are inspected, and the count for `Discovered`.
 struct Listing<'a> {
-    walk: walkdir::IntoIter,
+    walk: SortedWalk,
     root: &'a Path,
     sink: &'a dyn EventSink<ScanEvent>,
     /// The first name of each file with more than one (identities only of those).
@@ -149,12 +145,8 @@ impl Listing<'_> {
 /// The identities and names of the files with more than one name before `name` in
 /// path order, walked again.
 fn linked_before(root: &Path, name: &str) -> Vec<((u64, u64), String)> {
-    let walk = walkdir::WalkDir::new(root)
-        .follow_links(false)
-        .sort_by(path_order)
-        .min_depth(1);
     let mut found = Vec::new();
-    for item in walk {
+    for item in SortedWalk::new(root) {
         if let Walked::Entry(r, linked) = walked(root, item) {
             if r.path.as_str() >= name {
                 break;
@@ -165,30 +157,6 @@ fn linked_before(root: &Path, name: &str) -> Vec<((u64, u64), String)> {
         }
     }
     found
-}
-
-/// The order of a directory's entries that makes the walk's order that of their
-/// paths' text (as a full scan sorts them): a directory's entries follow it as
-/// `name/...`, so it sorts as its name with a `/` after it (`a-b` comes before
-/// `a/x`). Names compare by their text ([`crate::relpath`]).
-fn path_order(a: &walkdir::DirEntry, b: &walkdir::DirEntry) -> Ordering {
-    // Borrowed when UTF-8 (the text is the name): a sort compares each name many
-    // times.
-    let ((a, a_dir), (b, b_dir)) = (name_key(a), name_key(b));
-    let slash = |dir: bool| dir.then_some(b'/');
-    (a.iter().copied().chain(slash(a_dir))).cmp(b.iter().copied().chain(slash(b_dir)))
-}
-
-/// A name's text, and whether it is a directory's.
-fn name_key(e: &walkdir::DirEntry) -> (std::borrow::Cow<'_, [u8]>, bool) {
-    let raw = e.file_name().as_encoded_bytes();
-    let text = match std::str::from_utf8(raw) {
-        Ok(_) => std::borrow::Cow::Borrowed(raw),
-        Err(_) => crate::relpath::encode_bytes(raw)
-            .map_or_else(|_| raw.to_vec(), String::into_bytes)
-            .into(),
-    };
-    (text, e.file_type().is_dir())
 }
 
 #[cfg(test)]
