@@ -74,36 +74,31 @@ pub(super) fn target_deltas(a: &Side, b: &Side) -> Vec<TargetDelta> {
     targets
 }
 
-/// A side's files by name (size), device bytes per binary, and per binary and target
-/// (names borrowed from the side).
+/// A side's files by name, with their sizes, and its device bytes per binary and
+/// target (names borrowed from the side).
 struct Sizes<'a> {
-    files: BTreeMap<&'a str, u64>,
-    device: BTreeMap<&'a str, u64>,
-    per_target: BTreeMap<&'a str, BTreeMap<&'a str, u64>>,
+    /// Regular files and symlinks, sorted by name.
+    files: Vec<(&'a str, u64)>,
+    device: side::DeviceBytes<'a>,
 }
 
 impl<'a> Sizes<'a> {
     fn of(s: &'a Side, names: Names) -> Self {
-        let mut device = BTreeMap::new();
-        let mut per_target: BTreeMap<&str, BTreeMap<&str, u64>> = BTreeMap::new();
-        for o in s.objects.iter() {
-            *device.entry(names.of_ref(s, o.binary)).or_insert(0) += o.size;
-            *per_target
-                .entry(names.of_ref(s, o.binary))
-                .or_default()
-                .entry(o.target)
-                .or_insert(0) += o.size;
-        }
-        // Regular files and symlinks, by path.
-        let files = (s.scan.files.iter())
+        let mut files: Vec<(&str, u64)> = (s.scan.files.iter())
             .filter(|f| f.kind != FileKind::Other)
             .map(|f| (names.of_ref(s, &f.path), f.size))
             .collect();
+        files.sort_by(|x, y| x.0.cmp(y.0));
         Sizes {
             files,
-            device,
-            per_target,
+            device: s.objects.device_bytes(|b| names.of_ref(s, b)),
         }
+    }
+
+    /// The size of file `p`.
+    fn size(&self, p: &str) -> Option<u64> {
+        let i = self.files.binary_search_by(|(n, _)| (*n).cmp(p)).ok()?;
+        Some(self.files[i].1)
     }
 }
 
@@ -139,11 +134,11 @@ fn pair_files(sa: &Sizes, sb: &Sizes) -> Vec<(Option<String>, Option<String>)> {
             (None, None) => break,
         };
         match order {
-            std::cmp::Ordering::Less => only_a.extend(ia.next().map(|e| *e.0)),
-            std::cmp::Ordering::Greater => only_b.extend(ib.next().map(|e| *e.0)),
+            std::cmp::Ordering::Less => only_a.extend(ia.next().map(|e| e.0)),
+            std::cmp::Ordering::Greater => only_b.extend(ib.next().map(|e| e.0)),
             std::cmp::Ordering::Equal => {
                 if let (Some((p, za)), Some((_, zb))) = (ia.next(), ib.next())
-                    && (za, sa.device.get(p)) != (zb, sb.device.get(p))
+                    && (za, sa.device.total(p)) != (zb, sb.device.total(p))
                 {
                     pairs.push((Some(p.to_string()), Some(p.to_string())));
                 }
@@ -179,11 +174,15 @@ fn pair_files(sa: &Sizes, sb: &Sizes) -> Vec<(Option<String>, Option<String>)> {
 
 /// The delta of one pair of files (either may be missing).
 fn file_delta(sa: &Sizes, sb: &Sizes, pa: Option<String>, pb: Option<String>) -> FileDelta {
-    let get = |m: &BTreeMap<&str, u64>, p: &Option<String>| {
-        p.as_deref().and_then(|p| m.get(p)).copied().unwrap_or(0)
-    };
-    let (os, ns) = (get(&sa.files, &pa), get(&sb.files, &pb));
-    let (od, nd) = (get(&sa.device, &pa), get(&sb.device, &pb));
+    let size = |s: &Sizes, p: &Option<String>| p.as_deref().and_then(|p| s.size(p)).unwrap_or(0);
+    let (os, ns) = (size(sa, &pa), size(sb, &pb));
+    fn device<'a>(s: &Sizes<'a>, p: &Option<String>) -> Vec<(&'a str, u64)> {
+        p.as_deref()
+            .map(|p| s.device.of(p).collect())
+            .unwrap_or_default()
+    }
+    let (ta, tb) = (device(sa, &pa), device(sb, &pb));
+    let (od, nd): (u64, u64) = (ta.iter().map(|t| t.1).sum(), tb.iter().map(|t| t.1).sum());
     let change = match (&pa, &pb) {
         (None, _) => Change::Added,
         (_, None) => Change::Removed,
@@ -192,24 +191,16 @@ fn file_delta(sa: &Sizes, sb: &Sizes, pa: Option<String>, pb: Option<String>) ->
         _ => Change::Shrunk,
     };
     let path = pb.clone().or(pa.clone()).unwrap_or_default();
-    let empty = BTreeMap::new();
-    let ta = pa
-        .as_deref()
-        .and_then(|p| sa.per_target.get(p))
-        .unwrap_or(&empty);
-    let tb = pb
-        .as_deref()
-        .and_then(|p| sb.per_target.get(p))
-        .unwrap_or(&empty);
-    let mut targets: Vec<FileTargetDelta> = ta
-        .keys()
-        .chain(tb.keys())
+    let bytes =
+        |t: &[(&str, u64)], target: &str| t.iter().find(|x| x.0 == target).map_or(0, |x| x.1);
+    let mut targets: Vec<FileTargetDelta> = (ta.iter().chain(&tb))
+        .map(|t| t.0)
         .collect::<BTreeSet<_>>()
         .into_iter()
         .map(|t| FileTargetDelta {
             target: crate::intern::interned(t),
-            old_bytes: ta.get(t).copied().unwrap_or(0),
-            new_bytes: tb.get(t).copied().unwrap_or(0),
+            old_bytes: bytes(&ta, t),
+            new_bytes: bytes(&tb, t),
         })
         .collect();
     targets.sort_by(|x, y| crate::bundle::target::target_order(&x.target, &y.target));
