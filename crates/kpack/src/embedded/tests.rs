@@ -267,3 +267,39 @@ fn a_candidate_read_from_its_file_copies_a_bounded_amount() {
         super::Read::NotElf => panic!("an ELF candidate"),
     }
 }
+
+#[test]
+fn a_header_whose_table_no_code_object_has_is_no_candidate() {
+    // A gfx90a header whose table lies inside the data: read with a few sections or
+    // as many as the bound, not with more, nor with entries of another size or the
+    // count elsewhere.
+    let header = |shnum: u16, shentsize: u16, shoff: u64| {
+        let mut d = vec![0u8; 64];
+        d[..8].copy_from_slice(b"\x7fELF\x02\x01\x01\x40");
+        d[8] = 2;
+        d[16..18].copy_from_slice(&3u16.to_le_bytes());
+        d[18..20].copy_from_slice(&224u16.to_le_bytes());
+        d[20..24].copy_from_slice(&1u32.to_le_bytes());
+        d[40..48].copy_from_slice(&shoff.to_le_bytes());
+        d[48..52].copy_from_slice(&0x3fu32.to_le_bytes());
+        d[52..54].copy_from_slice(&64u16.to_le_bytes());
+        d[54..56].copy_from_slice(&56u16.to_le_bytes());
+        d[58..60].copy_from_slice(&shentsize.to_le_bytes());
+        d[60..62].copy_from_slice(&shnum.to_le_bytes());
+        d.resize(
+            64 + usize::from(shnum) * usize::from(shentsize.max(64)) + 64,
+            0,
+        );
+        d
+    };
+    let reach = |d: Vec<u8>| table_reach(d.as_slice());
+    assert_eq!(reach(header(4, 64, 64)), Some((64, 4 * 64)));
+    let most = usize::from(MAX_SECTIONS);
+    assert_eq!(reach(header(MAX_SECTIONS, 64, 64)), Some((64, most * 64)));
+    assert_eq!(reach(header(MAX_SECTIONS + 1, 64, 64)), None);
+    assert_eq!(reach(header(4, 768, 64)), None);
+    assert_eq!(reach(header(0, 64, 64)), None, "the count elsewhere");
+    assert_eq!(reach(header(0, 64, 0)), Some((0, 0)), "no table at all");
+    // And so no object: the search does not read such a table.
+    assert!(object_at(&header(MAX_SECTIONS + 1, 64, 64), 0).is_none());
+}
