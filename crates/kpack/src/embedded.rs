@@ -550,65 +550,6 @@ fn code_object_in_file(file: &std::fs::File, at: u64, rest: &[u8]) -> Read {
 /// held 900 KiB of copies of one such candidate at once).
 const CANDIDATE_COPIES: u64 = 256 << 10;
 
-/// The bytes of `map` (at `at` of the file) read from the file with positioned
-/// reads kept in `cache`, [`CANDIDATE_COPIES`] bytes in all (counted in `copied`);
-/// past that, a read is the map's bytes, and what of `map` was read so is noted in
-/// `mapped` (from, to) for its release. Reads past the end of `map` fail, as a
-/// slice's do.
-#[derive(Clone, Copy)]
-struct FileWindow<'a> {
-    cache: &'a object::ReadCache<&'a std::fs::File>,
-    map: &'a [u8],
-    at: u64,
-    copied: &'a std::cell::Cell<u64>,
-    mapped: &'a std::cell::Cell<Option<(u64, u64)>>,
-}
-
-impl<'a> object::ReadRef<'a> for FileWindow<'a> {
-    fn len(self) -> Result<u64, ()> {
-        Ok(self.map.len() as u64)
-    }
-
-    fn read_bytes_at(self, offset: u64, size: u64) -> Result<&'a [u8], ()> {
-        if offset
-            .checked_add(size)
-            .is_none_or(|end| end > self.map.len() as u64)
-        {
-            return Err(());
-        }
-        let copied = self.copied.get().saturating_add(size);
-        if copied > CANDIDATE_COPIES {
-            let was = self.mapped.get().unwrap_or((offset, offset));
-            self.mapped
-                .set(Some((was.0.min(offset), was.1.max(offset + size))));
-            return self.map.read_bytes_at(offset, size);
-        }
-        self.copied.set(copied);
-        self.cache.read_bytes_at(self.at + offset, size)
-    }
-
-    fn read_bytes_at_until(
-        self,
-        range: std::ops::Range<u64>,
-        delimiter: u8,
-    ) -> Result<&'a [u8], ()> {
-        if range.start > range.end || range.end > self.map.len() as u64 {
-            return Err(());
-        }
-        // The cache reads up to 4 KiB of a string.
-        let copied = (self.copied.get()).saturating_add((range.end - range.start).min(4096));
-        if copied > CANDIDATE_COPIES {
-            let was = self.mapped.get().unwrap_or((range.start, range.start));
-            self.mapped
-                .set(Some((was.0.min(range.start), was.1.max(range.end))));
-            return self.map.read_bytes_at_until(range, delimiter);
-        }
-        self.copied.set(copied);
-        self.cache
-            .read_bytes_at_until(self.at + range.start..self.at + range.end, delimiter)
-    }
-}
-
 /// In file order, each byte in at most one object: sections of a damaged header
 /// table may overlap, and an object must not be counted once per section.
 fn without_overlaps(mut found: Vec<Embedded>) -> Vec<Embedded> {
@@ -793,6 +734,9 @@ fn code_object_size<'r, R: object::ReadRef<'r>>(rest: R) -> Option<u64> {
     }
     (end <= len).then_some(end)
 }
+
+mod window;
+use window::FileWindow;
 
 #[cfg(test)]
 mod tests;
