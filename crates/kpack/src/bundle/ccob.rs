@@ -75,6 +75,16 @@ pub const MAX_UNCOMPRESSED: u64 = 8 << 30;
 
 /// Parse the CCOB header at the start of `data`, checking it against the bytes present.
 pub fn parse_header(data: &[u8]) -> FormatResult<CcobHeader> {
+    parse_header_of(&data[..data.len().min(HEADER_MAX)], data.len() as u64)
+}
+
+/// The longest CCOB header (v3).
+pub const HEADER_MAX: usize = 32;
+
+/// [`parse_header`] of data of `len` bytes whose first ones are `head` (all of it,
+/// or [`HEADER_MAX`] bytes at least): a header read from a file, not the data.
+pub fn parse_header_of(head: &[u8], len: u64) -> FormatResult<CcobHeader> {
+    let data = head;
     if data.len() < 8 || &data[..4] != CCOB_MAGIC {
         return Err(FormatError::new(
             0,
@@ -119,13 +129,10 @@ pub fn parse_header(data: &[u8]) -> FormatResult<CcobHeader> {
                 format!("CCOB total size {t} is smaller than its header"),
             ));
         }
-        if t > data.len() as u64 {
+        if t > len {
             return Err(FormatError::new(
                 8,
-                format!(
-                    "CCOB total size {t} passes the end of the data ({} bytes)",
-                    data.len()
-                ),
+                format!("CCOB total size {t} passes the end of the data ({len} bytes)"),
             ));
         }
     }

@@ -15,6 +15,7 @@
 
 pub mod ccob;
 mod each;
+mod in_file;
 pub mod target;
 
 use crate::error::{FormatError, FormatResult};
@@ -23,6 +24,7 @@ use std::io::{BufRead, BufReader, Read};
 
 pub use ccob::{CcobHeader, Compression};
 pub use each::{CodeObject, FileSection, Input, Release, Wanted};
+pub use in_file::walk_section_in_file;
 pub use target::{EntryId, TargetId};
 
 /// The 24-byte magic of an uncompressed bundle (no NUL).

@@ -190,16 +190,17 @@ pub fn inspect(data: &[u8]) -> FormatResult<ElfContent> {
 /// length) to `release` once its entry table is read
 /// (`bundle::walk_section_releasing`).
 pub fn inspect_releasing(data: &[u8], release: &dyn Fn(usize, usize)) -> FormatResult<ElfContent> {
-    inspect_in(data, data, release)
+    inspect_in(data, (data, None), release)
 }
 
 /// [`inspect_releasing`] reading the file's headers, wrappers and marker from
 /// `read` (an `object::ReadCache` over the file reads them with positioned reads,
 /// never mapping the folios they lie in), and only the bundles of `.hip_fatbin`
-/// from `data`, the file's map.
+/// from `data`, the file's map, or from `file` (the file `data` maps) with
+/// positioned reads when given (`bundle::walk_section_in_file`).
 pub fn inspect_in<'r, R: object::ReadRef<'r>>(
     read: R,
-    data: &[u8],
+    (data, file): (&[u8], Option<&std::fs::File>),
     release: &dyn Fn(usize, usize),
 ) -> FormatResult<ElfContent> {
     let len = read.len().unwrap_or(0);
@@ -267,10 +268,14 @@ pub fn inspect_in<'r, R: object::ReadRef<'r>>(
         // Linux 6.18) leave the resident set before the bundles' are read: a large
         // binary holds one folio at a time, not three.
         release(0, data.len());
-        match fb.data(endian, data) {
-            Ok(sec) => match bundle::walk_section_releasing(sec, &|o, l| {
+        let walk = |sec: &[u8]| match file {
+            Some(f) => bundle::walk_section_in_file(f, span.offset, sec.len() as u64),
+            None => bundle::walk_section_releasing(sec, &|o, l| {
                 release((span.offset as usize).saturating_add(o), l)
-            }) {
+            }),
+        };
+        match fb.data(endian, data) {
+            Ok(sec) => match walk(sec) {
                 Ok(b) => bundles = b,
                 Err(e) => problems.push(format!("{FATBIN_SECTION}: {}", e.shifted(span.offset))),
             },
@@ -731,7 +736,7 @@ mod tests {
                 file.write_all(data).unwrap();
                 let map = crate::fsutil::map_open_file(&file).unwrap();
                 let reads = crate::fsutil::SmallReads::new(&file, &map);
-                let by_reads = inspect_in(&reads, &map, &|_, _| {});
+                let by_reads = inspect_in(&reads, (&map, None), &|_, _| {});
                 assert_eq!(
                     format!("{by_reads:?}"),
                     format!("{:?}", inspect(data)),

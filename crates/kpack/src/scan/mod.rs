@@ -453,7 +453,7 @@ fn inspect_owned(
             };
             let release = |o: usize, l: usize| bundle::Input::release(&input, o, l);
             let reads = crate::fsutil::SmallReads::new(&file, &map);
-            classify_releasing(&mut r, (&reads, &map), db.is_some(), &release);
+            classify_releasing(&mut r, (&reads, &map, Some(&file)), db.is_some(), &release);
             if r.kind == FileKind::Opaque && db.is_none() && head[..n].starts_with(b"!<thin>\n") {
                 let names = elf::inspect_static_archive(&map).map(|a| a.thin);
                 thin::resolve(&mut r, &names.unwrap_or_default(), abs, boundary);
@@ -573,20 +573,21 @@ pub fn worth_mapping(head: &[u8]) -> bool {
 
 /// Classify a file from its bytes (exposed for the fuzz targets and tests).
 pub fn classify_bytes(r: &mut FileReport, data: &[u8], is_db: bool) {
-    classify_releasing(r, (data, data), is_db, &|_, _| {})
+    classify_releasing(r, (data, data, None), is_db, &|_, _| {})
 }
 
-/// [`classify_bytes`] of a file map `data`, handing what it has read of a fat
-/// binary's bundles to `release` (offset, length) as it goes, an ELF's headers,
-/// wrappers and marker read from `read` (`elf::inspect_in`).
+/// [`classify_bytes`] of a file map `data`, an ELF's headers, wrappers and marker
+/// read from `read` (`elf::inspect_in`), its bundles from `file` (the file `data`
+/// maps) with positioned reads when given, else from `data`, handing what it has
+/// read to `release` (offset, length) as it goes.
 fn classify_releasing<'r, R: object::ReadRef<'r>>(
     r: &mut FileReport,
-    (read, data): (R, &[u8]),
+    (read, data, file): (R, &[u8], Option<&File>),
     is_db: bool,
     release: &dyn Fn(usize, usize),
 ) {
     if elf::is_elf(read.read_bytes_at(0, 4).unwrap_or_default()) {
-        match elf::inspect_in(read, data, release) {
+        match elf::inspect_in(read, (data, file), release) {
             Ok(ElfContent::Fat(fat)) => {
                 if is_db {
                     r.bundles = fat.bundles.iter().map(BundleReport::from_info).collect();
