@@ -15,8 +15,8 @@
 
 pub mod ccob;
 mod each;
-mod in_file;
 pub mod target;
+mod walk;
 
 use crate::error::{FormatError, FormatResult};
 use serde::Serialize;
@@ -24,8 +24,8 @@ use std::io::{BufRead, BufReader, Read};
 
 pub use ccob::{CcobHeader, Compression};
 pub use each::{CodeObject, FileSection, Input, Release, Wanted};
-pub use in_file::walk_section_in_file;
 pub use target::{EntryId, TargetId};
+pub use walk::walk_section_in_file;
 
 /// The 24-byte magic of an uncompressed bundle (no NUL).
 pub const BUNDLE_MAGIC: &[u8; 24] = b"__CLANG_OFFLOAD_BUNDLE__";
@@ -309,76 +309,19 @@ pub fn walk_section_releasing(
     data: &[u8],
     release: &dyn Fn(usize, usize),
 ) -> FormatResult<Vec<BundleInfo>> {
-    let mut bundles = Vec::new();
-    let mut pos = 0usize;
-    loop {
-        while pos < data.len() && data[pos] == 0 {
-            pos += 1;
-        }
-        if pos >= data.len() {
-            break;
-        }
-        let info = read_one(&data[pos..], bundles.len(), pos as u64)?;
-        let stored = info.stored_size.max(1) as usize;
-        release(pos, stored);
-        pos += stored;
-        bundles.push(info);
-    }
-    if bundles.is_empty() {
-        return Err(FormatError::new(
-            0,
-            "no offload bundle found (empty or all zero)",
-        ));
-    }
-    Ok(bundles)
+    walk::walk(&walk::Slice(data), release)
 }
 
 /// The bundle (plain or CCOB) at the start of `rest`, numbered `index`, found at
 /// `pos` of the data (offsets and errors are given there). Its `stored_size` is the
 /// bytes it occupies, whatever follows it.
 pub fn read_one(rest: &[u8], index: usize, pos: u64) -> FormatResult<BundleInfo> {
-    let ctx = |e: FormatError| e.shifted(pos).context(&format!("bundle {index}: "));
-    let info = if rest.starts_with(BUNDLE_MAGIC) {
-        let table = parse_table(rest, rest.len() as u64).map_err(ctx)?;
-        BundleInfo {
-            index,
-            offset: pos,
-            stored_size: table.logical_end,
-            compression: Compression::None,
-            ccob_version: None,
-            uncompressed_size: table.logical_end,
-            entries: table.entries,
-        }
-    } else if rest.starts_with(ccob::CCOB_MAGIC) {
-        let header = ccob::parse_header(rest).map_err(ctx)?;
-        let stored = header.stored_size(rest);
-        let payload = &rest[header.header_len..stored as usize];
-        // Through the thread's decompression context (its window is allocated once
-        // per thread, not once per bundle read).
-        let want = header.uncompressed_size;
-        let entries = ccob::with_decoder(header.method, payload, |d| {
-            tables_in_stream(d.take(want), want)
-        })
-        .map_err(|e| ctx(e.shifted(header.header_len as u64)).context("compressed payload: "))?;
-        BundleInfo {
-            index,
-            offset: pos,
-            stored_size: stored,
-            compression: header.method,
-            ccob_version: Some(header.version),
-            uncompressed_size: header.uncompressed_size,
-            entries,
-        }
-    } else {
-        return Err(FormatError::new(
-            pos,
-            format!(
-                "unexpected bytes {:02x?} where a bundle or zero padding should be",
-                &rest[..rest.len().min(4)]
-            ),
-        ));
-    };
-    Ok(info)
+    // Read at 0 of `rest`: what is named there is at `pos`.
+    let info = walk::read_one(&walk::Slice(rest), index, 0).map_err(|e| e.shifted(pos))?;
+    Ok(BundleInfo {
+        offset: pos,
+        ..info
+    })
 }
 
 /// Whether `data` starts like a bundle (plain or compressed).

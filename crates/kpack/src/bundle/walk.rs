@@ -1,11 +1,13 @@
-//! [`walk_section_in_file`]: the bundles of a section read from its file with
-//! positioned reads, never through a map. Read through the map, each bundle's table
+//! How a section's bundles are read ([`walk`], [`read_one`]), from its map
+//! ([`Slice`]) or, for [`walk_section_in_file`], from its file with positioned
+//! reads, never through a map. Read through the map, each bundle's table
 //! made the page-cache folio holding it resident (up to 2 MiB on Linux 6.18, see
 //! `fsutil::FAULT_SPAN`) until its release, on every scanning thread at once: the
 //! largest of what the scan of a large tree held for a moment.
 
 use super::{BUNDLE_MAGIC, BundleInfo, Compression, ccob, parse_table, tables_in_stream};
 use crate::error::{FormatError, FormatResult};
+use std::borrow::Cow;
 use std::fs::File;
 use std::io::{BufReader, Read};
 use std::os::unix::fs::FileExt;
@@ -16,16 +18,42 @@ const PIECE: usize = 16 << 10;
 /// [`super::walk_section`] of the `len` bytes at `at` of `file`: the same bundles,
 /// the same errors at the same offsets (of the section).
 pub fn walk_section_in_file(file: &File, at: u64, len: u64) -> FormatResult<Vec<BundleInfo>> {
-    let section = Section { file, at, len };
+    walk(&Section { file, at, len }, &|_, _| {})
+}
+
+/// Where a walk reads a section's bytes: its map ([`Slice`]) or its file
+/// ([`Section`]). Positions are the section's.
+pub(super) trait Source {
+    type Reader<'a>: std::io::BufRead
+    where
+        Self: 'a;
+    fn len(&self) -> u64;
+    /// `n` bytes at `pos` (inside the section).
+    fn head(&self, pos: u64, n: usize) -> FormatResult<Cow<'_, [u8]>>;
+    /// The first byte at or after `pos` that is not zero (the end, if none).
+    fn past_zeros(&self, pos: u64) -> FormatResult<u64>;
+    /// Where `magic` first starts at or after `from`, whole in the section.
+    fn find(&self, magic: &[u8], from: u64) -> FormatResult<Option<u64>>;
+    /// The bytes from `from` to `to`.
+    fn reader(&self, from: u64, to: u64) -> Self::Reader<'_>;
+}
+
+/// Every bundle of the section `s`, handing each one's range to `release` once read.
+pub(super) fn walk<S: Source>(
+    s: &S,
+    release: &dyn Fn(usize, usize),
+) -> FormatResult<Vec<BundleInfo>> {
     let mut bundles = Vec::new();
     let mut pos = 0u64;
     loop {
-        pos = section.past_zeros(pos)?;
-        if pos >= len {
+        pos = s.past_zeros(pos)?;
+        if pos >= s.len() {
             break;
         }
-        let info = read_one(&section, bundles.len(), pos)?;
-        pos += info.stored_size.max(1);
+        let info = read_one(s, bundles.len(), pos)?;
+        let stored = info.stored_size.max(1);
+        release(pos as usize, stored as usize);
+        pos += stored;
         bundles.push(info);
     }
     if bundles.is_empty() {
@@ -37,13 +65,15 @@ pub fn walk_section_in_file(file: &File, at: u64, len: u64) -> FormatResult<Vec<
     Ok(bundles)
 }
 
-/// [`super::read_one`] of the bundle at `pos` of the section.
-fn read_one(s: &Section<'_>, index: usize, pos: u64) -> FormatResult<BundleInfo> {
+/// The bundle (plain or CCOB) at `pos` of the section `s`, numbered `index`
+/// (offsets and errors are given in the section). Its `stored_size` is the bytes it
+/// occupies, whatever follows it.
+pub(super) fn read_one<S: Source>(s: &S, index: usize, pos: u64) -> FormatResult<BundleInfo> {
     let ctx = |e: FormatError| e.shifted(pos).context(&format!("bundle {index}: "));
-    let rest = s.len - pos;
-    let head = s.bytes(pos, rest.min(ccob::HEADER_MAX as u64) as usize)?;
+    let rest = s.len() - pos;
+    let head = s.head(pos, rest.min(ccob::HEADER_MAX as u64) as usize)?;
     if head.starts_with(BUNDLE_MAGIC) {
-        let table = parse_table(s.reader(pos, s.len), rest).map_err(ctx)?;
+        let table = parse_table(s.reader(pos, s.len()), rest).map_err(ctx)?;
         return Ok(BundleInfo {
             index,
             offset: pos,
@@ -71,6 +101,8 @@ fn read_one(s: &Section<'_>, index: usize, pos: u64) -> FormatResult<BundleInfo>
             .find(ccob::CCOB_MAGIC, pos + header.header_len as u64)?
             .map_or(rest, |at| at - pos),
     };
+    // Through the thread's decompression context (its window is allocated once per
+    // thread, not once per bundle read).
     let payload = s.reader(pos + header.header_len as u64, pos + stored);
     let want = header.uncompressed_size;
     let entries = ccob::with_decoder(header.method, payload, |d| {
@@ -88,6 +120,38 @@ fn read_one(s: &Section<'_>, index: usize, pos: u64) -> FormatResult<BundleInfo>
     })
 }
 
+/// A section in memory (a map's bytes).
+pub(super) struct Slice<'a>(pub(super) &'a [u8]);
+
+impl Source for Slice<'_> {
+    type Reader<'a>
+        = &'a [u8]
+    where
+        Self: 'a;
+
+    fn len(&self) -> u64 {
+        self.0.len() as u64
+    }
+
+    fn head(&self, pos: u64, n: usize) -> FormatResult<Cow<'_, [u8]>> {
+        Ok(Cow::Borrowed(&self.0[pos as usize..][..n]))
+    }
+
+    fn past_zeros(&self, pos: u64) -> FormatResult<u64> {
+        let rest = &self.0[pos as usize..];
+        Ok(pos + rest.iter().position(|&b| b != 0).unwrap_or(rest.len()) as u64)
+    }
+
+    fn find(&self, magic: &[u8], from: u64) -> FormatResult<Option<u64>> {
+        let found = memchr::memmem::find(&self.0[from as usize..], magic);
+        Ok(found.map(|i| from + i as u64))
+    }
+
+    fn reader(&self, from: u64, to: u64) -> &[u8] {
+        &self.0[from as usize..to as usize]
+    }
+}
+
 /// The `len` bytes at `at` of `file`.
 struct Section<'a> {
     file: &'a File,
@@ -95,15 +159,22 @@ struct Section<'a> {
     len: u64,
 }
 
-impl Section<'_> {
-    /// `n` bytes at `pos` of the section (inside it).
-    fn bytes(&self, pos: u64, n: usize) -> FormatResult<Vec<u8>> {
-        let mut buf = vec![0u8; n];
-        (self.file.read_exact_at(&mut buf, self.at + pos)).map_err(|e| unreadable(pos, e))?;
-        Ok(buf)
+impl Source for Section<'_> {
+    type Reader<'a>
+        = BufReader<Range<'a>>
+    where
+        Self: 'a;
+
+    fn len(&self) -> u64 {
+        self.len
     }
 
-    /// The first byte at or after `pos` that is not zero (the end, if none).
+    fn head(&self, pos: u64, n: usize) -> FormatResult<Cow<'_, [u8]>> {
+        let mut buf = vec![0u8; n];
+        (self.file.read_exact_at(&mut buf, self.at + pos)).map_err(|e| unreadable(pos, e))?;
+        Ok(Cow::Owned(buf))
+    }
+
     fn past_zeros(&self, mut pos: u64) -> FormatResult<u64> {
         let mut buf = [0u8; 4096];
         while pos < self.len {
@@ -118,7 +189,6 @@ impl Section<'_> {
         Ok(self.len)
     }
 
-    /// Where `magic` first starts at or after `from` (of the section), whole in it.
     fn find(&self, magic: &[u8], from: u64) -> FormatResult<Option<u64>> {
         let finder = memchr::memmem::Finder::new(magic);
         let mut buf = vec![0u8; PIECE + magic.len() - 1];
@@ -139,7 +209,6 @@ impl Section<'_> {
         Ok(None)
     }
 
-    /// A buffered reader of the section from `from` to `to`.
     fn reader(&self, from: u64, to: u64) -> BufReader<Range<'_>> {
         BufReader::with_capacity(
             PIECE,
@@ -153,7 +222,7 @@ impl Section<'_> {
 }
 
 /// A range of a file read with positioned reads.
-struct Range<'a> {
+pub(super) struct Range<'a> {
     file: &'a File,
     pos: u64,
     end: u64,
