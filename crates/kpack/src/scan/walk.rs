@@ -162,6 +162,8 @@ impl Level {
         level.entries.sort_by(|a, b| path_order(key(a), key(b)));
         level.names.shrink_to_fit();
         level.entries.shrink_to_fit();
+        // Given from the end: in the order they were met, as walkdir gives them.
+        level.errors.reverse();
         Ok(level)
     }
 
